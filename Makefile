@@ -1,0 +1,36 @@
+# The two commands of the README:
+#   make demo   install what is missing, build, train examples/seed.yaml
+#   make test   install what is missing, build, run the whole test suite
+BUILD ?= build
+CMAKE_FLAGS ?=
+JOBS ?= $(shell nproc)
+
+.PHONY: all setup build demo test test-asan bench clean
+
+all: build
+
+setup:
+	@scripts/setup
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: setup build
+	$(BUILD)/cohort train examples/seed.yaml --out runs/seed
+
+test: setup
+	@$(MAKE) --no-print-directory build CMAKE_FLAGS="-DCOHORT_WERROR=ON $(CMAKE_FLAGS)"
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory test-asan
+
+# The suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-asan:
+	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZE=ON -DCOHORT_WERROR=ON -DCOHORT_CUDA=OFF"
+	cd build-asan && COHORT_SANITIZED=1 ctest --output-on-failure -j $(JOBS) -LE slow
+
+bench: setup build
+	bench/run
+
+clean:
+	rm -rf build build-asan

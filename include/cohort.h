@@ -1,0 +1,200 @@
+/*
+ * cohort: train many neural-network models in one run, on every device a
+ * machine has.
+ *
+ * The public C API. Every call returns a cohort_status and, on failure,
+ * fills the caller's cohort_error with a message that says what went wrong
+ * and where (file:line of a plan, name of a model). The library never prints
+ * and never exits; it reports progress through an optional callback.
+ *
+ * Typical use (see examples/train_many.c):
+ *
+ *     cohort_error err;
+ *     cohort_plan *plan;
+ *     if (cohort_plan_load("examples/seed.yaml", NULL, 0, &plan, &err)) ...
+ *     cohort_run_options opt;
+ *     cohort_run_options_init(&opt);
+ *     opt.out_dir = "runs/seed";
+ *     cohort_run *run;
+ *     if (cohort_run_create(plan, &opt, &run, &err)) ...
+ *     cohort_status st = cohort_run_train(run, &err);
+ *     for (int i = 0; i < cohort_run_model_count(run); i++) {
+ *         cohort_model_result r;
+ *         cohort_run_model_result(run, i, &r);
+ *         ...
+ *     }
+ *     cohort_run_free(run);
+ *     cohort_plan_free(plan);
+ */
+#ifndef COHORT_H
+#define COHORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COHORT_VERSION "0.1.0"
+
+typedef enum cohort_status {
+    COHORT_OK = 0,
+    COHORT_ERR_USAGE,       /* the caller passed something invalid */
+    COHORT_ERR_INPUT,       /* a plan, dataset or weights file is malformed */
+    COHORT_ERR_NOMEM,       /* a memory pool or the host is out of memory */
+    COHORT_ERR_IO,          /* a file could not be read or written */
+    COHORT_ERR_DEVICE,      /* a device is missing or failed */
+    COHORT_ERR_DIVERGED,    /* the loss became NaN or Inf */
+    COHORT_ERR_INTERRUPTED, /* stopped by a signal or the caller */
+    COHORT_ERR_PARTIAL,     /* training ran; some models failed, the rest finished */
+    COHORT_ERR_INTERNAL     /* a bug in cohort */
+} cohort_status;
+
+typedef struct cohort_error {
+    cohort_status status;
+    char message[1024];
+} cohort_error;
+
+/* Name of a status ("ok", "input error", ...). Never NULL. */
+const char *cohort_status_str(cohort_status st);
+
+/* ---- logging --------------------------------------------------------- */
+
+typedef enum cohort_log_level {
+    COHORT_LOG_DEBUG,
+    COHORT_LOG_INFO,
+    COHORT_LOG_WARN,
+    COHORT_LOG_ERROR
+} cohort_log_level;
+
+typedef void (*cohort_log_fn)(cohort_log_level level, const char *msg, void *user);
+
+/* Route the library's log messages to fn (NULL: drop them, the default). */
+void cohort_set_log(cohort_log_fn fn, void *user);
+
+/* ---- plans ----------------------------------------------------------- */
+
+typedef struct cohort_plan cohort_plan;
+
+/*
+ * Read a plan file (YAML or JSON), apply `overrides` ("dotted.key=value"
+ * strings, as `--set` gives them), merge defaults, expand the sweep and
+ * validate. On error *out is NULL and err says file:line and the problem.
+ */
+cohort_status cohort_plan_load(const char *path, const char *const *overrides, int n_overrides,
+                               cohort_plan **out, cohort_error *err);
+
+/* The same from text in memory; `name` stands for the file in messages. */
+cohort_status cohort_plan_parse(const char *text, size_t len, const char *name,
+                                const char *const *overrides, int n_overrides,
+                                cohort_plan **out, cohort_error *err);
+
+void cohort_plan_free(cohort_plan *plan);
+
+int cohort_plan_model_count(const cohort_plan *plan);
+const char *cohort_plan_model_name(const cohort_plan *plan, int i);
+/* The plan's name: the file name without directory and extension. */
+const char *cohort_plan_name(const cohort_plan *plan);
+
+/* ---- devices --------------------------------------------------------- */
+
+typedef enum cohort_mem_policy { COHORT_MEM_GROW = 0, COHORT_MEM_PREALLOCATE } cohort_mem_policy;
+
+typedef struct cohort_device_info {
+    char name[32];        /* "cpu:0", "gpu:1", "gpu:1/0" */
+    char kind[8];         /* "cpu" or "cuda" */
+    char model[128];      /* processor or GPU name */
+    int threads;          /* CPU cores this device may use (cpu only) */
+    int cc_major, cc_minor; /* compute capability (cuda only) */
+    uint64_t total_bytes; /* memory of the physical device */
+    uint64_t free_bytes;  /* free at discovery */
+    uint64_t limit_bytes; /* hard limit of this (logical) device */
+    int is_logical;       /* 1 for a part of a split device */
+    cohort_mem_policy policy;
+} cohort_device_info;
+
+/* ---- runs ------------------------------------------------------------ */
+
+typedef enum cohort_strategy {
+    COHORT_STRATEGY_AUTO = 0,
+    COHORT_STRATEGY_SEQUENTIAL,
+    COHORT_STRATEGY_THREADS,
+    COHORT_STRATEGY_PROCESSES,
+    COHORT_STRATEGY_FUSED
+} cohort_strategy;
+
+const char *cohort_strategy_str(cohort_strategy s);
+
+typedef enum cohort_event_kind {
+    COHORT_EVENT_MODEL_START,
+    COHORT_EVENT_STEP,       /* a few times per epoch, for progress display */
+    COHORT_EVENT_EPOCH_END,
+    COHORT_EVENT_MODEL_END
+} cohort_event_kind;
+
+typedef struct cohort_event {
+    cohort_event_kind kind;
+    int model;            /* index in the plan */
+    const char *name;
+    const char *device;
+    int epoch, epochs;    /* 1-based epoch, total epochs */
+    int64_t step, steps;  /* step within the epoch, steps per epoch */
+    double loss, accuracy, val_loss, val_accuracy; /* NaN when unknown */
+    double seconds;       /* since the model started */
+    const char *status;   /* MODEL_END: "ok", "failed", "diverged" */
+    const char *error;    /* MODEL_END: the reason, or "" */
+} cohort_event;
+
+typedef void (*cohort_event_fn)(const cohort_event *ev, void *user);
+
+typedef struct cohort_run_options {
+    const char *out_dir;      /* NULL: no files written */
+    cohort_strategy strategy; /* AUTO: the plan's, else chosen */
+    int threads;              /* CPU threads in all; 0: every core */
+    int resume;               /* continue from the checkpoints in out_dir */
+    cohort_event_fn on_event; /* NULL: none; called from the calling thread */
+    void *user;
+} cohort_run_options;
+
+void cohort_run_options_init(cohort_run_options *opt);
+
+typedef struct cohort_run cohort_run;
+
+/* Prepare a run: load the datasets, plan memory and placement. Nothing is
+ * trained. Fails (COHORT_ERR_INPUT) when the data cannot be read or shapes
+ * do not agree; models that cannot fit are marked and reported later. */
+cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_options *opt,
+                                cohort_run **out, cohort_error *err);
+
+/* Train every model. Returns COHORT_OK when every model succeeded,
+ * COHORT_ERR_PARTIAL when training ran and at least one model failed (err
+ * says how many; each model's result says why), COHORT_ERR_INTERRUPTED when
+ * stopped, or another error when nothing could be trained. */
+cohort_status cohort_run_train(cohort_run *run, cohort_error *err);
+
+void cohort_run_free(cohort_run *run);
+
+int cohort_run_model_count(const cohort_run *run);
+
+typedef struct cohort_model_result {
+    const char *name;
+    const char *status;   /* "ok", "failed", "diverged", "pending" */
+    const char *error;    /* "" when ok */
+    const char *device;
+    int epochs_run;
+    int best_epoch;       /* 1-based; 0 when none */
+    double best_val_loss, best_val_accuracy;
+    double final_loss, final_accuracy;
+    double test_loss, test_accuracy; /* NaN without test data */
+    double seconds;
+    uint64_t params;
+    uint64_t planned_bytes, peak_bytes;
+} cohort_model_result;
+
+cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,107 @@
+/*
+ * backend: one table of operations per device kind. The trainer calls only
+ * these; every pointer argument marked "dev" is device memory of that backend.
+ * Only backends and the trainer include this header.
+ *
+ * Every compute op is batched over `count` problems (a group of K models):
+ * problem k reads A + k*sA, B + k*sB, writes C + k*sC (strides in floats).
+ * Hyper-parameter arrays (lr, ...) are host memory of length count.
+ */
+#ifndef COHORT_BACKEND_IMPL_H
+#define COHORT_BACKEND_IMPL_H
+
+#include "cohort.h"
+#include "model/model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COHORT_BACKEND_API_VERSION 1
+
+typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
+
+/* Per-model optimizer settings of one step, host memory, [count] each. */
+typedef struct optim_step {
+    const float *lr, *momentum, *beta1, *beta2, *eps, *weight_decay;
+    const int *nesterov;
+    const unsigned char *active; /* 0: leave this model's parameters alone */
+    int64_t t;                   /* 1-based step number (Adam bias correction) */
+} optim_step;
+
+typedef struct backend_ops {
+    const char *name; /* "cpu", "cuda" */
+    int api_version;
+
+    /* -- contexts and memory -- */
+    cohort_status (*ctx_create)(int device, int threads, backend_ctx **out, cohort_error *err);
+    void (*ctx_free)(backend_ctx *ctx);
+    /* Raw device memory, 64-byte aligned; NULL when the device has none left. */
+    void *(*mem_alloc)(int device, size_t bytes);
+    void (*mem_free)(int device, void *p);
+    void (*copy_h2d)(backend_ctx *ctx, void *dst_dev, const void *src, size_t bytes);
+    void (*copy_d2h)(backend_ctx *ctx, void *dst, const void *src_dev, size_t bytes);
+    void (*memzero)(backend_ctx *ctx, void *dst_dev, size_t bytes);
+    /* Wait until every op queued on ctx is done. */
+    void (*sync)(backend_ctx *ctx);
+
+    /* -- data -- */
+    /* dst[k][r][:] = x[idx[k*idx_stride + r]][:], r < rows; x is host memory
+     * [n, dim]; dst is dev with stride dst_stride floats per model. */
+    void (*load_rows)(backend_ctx *ctx, float *dst, size_t dst_stride, const float *x, int64_t dim,
+                      const int64_t *idx, size_t idx_stride, int rows, int count);
+    /* The same for labels: dst[k*dst_stride + r] = y[idx[k*idx_stride + r]]. */
+    void (*load_labels)(backend_ctx *ctx, int32_t *dst, size_t dst_stride, const int32_t *y,
+                        const int64_t *idx, size_t idx_stride, int rows, int count);
+
+    /* -- compute -- */
+    /* Row-major C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T;
+     * C is M x N, the inner dimension is Kd. */
+    void (*gemm)(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int Kd, float alpha,
+                 const float *A, int lda, size_t sA, const float *B, int ldb, size_t sB, float beta,
+                 float *C, int ldc, size_t sC, int count);
+    /* Y[r][j] = act(Y[r][j] + bias[j]) in place; Y rows x cols (stride sY per
+     * model), bias stride sb. ACT_SOFTMAX adds the bias only (the loss applies
+     * softmax). */
+    void (*bias_act)(backend_ctx *ctx, float *Y, size_t sY, const float *bias, size_t sb, int rows,
+                     int cols, act_kind act, int count);
+    /* dZ = dY * act'(from the activation output Y), in place on d. */
+    void (*act_backward)(backend_ctx *ctx, float *d, size_t sd, const float *Y, size_t sY,
+                         size_t n, act_kind act, int count);
+    /* db[j] = sum over rows of dZ[r][j]. */
+    void (*bias_grad)(backend_ctx *ctx, float *db, size_t sdb, const float *dZ, size_t sdZ,
+                      int rows, int cols, int count);
+    /* Inverted dropout: mask[i] = (u(key_k, counter0 + i) >= rate_k) / (1 - rate_k),
+     * Y = X * mask, over n elements per model. */
+    void (*dropout_fwd)(backend_ctx *ctx, float *Y, const float *X, float *mask, size_t s,
+                        size_t n, const float *rate, const uint64_t *key, uint64_t counter0,
+                        int count);
+    /* d = d * mask, in place (dropout backward): n elements per model, d with
+     * stride sd, mask with stride sm. */
+    void (*mul)(backend_ctx *ctx, float *d, size_t sd, const float *mask, size_t sm, size_t n,
+                int count);
+    void (*copy)(backend_ctx *ctx, float *dst, const float *src, size_t s, size_t n, int count);
+    /* Softmax of logits Z (in place: Z becomes probabilities), cross-entropy
+     * against labels y, dZ = (p - onehot(y)) * grad_scale when dZ != NULL.
+     * stats[k*4 + 0] += sum of losses, stats[k*4 + 1] += correct predictions,
+     * stats[k*4 + 2] = this batch's mean loss (stats are doubles, dev). */
+    void (*softmax_xent)(backend_ctx *ctx, float *Z, size_t sZ, const int32_t *y, size_t sy,
+                         float *dZ, size_t sdZ, double *stats, int rows, int cols,
+                         float grad_scale, int count);
+    /* Mean squared error of outputs Y against targets: onehot(y) when cols > 1,
+     * else y itself; dY = 2 (Y - t) * grad_scale / cols when dY != NULL; stats
+     * as softmax_xent (accuracy: argmax, or rounding when cols == 1). */
+    void (*mse)(backend_ctx *ctx, const float *Y, size_t sY, const int32_t *y, size_t sy, float *dY,
+                size_t sdY, double *stats, int rows, int cols, float grad_scale, int count);
+    /* Optimizer updates over n parameters per model, strides s (floats). */
+    void (*sgd)(backend_ctx *ctx, float *w, const float *g, float *v, size_t s, size_t n,
+                const optim_step *o, int count);
+    void (*adam)(backend_ctx *ctx, float *w, const float *g, float *m, float *v, size_t s,
+                 size_t n, const optim_step *o, int count); /* adam and adamw */
+} backend_ops;
+
+const backend_ops *backend_cpu(void);
+/* The CUDA backend if the plugin is built, loads and finds a GPU; else NULL
+ * with the reason in why. Loading it initializes CUDA in this process. */
+const backend_ops *backend_cuda(char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,184 @@
+#include "backend/cpu/kernels.h"
+#include "util/util.h"
+
+#include <math.h>
+
+void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act)
+{
+    for (int r = 0; r < rows; r++) {
+        float *y = Y + (size_t)r * (size_t)cols;
+        switch (act) {
+        case ACT_RELU:
+            for (int j = 0; j < cols; j++) {
+                float z = y[j] + bias[j];
+                y[j] = z > 0.0f ? z : 0.0f;
+            }
+            break;
+        case ACT_SIGMOID:
+            for (int j = 0; j < cols; j++)
+                y[j] = 1.0f / (1.0f + expf(-(y[j] + bias[j])));
+            break;
+        case ACT_TANH:
+            for (int j = 0; j < cols; j++)
+                y[j] = tanhf(y[j] + bias[j]);
+            break;
+        case ACT_LINEAR:
+        case ACT_SOFTMAX:
+            for (int j = 0; j < cols; j++)
+                y[j] += bias[j];
+            break;
+        }
+    }
+}
+
+void kern_act_backward(float *d, const float *Y, size_t n, act_kind act)
+{
+    switch (act) {
+    case ACT_RELU:
+        for (size_t i = 0; i < n; i++)
+            d[i] = Y[i] > 0.0f ? d[i] : 0.0f;
+        break;
+    case ACT_SIGMOID:
+        for (size_t i = 0; i < n; i++)
+            d[i] *= Y[i] * (1.0f - Y[i]);
+        break;
+    case ACT_TANH:
+        for (size_t i = 0; i < n; i++)
+            d[i] *= 1.0f - Y[i] * Y[i];
+        break;
+    case ACT_LINEAR:
+    case ACT_SOFTMAX:
+        break;
+    }
+}
+
+void kern_bias_grad(float *db, const float *dZ, int rows, int cols)
+{
+    for (int j = 0; j < cols; j++)
+        db[j] = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        const float *d = dZ + (size_t)r * (size_t)cols;
+        for (int j = 0; j < cols; j++)
+            db[j] += d[j];
+    }
+}
+
+void kern_dropout_fwd(float *Y, const float *X, float *mask, size_t n, float rate, uint64_t key,
+                      uint64_t counter0)
+{
+    float keep = 1.0f / (1.0f - rate);
+    for (size_t i = 0; i < n; i++) {
+        float m = rng_hash_uniform(key, counter0 + i) >= rate ? keep : 0.0f;
+        mask[i] = m;
+        Y[i] = X[i] * m;
+    }
+}
+
+void kern_softmax_xent(float *Z, const int32_t *y, float *dZ, double *stats, int rows, int cols,
+                       float grad_scale)
+{
+    double loss = 0.0;
+    int correct = 0;
+    for (int r = 0; r < rows; r++) {
+        float *z = Z + (size_t)r * (size_t)cols;
+        float mx = z[0];
+        int arg = 0;
+        for (int j = 1; j < cols; j++)
+            if (z[j] > mx) {
+                mx = z[j];
+                arg = j;
+            }
+        float sum = 0.0f;
+        for (int j = 0; j < cols; j++) {
+            z[j] = expf(z[j] - mx);
+            sum += z[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < cols; j++)
+            z[j] *= inv;
+        int label = y[r];
+        /* Clip as Keras does, so a confident wrong answer costs a finite loss. */
+        float p = z[label] > 1e-7f ? z[label] : 1e-7f;
+        loss -= log((double)p);
+        correct += arg == label;
+        if (dZ) {
+            float *d = dZ + (size_t)r * (size_t)cols;
+            for (int j = 0; j < cols; j++)
+                d[j] = z[j] * grad_scale;
+            d[label] -= grad_scale;
+        }
+    }
+    stats[0] += loss;
+    stats[1] += correct;
+    stats[2] = rows ? loss / rows : 0.0;
+}
+
+void kern_mse(const float *Y, const int32_t *y, float *dY, double *stats, int rows, int cols,
+              float grad_scale)
+{
+    double loss = 0.0;
+    int correct = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *o = Y + (size_t)r * (size_t)cols;
+        int label = y[r];
+        double se = 0.0;
+        int arg = 0;
+        for (int j = 0; j < cols; j++) {
+            float t = cols == 1 ? (float)label : (j == label ? 1.0f : 0.0f);
+            float e = o[j] - t;
+            se += (double)e * e;
+            if (o[j] > o[arg])
+                arg = j;
+            if (dY)
+                dY[(size_t)r * (size_t)cols + (size_t)j] = 2.0f * e * grad_scale / (float)cols;
+        }
+        loss += se / cols;
+        if (cols == 1)
+            correct += lrintf(o[0]) == label;
+        else
+            correct += arg == label;
+    }
+    stats[0] += loss;
+    stats[1] += correct;
+    stats[2] = rows ? loss / rows : 0.0;
+}
+
+void kern_sgd(float *w, const float *g, float *v, size_t n, float lr, float momentum, int nesterov)
+{
+    if (!v || momentum == 0.0f) {
+        for (size_t i = 0; i < n; i++)
+            w[i] -= lr * g[i];
+        return;
+    }
+    if (nesterov) {
+        for (size_t i = 0; i < n; i++) {
+            v[i] = momentum * v[i] - lr * g[i];
+            w[i] += momentum * v[i] - lr * g[i];
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            v[i] = momentum * v[i] - lr * g[i];
+            w[i] += v[i];
+        }
+    }
+}
+
+void kern_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, int64_t t)
+{
+    double b1t = pow((double)beta1, (double)t), b2t = pow((double)beta2, (double)t);
+    float alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
+    /* 1 - beta in double, then rounded once, as Keras computes it. */
+    float c1 = (float)(1.0 - (double)beta1), c2 = (float)(1.0 - (double)beta2);
+    if (weight_decay != 0.0f) {
+        float d = weight_decay * lr;
+        for (size_t i = 0; i < n; i++)
+            w[i] -= w[i] * d;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        m[i] += (gi - m[i]) * c1;
+        v[i] += (gi * gi - v[i]) * c2;
+        w[i] -= alpha * m[i] / (sqrtf(v[i]) + eps);
+    }
+}

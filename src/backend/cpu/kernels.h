@@ -1,0 +1,37 @@
+/*
+ * Element-wise kernels of the CPU backend: plain functions over pointers and
+ * sizes, one model at a time. They are also the reference that other
+ * backends are tested against.
+ */
+#ifndef COHORT_KERNELS_H
+#define COHORT_KERNELS_H
+
+#include "model/model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Y is (rows, cols), bias (cols): Y = act(Y + bias); softmax: bias only. */
+void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act);
+/* d, Y are (n): d *= act'(z) written in terms of the output Y = act(z). */
+void kern_act_backward(float *d, const float *Y, size_t n, act_kind act);
+/* dZ is (rows, cols), db (cols): db = column sums. */
+void kern_bias_grad(float *db, const float *dZ, int rows, int cols);
+/* X, Y, mask are (n); element i keeps with probability 1 - rate. */
+void kern_dropout_fwd(float *Y, const float *X, float *mask, size_t n, float rate, uint64_t key,
+                      uint64_t counter0);
+/* Z (rows, cols) logits -> probabilities; y (rows); dZ (rows, cols) or NULL;
+ * stats[0] += loss sum, stats[1] += correct, stats[2] = mean loss. */
+void kern_softmax_xent(float *Z, const int32_t *y, float *dZ, double *stats, int rows, int cols,
+                       float grad_scale);
+void kern_mse(const float *Y, const int32_t *y, float *dY, double *stats, int rows, int cols,
+              float grad_scale);
+/* Keras SGD: v = momentum*v - lr*g; w += v (nesterov: w += momentum*v - lr*g).
+ * v may be NULL when momentum is 0: w -= lr*g. */
+void kern_sgd(float *w, const float *g, float *v, size_t n, float lr, float momentum, int nesterov);
+/* Keras Adam(W): decoupled decay w -= w*wd*lr, then
+ * m += (g-m)(1-b1), v += (g^2-v)(1-b2), w -= lr*sqrt(1-b2^t)/(1-b1^t) * m/(sqrt(v)+eps). */
+void kern_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, int64_t t);
+
+#endif

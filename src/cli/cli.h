@@ -1,0 +1,36 @@
+/*
+ * cli: the `cohort` command. main.c dispatches to one file per subcommand;
+ * progress.c draws training progress; each subcommand returns the exit
+ * status (0 ok, 1 some models failed, 2 usage or input error, 130 stopped).
+ */
+#ifndef COHORT_CLI_H
+#define COHORT_CLI_H
+
+#include "cohort.h"
+
+#include <stdio.h>
+
+int cmd_train(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+
+/* Print "cohort: message" to stderr and return 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Exit status for a library status. */
+int cli_exit_status(cohort_status st);
+/* argv[i] is "--name" and a value follows, or "--name=value": set *val. */
+int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
+
+/* Progress display. */
+typedef struct progress progress;
+progress *progress_create(FILE *out, int quiet, int n_models);
+void progress_event(const cohort_event *ev, void *user); /* a cohort_event_fn */
+void progress_finish(progress *p);
+void progress_free(progress *p);
+
+/* The table of results printed at the end of a run. */
+void print_results_table(FILE *out, const cohort_run *run);
+
+#endif

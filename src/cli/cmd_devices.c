@@ -1,0 +1,75 @@
+/* cohort devices: the physical and logical devices, with their memory. */
+#include "cli/cli.h"
+#include "device/device.h"
+#include "util/util.h"
+
+#include <string.h>
+
+int cmd_devices(int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            puts("usage: cohort devices [--json]\n\n"
+                 "List the devices cohort can train on: the CPU (cores, memory) and every CUDA\n"
+                 "GPU (name, compute capability, total and free memory). When no GPU is\n"
+                 "listed, says why.");
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else {
+            return cli_usage_error("devices", "unknown option '%s'", argv[i]);
+        }
+    }
+    device_registry *r;
+    cohort_error err;
+    if (devices_discover(&r, &err))
+        return cli_usage_error("devices", "%s", err.message);
+    char a[32], b[32];
+    if (json) {
+        strbuf s;
+        sb_init(&s);
+        sb_puts(&s, "{\n  \"devices\": [\n");
+        for (int i = 0; i < r->n; i++) {
+            const cohort_device_info *d = &r->dev[i].info;
+            sb_puts(&s, i ? ",\n    {\"name\": " : "    {\"name\": ");
+            sb_json_str(&s, d->name);
+            sb_puts(&s, ", \"kind\": ");
+            sb_json_str(&s, d->kind);
+            sb_puts(&s, ", \"model\": ");
+            sb_json_str(&s, d->model);
+            sb_printf(&s, ", \"threads\": %d, \"total_bytes\": %llu, \"free_bytes\": %llu, "
+                          "\"limit_bytes\": %llu, \"logical\": %s",
+                      d->threads, (unsigned long long)d->total_bytes,
+                      (unsigned long long)d->free_bytes, (unsigned long long)d->limit_bytes,
+                      d->is_logical ? "true" : "false");
+            if (!strcmp(d->kind, "cuda"))
+                sb_printf(&s, ", \"compute_capability\": \"%d.%d\"", d->cc_major, d->cc_minor);
+            sb_puts(&s, "}");
+        }
+        sb_puts(&s, "\n  ],\n  \"gpu_note\": ");
+        if (r->gpu_note[0])
+            sb_json_str(&s, r->gpu_note);
+        else
+            sb_puts(&s, "null");
+        sb_puts(&s, "\n}\n");
+        fputs(s.data ? s.data : "", stdout);
+        sb_free(&s);
+    } else {
+        for (int i = 0; i < r->n; i++) {
+            const cohort_device_info *d = &r->dev[i].info;
+            if (!strcmp(d->kind, "cpu"))
+                printf("%-8s %s, %d cores, %s memory (%s available)\n", d->name, d->model,
+                       d->threads, format_bytes(d->total_bytes, a, sizeof a),
+                       format_bytes(d->free_bytes, b, sizeof b));
+            else
+                printf("%-8s %s, compute capability %d.%d, %s memory (%s free)\n", d->name,
+                       d->model, d->cc_major, d->cc_minor, format_bytes(d->total_bytes, a, sizeof a),
+                       format_bytes(d->free_bytes, b, sizeof b));
+        }
+        if (r->gpu_note[0])
+            printf("(%s)\n", r->gpu_note);
+    }
+    devices_free(r);
+    return 0;
+}

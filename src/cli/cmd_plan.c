@@ -1,0 +1,228 @@
+/* cohort plan PLAN: the expanded models, their exact memory and placement. */
+#include "cli/cli.h"
+#include "plan/plan.h"
+#include "run/run.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *help =
+    "usage: cohort plan PLAN [--json] [--set KEY=VALUE]...\n"
+    "\n"
+    "Read PLAN and its datasets, expand defaults and sweeps, and show for every model its\n"
+    "layers, parameter count, the exact bytes it needs on its device (parameters, gradients,\n"
+    "optimizer state, activations for its batch size), where it will run, and whether it fits.\n"
+    "Nothing is trained.\n"
+    "\n"
+    "options:\n"
+    "  --json             print the same as JSON\n"
+    "  --set KEY=VALUE    override a plan key by dotted path (repeatable)\n"
+    "  --strategy S       show the plan under strategy S\n";
+
+static void layers_str(const model_entry *e, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, "%d", e->L.n_in);
+    for (int i = 0; i < e->spec->n_layers && len >= 0 && (size_t)len < n; i++) {
+        const layer_spec *l = &e->spec->layers[i];
+        if (l->kind == LAYER_DENSE)
+            len += snprintf(buf + len, n - (size_t)len, "-%d%s", l->units,
+                            l->act == ACT_LINEAR ? "" : act_name(l->act));
+        else
+            len += snprintf(buf + len, n - (size_t)len, "-drop%g", (double)l->rate);
+    }
+}
+
+static const char *buf_names[BUF_COUNT] = {"parameters", "gradients", "optimizer", "activations",
+                                           "deltas",     "dropout",   "labels",    "metrics",
+                                           "best_weights"};
+
+static void print_json(const cohort_run *run)
+{
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "{\n  \"plan\": ");
+    sb_json_str(&b, run->plan->name);
+    sb_puts(&b, ",\n  \"strategy\": ");
+    sb_json_str(&b, cohort_strategy_str(run->strategy));
+    sb_printf(&b, ",\n  \"data\": {\"train_samples\": %lld, \"validation_samples\": %lld, "
+                  "\"test_samples\": %lld, \"features\": %d, \"classes\": %d},\n",
+              (long long)run->train.n, (long long)run->val.n, (long long)run->test.n, run->n_in,
+              run->n_classes);
+    sb_puts(&b, "  \"models\": [\n");
+    for (int i = 0; i < run->n; i++) {
+        const model_entry *e = &run->m[i];
+        sb_puts(&b, i ? ",\n    {\"name\": " : "    {\"name\": ");
+        sb_json_str(&b, e->spec->name);
+        sb_printf(&b, ", \"params\": %zu, \"planned_bytes\": %zu, \"bytes\": {", e->L.n_params,
+                  e->L.total_bytes);
+        for (int j = 0; j < BUF_COUNT; j++)
+            sb_printf(&b, "%s\"%s\": %zu", j ? ", " : "", buf_names[j], e->L.buf_bytes[j]);
+        sb_puts(&b, "}, \"device\": ");
+        if (e->device >= 0)
+            sb_json_str(&b, run->devices->dev[e->device].info.name);
+        else
+            sb_puts(&b, "null");
+        sb_printf(&b, ", \"fits\": %s, \"error\": ", e->res.error[0] ? "false" : "true");
+        if (e->res.error[0])
+            sb_json_str(&b, e->res.error);
+        else
+            sb_puts(&b, "null");
+        sb_printf(&b, ", \"flops_per_epoch\": %.0f, \"config\": %s}",
+                  model_train_flops(&e->L, run->train.n),
+                  e->spec->config_json ? e->spec->config_json : "null");
+    }
+    sb_puts(&b, "\n  ],\n  \"devices\": [\n");
+    int first = 1;
+    for (int d = 0; d < run->devices->n; d++) {
+        const cohort_device *dev = &run->devices->dev[d];
+        if (!dev->pool)
+            continue;
+        uint64_t planned = 0;
+        for (int i = 0; i < run->n; i++)
+            if (run->m[i].device == d && !run->m[i].res.error[0])
+                planned += run->m[i].planned_bytes;
+        sb_puts(&b, first ? "    {\"name\": " : ",\n    {\"name\": ");
+        first = 0;
+        sb_json_str(&b, dev->info.name);
+        sb_printf(&b, ", \"limit_bytes\": %llu, \"planned_bytes\": %llu}",
+                  (unsigned long long)pool_limit(dev->pool), (unsigned long long)planned);
+    }
+    sb_puts(&b, "\n  ]\n}\n");
+    fputs(b.data ? b.data : "", stdout);
+    sb_free(&b);
+}
+
+static void print_text(const cohort_run *run)
+{
+    char a[32], c[32];
+    printf("plan %s: %d model%s, strategy %s\n", run->plan->path, run->n, run->n == 1 ? "" : "s",
+           cohort_strategy_str(run->strategy));
+    printf("data: %s: %lld train, %lld validation samples; %d features, %d classes",
+           run->plan->data.train, (long long)run->train.n, (long long)run->val.n, run->n_in,
+           run->n_classes);
+    if (run->has_test)
+        printf("; test %s: %lld samples", run->plan->data.test, (long long)run->test.n);
+    printf("\n\n");
+    int w = 5;
+    for (int i = 0; i < run->n; i++)
+        if ((int)strlen(run->m[i].spec->name) > w)
+            w = (int)strlen(run->m[i].spec->name);
+    printf("%-*s  %-28s  %10s  %12s  %-8s  %s\n", w, "model", "layers", "params", "memory",
+           "device", "fits");
+    for (int i = 0; i < run->n; i++) {
+        const model_entry *e = &run->m[i];
+        char layers[256];
+        layers_str(e, layers, sizeof layers);
+        printf("%-*s  %-28s  %10zu  %12s  %-8s  %s\n", w, e->spec->name, layers, e->L.n_params,
+               format_bytes(e->planned_bytes, a, sizeof a),
+               e->device >= 0 ? run->devices->dev[e->device].info.name : "-",
+               e->res.error[0] ? "NO" : "yes");
+        printf("%-*s  ", w, "");
+        int first = 1;
+        for (int j = 0; j < BUF_COUNT; j++) {
+            if (!e->L.buf_bytes[j])
+                continue;
+            printf("%s%s %s", first ? "" : ", ", buf_names[j],
+                   format_bytes(e->L.buf_bytes[j], a, sizeof a));
+            first = 0;
+        }
+        printf(" (%zu bytes exactly)\n", e->L.total_bytes);
+        if (e->res.error[0])
+            printf("%-*s  error: %s\n", w, "", e->res.error);
+    }
+    printf("\ndevices:\n");
+    for (int d = 0; d < run->devices->n; d++) {
+        const cohort_device *dev = &run->devices->dev[d];
+        if (!dev->pool)
+            continue;
+        uint64_t planned = 0, peak_concurrent = 0;
+        int count = 0;
+        for (int i = 0; i < run->n; i++)
+            if (run->m[i].device == d && !run->m[i].res.error[0]) {
+                planned += run->m[i].planned_bytes;
+                if (run->m[i].planned_bytes > peak_concurrent)
+                    peak_concurrent = run->m[i].planned_bytes;
+                count++;
+            }
+        printf("  %-8s limit %s; %d model%s, %s in all", dev->info.name,
+               format_bytes(pool_limit(dev->pool), a, sizeof a), count, count == 1 ? "" : "s",
+               format_bytes(planned, c, sizeof c));
+        if (run->strategy == COHORT_STRATEGY_SEQUENTIAL)
+            printf(", at most %s at once (sequential)",
+                   format_bytes(peak_concurrent, a, sizeof a));
+        printf("\n");
+    }
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    const char *path = NULL, *strategy = NULL;
+    const char **sets = calloc((size_t)argc, sizeof *sets);
+    int n_sets = 0, json = 0;
+    if (!sets)
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(help, stdout);
+            free(sets);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (cli_opt_value(argc, argv, &i, "--set", &v)) {
+            if (!v || !strchr(v, '=')) {
+                free(sets);
+                return cli_usage_error("plan", "--set needs KEY=VALUE");
+            }
+            sets[n_sets++] = v;
+        } else if (cli_opt_value(argc, argv, &i, "--strategy", &v)) {
+            strategy = v;
+        } else if (argv[i][0] == '-') {
+            free(sets);
+            return cli_usage_error("plan", "unknown option '%s' (see cohort plan --help)", argv[i]);
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            free(sets);
+            return cli_usage_error("plan", "one plan at a time; '%s' is extra", argv[i]);
+        }
+    }
+    if (!path) {
+        free(sets);
+        fputs(help, stderr);
+        return 2;
+    }
+    cohort_run_options opt;
+    cohort_run_options_init(&opt);
+    if (strategy) {
+        int s = strategy_parse(strategy);
+        if (s < 0) {
+            free(sets);
+            return cli_usage_error("plan", "unknown strategy '%s'", strategy);
+        }
+        opt.strategy = (cohort_strategy)s;
+    }
+    cohort_error err;
+    cohort_plan *plan;
+    cohort_status st = cohort_plan_load(path, sets, n_sets, &plan, &err);
+    free(sets);
+    if (st)
+        return cli_usage_error(NULL, "%s", err.message);
+    cohort_run *run;
+    st = cohort_run_create(plan, &opt, &run, &err);
+    if (st) {
+        cohort_plan_free(plan);
+        return cli_usage_error(NULL, "%s", err.message);
+    }
+    if (json)
+        print_json(run);
+    else
+        print_text(run);
+    int fits = 1;
+    for (int i = 0; i < run->n; i++)
+        fits &= !run->m[i].res.error[0];
+    cohort_run_free(run);
+    cohort_plan_free(plan);
+    return fits ? 0 : 1;
+}

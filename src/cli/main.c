@@ -1,0 +1,93 @@
+/* cohort: train many neural-network models in one run. */
+#include "cli/cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+static const char *usage =
+    "usage: cohort <command> [options]\n"
+    "\n"
+    "Train many neural-network models in one run, on every device of the machine.\n"
+    "\n"
+    "commands:\n"
+    "  train PLAN      train every model of a plan file (YAML or JSON)\n"
+    "  plan PLAN       show the expanded models, their exact memory needs and placement\n"
+    "  devices         list the devices: the CPU and the GPUs, with their memory\n"
+    "  eval WEIGHTS    loss and accuracy of saved weights on a dataset\n"
+    "  predict WEIGHTS predictions of saved weights for a dataset\n"
+    "\n"
+    "options:\n"
+    "  -h, --help      show help (also: cohort <command> --help)\n"
+    "  --version       print the version\n"
+    "\n"
+    "exit status: 0 all models trained, 1 some failed (the rest finished),\n"
+    "             2 usage or input error (nothing trained), 130 interrupted\n"
+    "\n"
+    "example: cohort train examples/seed.yaml --out runs/seed\n";
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "cohort%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+int cli_exit_status(cohort_status st)
+{
+    switch (st) {
+    case COHORT_OK: return 0;
+    case COHORT_ERR_PARTIAL: return 1;
+    case COHORT_ERR_INTERRUPTED: return 130;
+    default: return 2;
+    }
+}
+
+int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return 0;
+    if (argv[*i][n] == '=') {
+        *val = argv[*i] + n + 1;
+        return 1;
+    }
+    if (argv[*i][n] != 0)
+        return 0;
+    if (*i + 1 >= argc) {
+        *val = NULL;
+        return 1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("cohort %s\n", COHORT_VERSION);
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {{"train", cmd_train},     {"plan", cmd_plan},       {"devices", cmd_devices},
+                {"eval", cmd_eval},       {"predict", cmd_predict}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(cmd, cmds[i].name))
+            return cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "cohort: unknown command '%s'\n\n%s", cmd, usage);
+    return 2;
+}

@@ -1,0 +1,38 @@
+/* The table of results printed after training. */
+#include "cli/cli.h"
+#include "run/run.h"
+
+#include <math.h>
+#include <string.h>
+
+static void cell_num(char *buf, size_t n, double v, const char *fmt)
+{
+    if (isfinite(v))
+        snprintf(buf, n, fmt, v);
+    else
+        snprintf(buf, n, "-");
+}
+
+void print_results_table(FILE *out, const cohort_run *run)
+{
+    int w = 5;
+    for (int i = 0; i < run->n; i++) {
+        int l = (int)strlen(run->m[i].spec->name);
+        if (l > w)
+            w = l;
+    }
+    fprintf(out, "%-*s  %-8s  %-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w, "model", "status", "device",
+            "params", "epochs", "best_ep", "val_acc", "test_acc", "seconds");
+    for (int i = 0; i < run->n; i++) {
+        const model_entry *e = &run->m[i];
+        char va[16], ta[16], sec[16], be[16];
+        cell_num(va, sizeof va, e->res.best_epoch ? e->res.best.val_accuracy : NAN, "%.4f");
+        cell_num(ta, sizeof ta, e->test_accuracy, "%.4f");
+        cell_num(sec, sizeof sec, e->res.seconds, "%.1f");
+        cell_num(be, sizeof be, e->res.best_epoch ? (double)e->res.best_epoch : NAN, "%.0f");
+        fprintf(out, "%-*s  %-8s  %-7s  %9zu  %6d  %8s  %8s  %8s  %8s\n", w, e->spec->name,
+                model_state_str(e->res.state),
+                e->device >= 0 ? run->devices->dev[e->device].info.name : "-", e->L.n_params,
+                e->res.epochs_run, be, va, ta, sec);
+    }
+}

@@ -1,0 +1,63 @@
+/*
+ * data: dataset readers (IDX with gzip, CSV, NPY, NPZ) into one in-memory
+ * form: float32 inputs [n, dim] and int32 labels [n]. A dataset is read once
+ * per run and shared read-only by every model trained on it.
+ */
+#ifndef COHORT_DATA_H
+#define COHORT_DATA_H
+
+#include "cohort.h"
+
+#include <stdint.h>
+
+typedef struct cohort_dataset {
+    int64_t n;         /* samples */
+    int64_t dim;       /* features per sample (images are flattened) */
+    float *x;          /* [n, dim], row-major, owned */
+    int32_t *y;        /* [n], owned; each in [0, n_classes) */
+    int32_t n_classes; /* 1 + the largest label */
+    char source[1024]; /* the spec it was read from, for messages */
+} cohort_dataset;
+
+/* A read-only window of a dataset: rows [begin, begin + n). */
+typedef struct data_view {
+    const float *x;
+    const int32_t *y;
+    int64_t n, dim;
+} data_view;
+
+typedef struct data_options {
+    const char *label_column; /* CSV: name or 0-based index; NULL: "label" or last */
+} data_options;
+
+/*
+ * Read a dataset from a spec:
+ *   fashion-mnist:train | fashion-mnist:test   the Debian package's files
+ *        (/usr/share/datasets/fashion-mnist, or $COHORT_DATA)
+ *   mnist:train | mnist:test                   the same layout under $COHORT_DATA
+ *   idx:IMAGES,LABELS      IDX files, plain or .gz
+ *   csv:FILE               header optional; label column "label" or the last
+ *   npy:X,Y                X float32/float64/uint8 [n, ...], Y integer [n]
+ *   npz:FILE               arrays "x" and "y" (or x_train/y_train, or the first two)
+ * uint8 inputs are scaled to [0, 1]. On error *out is NULL and err names the
+ * file and what is wrong with it; exit status 2 for the CLI (COHORT_ERR_INPUT
+ * or COHORT_ERR_IO).
+ */
+cohort_status data_load(const char *spec, const data_options *opt, cohort_dataset **out,
+                        cohort_error *err);
+
+cohort_status data_read_idx(const char *images, const char *labels, cohort_dataset **out,
+                            cohort_error *err);
+cohort_status data_read_csv(const char *path, const char *label_column, cohort_dataset **out,
+                            cohort_error *err);
+cohort_status data_read_npy(const char *x_path, const char *y_path, cohort_dataset **out,
+                            cohort_error *err);
+cohort_status data_read_npz(const char *path, cohort_dataset **out, cohort_error *err);
+
+void data_free(cohort_dataset *ds);
+
+data_view data_view_all(const cohort_dataset *ds);
+/* Split off the last `fraction` of ds as validation (as Keras does). */
+void data_split(const cohort_dataset *ds, double fraction, data_view *train, data_view *val);
+
+#endif

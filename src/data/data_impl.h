@@ -1,0 +1,109 @@
+/*
+ * data_impl: helpers shared by the readers of src/data/ and by nothing else:
+ * capped allocation of the x and y arrays, assembly of a cohort_dataset, and
+ * a byte source over a file region that is stored or deflated (NPY and NPZ).
+ */
+#ifndef COHORT_DATA_IMPL_H
+#define COHORT_DATA_IMPL_H
+
+#include "data/data.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <zlib.h>
+
+/* No dataset may hold more than this many bytes of float32 inputs. */
+#define DATA_MAX_X_BYTES ((uint64_t)16 << 30)
+/* The largest label: 1 + it must still fit n_classes (int32). */
+#define DATA_MAX_LABEL (INT32_MAX - 1)
+
+/* COHORT_ERR_INPUT, naming `path`, when n * dim floats overflow or pass
+ * DATA_MAX_X_BYTES; COHORT_OK otherwise. Allocates nothing. */
+cohort_status data_check_x(uint64_t n, uint64_t dim, const char *path, cohort_error *err);
+
+/*
+ * Allocate x [n, dim] (64-byte aligned, free with free()). Fails with
+ * COHORT_ERR_INPUT, naming `path`, when n * dim overflows or passes
+ * DATA_MAX_X_BYTES, and with COHORT_ERR_NOMEM when malloc fails.
+ */
+cohort_status data_alloc_x(uint64_t n, uint64_t dim, const char *path, float **x,
+                           cohort_error *err);
+
+/* Allocate y [n] (64-byte aligned); errors as data_alloc_x. */
+cohort_status data_alloc_y(uint64_t n, const char *path, int32_t **y, cohort_error *err);
+
+/*
+ * Wrap x and y (ownership passes to this call in every case: on error they
+ * are freed) into a new dataset with n_classes = 1 + the largest label and
+ * source copied from `source`. Labels must already be in [0, DATA_MAX_LABEL].
+ */
+cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const char *source,
+                        cohort_dataset **out, cohort_error *err);
+
+/*
+ * A byte source: `left` bytes starting at the current position of f, either
+ * stored as they are or as a raw deflate stream of `in_left` bytes. When
+ * check_crc is set, data_src_finish compares the CRC-32 of all the bytes
+ * with want_crc (zip members).
+ */
+typedef struct data_src {
+    FILE *f;
+    char name[1200];   /* "path" or "path: member x.npy", for messages */
+    uint64_t left;     /* bytes the source still claims to hold */
+    uint64_t in_left;  /* deflated: compressed bytes not yet read from f */
+    int deflated;
+    int z_live;        /* zs is initialized */
+    int z_end;         /* the deflate stream ended */
+    z_stream zs;
+    unsigned char *in; /* deflated: input buffer */
+    int check_crc;
+    uint32_t crc, want_crc;
+} data_src;
+
+/* Prepare src over f; `deflated` starts a raw inflate of in_left bytes.
+ * On error (COHORT_ERR_NOMEM) src needs no data_src_close. */
+cohort_status data_src_open(data_src *src, FILE *f, const char *name, uint64_t left,
+                            int deflated, uint64_t in_left, cohort_error *err);
+
+/* Read up to n bytes into buf; *got < n only at the end of the data. Fails
+ * with COHORT_ERR_IO on a read error, COHORT_ERR_INPUT on a corrupt stream. */
+cohort_status data_src_read(data_src *src, void *buf, size_t n, size_t *got, cohort_error *err);
+
+/* Read exactly n bytes, or fail with "NAME: truncated: expected N bytes of
+ * WHAT, got M" (COHORT_ERR_INPUT). */
+cohort_status data_src_read_exact(data_src *src, void *buf, size_t n, const char *what,
+                                  cohort_error *err);
+
+/* Read what is left and check the CRC when asked; COHORT_ERR_INPUT on a
+ * mismatch. Does not close. */
+cohort_status data_src_finish(data_src *src, cohort_error *err);
+
+/* Release the inflate state (not the FILE). Safe to call twice. */
+void data_src_close(data_src *src);
+
+/* An array read from an .npy stream, converted to x floats or y labels. */
+typedef enum data_npy_role { DATA_NPY_X, DATA_NPY_Y } data_npy_role;
+
+typedef struct data_npy_array {
+    int64_t n, dim;  /* rows, and the product of the other dimensions */
+    float *x;        /* role X: [n, dim], owned by the caller */
+    int32_t *y;      /* role Y: [n], owned by the caller */
+} data_npy_array;
+
+/*
+ * Parse an .npy stream (versions 1.0, 2.0, 3.0; little-endian dtypes; C order)
+ * from src and convert it. X: <f4, <f8, |u1 (scaled by 1/255) or another
+ * integer type (as is). Y: any integer type or an integral float, shape [n]
+ * or [n, 1], values in [0, DATA_MAX_LABEL]. Checks that src claims at least
+ * the bytes the header declares before allocating. On error out is zeroed
+ * and nothing is left allocated.
+ */
+cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *out,
+                            cohort_error *err);
+
+/* x from one .npy and y from another into a dataset: checks that the row
+ * counts agree ("x has 100 rows, y has 99"). Takes ownership of both. */
+cohort_status data_npy_pair(data_npy_array *x, data_npy_array *y, const char *source,
+                            cohort_dataset **out, cohort_error *err);
+
+#endif

@@ -1,0 +1,329 @@
+/*
+ * dataset: the in-memory dataset (allocation, views, the validation split)
+ * and data_load, which turns a spec such as "fashion-mnist:train" or
+ * "csv:FILE" into a call of the matching reader.
+ */
+#include "data/data_impl.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void *alloc_aligned(size_t bytes)
+{
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = 64;
+    if (posix_memalign(&p, 64, bytes) != 0)
+        return NULL;
+    return p;
+}
+
+cohort_status data_check_x(uint64_t n, uint64_t dim, const char *path, cohort_error *err)
+{
+    uint64_t count, bytes;
+    if (__builtin_mul_overflow(n, dim, &count) || __builtin_mul_overflow(count, 4, &bytes) ||
+        bytes > DATA_MAX_X_BYTES)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: %llu samples of %llu values are more than the limit of 16 GiB "
+                           "of float32 data",
+                           path, (unsigned long long)n, (unsigned long long)dim);
+    return COHORT_OK;
+}
+
+cohort_status data_alloc_x(uint64_t n, uint64_t dim, const char *path, float **x,
+                           cohort_error *err)
+{
+    *x = NULL;
+    cohort_status st = data_check_x(n, dim, path, err);
+    if (st)
+        return st;
+    uint64_t bytes = n * dim * 4;
+    if (bytes > SIZE_MAX)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: %llu bytes do not fit in memory", path,
+                           (unsigned long long)bytes);
+    *x = alloc_aligned((size_t)bytes);
+    if (!*x)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory allocating %llu bytes",
+                           path, (unsigned long long)bytes);
+    return COHORT_OK;
+}
+
+cohort_status data_alloc_y(uint64_t n, const char *path, int32_t **y, cohort_error *err)
+{
+    *y = NULL;
+    uint64_t bytes;
+    if (__builtin_mul_overflow(n, 4, &bytes) || bytes > DATA_MAX_X_BYTES)
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s: %llu labels are more than the limit",
+                           path, (unsigned long long)n);
+    if (bytes > SIZE_MAX)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: %llu bytes do not fit in memory", path,
+                           (unsigned long long)bytes);
+    *y = alloc_aligned((size_t)bytes);
+    if (!*y)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory allocating %llu bytes",
+                           path, (unsigned long long)bytes);
+    return COHORT_OK;
+}
+
+cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const char *source,
+                        cohort_dataset **out, cohort_error *err)
+{
+    *out = NULL;
+    int32_t max = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (y[i] < 0) {
+            int label = (int)y[i];
+            free(x);
+            free(y);
+            return cohort_fail(err, COHORT_ERR_INTERNAL, "%s: negative label %d at row %lld",
+                               source, label, (long long)i);
+        }
+        if (y[i] > max)
+            max = y[i];
+    }
+    cohort_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) {
+        free(x);
+        free(y);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", source);
+    }
+    ds->n = n;
+    ds->dim = dim;
+    ds->x = x;
+    ds->y = y;
+    ds->n_classes = max + 1;
+    str_copy(ds->source, sizeof ds->source, source);
+    *out = ds;
+    return COHORT_OK;
+}
+
+/* Frees the dataset and both arrays; NULL is a no-op. */
+void data_free(cohort_dataset *ds)
+{
+    if (!ds)
+        return;
+    free(ds->x);
+    free(ds->y);
+    free(ds);
+}
+
+/* A view of every row of ds (all zero for NULL). The view borrows ds. */
+data_view data_view_all(const cohort_dataset *ds)
+{
+    data_view v = {0};
+    if (!ds)
+        return v;
+    v.x = ds->x;
+    v.y = ds->y;
+    v.n = ds->n;
+    v.dim = ds->dim;
+    return v;
+}
+
+/*
+ * train = rows [0, split), val = rows [split, n) with split = int(n * (1 -
+ * fraction)), the formula of Keras' validation_split. fraction is clamped to
+ * [0, 1] (NaN counts as 0); fraction 0 gives an empty val. Views borrow ds.
+ */
+void data_split(const cohort_dataset *ds, double fraction, data_view *train, data_view *val)
+{
+    data_view all = data_view_all(ds);
+    if (!(fraction > 0.0))
+        fraction = 0.0;
+    if (fraction > 1.0)
+        fraction = 1.0;
+    int64_t split = (int64_t)((double)all.n * (1.0 - fraction));
+    if (split < 0)
+        split = 0;
+    if (split > all.n)
+        split = all.n;
+    if (train) {
+        *train = all;
+        train->n = split;
+    }
+    if (val) {
+        *val = all;
+        val->n = all.n - split;
+        if (all.x) {
+            val->x = all.x + split * all.dim;
+            val->y = all.y + split;
+        }
+    }
+}
+
+/* ---- the spec dispatcher --------------------------------------------- */
+
+static int file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* Try dir/name.gz, then dir/name; on success path holds the file. */
+static int find_in_dir(const char *dir, const char *name, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s.gz", dir, name);
+    if (file_exists(path))
+        return 1;
+    snprintf(path, n, "%s/%s", dir, name);
+    return file_exists(path);
+}
+
+/*
+ * The files of fashion-mnist:train and the like. Looks in $COHORT_DATA/NAME,
+ * then $COHORT_DATA itself, then /usr/share/datasets/NAME.
+ */
+static cohort_status find_standard(const char *spec, const char *dataset, const char *part,
+                                   char *images, char *labels, size_t n, cohort_error *err)
+{
+    const char *prefix = strcmp(part, "train") == 0 ? "train" : "t10k";
+    char img_name[64], lbl_name[64];
+    snprintf(img_name, sizeof img_name, "%s-images-idx3-ubyte", prefix);
+    snprintf(lbl_name, sizeof lbl_name, "%s-labels-idx1-ubyte", prefix);
+
+    char dirs[3][1100];
+    int n_dirs = 0;
+    const char *env = getenv("COHORT_DATA");
+    if (env && *env) {
+        snprintf(dirs[n_dirs++], sizeof dirs[0], "%s/%s", env, dataset);
+        snprintf(dirs[n_dirs++], sizeof dirs[0], "%s", env);
+    }
+    snprintf(dirs[n_dirs++], sizeof dirs[0], "/usr/share/datasets/%s", dataset);
+
+    for (int i = 0; i < n_dirs; i++) {
+        if (find_in_dir(dirs[i], img_name, images, n)) {
+            if (find_in_dir(dirs[i], lbl_name, labels, n))
+                return COHORT_OK;
+            snprintf(labels, n, "%s/%s.gz", dirs[i], lbl_name);
+            return cohort_fail(err, COHORT_ERR_IO, "%s: %s: not found (the images are in %s)",
+                               spec, labels, dirs[i]);
+        }
+    }
+    char looked[3400] = "";
+    for (int i = 0; i < n_dirs; i++) {
+        size_t len = strlen(looked);
+        snprintf(looked + len, sizeof looked - len, "%s%s", i ? ", " : "", dirs[i]);
+    }
+    snprintf(images, n, "%s/%s.gz", dirs[n_dirs - 1], img_name);
+    if (strcmp(dataset, "fashion-mnist") == 0)
+        return cohort_fail(err, COHORT_ERR_IO,
+                           "%s: %s: not found (looked in %s); install it with "
+                           "`apt-get install dataset-fashion-mnist` or set COHORT_DATA to a "
+                           "directory holding %s.gz and %s.gz",
+                           spec, images, looked, img_name, lbl_name);
+    return cohort_fail(err, COHORT_ERR_IO,
+                       "%s: %s: not found (looked in %s); set COHORT_DATA to a directory "
+                       "holding %s.gz and %s.gz",
+                       spec, images, looked, img_name, lbl_name);
+}
+
+/*
+ * Split "A,B" into two paths. A path may hold a comma: the first split
+ * whose left part names an existing file wins, else the first comma.
+ */
+static cohort_status split_pair(const char *spec, const char *kind, const char *rest, char *a,
+                                char *b, size_t n, cohort_error *err)
+{
+    const char *first = strchr(rest, ',');
+    if (!first || first == rest || first[1] == 0)
+        return cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected %s:%s", spec, kind,
+                           strcmp(kind, "idx") == 0 ? "IMAGES,LABELS" : "X,Y");
+    const char *cut = first;
+    for (const char *c = first; c; c = strchr(c + 1, ',')) {
+        size_t len = (size_t)(c - rest);
+        if (len < n) {
+            memcpy(a, rest, len);
+            a[len] = 0;
+            if (file_exists(a)) {
+                cut = c;
+                break;
+            }
+        }
+    }
+    size_t len = (size_t)(cut - rest);
+    if (len >= n || strlen(cut + 1) >= n)
+        return cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': path too long", spec);
+    memcpy(a, rest, len);
+    a[len] = 0;
+    memcpy(b, cut + 1, strlen(cut + 1) + 1);
+    return COHORT_OK;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t ls = strlen(s), lx = strlen(suffix);
+    return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
+}
+
+/* The reader for spec; fills *out without touching its source. */
+static cohort_status load_spec(const char *spec, const data_options *opt, cohort_dataset **out,
+                               cohort_error *err)
+{
+    char a[4096], b[4096];
+    const char *colon = strchr(spec, ':');
+    size_t plen = colon ? (size_t)(colon - spec) : 0;
+    const char *rest = colon ? colon + 1 : "";
+    cohort_status st;
+
+#define PREFIX_IS(s) (colon && plen == strlen(s) && memcmp(spec, s, plen) == 0)
+    if (PREFIX_IS("fashion-mnist") || PREFIX_IS("mnist")) {
+        const char *dataset = PREFIX_IS("mnist") ? "mnist" : "fashion-mnist";
+        if (strcmp(rest, "train") != 0 && strcmp(rest, "test") != 0)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "unknown dataset '%s': expected %s:train or %s:test", spec,
+                               dataset, dataset);
+        if ((st = find_standard(spec, dataset, rest, a, b, sizeof a, err)))
+            return st;
+        return data_read_idx(a, b, out, err);
+    }
+    if (PREFIX_IS("idx")) {
+        if ((st = split_pair(spec, "idx", rest, a, b, sizeof a, err)))
+            return st;
+        return data_read_idx(a, b, out, err);
+    }
+    if (PREFIX_IS("npy")) {
+        if ((st = split_pair(spec, "npy", rest, a, b, sizeof a, err)))
+            return st;
+        return data_read_npy(a, b, out, err);
+    }
+    if (PREFIX_IS("csv") || PREFIX_IS("npz")) {
+        if (!*rest)
+            return cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected %.3s:FILE", spec,
+                               spec);
+        if (PREFIX_IS("csv"))
+            return data_read_csv(rest, opt ? opt->label_column : NULL, out, err);
+        return data_read_npz(rest, out, err);
+    }
+#undef PREFIX_IS
+    const char *hint = "";
+    if (ends_with(spec, ".csv"))
+        hint = " (did you mean csv:";
+    else if (ends_with(spec, ".npz"))
+        hint = " (did you mean npz:";
+    if (*hint)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "unknown dataset '%s': expected fashion-mnist:, mnist:, idx:, csv:, "
+                           "npy: or npz:%s%s?)",
+                           spec, hint, spec);
+    return cohort_fail(err, COHORT_ERR_INPUT,
+                       "unknown dataset '%s': expected fashion-mnist:, mnist:, idx:, csv:, npy: "
+                       "or npz:",
+                       spec);
+}
+
+cohort_status data_load(const char *spec, const data_options *opt, cohort_dataset **out,
+                        cohort_error *err)
+{
+    if (!out)
+        return cohort_fail(err, COHORT_ERR_USAGE, "data_load: out is NULL");
+    *out = NULL;
+    if (!spec || !*spec)
+        return cohort_fail(err, COHORT_ERR_USAGE, "data_load: empty dataset spec");
+    cohort_status st = load_spec(spec, opt, out, err);
+    if (st) {
+        data_free(*out);
+        *out = NULL;
+        return st;
+    }
+    str_copy((*out)->source, sizeof (*out)->source, spec);
+    return COHORT_OK;
+}

@@ -1,0 +1,243 @@
+/*
+ * idx: the IDX format of MNIST and Fashion-MNIST (big-endian header, uint8
+ * data), plain or gzip-compressed; gzip is detected by its magic bytes, not
+ * by the file name, since zlib's gzread passes plain files through.
+ */
+#include "data/data_impl.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#define IDX_CHUNK ((size_t)1 << 24)
+
+typedef struct idx_file {
+    const char *path;
+    gzFile gz;
+    int ndims;
+    uint32_t dims[8];
+    uint64_t count; /* product of dims[1..] */
+    uint64_t n;     /* dims[0] */
+} idx_file;
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* Read up to n bytes; *got tells how many. Fails only on a zlib error. */
+static cohort_status idx_read(idx_file *f, void *buf, size_t n, size_t *got, cohort_error *err)
+{
+    *got = 0;
+    unsigned char *p = buf;
+    while (*got < n) {
+        size_t want = n - *got;
+        if (want > IDX_CHUNK)
+            want = IDX_CHUNK;
+        int r = gzread(f->gz, p + *got, (unsigned)want);
+        if (r < 0) {
+            int code;
+            const char *msg = gzerror(f->gz, &code);
+            if (code == Z_ERRNO)
+                return cohort_fail(err, COHORT_ERR_IO, "%s: read failed: %s", f->path,
+                                   strerror(errno));
+            return cohort_fail(err, COHORT_ERR_INPUT, "%s: corrupt gzip data: %s", f->path,
+                               msg ? msg : "unknown error");
+        }
+        if (r == 0)
+            break;
+        *got += (size_t)r;
+    }
+    return COHORT_OK;
+}
+
+/*
+ * Open an IDX file and read its header. Labels have one dimension (magic
+ * 0x00000801); images 2..8 (0x00000803 for MNIST).
+ */
+static cohort_status idx_open(idx_file *f, const char *path, int labels, cohort_error *err)
+{
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    const char *what = labels ? "label" : "image";
+    f->gz = gzopen(path, "rb");
+    if (!f->gz) {
+        if (errno == 0)
+            return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory opening", path);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    gzbuffer(f->gz, 1u << 20);
+    unsigned char head[4 + 4 * 8];
+    size_t got;
+    cohort_status st = idx_read(f, head, 4, &got, err);
+    if (st)
+        return st;
+    uint32_t magic = got == 4 ? be32(head) : 0;
+    int ndims = (int)(magic & 0xff);
+    int ok = got == 4 && (magic >> 16) == 0 && ((magic >> 8) & 0xff) == 0x08 &&
+             (labels ? ndims == 1 : ndims >= 2 && ndims <= 8);
+    if (!ok) {
+        if (got == 4 && (magic >> 16) == 0 && ((magic >> 8) & 0xff) != 0x08)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s: IDX element type 0x%02x is not supported (only unsigned "
+                               "bytes, 0x08)",
+                               path, (magic >> 8) & 0xff);
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: not an IDX %s file (magic 0x%08x, expected 0x%08x)", path, what,
+                           magic, labels ? 0x801u : 0x803u);
+    }
+    if ((st = idx_read(f, head + 4, 4 * (size_t)ndims, &got, err)))
+        return st;
+    if (got != 4 * (size_t)ndims)
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s: truncated IDX header", path);
+    f->ndims = ndims;
+    f->count = 1;
+    for (int i = 0; i < ndims; i++) {
+        f->dims[i] = be32(head + 4 + 4 * i);
+        if (f->dims[i] == 0 || f->dims[i] > INT32_MAX)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s: dimension %d is %u; it must be in 1..2147483647", path, i,
+                               f->dims[i]);
+        if (i > 0 && __builtin_mul_overflow(f->count, (uint64_t)f->dims[i], &f->count))
+            return cohort_fail(err, COHORT_ERR_INPUT, "%s: sample size overflows", path);
+    }
+    f->n = f->dims[0];
+    return COHORT_OK;
+}
+
+/*
+ * Read the `total` bytes of data after the header into a malloc'd
+ * buffer. A plain file is checked against its size before anything is
+ * allocated; a gzip stream cannot be, so the buffer grows as data arrives
+ * and a short stream fails without a huge allocation.
+ */
+static cohort_status idx_read_data(idx_file *f, uint64_t total, unsigned char **out,
+                                   cohort_error *err)
+{
+    const char *what = f->ndims == 1 ? "label" : "image";
+    *out = NULL;
+    if (total > SIZE_MAX)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: too large for this machine", f->path);
+    int sized = 0;
+    struct stat sb;
+    if (gzdirect(f->gz) && stat(f->path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        uint64_t head = 4 + 4 * (uint64_t)f->ndims;
+        uint64_t have = (uint64_t)sb.st_size > head ? (uint64_t)sb.st_size - head : 0;
+        if (have < total)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s: truncated: expected %llu bytes of %s data, got %llu", f->path,
+                               (unsigned long long)total, what, (unsigned long long)have);
+        sized = 1;
+    }
+    /* Known to be there: all at once. A stream: 1 MiB, doubled as it comes. */
+    size_t start = sized ? (size_t)total : ((size_t)1 << 20);
+    size_t cap = total < start ? (size_t)total : start;
+    size_t len = 0;
+    unsigned char *buf = malloc(cap ? cap : 1);
+    if (!buf)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", f->path);
+    while (len < total) {
+        if (len == cap) {
+            size_t ncap = cap * 2 < total ? cap * 2 : (size_t)total;
+            unsigned char *nb = realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory reading %llu bytes",
+                                   f->path, (unsigned long long)total);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got;
+        cohort_status st = idx_read(f, buf + len, cap - len, &got, err);
+        if (st) {
+            free(buf);
+            return st;
+        }
+        int short_read = got < cap - len;
+        len += got;
+        if (short_read)
+            break; /* the stream ended before the buffer filled */
+    }
+    if (len < total) {
+        free(buf);
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: truncated: expected %llu bytes of %s data, got %llu", f->path,
+                           (unsigned long long)total, what, (unsigned long long)len);
+    }
+    *out = buf;
+    return COHORT_OK;
+}
+
+static void idx_close(idx_file *f)
+{
+    if (f->gz)
+        gzclose(f->gz);
+    f->gz = NULL;
+}
+
+/*
+ * Read IDX images (uint8, [n, d1, ...], scaled by 1/255 into [n, d1*...])
+ * and labels (uint8 [n]). The counts must agree. On error *out is NULL and
+ * err names the file; COHORT_ERR_IO when a file cannot be opened.
+ */
+cohort_status data_read_idx(const char *images, const char *labels, cohort_dataset **out,
+                            cohort_error *err)
+{
+    if (!out)
+        return cohort_fail(err, COHORT_ERR_USAGE, "data_read_idx: out is NULL");
+    *out = NULL;
+    if (!images || !labels)
+        return cohort_fail(err, COHORT_ERR_USAGE, "data_read_idx: missing path");
+
+    idx_file fi, fl;
+    unsigned char *img = NULL, *lbl = NULL;
+    float *x = NULL;
+    int32_t *y = NULL;
+    memset(&fl, 0, sizeof fl);
+    cohort_status st = idx_open(&fi, images, 0, err);
+    if (st)
+        goto done;
+    if ((st = idx_open(&fl, labels, 1, err)))
+        goto done;
+    if (fi.n != fl.n) {
+        st = cohort_fail(err, COHORT_ERR_INPUT, "%s has %llu images but %s has %llu labels",
+                         images, (unsigned long long)fi.n, labels, (unsigned long long)fl.n);
+        goto done;
+    }
+    /* Refuse absurd claims before reading a byte of data. */
+    if ((st = data_check_x(fi.n, fi.count, images, err)))
+        goto done;
+    if ((st = idx_read_data(&fi, fi.n * fi.count, &img, err)))
+        goto done;
+    if ((st = idx_read_data(&fl, fl.n, &lbl, err)))
+        goto done;
+    if ((st = data_alloc_x(fi.n, fi.count, images, &x, err)) ||
+        (st = data_alloc_y(fl.n, labels, &y, err)))
+        goto done;
+    float scale[256];
+    for (int v = 0; v < 256; v++)
+        scale[v] = (float)v / 255.0f;
+    size_t total = (size_t)(fi.n * fi.count);
+    for (size_t i = 0; i < total; i++)
+        x[i] = scale[img[i]];
+    for (size_t i = 0; i < (size_t)fl.n; i++)
+        y[i] = lbl[i];
+
+    char source[2100];
+    snprintf(source, sizeof source, "idx:%s,%s", images, labels);
+    st = data_make(x, y, (int64_t)fi.n, (int64_t)fi.count, source, out, err);
+    x = NULL;
+    y = NULL;
+done:
+    idx_close(&fi);
+    idx_close(&fl);
+    free(img);
+    free(lbl);
+    free(x);
+    free(y);
+    return st;
+}

@@ -1,0 +1,69 @@
+/*
+ * device: the device registry (the CPU, each CUDA GPU, logical devices split
+ * out of them) and one memory pool per logical device. Every byte a model
+ * uses on a device comes from that device's pool, under its hard limit.
+ */
+#ifndef COHORT_DEVICE_H
+#define COHORT_DEVICE_H
+
+#include "backend/backend_impl.h"
+#include "cohort.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* What one user (a model, a group) holds in a pool. */
+typedef struct pool_account {
+    uint64_t current, peak;
+} pool_account;
+
+typedef struct cohort_pool cohort_pool;
+
+/*
+ * A pool of `limit` bytes on device `dev` of backend `be`. Policy GROW takes
+ * memory from the device per allocation; PREALLOCATE takes the whole limit
+ * now (failing here when the device cannot give it) and carves it.
+ */
+cohort_status pool_create(const char *name, const backend_ops *be, int dev, uint64_t limit,
+                          cohort_mem_policy policy, cohort_pool **out, cohort_error *err);
+/* Frees the pool and everything still allocated from it. */
+void pool_free(cohort_pool *p);
+/* `bytes` of device memory, 64-byte aligned, charged to acct (may be NULL).
+ * On error NULL is returned, err says who wanted how much and what was
+ * left, and nothing is charged. Thread-safe. */
+void *pool_alloc(cohort_pool *p, size_t bytes, pool_account *acct, const char *who,
+                 cohort_error *err);
+/* Give back memory from pool_alloc; NULL is a no-op. Thread-safe. */
+void pool_release(cohort_pool *p, void *ptr, pool_account *acct);
+uint64_t pool_in_use(const cohort_pool *p);
+uint64_t pool_peak(const cohort_pool *p);
+uint64_t pool_limit(const cohort_pool *p);
+/* Test hook: the n-th allocation from now (1 = the next) fails as if the
+ * device were out of memory; 0 disarms. */
+void pool_fail_after(cohort_pool *p, int n);
+
+typedef struct cohort_device {
+    cohort_device_info info;
+    const backend_ops *be;
+    int be_dev;            /* the backend's index of the physical device */
+    int parent;            /* index of the physical device in the registry */
+    int core_begin;        /* CPU: first core of this device's share */
+    cohort_pool *pool;     /* NULL for a physical device that was split */
+} cohort_device;
+
+typedef struct device_registry {
+    int n;
+    cohort_device dev[64];
+    char gpu_note[512];    /* why no GPU is listed, when none is */
+} device_registry;
+
+/* Discover the CPU (and GPUs, through a short-lived child process, so that
+ * this process never initializes CUDA). */
+cohort_status devices_discover(device_registry **out, cohort_error *err);
+void devices_free(device_registry *r);
+/* The device named `name` ("cpu:0", "gpu:1/0"), or NULL. */
+cohort_device *devices_find(device_registry *r, const char *name);
+/* Devices models may be placed on: logical parts, or unsplit physical ones. */
+int devices_usable(const device_registry *r, int *idx, int max);
+
+#endif

@@ -1,0 +1,208 @@
+#include "device/device.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct block {
+    size_t off, size; /* PREALLOCATE: offset in the slab */
+    void *ptr;
+    int used;
+} block;
+
+struct cohort_pool {
+    char name[64];
+    const backend_ops *be;
+    int dev;
+    uint64_t limit, in_use, peak;
+    cohort_mem_policy policy;
+    char *slab;       /* PREALLOCATE only */
+    block *blocks;    /* GROW: live allocations; PREALLOCATE: the slab's blocks in order */
+    int n_blocks, cap_blocks;
+    int fail_countdown;
+    pthread_mutex_t lock;
+};
+
+static size_t round_up(size_t n) { return (n + 63) / 64 * 64; }
+
+static int blocks_reserve(cohort_pool *p, int extra)
+{
+    if (p->n_blocks + extra <= p->cap_blocks)
+        return 0;
+    int cap = p->cap_blocks ? p->cap_blocks * 2 : 16;
+    while (cap < p->n_blocks + extra)
+        cap *= 2;
+    block *b = realloc(p->blocks, (size_t)cap * sizeof *b);
+    if (!b)
+        return -1;
+    p->blocks = b;
+    p->cap_blocks = cap;
+    return 0;
+}
+
+cohort_status pool_create(const char *name, const backend_ops *be, int dev, uint64_t limit,
+                          cohort_mem_policy policy, cohort_pool **out, cohort_error *err)
+{
+    *out = NULL;
+    cohort_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory creating its pool", name);
+    str_copy(p->name, sizeof p->name, name);
+    p->be = be;
+    p->dev = dev;
+    p->limit = limit;
+    p->policy = policy;
+    pthread_mutex_init(&p->lock, NULL);
+    if (policy == COHORT_MEM_PREALLOCATE) {
+        char buf[32];
+        p->slab = limit ? be->mem_alloc(dev, (size_t)limit) : NULL;
+        if (limit && !p->slab) {
+            pool_free(p);
+            return cohort_fail(err, COHORT_ERR_NOMEM,
+                               "%s: cannot preallocate %s; lower its memory or use policy grow",
+                               name, format_bytes(limit, buf, sizeof buf));
+        }
+        if (blocks_reserve(p, 1)) {
+            pool_free(p);
+            return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", name);
+        }
+        p->blocks[0] = (block){0, (size_t)limit, p->slab, 0};
+        p->n_blocks = 1;
+    }
+    *out = p;
+    return COHORT_OK;
+}
+
+void pool_free(cohort_pool *p)
+{
+    if (!p)
+        return;
+    if (p->policy == COHORT_MEM_PREALLOCATE) {
+        if (p->slab)
+            p->be->mem_free(p->dev, p->slab);
+    } else {
+        for (int i = 0; i < p->n_blocks; i++)
+            p->be->mem_free(p->dev, p->blocks[i].ptr);
+    }
+    free(p->blocks);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+/* First fit in the slab; splits the block it takes. Returns the pointer or NULL. */
+static void *slab_take(cohort_pool *p, size_t n)
+{
+    for (int i = 0; i < p->n_blocks; i++) {
+        block *b = &p->blocks[i];
+        if (b->used || b->size < n)
+            continue;
+        if (b->size > n) {
+            if (blocks_reserve(p, 1))
+                return NULL;
+            b = &p->blocks[i];
+            memmove(&p->blocks[i + 2], &p->blocks[i + 1],
+                    (size_t)(p->n_blocks - i - 1) * sizeof *b);
+            p->blocks[i + 1] = (block){b->off + n, b->size - n, p->slab + b->off + n, 0};
+            p->n_blocks++;
+            b->size = n;
+        }
+        b->used = 1;
+        return b->ptr;
+    }
+    return NULL;
+}
+
+void *pool_alloc(cohort_pool *p, size_t bytes, pool_account *acct, const char *who,
+                 cohort_error *err)
+{
+    size_t n = round_up(bytes ? bytes : 1);
+    char need[32], left[32];
+    pthread_mutex_lock(&p->lock);
+    void *ptr = NULL;
+    if (p->fail_countdown > 0 && --p->fail_countdown == 0) {
+        pthread_mutex_unlock(&p->lock);
+        cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory on %s (injected failure)", who,
+                    p->name);
+        return NULL;
+    }
+    if (p->in_use + n > p->limit) {
+        uint64_t free_bytes = p->limit - p->in_use;
+        pthread_mutex_unlock(&p->lock);
+        cohort_fail(err, COHORT_ERR_NOMEM, "%s: needs %s on %s but only %s of its limit is free",
+                    who, format_bytes(n, need, sizeof need), p->name,
+                    format_bytes(free_bytes, left, sizeof left));
+        return NULL;
+    }
+    if (p->policy == COHORT_MEM_PREALLOCATE) {
+        ptr = slab_take(p, n);
+    } else if (blocks_reserve(p, 1) == 0) {
+        ptr = p->be->mem_alloc(p->dev, n);
+        if (ptr)
+            p->blocks[p->n_blocks++] = (block){0, n, ptr, 1};
+    }
+    if (!ptr) {
+        pthread_mutex_unlock(&p->lock);
+        cohort_fail(err, COHORT_ERR_NOMEM, "%s: the device %s could not give %s (%s)", who, p->name,
+                    format_bytes(n, need, sizeof need),
+                    p->policy == COHORT_MEM_PREALLOCATE ? "its slab is fragmented"
+                                                        : "the device is out of memory");
+        return NULL;
+    }
+    p->in_use += n;
+    if (p->in_use > p->peak)
+        p->peak = p->in_use;
+    if (acct) {
+        acct->current += n;
+        if (acct->current > acct->peak)
+            acct->peak = acct->current;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return ptr;
+}
+
+void pool_release(cohort_pool *p, void *ptr, pool_account *acct)
+{
+    if (!ptr)
+        return;
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < p->n_blocks; i++) {
+        block *b = &p->blocks[i];
+        if (b->ptr != ptr || !b->used)
+            continue;
+        p->in_use -= b->size;
+        if (acct)
+            acct->current -= b->size;
+        if (p->policy == COHORT_MEM_GROW) {
+            p->be->mem_free(p->dev, ptr);
+            p->blocks[i] = p->blocks[--p->n_blocks];
+        } else {
+            b->used = 0;
+            /* Merge with free neighbours so the slab does not fragment. */
+            if (i + 1 < p->n_blocks && !p->blocks[i + 1].used) {
+                b->size += p->blocks[i + 1].size;
+                memmove(&p->blocks[i + 1], &p->blocks[i + 2],
+                        (size_t)(p->n_blocks - i - 2) * sizeof *b);
+                p->n_blocks--;
+            }
+            if (i > 0 && !p->blocks[i - 1].used) {
+                p->blocks[i - 1].size += b->size;
+                memmove(&p->blocks[i], &p->blocks[i + 1],
+                        (size_t)(p->n_blocks - i - 1) * sizeof *b);
+                p->n_blocks--;
+            }
+        }
+        break;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+uint64_t pool_in_use(const cohort_pool *p) { return p->in_use; }
+uint64_t pool_peak(const cohort_pool *p) { return p->peak; }
+uint64_t pool_limit(const cohort_pool *p) { return p->limit; }
+
+void pool_fail_after(cohort_pool *p, int n)
+{
+    pthread_mutex_lock(&p->lock);
+    p->fail_countdown = n;
+    pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,132 @@
+/*
+ * model: what a model is (layer specs, optimizer, loss, fit settings), its
+ * shapes, its parameter layout and the exact memory plan of a training group
+ * of K same-shaped models. Owns no memory: it only computes sizes and offsets.
+ */
+#ifndef COHORT_MODEL_H
+#define COHORT_MODEL_H
+
+#include "cohort.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COHORT_MAX_LAYERS 32
+#define COHORT_NAME_MAX 128
+#define COHORT_PATH_MAX 1024
+
+typedef enum act_kind { ACT_LINEAR, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_SOFTMAX } act_kind;
+typedef enum layer_kind { LAYER_DENSE, LAYER_DROPOUT } layer_kind;
+typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
+typedef enum loss_kind { LOSS_SCE, LOSS_MSE } loss_kind;
+
+const char *act_name(act_kind a);
+const char *opt_name(opt_kind o);
+const char *loss_name(loss_kind l);
+
+typedef struct layer_spec {
+    layer_kind kind;
+    int units;      /* dense: output width */
+    act_kind act;   /* dense: activation */
+    float rate;     /* dropout: fraction dropped */
+} layer_spec;
+
+typedef struct optim_spec {
+    opt_kind kind;
+    float lr;
+    float momentum;     /* sgd */
+    int nesterov;       /* sgd */
+    float beta1, beta2; /* adam, adamw */
+    float eps;          /* adam, adamw: Keras's epsilon (1e-7) */
+    float weight_decay; /* adamw (Keras default 0.004); sgd/adam: 0 */
+} optim_spec;
+
+typedef struct early_stop_spec {
+    int enabled;
+    char monitor[32]; /* val_loss, val_accuracy, loss, accuracy */
+    int patience;
+    float min_delta;
+    int restore_best; /* restore_best_weights */
+} early_stop_spec;
+
+typedef struct model_spec {
+    char name[COHORT_NAME_MAX];
+    int line;                  /* line in the plan where the model starts */
+    int n_layers;
+    layer_spec layers[COHORT_MAX_LAYERS];
+    optim_spec opt;
+    loss_kind loss;
+    int epochs;
+    int batch_size;
+    int shuffle;
+    uint64_t seed;
+    early_stop_spec early_stop;
+    char device[32];           /* "" = placed by cohort */
+    char init_from[COHORT_PATH_MAX]; /* "" = Glorot-uniform init */
+    char *config_json;         /* the expanded spec, as JSON (owned) */
+} model_spec;
+
+/* Fill spec with the defaults a plan starts from (Keras's where one exists). */
+void model_spec_defaults(model_spec *spec);
+/* JSON object of the spec (malloc'd), as stored in results and weights. */
+char *model_spec_to_json(const model_spec *spec);
+
+/* One dense layer in the parameter layout (offsets in floats, per model). */
+typedef struct dense_layout {
+    int spec_index;   /* index in model_spec.layers, for weight names */
+    int in, out;
+    act_kind act;
+    size_t w_off, b_off;
+} dense_layout;
+
+/* Buffers of a group, carved from one allocation. */
+enum {
+    BUF_PARAMS,  /* [K, P] */
+    BUF_GRADS,   /* [K, P] */
+    BUF_OPT,     /* [K, P * opt_slots] */
+    BUF_ACT,     /* [K, B, act_width] activations, input included */
+    BUF_DELTA,   /* [2, K, B, max_width] back-propagated gradients */
+    BUF_MASK,    /* [K, B, mask_width] dropout masks */
+    BUF_LABELS,  /* [K, B] int32 */
+    BUF_STATS,   /* [K, 4] per-model loss and accuracy sums (doubles) */
+    BUF_BEST,    /* [K, P] the best epoch's parameters (restore_best_weights) */
+    BUF_COUNT
+};
+
+typedef struct model_layout {
+    int n_in, n_out;      /* input width, output width */
+    int K, B;             /* group size, batch size */
+    int n_dense;
+    dense_layout dense[COHORT_MAX_LAYERS];
+    /* per spec layer: offset (floats, per model per row) of its output in BUF_ACT */
+    size_t act_off[COHORT_MAX_LAYERS + 1]; /* [0] is the input */
+    size_t act_width;     /* sum of widths, input included */
+    size_t mask_off[COHORT_MAX_LAYERS];
+    size_t mask_width;
+    int max_width;
+    size_t n_params;      /* P: per model */
+    int opt_slots;        /* floats of optimizer state per parameter */
+    int keep_best;        /* BUF_BEST is allocated */
+    size_t buf_off[BUF_COUNT];   /* byte offsets in the slab */
+    size_t buf_bytes[BUF_COUNT]; /* bytes, before alignment */
+    size_t total_bytes;   /* the slab: what the group needs, exactly */
+} model_layout;
+
+#define COHORT_ALIGN 64
+
+/*
+ * Compute shapes, parameter offsets and the memory plan of a group of K
+ * models of `spec`'s structure with n_in inputs and n_classes classes.
+ * Fails with a message naming the model when shapes do not agree (say an
+ * output layer whose width is not the number of classes).
+ */
+cohort_status model_layout_make(const model_spec *spec, int n_in, int n_classes, int K,
+                                model_layout *out, cohort_error *err);
+
+/* Two specs have the same layer shapes and can train as one group. */
+int model_same_shape(const model_spec *a, const model_spec *b);
+
+/* FLOPs of one training epoch over n samples (dense layers, fwd + bwd). */
+double model_train_flops(const model_layout *L, int64_t n);
+
+#endif

@@ -1,0 +1,160 @@
+/* spec: names of the model enums, the default spec and its JSON form. */
+#include "model/model.h"
+
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Name of an activation as the plan spells it; "unknown" for a bad value. */
+const char *act_name(act_kind a)
+{
+    switch (a) {
+    case ACT_LINEAR: return "linear";
+    case ACT_RELU: return "relu";
+    case ACT_SIGMOID: return "sigmoid";
+    case ACT_TANH: return "tanh";
+    case ACT_SOFTMAX: return "softmax";
+    }
+    return "unknown";
+}
+
+/* Name of an optimizer as the plan spells it; "unknown" for a bad value. */
+const char *opt_name(opt_kind o)
+{
+    switch (o) {
+    case OPT_SGD: return "sgd";
+    case OPT_ADAM: return "adam";
+    case OPT_ADAMW: return "adamw";
+    }
+    return "unknown";
+}
+
+/* Name of a loss as the plan spells it; "unknown" for a bad value. */
+const char *loss_name(loss_kind l)
+{
+    switch (l) {
+    case LOSS_SCE: return "sparse_categorical_crossentropy";
+    case LOSS_MSE: return "mse";
+    }
+    return "unknown";
+}
+
+/* Reset spec to what a plan starts from: Keras's defaults (Adam, lr 0.001,
+ * batch 32, one epoch, shuffled, seed 1, no early stopping). */
+void model_spec_defaults(model_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->epochs = 1;
+    spec->batch_size = 32;
+    spec->shuffle = 1;
+    spec->seed = 1;
+    spec->opt.kind = OPT_ADAM;
+    spec->opt.lr = 0.001f;
+    spec->opt.beta1 = 0.9f;
+    spec->opt.beta2 = 0.999f;
+    spec->opt.eps = 1e-7f;
+    spec->loss = LOSS_SCE;
+    str_copy(spec->early_stop.monitor, sizeof spec->early_stop.monitor, "val_loss");
+}
+
+/* A float with 7 significant digits: 0.001f prints as 0.001, not 0.0010000000474974513. */
+static void sb_float(strbuf *b, float v)
+{
+    sb_printf(b, "%.7g", (double)v);
+}
+
+static void sb_key(strbuf *b, const char *key)
+{
+    sb_putn(b, ",", 1);
+    sb_json_str(b, key);
+    sb_putn(b, ":", 1);
+}
+
+static void sb_str_or_null(strbuf *b, const char *s)
+{
+    if (s[0])
+        sb_json_str(b, s);
+    else
+        sb_puts(b, "null");
+}
+
+/* The spec as one JSON object, malloc'd (the caller frees it); NULL on out
+ * of memory. Only the optimizer fields that apply to its kind are written. */
+char *model_spec_to_json(const model_spec *spec)
+{
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "{\"name\":");
+    sb_json_str(&b, spec->name);
+    sb_key(&b, "layers");
+    sb_putn(&b, "[", 1);
+    for (int i = 0; i < spec->n_layers && i < COHORT_MAX_LAYERS; i++) {
+        const layer_spec *l = &spec->layers[i];
+        if (i)
+            sb_putn(&b, ",", 1);
+        if (l->kind == LAYER_DENSE) {
+            sb_printf(&b, "{\"dense\":%d,\"activation\":", l->units);
+            sb_json_str(&b, act_name(l->act));
+            sb_putn(&b, "}", 1);
+        } else {
+            sb_puts(&b, "{\"dropout\":");
+            sb_float(&b, l->rate);
+            sb_putn(&b, "}", 1);
+        }
+    }
+    sb_putn(&b, "]", 1);
+
+    const optim_spec *o = &spec->opt;
+    sb_key(&b, "optimizer");
+    sb_puts(&b, "{\"name\":");
+    sb_json_str(&b, opt_name(o->kind));
+    sb_puts(&b, ",\"lr\":");
+    sb_float(&b, o->lr);
+    if (o->kind == OPT_SGD) {
+        sb_puts(&b, ",\"momentum\":");
+        sb_float(&b, o->momentum);
+        sb_puts(&b, o->nesterov ? ",\"nesterov\":true" : ",\"nesterov\":false");
+    } else {
+        sb_puts(&b, ",\"beta_1\":");
+        sb_float(&b, o->beta1);
+        sb_puts(&b, ",\"beta_2\":");
+        sb_float(&b, o->beta2);
+        sb_puts(&b, ",\"epsilon\":");
+        sb_float(&b, o->eps);
+        if (o->kind == OPT_ADAMW) {
+            sb_puts(&b, ",\"weight_decay\":");
+            sb_float(&b, o->weight_decay);
+        }
+    }
+    sb_putn(&b, "}", 1);
+
+    sb_key(&b, "loss");
+    sb_json_str(&b, loss_name(spec->loss));
+    sb_printf(&b, ",\"epochs\":%d,\"batch_size\":%d,\"shuffle\":%s,\"seed\":%llu", spec->epochs,
+              spec->batch_size, spec->shuffle ? "true" : "false",
+              (unsigned long long)spec->seed);
+
+    sb_key(&b, "early_stopping");
+    const early_stop_spec *es = &spec->early_stop;
+    if (es->enabled) {
+        sb_puts(&b, "{\"monitor\":");
+        sb_json_str(&b, es->monitor);
+        sb_printf(&b, ",\"patience\":%d,\"min_delta\":", es->patience);
+        sb_float(&b, es->min_delta);
+        sb_puts(&b, es->restore_best ? ",\"restore_best_weights\":true}"
+                                     : ",\"restore_best_weights\":false}");
+    } else {
+        sb_puts(&b, "null");
+    }
+    sb_key(&b, "device");
+    sb_str_or_null(&b, spec->device);
+    sb_key(&b, "init_from");
+    sb_str_or_null(&b, spec->init_from);
+    sb_putn(&b, "}", 1);
+    if (b.failed) {
+        sb_free(&b);
+        return NULL;
+    }
+    return b.data;
+}

@@ -1,0 +1,1144 @@
+/* plan: from plan text to a validated cohort_plan: --set overrides, the
+ * data/devices/strategy sections, defaults merged into each model, the sweep
+ * expanded, every model spec checked, and the whole plan as JSON. */
+#include "plan/plan.h"
+
+#include "plan/yamltree.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_MAX_NODES ((size_t)1 << 20)
+
+const char *const plan_model_keys[] = {
+    "name",    "layers", "epochs",         "batch_size", "shuffle",   "seed",
+    "optimizer", "loss", "early_stopping", "device",     "init_from", "metrics", NULL};
+const char *const plan_optimizer_keys[] = {"name",   "lr",     "learning_rate",
+                                           "momentum", "nesterov", "beta_1",
+                                           "beta_2", "epsilon", "weight_decay", NULL};
+const char *const plan_early_stop_keys[] = {"monitor", "patience", "min_delta",
+                                            "restore_best_weights", NULL};
+const char *const plan_layer_keys[] = {"dense", "activation", "dropout", NULL};
+
+static const char *const top_keys[] = {"data",    "defaults", "models",      "sweep",
+                                       "devices", "strategy", "shared_order", NULL};
+static const char *const data_keys[] = {"train", "test", "validation", "validation_split",
+                                        "label_column", NULL};
+static const char *const device_keys[] = {"memory", "split", "memory_limit", NULL};
+/* Same order as the enums of model.h and cohort.h. */
+static const char *const act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+static const char *const opt_names[] = {"sgd", "adam", "adamw"};
+static const char *const loss_names[] = {"sparse_categorical_crossentropy", "mse",
+                                         "mean_squared_error"};
+static const char *const monitor_names[] = {"val_loss", "val_accuracy", "loss", "accuracy"};
+static const char *const strategy_names[] = {"auto", "sequential", "threads", "processes",
+                                             "fused"};
+static const char *const memory_names[] = {"grow", "preallocate"};
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Entries of a NULL-terminated key list. */
+int plan_key_count(const char *const *keys)
+{
+    int n = 0;
+    while (keys[n])
+        n++;
+    return n;
+}
+
+/* Index of s in the strategy names, or -1 when unknown. */
+int strategy_parse(const char *s)
+{
+    for (int i = 0; i < COUNT(strategy_names); i++)
+        if (strcmp(s, strategy_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Name of a strategy ("auto", "sequential", ...); "unknown" for a bad value. */
+const char *cohort_strategy_str(cohort_strategy s)
+{
+    if ((int)s >= 0 && (int)s < COUNT(strategy_names))
+        return strategy_names[s];
+    return "unknown";
+}
+
+/* ---- --set overrides ------------------------------------------------- */
+
+static cohort_status set_fail(const yctx *c, const char *ov, const char *fmt, ...)
+    COHORT_PRINTF(3, 4);
+
+static cohort_status set_fail(const yctx *c, const char *ov, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return cohort_fail(c->err, COHORT_ERR_INPUT, "--set %s: %s", ov, msg);
+}
+
+/* Apply one "KEY=VALUE" to the tree; takes no ownership of anything. */
+static cohort_status apply_override(const yctx *c, ynode *root, const char *ov)
+{
+    const char *eq = strchr(ov, '=');
+    if (!eq)
+        return set_fail(c, ov, "expected KEY=VALUE, like defaults.epochs=5");
+    size_t klen = (size_t)(eq - ov);
+    char key[512];
+    if (klen == 0)
+        return set_fail(c, ov, "the key before '=' is empty");
+    if (klen >= sizeof key)
+        return set_fail(c, ov, "the key is too long");
+    memcpy(key, ov, klen);
+    key[klen] = 0;
+
+    ynode *val = NULL;
+    cohort_status st = ytree_parse(eq + 1, strlen(eq + 1), c->file, ov, PLAN_MAX_NODES, &val,
+                                   c->err);
+    if (st)
+        return st;
+    if (!val && !(val = ynode_scalar("", 0, ov)))
+        return ynode_nomem(c);
+
+    ynode *cur = root;
+    char *p = key;
+    int under_sweep = 0;
+    for (;;) {
+        char *dot = under_sweep ? NULL : strchr(p, '.');
+        if (dot)
+            *dot = 0;
+        const char *part = p;
+        int last = dot == NULL;
+        int plen = p == key ? 0 : (int)(p - key) - 1; /* the path before this part */
+        if (!*part) {
+            ynode_free(val);
+            return set_fail(c, ov, "the key has an empty part");
+        }
+        if (cur->type == YNODE_MAP) {
+            if (last) {
+                ynode *k = ynode_scalar(part, 0, ov);
+                if (!k || ymap_set(cur, k, val)) {
+                    ynode_free(k);
+                    ynode_free(val);
+                    return ynode_nomem(c);
+                }
+                return COHORT_OK;
+            }
+            ynode *child = ymap_get(cur, part);
+            if (!child) {
+                ynode *k = ynode_scalar(part, 0, ov);
+                child = ynode_new(YNODE_MAP, 0, ov);
+                if (!k || !child || ynode_append(cur, k, child)) {
+                    ynode_free(k);
+                    ynode_free(child);
+                    ynode_free(val);
+                    return ynode_nomem(c);
+                }
+            }
+            under_sweep = cur == root && strcmp(part, "sweep") == 0;
+            cur = child;
+        } else if (cur->type == YNODE_SEQ) {
+            size_t i = 0;
+            int digits = 1;
+            for (const char *q = part; *q; q++)
+                digits = digits && *q >= '0' && *q <= '9';
+            if (!digits || strlen(part) > 9) {
+                ynode_free(val);
+                if (cur->n == 0)
+                    return set_fail(c, ov, "'%.*s' is an empty list, not a map", plen, key);
+                return set_fail(c, ov, "'%.*s' is a list; use an index from 0 to %zu, not '%s'",
+                                plen, key, cur->n - 1, part);
+            }
+            i = (size_t)atol(part);
+            if (i >= cur->n) {
+                ynode_free(val);
+                return set_fail(c, ov, "index %s is out of range: '%.*s' has %zu item%s", part,
+                                plen, key, cur->n, cur->n == 1 ? "" : "s");
+            }
+            if (last) {
+                ynode_free(cur->vals[i]);
+                cur->vals[i] = val;
+                return COHORT_OK;
+            }
+            cur = cur->vals[i];
+        } else {
+            char got[80];
+            ynode_free(val);
+            return set_fail(c, ov, "'%.*s' is a single value (%s), so it has no part '%s'", plen,
+                            key, ynode_describe(cur, got, sizeof got), part);
+        }
+        *dot = '.';
+        p = dot + 1;
+    }
+}
+
+/* ---- data, devices, strategy ----------------------------------------- */
+
+static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
+{
+    const ynode *n = ymap_get(root, "data");
+    char got[80];
+    memset(d, 0, sizeof *d);
+    if (!n)
+        return ynode_fail(c, root, "the plan has no 'data' section; it needs at least "
+                                   "data.train (like train: fashion-mnist:train)");
+    if (n->type != YNODE_MAP)
+        return ynode_fail(c, n, "data must be a map with train (and test, validation_split), got %s",
+                          ynode_describe(n, got, sizeof got));
+    cohort_status st = ycheck_keys(c, n, data_keys, plan_key_count(data_keys), "in data");
+    if (st)
+        return st;
+    const ynode *v;
+    if (!(v = ymap_get(n, "train")))
+        return ynode_fail(c, n, "data has no 'train' dataset (like train: fashion-mnist:train)");
+    if ((st = yget_str(c, v, "data.train", d->train, sizeof d->train)))
+        return st;
+    if ((v = ymap_get(n, "test")) && !ynode_is_null(v) &&
+        (st = yget_str(c, v, "data.test", d->test, sizeof d->test)))
+        return st;
+    if ((v = ymap_get(n, "validation")) && !ynode_is_null(v) &&
+        (st = yget_str(c, v, "data.validation", d->validation, sizeof d->validation)))
+        return st;
+    if ((v = ymap_get(n, "validation_split")) &&
+        (st = yget_num(c, v, "data.validation_split", YR_UNIT, 0, &d->validation_split)))
+        return st;
+    if (v && d->validation[0] && d->validation_split > 0)
+        return ynode_fail(c, v, "data has both validation and validation_split; give one");
+    if ((v = ymap_get(n, "label_column")) &&
+        (st = yget_str(c, v, "data.label_column", d->label_column, sizeof d->label_column)))
+        return st;
+    return COHORT_OK;
+}
+
+static cohort_status get_size(const yctx *c, const ynode *n, const char *what, uint64_t *out)
+{
+    char got[80];
+    if (n->type == YNODE_SCALAR && parse_bytes(n->str, out) == 0 && *out > 0)
+        return COHORT_OK;
+    return ynode_fail(c, n, "%s must be a size like 4GiB, 512MiB or a number of bytes, got %s",
+                      what, ynode_describe(n, got, sizeof got));
+}
+
+/* "cpu:N" or "gpu:N". */
+static int device_name_ok(const char *s, int allow_part)
+{
+    if (strncmp(s, "cpu:", 4) != 0 && strncmp(s, "gpu:", 4) != 0)
+        return 0;
+    const char *p = s + 4;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 7) {
+        p++;
+        digits++;
+    }
+    if (!digits)
+        return 0;
+    if (allow_part && *p == '/') {
+        p++;
+        digits = 0;
+        while (*p >= '0' && *p <= '9' && digits < 7) {
+            p++;
+            digits++;
+        }
+        if (!digits)
+            return 0;
+    }
+    return *p == 0;
+}
+
+static cohort_status parse_device(const yctx *c, const ynode *key, const ynode *n,
+                                  device_spec *d)
+{
+    char got[80], where[80], what[96];
+    memset(d, 0, sizeof *d);
+    if (!device_name_ok(key->str, 0) || str_copy(d->name, sizeof d->name, key->str))
+        return ynode_fail(c, key, "device name must be cpu:N or gpu:N (like gpu:0), got %s",
+                          ynode_describe(key, got, sizeof got));
+    d->line = key->line;
+    d->policy = COHORT_MEM_GROW;
+    if (ynode_is_null(n))
+        return COHORT_OK;
+    if (n->type != YNODE_MAP)
+        return ynode_fail(c, n, "device %s must be a map like {memory: grow}, got %s", d->name,
+                          ynode_describe(n, got, sizeof got));
+    snprintf(where, sizeof where, "in device %s", d->name);
+    cohort_status st = ycheck_keys(c, n, device_keys, plan_key_count(device_keys), where);
+    if (st)
+        return st;
+    const ynode *v;
+    if ((v = ymap_get(n, "memory"))) {
+        int policy;
+        snprintf(what, sizeof what, "memory of %s", d->name);
+        if ((st = yget_enum(c, v, what, memory_names, COUNT(memory_names), &policy)))
+            return st;
+        d->policy = policy ? COHORT_MEM_PREALLOCATE : COHORT_MEM_GROW;
+    }
+    if ((v = ymap_get(n, "memory_limit"))) {
+        snprintf(what, sizeof what, "memory_limit of %s", d->name);
+        if ((st = get_size(c, v, what, &d->memory_limit)))
+            return st;
+    }
+    const ynode *split = ymap_get(n, "split");
+    if (split) {
+        if (split->type != YNODE_SEQ || split->n == 0)
+            return ynode_fail(c, split, "split of %s must be a non-empty list of sizes "
+                                        "(like [4GiB, 4GiB]), got %s",
+                              d->name, ynode_describe(split, got, sizeof got));
+        if (split->n > COHORT_MAX_SPLIT)
+            return ynode_fail(c, split->vals[COHORT_MAX_SPLIT],
+                              "split of %s has more than %d parts", d->name, COHORT_MAX_SPLIT);
+        uint64_t sum = 0;
+        snprintf(what, sizeof what, "each part in split of %s", d->name);
+        for (size_t i = 0; i < split->n; i++) {
+            if ((st = get_size(c, split->vals[i], what, &d->split[i])))
+                return st;
+            sum = sum + d->split[i] < sum ? UINT64_MAX : sum + d->split[i];
+        }
+        d->n_split = (int)split->n;
+        if (d->memory_limit && sum > d->memory_limit) {
+            char a[32], b[32];
+            return ynode_fail(c, split, "the parts of %s add up to %s, more than its memory_limit %s",
+                              d->name, format_bytes(sum, a, sizeof a),
+                              format_bytes(d->memory_limit, b, sizeof b));
+        }
+    }
+    return COHORT_OK;
+}
+
+static cohort_status parse_devices(const yctx *c, const ynode *root, cohort_plan *plan)
+{
+    const ynode *n = ymap_get(root, "devices");
+    char got[80];
+    if (!n || ynode_is_null(n))
+        return COHORT_OK;
+    if (n->type != YNODE_MAP)
+        return ynode_fail(c, n, "devices must be a map like {gpu:0: {memory: grow}}, got %s",
+                          ynode_describe(n, got, sizeof got));
+    if (n->n > COHORT_MAX_DEVICE_SPECS)
+        return ynode_fail(c, n->keys[COHORT_MAX_DEVICE_SPECS], "more than %d devices",
+                          COHORT_MAX_DEVICE_SPECS);
+    for (size_t i = 0; i < n->n; i++) {
+        cohort_status st = parse_device(c, n->keys[i], n->vals[i], &plan->devices[i]);
+        if (st)
+            return st;
+        plan->n_devices++;
+    }
+    return COHORT_OK;
+}
+
+/* ---- one model ------------------------------------------------------- */
+
+static cohort_status build_optimizer(const yctx *c, const ynode *o, const char *label,
+                                     optim_spec *out)
+{
+    char got[80];
+    const ynode *name = NULL;
+    if (o && o->type == YNODE_SCALAR)
+        name = o;
+    else if (o && o->type == YNODE_MAP)
+        name = ymap_get(o, "name");
+    else if (o)
+        return ynode_fail(c, o, "optimizer of %s must be a name (sgd, adam, adamw) or a map like "
+                                "{name: adam, lr: 0.001}, got %s",
+                          label, ynode_describe(o, got, sizeof got));
+    int kind = OPT_ADAM;
+    cohort_status st;
+    if (name && !(o->type == YNODE_SCALAR && ynode_is_null(o)) &&
+        (st = yget_enum(c, name, "optimizer", opt_names, COUNT(opt_names), &kind)))
+        return st;
+    /* Keras's defaults for each optimizer. */
+    memset(out, 0, sizeof *out);
+    out->kind = (opt_kind)kind;
+    out->lr = kind == OPT_SGD ? 0.01f : 0.001f;
+    out->beta1 = 0.9f;
+    out->beta2 = 0.999f;
+    out->eps = 1e-7f;
+    out->weight_decay = kind == OPT_ADAMW ? 0.004f : 0.0f;
+    if (!o || o->type != YNODE_MAP)
+        return COHORT_OK;
+    for (size_t i = 0; i < o->n; i++) {
+        const char *k = o->keys[i]->str;
+        const ynode *v = o->vals[i];
+        int is_lr = strcmp(k, "lr") == 0 || strcmp(k, "learning_rate") == 0;
+        int sgd_key = strcmp(k, "momentum") == 0 || strcmp(k, "nesterov") == 0;
+        int adam_key = strcmp(k, "beta_1") == 0 || strcmp(k, "beta_2") == 0 ||
+                       strcmp(k, "epsilon") == 0;
+        int adamw_key = strcmp(k, "weight_decay") == 0;
+        if (strcmp(k, "name") == 0)
+            continue;
+        int applies = is_lr || (sgd_key && kind == OPT_SGD) ||
+                      (adam_key && kind != OPT_SGD) || (adamw_key && kind == OPT_ADAMW);
+        if (!applies) {
+            if (o->keys[i]->inherited)
+                continue; /* a default meant for another optimizer */
+            static const char *const takes[] = {"lr, momentum, nesterov",
+                                                "lr, beta_1, beta_2, epsilon",
+                                                "lr, beta_1, beta_2, epsilon, weight_decay"};
+            return ynode_fail(c, o->keys[i], "'%s' does not apply to optimizer '%s' of %s (it takes %s)",
+                              k, opt_names[kind], label, takes[kind]);
+        }
+        if (strcmp(k, "nesterov") == 0) {
+            if ((st = yget_bool(c, v, "nesterov", &out->nesterov)))
+                return st;
+            continue;
+        }
+        float *dst = &out->weight_decay;
+        yrange range = YR_NONNEG;
+        if (is_lr)
+            dst = &out->lr, range = YR_POSITIVE, k = "lr";
+        else if (strcmp(k, "momentum") == 0)
+            dst = &out->momentum, range = YR_UNIT;
+        else if (strcmp(k, "beta_1") == 0)
+            dst = &out->beta1, range = YR_UNIT;
+        else if (strcmp(k, "beta_2") == 0)
+            dst = &out->beta2, range = YR_UNIT;
+        else if (strcmp(k, "epsilon") == 0)
+            dst = &out->eps, range = YR_POSITIVE;
+        double d;
+        if ((st = yget_num(c, v, k, range, 1, &d)))
+            return st;
+        *dst = (float)d;
+    }
+    return COHORT_OK;
+}
+
+static cohort_status build_early_stop(const yctx *c, const ynode *n, const char *label,
+                                      const data_spec *data, early_stop_spec *es)
+{
+    char got[80];
+    int on = 0;
+    const ynode *at = n;
+    if (!n || ynode_is_null(n))
+        return COHORT_OK;
+    if (n->type == YNODE_SCALAR) {
+        if (yget_bool(c, n, "early_stopping", &on) != COHORT_OK)
+            return ynode_fail(c, n, "early_stopping must be a map like {monitor: val_loss, "
+                                    "patience: 3}, or true or false, got %s",
+                              ynode_describe(n, got, sizeof got));
+        es->enabled = on;
+    } else if (n->type == YNODE_MAP) {
+        es->enabled = 1;
+        cohort_status st;
+        const ynode *v;
+        long long ll;
+        double d;
+        int idx;
+        if ((v = ymap_get(n, "monitor"))) {
+            if ((st = yget_enum(c, v, "early_stopping.monitor", monitor_names,
+                                COUNT(monitor_names), &idx)))
+                return st;
+            str_copy(es->monitor, sizeof es->monitor, monitor_names[idx]);
+            at = v;
+        }
+        if ((v = ymap_get(n, "patience"))) {
+            if ((st = yget_int(c, v, "early_stopping.patience", 0, 1000000, &ll)))
+                return st;
+            es->patience = (int)ll;
+        }
+        if ((v = ymap_get(n, "min_delta"))) {
+            if ((st = yget_num(c, v, "early_stopping.min_delta", YR_NONNEG, 1, &d)))
+                return st;
+            es->min_delta = (float)d;
+        }
+        if ((v = ymap_get(n, "restore_best_weights")) &&
+            (st = yget_bool(c, v, "early_stopping.restore_best_weights", &es->restore_best)))
+            return st;
+    } else {
+        return ynode_fail(c, n, "early_stopping must be a map like {monitor: val_loss, "
+                                "patience: 3}, or true or false, got %s",
+                          ynode_describe(n, got, sizeof got));
+    }
+    if (es->enabled && strncmp(es->monitor, "val_", 4) == 0 && !data->validation[0] &&
+        data->validation_split <= 0)
+        return ynode_fail(c, at, "early_stopping of %s monitors %s, but the plan has no "
+                                 "validation data (set data.validation_split or "
+                                 "data.validation, or monitor loss)",
+                          label, es->monitor);
+    return COHORT_OK;
+}
+
+static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
+                                 const char *label, layer_spec *l)
+{
+    char got[80], where[200], what[200];
+    if (n->type != YNODE_MAP)
+        return ynode_fail(c, n, "layers.%d of %s must be a map like {dense: 10, activation: "
+                                "softmax}, got %s",
+                          i, label, ynode_describe(n, got, sizeof got));
+    snprintf(where, sizeof where, "in layers.%d of %s", i, label);
+    cohort_status st =
+        ycheck_keys(c, n, plan_layer_keys, plan_key_count(plan_layer_keys), where);
+    if (st)
+        return st;
+    const ynode *dense = ymap_get(n, "dense"), *drop = ymap_get(n, "dropout"),
+                *act = ymap_get(n, "activation");
+    memset(l, 0, sizeof *l);
+    if (dense && drop)
+        return ynode_fail(c, n, "layers.%d of %s has both 'dense' and 'dropout'; a layer is one "
+                                "kind (give each its own entry)",
+                          i, label);
+    if (!dense && !drop)
+        return ynode_fail(c, n, "layers.%d of %s needs 'dense: UNITS' or 'dropout: RATE'", i,
+                          label);
+    if (drop) {
+        if (act)
+            return ynode_fail(c, n->keys[ymap_find(n, "activation")],
+                              "'activation' applies only to dense layers (layers.%d of %s is dropout)",
+                              i, label);
+        double rate;
+        snprintf(what, sizeof what, "dropout rate of layers.%d", i);
+        if ((st = yget_num(c, drop, what, YR_UNIT, 1, &rate)))
+            return st;
+        l->kind = LAYER_DROPOUT;
+        l->rate = (float)rate;
+        return COHORT_OK;
+    }
+    long long units;
+    snprintf(what, sizeof what, "dense units of layers.%d", i);
+    if ((st = yget_int(c, dense, what, 1, 1 << 20, &units)))
+        return st;
+    l->kind = LAYER_DENSE;
+    l->units = (int)units;
+    l->act = ACT_LINEAR;
+    if (act) {
+        int a;
+        snprintf(what, sizeof what, "activation of layers.%d", i);
+        if ((st = yget_enum(c, act, what, act_names, COUNT(act_names), &a)))
+            return st;
+        l->act = (act_kind)a;
+        if (l->act == ACT_SOFTMAX && !last)
+            return ynode_fail(c, act, "layers.%d of %s: softmax is allowed only on the last layer",
+                              i, label);
+    }
+    return COHORT_OK;
+}
+
+static cohort_status build_layers(const yctx *c, const ynode *t, const char *label,
+                                  model_spec *s)
+{
+    char got[80];
+    const ynode *n = ymap_get(t, "layers");
+    if (!n)
+        return ynode_fail(c, t, "%s has no layers (like layers: [{dense: 10, activation: "
+                                "softmax}])",
+                          label);
+    if (n->type != YNODE_SEQ)
+        return ynode_fail(c, n, "layers of %s must be a list of layers, got %s", label,
+                          ynode_describe(n, got, sizeof got));
+    if (n->n == 0)
+        return ynode_fail(c, n, "layers of %s is empty; give at least one layer, like "
+                                "[{dense: 10, activation: softmax}]",
+                          label);
+    if (n->n > COHORT_MAX_LAYERS)
+        return ynode_fail(c, n->vals[COHORT_MAX_LAYERS], "%s has %zu layers, more than the %d allowed",
+                          label, n->n, COHORT_MAX_LAYERS);
+    int n_dense = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        cohort_status st = build_layer(c, n->vals[i], (int)i, i + 1 == n->n, label, &s->layers[i]);
+        if (st)
+            return st;
+        n_dense += s->layers[i].kind == LAYER_DENSE;
+    }
+    s->n_layers = (int)n->n;
+    if (!n_dense)
+        return ynode_fail(c, n, "%s has no dense layer", label);
+    const layer_spec *lastl = &s->layers[s->n_layers - 1];
+    if (s->loss == LOSS_SCE && (lastl->kind != LAYER_DENSE || lastl->act != ACT_SOFTMAX)) {
+        char is[80];
+        if (lastl->kind == LAYER_DENSE)
+            snprintf(is, sizeof is, "dense with activation %s", act_name(lastl->act));
+        else
+            snprintf(is, sizeof is, "dropout");
+        return ynode_fail(c, n->vals[n->n - 1],
+                          "%s: loss sparse_categorical_crossentropy needs the last layer to be "
+                          "dense with activation softmax (it is %s)",
+                          label, is);
+    }
+    return COHORT_OK;
+}
+
+static int name_char_ok(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("_.=+-", ch));
+}
+
+static cohort_status check_name(const yctx *c, const ynode *n, char *out)
+{
+    cohort_status st = yget_str(c, n, "name", out, COHORT_NAME_MAX);
+    if (st)
+        return st;
+    for (const char *p = out; *p; p++)
+        if (!name_char_ok((unsigned char)*p))
+            return ynode_fail(c, n, "model name '%s' may hold only letters, digits and _ . = + - "
+                                    "(it becomes a file name)",
+                              out);
+    return COHORT_OK;
+}
+
+/* Fill s from a merged (and swept) model tree t; name is final. */
+static cohort_status build_model(const yctx *c, const ynode *t, const char *name,
+                                 const data_spec *data, model_spec *s)
+{
+    char label[COHORT_NAME_MAX + 16], got[80];
+    model_spec_defaults(s);
+    str_copy(s->name, sizeof s->name, name);
+    s->line = t->line;
+    snprintf(label, sizeof label, "model '%s'", s->name);
+    cohort_status st;
+    const ynode *v;
+    long long ll;
+    int idx;
+    if ((v = ymap_get(t, "loss"))) {
+        if ((st = yget_enum(c, v, "loss", loss_names, COUNT(loss_names), &idx)))
+            return st;
+        s->loss = idx == 0 ? LOSS_SCE : LOSS_MSE;
+    }
+    if ((st = build_layers(c, t, label, s)))
+        return st;
+    if ((v = ymap_get(t, "epochs"))) {
+        if ((st = yget_int(c, v, "epochs", 1, 100000, &ll)))
+            return st;
+        s->epochs = (int)ll;
+    }
+    if ((v = ymap_get(t, "batch_size"))) {
+        if ((st = yget_int(c, v, "batch_size", 1, 1 << 20, &ll)))
+            return st;
+        s->batch_size = (int)ll;
+    }
+    if ((v = ymap_get(t, "shuffle")) && (st = yget_bool(c, v, "shuffle", &s->shuffle)))
+        return st;
+    if ((v = ymap_get(t, "seed"))) {
+        unsigned long long seed;
+        if ((st = yget_u64(c, v, "seed", &seed)))
+            return st;
+        s->seed = seed;
+    }
+    if ((st = build_optimizer(c, ymap_get(t, "optimizer"), label, &s->opt)))
+        return st;
+    if ((st = build_early_stop(c, ymap_get(t, "early_stopping"), label, data, &s->early_stop)))
+        return st;
+    if ((v = ymap_get(t, "device")) && !ynode_is_null(v)) {
+        if (v->type != YNODE_SCALAR || !device_name_ok(v->str, 1) ||
+            str_copy(s->device, sizeof s->device, v->str))
+            return ynode_fail(c, v, "device of %s must be like cpu:0, gpu:1 or gpu:1/0, got %s",
+                              label, ynode_describe(v, got, sizeof got));
+    }
+    if ((v = ymap_get(t, "init_from")) && !ynode_is_null(v) &&
+        (st = yget_str(c, v, "init_from", s->init_from, sizeof s->init_from)))
+        return st;
+    if ((v = ymap_get(t, "metrics"))) {
+        int ok = v->type == YNODE_SEQ && v->n > 0;
+        for (size_t i = 0; ok && i < v->n; i++)
+            ok = v->vals[i]->type == YNODE_SCALAR && strcmp(v->vals[i]->str, "accuracy") == 0;
+        if (!ok)
+            return ynode_fail(c, v, "metrics of %s must be [accuracy] (loss and accuracy are "
+                                    "always reported), got %s",
+                              label, ynode_describe(v, got, sizeof got));
+    }
+    return COHORT_OK;
+}
+
+/* ---- defaults -------------------------------------------------------- */
+
+/* Spell learning_rate as lr in an optimizer map; a --set value beats the
+ * file's, two in the file are an error. */
+static cohort_status canon_optimizer(const yctx *c, ynode *o)
+{
+    if (!o || o->type != YNODE_MAP)
+        return COHORT_OK;
+    int b = ymap_find(o, "learning_rate");
+    if (b < 0)
+        return COHORT_OK;
+    int a = ymap_find(o, "lr");
+    if (a >= 0) {
+        int a_set = o->keys[a]->origin != NULL, b_set = o->keys[b]->origin != NULL;
+        if (a_set == b_set)
+            return ynode_fail(c, o->keys[b], "the optimizer has both 'lr' and 'learning_rate' "
+                                             "(the same setting); keep one");
+        if (a_set) {
+            ymap_remove(o, (size_t)b);
+            return COHORT_OK;
+        }
+        ymap_remove(o, (size_t)a);
+        b = ymap_find(o, "learning_rate");
+    }
+    char *lr = str_dup("lr");
+    if (!lr)
+        return ynode_nomem(c);
+    free(o->keys[b]->str);
+    o->keys[b]->str = lr;
+    return COHORT_OK;
+}
+
+/* Keys of a model's own map (or of defaults), its optimizer and early_stopping. */
+static cohort_status check_model_keys(const yctx *c, ynode *m, const char *where_model,
+                                      const char *label)
+{
+    char where[256];
+    cohort_status st =
+        ycheck_keys(c, m, plan_model_keys, plan_key_count(plan_model_keys), where_model);
+    if (st)
+        return st;
+    ynode *o = ymap_get(m, "optimizer");
+    if (o && o->type == YNODE_MAP) {
+        snprintf(where, sizeof where, "in the optimizer of %s", label);
+        if ((st = ycheck_keys(c, o, plan_optimizer_keys, plan_key_count(plan_optimizer_keys),
+                              where)))
+            return st;
+        if ((st = canon_optimizer(c, o)))
+            return st;
+    }
+    const ynode *es = ymap_get(m, "early_stopping");
+    if (es && es->type == YNODE_MAP) {
+        snprintf(where, sizeof where, "in early_stopping of %s", label);
+        if ((st = ycheck_keys(c, es, plan_early_stop_keys, plan_key_count(plan_early_stop_keys),
+                              where)))
+            return st;
+    }
+    return COHORT_OK;
+}
+
+/* The defaults' optimizer/early_stopping value d made a map the model's map
+ * can merge into: "adam" becomes {name: adam}, a switch becomes {}. */
+static ynode *as_merge_map(ynode *d, int optimizer)
+{
+    if (d->type == YNODE_MAP)
+        return d;
+    ynode *m = ynode_new(YNODE_MAP, d->line, d->origin);
+    if (!m)
+        return NULL;
+    m->inherited = d->inherited;
+    if (optimizer && d->type == YNODE_SCALAR && !ynode_is_null(d)) {
+        ynode *k = ynode_scalar("name", d->line, d->origin);
+        ynode *v = ynode_clone(d, 0);
+        if (!k || !v || ynode_append(m, k, v)) {
+            ynode_free(k);
+            ynode_free(v);
+            ynode_free(m);
+            return NULL;
+        }
+        k->inherited = d->inherited;
+    }
+    return m;
+}
+
+/* A new tree: defaults (marked inherited) with the model's keys on top;
+ * optimizer and early_stopping maps merge key by key. */
+static cohort_status merge_model(const yctx *c, const ynode *defaults, const ynode *own,
+                                 ynode **out)
+{
+    *out = NULL;
+    ynode *m = defaults ? ynode_clone(defaults, 1) : ynode_new(YNODE_MAP, own->line, own->origin);
+    if (!m)
+        return ynode_nomem(c);
+    m->line = own->line;
+    m->origin = own->origin;
+    m->inherited = 0;
+    for (size_t i = 0; i < own->n; i++) {
+        const ynode *k = own->keys[i], *v = own->vals[i];
+        int is_opt = strcmp(k->str, "optimizer") == 0;
+        int di = ymap_find(m, k->str);
+        if ((is_opt || strcmp(k->str, "early_stopping") == 0) && v->type == YNODE_MAP && di >= 0) {
+            ynode *d = as_merge_map(m->vals[di], is_opt);
+            if (!d) {
+                ynode_free(m);
+                return ynode_nomem(c);
+            }
+            if (d != m->vals[di]) {
+                ynode_free(m->vals[di]);
+                m->vals[di] = d;
+            }
+            for (size_t j = 0; j < v->n; j++) {
+                ynode *sk = ynode_clone(v->keys[j], 0), *sv = ynode_clone(v->vals[j], 0);
+                if (!sk || !sv || ymap_set(d, sk, sv)) {
+                    ynode_free(sk);
+                    ynode_free(sv);
+                    ynode_free(m);
+                    return ynode_nomem(c);
+                }
+            }
+            continue;
+        }
+        ynode *ck = ynode_clone(k, 0), *cv = ynode_clone(v, 0);
+        if (!ck || !cv || ymap_set(m, ck, cv)) {
+            ynode_free(ck);
+            ynode_free(cv);
+            ynode_free(m);
+            return ynode_nomem(c);
+        }
+    }
+    *out = m;
+    return COHORT_OK;
+}
+
+/* ---- the models ------------------------------------------------------ */
+
+typedef struct name_ref {
+    const char *name;
+    int index;
+} name_ref;
+
+static int cmp_name_ref(const void *a, const void *b)
+{
+    const name_ref *x = a, *y = b;
+    int r = strcmp(x->name, y->name);
+    return r ? r : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Names must be unique: report the first model (in plan order) whose name an
+ * earlier model already has. */
+static cohort_status check_unique_names(const yctx *c, const cohort_plan *plan)
+{
+    int n = plan->n_models;
+    name_ref *refs = malloc((size_t)n * sizeof *refs);
+    if (!refs)
+        return ynode_nomem(c);
+    for (int i = 0; i < n; i++)
+        refs[i] = (name_ref){plan->models[i].name, i};
+    qsort(refs, (size_t)n, sizeof *refs, cmp_name_ref);
+    int dup = -1, first = -1;
+    for (int i = 1; i < n; i++) {
+        /* Sorted by (name, index): the second of a run of equal names is its
+         * earliest repeat, the first is the original. */
+        if (strcmp(refs[i].name, refs[i - 1].name) == 0 &&
+            (i < 2 || strcmp(refs[i - 1].name, refs[i - 2].name) != 0) &&
+            (dup < 0 || refs[i].index < dup)) {
+            dup = refs[i].index;
+            first = refs[i - 1].index;
+        }
+    }
+    free(refs);
+    if (dup < 0)
+        return COHORT_OK;
+    const model_spec *d = &plan->models[dup], *f = &plan->models[first];
+    if (d->line == f->line)
+        return cohort_fail(c->err, COHORT_ERR_INPUT,
+                           "%s:%d: the sweep gives two models the name '%s'; model names must be "
+                           "unique",
+                           c->file, d->line, d->name);
+    return cohort_fail(c->err, COHORT_ERR_INPUT,
+                       "%s:%d: duplicate model name '%s' (first at line %d); model names must be "
+                       "unique",
+                       c->file, d->line, d->name, f->line);
+}
+
+/* Models of the plan: each merged with defaults and swept. */
+static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
+{
+    char got[80];
+    ynode *models = ymap_get(root, "models");
+    if (!models)
+        return ynode_fail(c, root, "the plan has no 'models' list");
+    if (models->type != YNODE_SEQ)
+        return ynode_fail(c, models, "models must be a list of models, got %s",
+                          ynode_describe(models, got, sizeof got));
+    if (models->n == 0)
+        return ynode_fail(c, models, "models is empty; give at least one model with a name and "
+                                     "layers");
+    if (models->n > COHORT_MAX_MODELS)
+        return ynode_fail(c, models, "the plan has %zu models, more than the %d allowed",
+                          models->n, COHORT_MAX_MODELS);
+
+    ynode *defaults = ymap_get(root, "defaults");
+    cohort_status st;
+    if (defaults && ynode_is_null(defaults))
+        defaults = NULL;
+    if (defaults) {
+        if (defaults->type != YNODE_MAP)
+            return ynode_fail(c, defaults, "defaults must be a map of model keys, got %s",
+                              ynode_describe(defaults, got, sizeof got));
+        int ni = ymap_find(defaults, "name");
+        if (ni >= 0)
+            return ynode_fail(c, defaults->keys[ni], "'name' cannot be in defaults; each model "
+                                                     "has its own");
+        if ((st = check_model_keys(c, defaults, "in defaults", "defaults")))
+            return st;
+    }
+
+    const ynode *sweep_node = ymap_get(root, "sweep");
+    plan_sweep sweep;
+    if ((st = plan_sweep_parse(c, sweep_node, &sweep)))
+        return st;
+    size_t total = models->n * sweep.combos;
+    if (total > COHORT_MAX_MODELS) {
+        plan_sweep_free(&sweep);
+        return ynode_fail(c, sweep_node, "the sweep makes %zu models, more than the %d allowed",
+                          total, COHORT_MAX_MODELS);
+    }
+    plan->models = calloc(total, sizeof *plan->models);
+    if (!plan->models) {
+        plan_sweep_free(&sweep);
+        return ynode_nomem(c);
+    }
+
+    for (size_t i = 0; i < models->n && st == COHORT_OK; i++) {
+        ynode *own = models->vals[i];
+        char base[COHORT_NAME_MAX], label[COHORT_NAME_MAX + 32], where[COHORT_NAME_MAX + 48];
+        if (own->type != YNODE_MAP) {
+            st = ynode_fail(c, own, "models.%zu must be a map with a name and layers, got %s", i,
+                            ynode_describe(own, got, sizeof got));
+            break;
+        }
+        const ynode *name = ymap_get(own, "name");
+        if (!name) {
+            st = ynode_fail(c, own, "models.%zu has no name", i);
+            break;
+        }
+        if ((st = check_name(c, name, base)))
+            break;
+        snprintf(label, sizeof label, "model '%s'", base);
+        snprintf(where, sizeof where, "in model '%s'", base);
+        if ((st = check_model_keys(c, own, where, label)))
+            break;
+        ynode *merged;
+        if ((st = merge_model(c, defaults, own, &merged)))
+            break;
+        for (size_t k = 0; k < sweep.combos && st == COHORT_OK; k++) {
+            ynode *t = sweep.n ? ynode_clone(merged, 0) : merged;
+            char suffix[COHORT_NAME_MAX + 64], full[COHORT_NAME_MAX + 192];
+            suffix[0] = 0;
+            if (!t) {
+                st = ynode_nomem(c);
+                break;
+            }
+            if (sweep.n)
+                st = plan_sweep_apply(c, &sweep, k, t, label, suffix, sizeof suffix);
+            if (st == COHORT_OK) {
+                snprintf(full, sizeof full, "%s%s", base, suffix);
+                if (strlen(full) >= COHORT_NAME_MAX)
+                    st = ynode_fail(c, name, "the name the sweep gives %s, '%.60s...', is too long "
+                                             "(at most %d characters)",
+                                    label, full, COHORT_NAME_MAX - 1);
+            }
+            model_spec *s = &plan->models[plan->n_models];
+            if (st == COHORT_OK)
+                st = build_model(c, t, full, &plan->data, s);
+            if (st == COHORT_OK) {
+                if ((s->config_json = model_spec_to_json(s)))
+                    plan->n_models++;
+                else
+                    st = ynode_nomem(c);
+            }
+            if (t != merged)
+                ynode_free(t);
+        }
+        ynode_free(merged);
+    }
+    plan_sweep_free(&sweep);
+    if (st)
+        return st;
+    return check_unique_names(c, plan);
+}
+
+/* ---- the plan -------------------------------------------------------- */
+
+static char *plan_to_json(const cohort_plan *p)
+{
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "{\"name\":");
+    sb_json_str(&b, p->name);
+    sb_puts(&b, ",\"path\":");
+    sb_json_str(&b, p->path);
+    sb_puts(&b, ",\"data\":{\"train\":");
+    sb_json_str(&b, p->data.train);
+    const char *opt[][2] = {{"test", p->data.test}, {"validation", p->data.validation}};
+    for (int i = 0; i < 2; i++) {
+        sb_printf(&b, ",\"%s\":", opt[i][0]);
+        if (opt[i][1][0])
+            sb_json_str(&b, opt[i][1]);
+        else
+            sb_puts(&b, "null");
+    }
+    sb_puts(&b, ",\"validation_split\":");
+    sb_json_num(&b, p->data.validation_split);
+    sb_puts(&b, ",\"label_column\":");
+    if (p->data.label_column[0])
+        sb_json_str(&b, p->data.label_column);
+    else
+        sb_puts(&b, "null");
+    sb_printf(&b, "},\"strategy\":\"%s\",\"shared_order\":%s,\"devices\":{",
+              cohort_strategy_str(p->strategy), p->shared_order ? "true" : "false");
+    for (int i = 0; i < p->n_devices; i++) {
+        const device_spec *d = &p->devices[i];
+        if (i)
+            sb_puts(&b, ",");
+        sb_json_str(&b, d->name);
+        sb_printf(&b, ":{\"memory\":\"%s\",\"split\":",
+                  d->policy == COHORT_MEM_PREALLOCATE ? "preallocate" : "grow");
+        if (d->n_split) {
+            sb_puts(&b, "[");
+            for (int j = 0; j < d->n_split; j++)
+                sb_printf(&b, "%s%llu", j ? "," : "", (unsigned long long)d->split[j]);
+            sb_puts(&b, "]");
+        } else {
+            sb_puts(&b, "null");
+        }
+        if (d->memory_limit)
+            sb_printf(&b, ",\"memory_limit\":%llu}", (unsigned long long)d->memory_limit);
+        else
+            sb_puts(&b, ",\"memory_limit\":null}");
+    }
+    sb_puts(&b, "},\"models\":[");
+    for (int i = 0; i < p->n_models; i++) {
+        if (i)
+            sb_puts(&b, ",");
+        sb_puts(&b, p->models[i].config_json);
+    }
+    sb_puts(&b, "]}");
+    if (b.failed) {
+        sb_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
+/* "dir/seed.yaml" -> "seed". */
+static void plan_name_from_path(const char *path, char *out, size_t size)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    str_copy(out, size, base[0] ? base : "plan");
+    char *dot = strrchr(out, '.');
+    if (dot && dot != out)
+        *dot = 0;
+}
+
+static cohort_status plan_build(const yctx *c, ynode *root, const char *const *overrides,
+                                int n_overrides, cohort_plan *plan)
+{
+    cohort_status st;
+    for (int i = 0; i < n_overrides; i++) {
+        if (!overrides[i])
+            return cohort_fail(c->err, COHORT_ERR_USAGE, "override %d is NULL", i);
+        if ((st = apply_override(c, root, overrides[i])))
+            return st;
+    }
+    if ((st = ycheck_keys(c, root, top_keys, plan_key_count(top_keys), "at the top of the plan")))
+        return st;
+    if ((st = parse_data(c, root, &plan->data)))
+        return st;
+    const ynode *v;
+    if ((v = ymap_get(root, "strategy"))) {
+        int s;
+        if ((st = yget_enum(c, v, "strategy", strategy_names, COUNT(strategy_names), &s)))
+            return st;
+        plan->strategy = (cohort_strategy)s;
+    }
+    if ((v = ymap_get(root, "shared_order")) &&
+        (st = yget_bool(c, v, "shared_order", &plan->shared_order)))
+        return st;
+    if ((st = parse_devices(c, root, plan)))
+        return st;
+    return build_models(c, root, plan);
+}
+
+/* Parse plan text; see cohort.h. On error *out is NULL and nothing is kept. */
+cohort_status cohort_plan_parse(const char *text, size_t len, const char *name,
+                                const char *const *overrides, int n_overrides,
+                                cohort_plan **out, cohort_error *err)
+{
+    if (out)
+        *out = NULL;
+    if (!out || (!text && len) || n_overrides < 0 || (n_overrides > 0 && !overrides))
+        return cohort_fail(err, COHORT_ERR_USAGE, "cohort_plan_parse: invalid arguments");
+    if (!text)
+        text = "";
+    if (!name)
+        name = "<plan>";
+    if (len > COHORT_PLAN_MAX_BYTES)
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s: the plan is %zu bytes, more than the %u "
+                                                  "allowed",
+                           name, len, COHORT_PLAN_MAX_BYTES);
+    cohort_plan *plan = calloc(1, sizeof *plan);
+    if (!plan)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", name);
+    if (str_copy(plan->path, sizeof plan->path, name)) {
+        free(plan);
+        return cohort_fail(err, COHORT_ERR_INPUT, "%.200s...: the path is too long", name);
+    }
+    plan_name_from_path(name, plan->name, sizeof plan->name);
+    yctx c = {name, err};
+    plan->source = malloc(len + 1);
+    if (!plan->source) {
+        cohort_plan_free(plan);
+        return ynode_nomem(&c);
+    }
+    memcpy(plan->source, text, len);
+    plan->source[len] = 0;
+
+    ynode *root = NULL;
+    cohort_status st = ytree_parse(text, len, name, NULL, PLAN_MAX_NODES, &root, err);
+    if (st == COHORT_OK && !root && !(root = ynode_new(YNODE_MAP, 1, NULL)))
+        st = ynode_nomem(&c);
+    if (st == COHORT_OK && root->type != YNODE_MAP) {
+        char got[80];
+        st = ynode_fail(&c, root, "a plan must be a map of keys (data, models, ...), got %s",
+                        ynode_describe(root, got, sizeof got));
+    }
+    if (st == COHORT_OK)
+        st = plan_build(&c, root, overrides, n_overrides, plan);
+    ynode_free(root);
+    if (st == COHORT_OK && !(plan->json = plan_to_json(plan)))
+        st = ynode_nomem(&c);
+    if (st) {
+        cohort_plan_free(plan);
+        return st;
+    }
+    *out = plan;
+    return COHORT_OK;
+}
+
+/* Read and parse a plan file; see cohort.h. A missing file is COHORT_ERR_IO
+ * "path: cannot open: ...". */
+cohort_status cohort_plan_load(const char *path, const char *const *overrides, int n_overrides,
+                               cohort_plan **out, cohort_error *err)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return cohort_fail(err, COHORT_ERR_USAGE, "cohort_plan_load: invalid arguments");
+    char *text;
+    size_t len;
+    cohort_status st = file_read_all(path, COHORT_PLAN_MAX_BYTES, &text, &len, err);
+    if (st)
+        return st;
+    st = cohort_plan_parse(text, len, path, overrides, n_overrides, out, err);
+    free(text);
+    return st;
+}
+
+/* Free a plan and everything it owns; NULL is fine. */
+void cohort_plan_free(cohort_plan *plan)
+{
+    if (!plan)
+        return;
+    for (int i = 0; i < plan->n_models; i++)
+        free(plan->models[i].config_json);
+    free(plan->models);
+    free(plan->source);
+    free(plan->json);
+    free(plan);
+}
+
+/* Number of models after the sweep; 0 for NULL. */
+int cohort_plan_model_count(const cohort_plan *plan)
+{
+    return plan ? plan->n_models : 0;
+}
+
+/* Name of model i, or NULL when i is out of range. */
+const char *cohort_plan_model_name(const cohort_plan *plan, int i)
+{
+    if (!plan || i < 0 || i >= plan->n_models)
+        return NULL;
+    return plan->models[i].name;
+}
+
+/* The plan's name (file name without directory and extension); "" for NULL. */
+const char *cohort_plan_name(const cohort_plan *plan)
+{
+    return plan ? plan->name : "";
+}

@@ -1,0 +1,88 @@
+/*
+ * plan: reads a plan file (YAML via libyaml; JSON is YAML), applies --set
+ * overrides, merges defaults, expands the sweep and validates everything,
+ * reporting errors as "file:line: message". Owns the cohort_plan struct.
+ */
+#ifndef COHORT_PLAN_H
+#define COHORT_PLAN_H
+
+#include "cohort.h"
+#include "model/model.h"
+
+#define COHORT_MAX_DEVICE_SPECS 16
+#define COHORT_MAX_SPLIT 16
+#define COHORT_MAX_MODELS 10000            /* models in a plan, after the sweep */
+#define COHORT_PLAN_MAX_BYTES (16u << 20)  /* largest plan file */
+
+typedef struct data_spec {
+    char train[COHORT_PATH_MAX];      /* dataset spec, required */
+    char test[COHORT_PATH_MAX];       /* "" = none */
+    char validation[COHORT_PATH_MAX]; /* "" = use validation_split */
+    double validation_split;          /* 0 = none */
+    char label_column[64];            /* "" = default */
+} data_spec;
+
+typedef struct device_spec {
+    char name[32];                    /* "cpu:0", "gpu:1" */
+    int line;
+    cohort_mem_policy policy;
+    int n_split;                      /* 0 = not split */
+    uint64_t split[COHORT_MAX_SPLIT]; /* bytes of each part */
+    uint64_t memory_limit;            /* 0 = the whole device */
+} device_spec;
+
+struct cohort_plan {
+    char path[COHORT_PATH_MAX];
+    char name[COHORT_NAME_MAX];       /* file name without dir and extension */
+    data_spec data;
+    int n_models;
+    model_spec *models;               /* owned, each with config_json */
+    int n_devices;
+    device_spec devices[COHORT_MAX_DEVICE_SPECS];
+    cohort_strategy strategy;
+    int shared_order;                 /* fused groups share one shuffle order */
+    char *source;                     /* the plan's text, owned */
+    char *json;                       /* the whole expanded plan as JSON, owned */
+};
+
+/* Parse "sequential", "threads", ... ; -1 when unknown. */
+int strategy_parse(const char *s);
+
+/* ---- shared by the files of src/plan/ only ------------------------------ */
+struct ynode;
+struct yctx;
+
+/* The keys a model, its optimizer, its early_stopping and a layer take;
+ * NULL-terminated (plan.c). */
+extern const char *const plan_model_keys[];
+extern const char *const plan_optimizer_keys[];
+extern const char *const plan_early_stop_keys[];
+extern const char *const plan_layer_keys[];
+/* Entries of a NULL-terminated key list. */
+int plan_key_count(const char *const *keys);
+
+typedef struct plan_sweep_key {
+    const struct ynode *key;    /* the key in the plan, for lines */
+    const struct ynode *values; /* its list of values, non-empty */
+    char path[256];             /* dotted model path, learning_rate spelled lr */
+    const char *label;          /* last component as written, for model names */
+} plan_sweep_key;
+
+typedef struct plan_sweep {
+    int n;
+    plan_sweep_key *keys;       /* owned */
+    size_t combos;              /* product of the list lengths; 1 without a sweep */
+} plan_sweep;
+
+/* Check the `sweep` map (NULL: no sweep) against the model schema and count
+ * its combinations (at most COHORT_MAX_MODELS). On error *out is empty and
+ * c's error says file:line. The keys point into `sweep`, which must outlive *out. */
+cohort_status plan_sweep_parse(const struct yctx *c, const struct ynode *sweep, plan_sweep *out);
+/* Write combination `combo` (0-based; the first key varies slowest) into the
+ * merged model tree and fill suffix with "-lr=0.001-batch_size=32". */
+cohort_status plan_sweep_apply(const struct yctx *c, const plan_sweep *s, size_t combo,
+                               struct ynode *model, const char *model_label, char *suffix,
+                               size_t suffix_size);
+void plan_sweep_free(plan_sweep *s);
+
+#endif

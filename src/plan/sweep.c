@@ -1,0 +1,328 @@
+/* sweep: the plan's `sweep` map, checked against the model schema, and the
+ * writing of one combination of its values into a model's tree. */
+#include "plan/plan.h"
+
+#include "plan/yamltree.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SWEEP_MAX_KEYS 64
+
+static int all_digits(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
+static int in_list(const char *s, const char *const *list)
+{
+    for (int i = 0; list[i]; i++)
+        if (strcmp(s, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Split path (a copy in buf) at dots; returns the number of parts, or -1 for
+ * an empty part or too many parts. */
+static int split_path(char *buf, char **parts, int max)
+{
+    int n = 0;
+    char *p = buf;
+    for (;;) {
+        if (n == max)
+            return -1;
+        parts[n++] = p;
+        char *dot = strchr(p, '.');
+        if (!dot)
+            break;
+        *dot = 0;
+        p = dot + 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (!parts[i][0])
+            return -1;
+    return n;
+}
+
+static cohort_status bad_key(const yctx *c, const ynode *key, const char *hint)
+{
+    return ynode_fail(c, key, "sweep key '%.200s' is not a model key%s", key->str, hint);
+}
+
+/* Check one dotted key; writes the canonical path. */
+static cohort_status check_path(const yctx *c, const ynode *key, char *canon, size_t size)
+{
+    char buf[256], hint[300] = "";
+    char *parts[4];
+    if (str_copy(buf, sizeof buf, key->str))
+        return bad_key(c, key, " (too long)");
+    int n = split_path(buf, parts, 4);
+    if (n < 0)
+        return bad_key(c, key, "");
+    const char *p0 = parts[0];
+    if (strcmp(p0, "name") == 0 || strcmp(p0, "metrics") == 0)
+        return ynode_fail(c, key, "sweep key '%s' cannot be swept", key->str);
+    if (!in_list(p0, plan_model_keys)) {
+        const char *near = ysuggest(p0, plan_model_keys, plan_key_count(plan_model_keys));
+        if (near)
+            snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+        return bad_key(c, key, hint);
+    }
+    const char *const *sub = NULL;
+    if (strcmp(p0, "optimizer") == 0)
+        sub = plan_optimizer_keys;
+    else if (strcmp(p0, "early_stopping") == 0)
+        sub = plan_early_stop_keys;
+    if (n == 1) {
+        str_copy(canon, size, p0);
+        return COHORT_OK;
+    }
+    if (sub) {
+        if (n != 2)
+            return bad_key(c, key, "");
+        if (!in_list(parts[1], sub)) {
+            const char *near = ysuggest(parts[1], sub, plan_key_count(sub));
+            if (near)
+                snprintf(hint, sizeof hint, " (did you mean '%.100s.%s'?)", p0, near);
+            return bad_key(c, key, hint);
+        }
+        int w = snprintf(canon, size, "%s.%s", p0,
+                         strcmp(parts[1], "learning_rate") == 0 ? "lr" : parts[1]);
+        return w < 0 || (size_t)w >= size ? bad_key(c, key, " (too long)") : COHORT_OK;
+    }
+    if (strcmp(p0, "layers") == 0) {
+        if (!all_digits(parts[1]) || strlen(parts[1]) > 4 || atoi(parts[1]) >= COHORT_MAX_LAYERS)
+            return bad_key(c, key, " (after 'layers.' comes a layer index, like layers.0.dense)");
+        if (n == 2) {
+            snprintf(canon, size, "layers.%d", atoi(parts[1]));
+            return COHORT_OK;
+        }
+        if (n == 3 && in_list(parts[2], plan_layer_keys)) {
+            snprintf(canon, size, "layers.%d.%s", atoi(parts[1]), parts[2]);
+            return COHORT_OK;
+        }
+        if (n == 3) {
+            const char *near =
+                ysuggest(parts[2], plan_layer_keys, plan_key_count(plan_layer_keys));
+            if (near)
+                snprintf(hint, sizeof hint, " (did you mean 'layers.%.8s.%s'?)", parts[1], near);
+        }
+        return bad_key(c, key, hint);
+    }
+    snprintf(hint, sizeof hint, " ('%.100s' has no parts to sweep; use '%.100s')", p0, p0);
+    return bad_key(c, key, hint);
+}
+
+cohort_status plan_sweep_parse(const yctx *c, const ynode *sweep, plan_sweep *out)
+{
+    memset(out, 0, sizeof *out);
+    out->combos = 1;
+    if (!sweep || ynode_is_null(sweep))
+        return COHORT_OK;
+    char got[80];
+    if (sweep->type != YNODE_MAP)
+        return ynode_fail(c, sweep,
+                          "sweep must be a map from model keys to lists of values "
+                          "(like optimizer.lr: [0.001, 0.0005]), got %s",
+                          ynode_describe(sweep, got, sizeof got));
+    if (sweep->n == 0)
+        return COHORT_OK;
+    if (sweep->n > SWEEP_MAX_KEYS)
+        return ynode_fail(c, sweep->keys[SWEEP_MAX_KEYS], "sweep has more than %d keys",
+                          SWEEP_MAX_KEYS);
+    out->keys = calloc(sweep->n, sizeof *out->keys);
+    if (!out->keys)
+        return ynode_nomem(c);
+    cohort_status st = COHORT_OK;
+    for (size_t i = 0; i < sweep->n && st == COHORT_OK; i++) {
+        plan_sweep_key *k = &out->keys[i];
+        k->key = sweep->keys[i];
+        k->values = sweep->vals[i];
+        st = check_path(c, k->key, k->path, sizeof k->path);
+        if (st)
+            break;
+        const char *dot = strrchr(k->key->str, '.');
+        k->label = dot ? dot + 1 : k->key->str;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(out->keys[j].path, k->path) == 0) {
+                st = ynode_fail(c, k->key, "sweep key '%s' sweeps the same setting as '%s' (line %d)",
+                                k->key->str, out->keys[j].key->str, out->keys[j].key->line);
+                break;
+            }
+        if (st)
+            break;
+        if (k->values->type != YNODE_SEQ || k->values->n == 0) {
+            st = ynode_fail(c, k->values, "sweep values of '%s' must be a non-empty list, got %s",
+                            k->key->str, ynode_describe(k->values, got, sizeof got));
+            break;
+        }
+        if (k->values->n > COHORT_MAX_MODELS / out->combos) {
+            st = ynode_fail(c, k->values, "the sweep makes more than %d combinations",
+                            COHORT_MAX_MODELS);
+            break;
+        }
+        out->combos *= k->values->n;
+        out->n++;
+    }
+    if (st)
+        plan_sweep_free(out);
+    return st;
+}
+
+void plan_sweep_free(plan_sweep *s)
+{
+    free(s->keys);
+    memset(s, 0, sizeof *s);
+    s->combos = 1;
+}
+
+/* Set map[key] = a copy of v, the new key carrying the sweep key's line. */
+static cohort_status set_copy(const yctx *c, const ynode *sweep_key, ynode *map, const char *key,
+                              const ynode *v)
+{
+    ynode *k = ynode_scalar(key, sweep_key->line, sweep_key->origin);
+    ynode *val = ynode_clone(v, 0);
+    if (!k || !val || ymap_set(map, k, val)) {
+        ynode_free(k);
+        ynode_free(val);
+        return ynode_nomem(c);
+    }
+    return COHORT_OK;
+}
+
+/* The sub-map of model for optimizer/early_stopping, made a map if it is a
+ * name (optimizer: adam) or a switch (early_stopping: true) or missing. */
+static cohort_status sub_map(const yctx *c, const plan_sweep_key *k, ynode *model,
+                             const char *part, const char *model_label, ynode **out)
+{
+    int i = ymap_find(model, part);
+    if (i >= 0 && model->vals[i]->type == YNODE_MAP) {
+        *out = model->vals[i];
+        return COHORT_OK;
+    }
+    if (i >= 0 && model->vals[i]->type == YNODE_SEQ) {
+        char got[80];
+        return ynode_fail(c, model->vals[i], "%s of %s must be a map to sweep '%s', got %s", part,
+                          model_label, k->key->str,
+                          ynode_describe(model->vals[i], got, sizeof got));
+    }
+    ynode *m = ynode_new(YNODE_MAP, k->key->line, k->key->origin);
+    if (!m)
+        return ynode_nomem(c);
+    if (i < 0) {
+        ynode *key = ynode_scalar(part, k->key->line, k->key->origin);
+        if (!key || ynode_append(model, key, m)) {
+            ynode_free(key);
+            ynode_free(m);
+            return ynode_nomem(c);
+        }
+    } else {
+        ynode *old = model->vals[i];
+        m->line = old->line;
+        m->origin = old->origin;
+        m->inherited = old->inherited;
+        model->vals[i] = m;
+        if (strcmp(part, "optimizer") == 0 && !ynode_is_null(old)) {
+            ynode *key = ynode_scalar("name", old->line, old->origin);
+            if (!key || ynode_append(m, key, old)) {
+                ynode_free(key);
+                ynode_free(old);
+                return ynode_nomem(c);
+            }
+            key->inherited = old->inherited;
+        } else {
+            ynode_free(old);
+        }
+    }
+    *out = m;
+    return COHORT_OK;
+}
+
+static cohort_status apply_one(const yctx *c, const plan_sweep_key *k, const ynode *v,
+                               ynode *model, const char *model_label)
+{
+    char buf[256];
+    char *parts[4];
+    str_copy(buf, sizeof buf, k->path);
+    int n = split_path(buf, parts, 4);
+    if (n == 1)
+        return set_copy(c, k->key, model, parts[0], v);
+    if (strcmp(parts[0], "layers") != 0) {
+        ynode *m = NULL;
+        cohort_status st = sub_map(c, k, model, parts[0], model_label, &m);
+        return st ? st : set_copy(c, k->key, m, parts[1], v);
+    }
+    ynode *layers = ymap_get(model, "layers");
+    if (!layers || layers->type != YNODE_SEQ)
+        return ynode_fail(c, k->key, "sweep key '%s': %s has no list of layers", k->key->str,
+                          model_label);
+    size_t li = (size_t)atoi(parts[1]);
+    if (li >= layers->n)
+        return ynode_fail(c, k->key, "sweep key '%s': %s has only %zu layers", k->key->str,
+                          model_label, layers->n);
+    if (n == 2) {
+        ynode *val = ynode_clone(v, 0);
+        if (!val)
+            return ynode_nomem(c);
+        ynode_free(layers->vals[li]);
+        layers->vals[li] = val;
+        return COHORT_OK;
+    }
+    ynode *layer = layers->vals[li];
+    if (layer->type != YNODE_MAP) {
+        char got[80];
+        return ynode_fail(c, layer, "layers.%zu of %s must be a map to sweep '%s', got %s", li,
+                          model_label, k->key->str, ynode_describe(layer, got, sizeof got));
+    }
+    return set_copy(c, k->key, layer, parts[2], v);
+}
+
+/* Append "-label=value" to suffix, with characters a model name may not
+ * hold replaced by '_', and lists or maps shown by their index. */
+static int append_label(char *suffix, size_t size, const char *label, const ynode *v, size_t idx)
+{
+    size_t len = strlen(suffix);
+    char val[128];
+    if (v->type == YNODE_SCALAR) {
+        str_copy(val, sizeof val, v->str);
+        for (char *p = val; *p; p++) {
+            unsigned char ch = (unsigned char)*p;
+            int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9') || strchr("_.=+-", ch);
+            if (!ok)
+                *p = '_';
+        }
+    } else {
+        snprintf(val, sizeof val, "%zu", idx);
+    }
+    int w = snprintf(suffix + len, size - len, "-%s=%s", label, val);
+    return w < 0 || (size_t)w >= size - len ? -1 : 0;
+}
+
+cohort_status plan_sweep_apply(const yctx *c, const plan_sweep *s, size_t combo, ynode *model,
+                               const char *model_label, char *suffix, size_t suffix_size)
+{
+    size_t idx[SWEEP_MAX_KEYS];
+    for (int i = s->n - 1; i >= 0; i--) {
+        idx[i] = combo % s->keys[i].values->n;
+        combo /= s->keys[i].values->n;
+    }
+    suffix[0] = 0;
+    for (int i = 0; i < s->n; i++) {
+        const plan_sweep_key *k = &s->keys[i];
+        const ynode *v = k->values->vals[idx[i]];
+        cohort_status st = apply_one(c, k, v, model, model_label);
+        if (st)
+            return st;
+        if (append_label(suffix, suffix_size, k->label, v, idx[i]))
+            return ynode_fail(c, k->key, "the names the sweep gives %s are too long (at most %d characters)",
+                              model_label, COHORT_NAME_MAX - 1);
+    }
+    return COHORT_OK;
+}

@@ -1,0 +1,189 @@
+/* The output directory: results.json, weights, per-model history. */
+#include "io/io.h"
+#include "run/run.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void json_metric_array(strbuf *b, const train_result *r, size_t field)
+{
+    sb_puts(b, "[");
+    for (int e = 0; e < r->epochs_run; e++) {
+        if (e)
+            sb_puts(b, ", ");
+        sb_json_num(b, *(const double *)((const char *)&r->history[e] + field));
+    }
+    sb_puts(b, "]");
+}
+
+static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
+{
+    const train_result *r = &e->res;
+    const char *dev = e->device >= 0 ? run->devices->dev[e->device].info.name : NULL;
+    sb_puts(b, "    {\n      \"name\": ");
+    sb_json_str(b, e->spec->name);
+    sb_puts(b, ",\n      \"status\": ");
+    sb_json_str(b, model_state_str(r->state));
+    sb_puts(b, ",\n      \"error\": ");
+    if (r->error[0])
+        sb_json_str(b, r->error);
+    else
+        sb_puts(b, "null");
+    sb_puts(b, ",\n      \"device\": ");
+    if (dev)
+        sb_json_str(b, dev);
+    else
+        sb_puts(b, "null");
+    sb_puts(b, ",\n      \"config\": ");
+    sb_puts(b, e->spec->config_json ? e->spec->config_json : "null");
+    sb_printf(b, ",\n      \"params\": %zu,\n      \"epochs_run\": %d,\n      \"stopped_early\": %s",
+              e->L.n_params, r->epochs_run, r->stopped_early ? "true" : "false");
+    sb_puts(b, ",\n      \"history\": {\"loss\": ");
+    json_metric_array(b, r, offsetof(epoch_metrics, loss));
+    sb_puts(b, ", \"accuracy\": ");
+    json_metric_array(b, r, offsetof(epoch_metrics, accuracy));
+    sb_puts(b, ", \"val_loss\": ");
+    json_metric_array(b, r, offsetof(epoch_metrics, val_loss));
+    sb_puts(b, ", \"val_accuracy\": ");
+    json_metric_array(b, r, offsetof(epoch_metrics, val_accuracy));
+    sb_puts(b, ", \"seconds\": ");
+    json_metric_array(b, r, offsetof(epoch_metrics, seconds));
+    sb_puts(b, "},\n      \"best\": ");
+    if (r->best_epoch > 0) {
+        sb_printf(b, "{\"epoch\": %d, \"loss\": ", r->best_epoch);
+        sb_json_num(b, r->best.loss);
+        sb_puts(b, ", \"accuracy\": ");
+        sb_json_num(b, r->best.accuracy);
+        sb_puts(b, ", \"val_loss\": ");
+        sb_json_num(b, r->best.val_loss);
+        sb_puts(b, ", \"val_accuracy\": ");
+        sb_json_num(b, r->best.val_accuracy);
+        sb_puts(b, "}");
+    } else {
+        sb_puts(b, "null");
+    }
+    sb_puts(b, ",\n      \"test\": ");
+    if (run->has_test && isfinite(e->test_loss)) {
+        sb_puts(b, "{\"loss\": ");
+        sb_json_num(b, e->test_loss);
+        sb_puts(b, ", \"accuracy\": ");
+        sb_json_num(b, e->test_accuracy);
+        sb_puts(b, "}");
+    } else {
+        sb_puts(b, "null");
+    }
+    sb_puts(b, ",\n      \"seconds\": ");
+    sb_json_num(b, r->seconds);
+    sb_printf(b, ",\n      \"planned_bytes\": %llu,\n      \"peak_bytes\": %llu",
+              (unsigned long long)e->planned_bytes, (unsigned long long)e->peak_bytes);
+    sb_puts(b, ",\n      \"weights\": ");
+    if (e->weights[0])
+        sb_json_str(b, e->weights);
+    else
+        sb_puts(b, "null");
+    sb_puts(b, ",\n      \"best_weights\": ");
+    if (e->best_weights[0])
+        sb_json_str(b, e->best_weights);
+    else
+        sb_puts(b, "null");
+    sb_puts(b, "\n    }");
+}
+
+cohort_status run_write_results(cohort_run *run, cohort_error *err)
+{
+    if (!run->out_dir[0])
+        return COHORT_OK;
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "{\n  \"cohort_version\": \"" COHORT_VERSION "\",\n  \"plan\": ");
+    sb_json_str(&b, run->plan->name);
+    sb_puts(&b, ",\n  \"strategy\": ");
+    sb_json_str(&b, cohort_strategy_str(run->strategy));
+    sb_puts(&b, ",\n  \"data\": {\"train\": ");
+    sb_json_str(&b, run->plan->data.train);
+    sb_printf(&b, ", \"train_samples\": %lld, \"validation_samples\": %lld, \"test\": ",
+              (long long)run->train.n, (long long)run->val.n);
+    if (run->has_test)
+        sb_json_str(&b, run->plan->data.test);
+    else
+        sb_puts(&b, "null");
+    sb_printf(&b, ", \"test_samples\": %lld, \"features\": %d, \"classes\": %d},\n",
+              (long long)run->test.n, run->n_in, run->n_classes);
+    sb_puts(&b, "  \"models\": [\n");
+    for (int i = 0; i < run->n; i++) {
+        if (i)
+            sb_puts(&b, ",\n");
+        json_model(&b, run, &run->m[i]);
+    }
+    sb_puts(&b, "\n  ]\n}\n");
+    if (b.failed) {
+        sb_free(&b);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory writing results.json");
+    }
+    char path[COHORT_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/results.json", run->out_dir);
+    cohort_status st = file_write_atomic(path, b.data, b.len, err);
+    sb_free(&b);
+    return st;
+}
+
+cohort_status run_write_weights(cohort_run *run, model_entry *e, const float *params, int best,
+                                cohort_error *err)
+{
+    const model_layout *L = &e->L;
+    st_tensor t[2 * COHORT_MAX_LAYERS];
+    int n = 0;
+    for (int j = 0; j < L->n_dense; j++) {
+        const dense_layout *d = &L->dense[j];
+        st_tensor *w = &t[n++], *bias = &t[n++];
+        memset(w, 0, sizeof *w);
+        memset(bias, 0, sizeof *bias);
+        snprintf(w->name, sizeof w->name, "layers.%d.weight", d->spec_index);
+        w->ndim = 2;
+        w->shape[0] = d->out;
+        w->shape[1] = d->in;
+        w->data = (float *)(params + d->w_off);
+        snprintf(bias->name, sizeof bias->name, "layers.%d.bias", d->spec_index);
+        bias->ndim = 1;
+        bias->shape[0] = d->out;
+        bias->data = (float *)(params + d->b_off);
+    }
+    char n_in[32], classes[32];
+    snprintf(n_in, sizeof n_in, "%d", L->n_in);
+    snprintf(classes, sizeof classes, "%d", run->n_classes);
+    const char *meta[] = {"format", "cohort", "cohort_version", COHORT_VERSION,
+                          "spec", e->spec->config_json ? e->spec->config_json : "{}",
+                          "inputs", n_in, "classes", classes};
+    char *rel = best ? e->best_weights : e->weights;
+    snprintf(rel, COHORT_PATH_MAX, "models/%s%s.safetensors", e->spec->name, best ? ".best" : "");
+    char path[2 * COHORT_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", run->out_dir, rel);
+    cohort_status st = st_write(path, t, n, meta, 5, err);
+    if (st)
+        rel[0] = 0;
+    return st;
+}
+
+cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *err)
+{
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "epoch,loss,accuracy,val_loss,val_accuracy,seconds\n");
+    for (int i = 0; i < e->res.epochs_run; i++) {
+        const epoch_metrics *m = &e->res.history[i];
+        sb_printf(&b, "%d,%.6f,%.6f,", i + 1, m->loss, m->accuracy);
+        if (isfinite(m->val_loss))
+            sb_printf(&b, "%.6f,%.6f,", m->val_loss, m->val_accuracy);
+        else
+            sb_puts(&b, ",,");
+        sb_printf(&b, "%.3f\n", m->seconds);
+    }
+    char path[2 * COHORT_PATH_MAX];
+    snprintf(path, sizeof path, "%s/history/%s.csv", run->out_dir, e->spec->name);
+    cohort_status st = b.failed ? cohort_fail(err, COHORT_ERR_NOMEM, "out of memory")
+                                : file_write_atomic(path, b.data, b.len, err);
+    sb_free(&b);
+    return st;
+}

@@ -1,0 +1,59 @@
+/*
+ * run: turns a plan into trained models: loads the datasets once, plans each
+ * model's memory, places models on devices, runs them under a strategy and
+ * writes the output directory (results.json, weights, history). Owns cohort_run.
+ */
+#ifndef COHORT_RUN_H
+#define COHORT_RUN_H
+
+#include "cohort.h"
+#include "data/data.h"
+#include "device/device.h"
+#include "plan/plan.h"
+#include "train/train.h"
+
+#include <pthread.h>
+
+typedef struct model_entry {
+    const model_spec *spec;
+    int index;             /* in the plan */
+    int device;            /* index in the registry, -1 = not placed */
+    model_layout L;        /* the layout when trained alone (K = 1) */
+    uint64_t planned_bytes;
+    uint64_t peak_bytes;
+    train_result res;
+    double test_loss, test_accuracy;
+    char weights[COHORT_PATH_MAX];      /* relative to the output directory */
+    char best_weights[COHORT_PATH_MAX];
+    int done;              /* finished: ok, failed, diverged or refused */
+} model_entry;
+
+struct cohort_run {
+    const cohort_plan *plan;
+    cohort_run_options opt;
+    cohort_strategy strategy;
+    char strategy_why[256];
+    cohort_dataset *train_ds, *test_ds, *val_ds;
+    data_view train, val, test;
+    int has_val, has_test;
+    int n_in, n_classes;
+    device_registry *devices;
+    int n;
+    model_entry *m;
+    char out_dir[COHORT_PATH_MAX];
+    pthread_mutex_t lock;  /* results.json and events from worker threads */
+    volatile int stop;
+};
+
+/* Write results.json (atomically) from the current state of every model. */
+cohort_status run_write_results(cohort_run *run, cohort_error *err);
+/* Write models/NAME[.best].safetensors from host parameters. */
+cohort_status run_write_weights(cohort_run *run, model_entry *e, const float *params, int best,
+                                cohort_error *err);
+/* Write history/NAME.csv from the model's history so far. */
+cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *err);
+
+/* Set by signal handlers; every strategy checks it between steps. */
+void cohort_run_request_stop(cohort_run *run);
+
+#endif

@@ -1,0 +1,588 @@
+/*
+ * The training group: K same-shaped models whose every array is [K, ...], so
+ * that each op is one batched call. One slab holds all of it (layout.c).
+ */
+#include "io/io.h"
+#include "train/train.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct train_group {
+    model_layout L;
+    int K;
+    const model_spec *spec[64];
+    cohort_device *dev;
+    const backend_ops *be;
+    backend_ctx *ctx;
+    pool_account acct;
+    char *slab;
+    float *params, *grads, *opt_m, *opt_v, *act, *delta[2], *mask, *best;
+    int32_t *labels;
+    double *stats;
+    /* host-side, [K] each */
+    float lr[64], momentum[64], beta1[64], beta2[64], eps[64], wd[64], rate[64];
+    int nesterov[64];
+    unsigned char active[64];
+    uint64_t key[64];
+    int64_t t; /* optimizer steps taken */
+    int64_t *order; /* [K, n] shuffle orders for the current fit */
+};
+
+const char *model_state_str(model_state s)
+{
+    switch (s) {
+    case MODEL_PENDING: return "pending";
+    case MODEL_RUNNING: return "running";
+    case MODEL_OK: return "ok";
+    case MODEL_FAILED: return "failed";
+    case MODEL_DIVERGED: return "diverged";
+    }
+    return "unknown";
+}
+
+void model_init_params(const model_spec *spec, const model_layout *L, float *host)
+{
+    for (int j = 0; j < L->n_dense; j++) {
+        const dense_layout *d = &L->dense[j];
+        rng_state r;
+        rng_seed(&r, spec->seed, 1000 + (uint64_t)d->spec_index);
+        float limit = sqrtf(6.0f / (float)(d->in + d->out));
+        size_t n = (size_t)d->in * (size_t)d->out;
+        for (size_t i = 0; i < n; i++)
+            host[d->w_off + i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
+        memset(host + d->b_off, 0, (size_t)d->out * sizeof(float));
+    }
+}
+
+cohort_status model_load_params(const model_spec *spec, const model_layout *L, const char *path,
+                                float *host, cohort_error *err)
+{
+    st_file f;
+    cohort_status st = st_read(path, &f, err);
+    if (st)
+        return cohort_fail_prefix(err, "model '%s': init_from", spec->name);
+    for (int j = 0; j < L->n_dense && !st; j++) {
+        const dense_layout *d = &L->dense[j];
+        for (int part = 0; part < 2 && !st; part++) {
+            char name[64];
+            snprintf(name, sizeof name, "layers.%d.%s", d->spec_index, part ? "bias" : "weight");
+            const st_tensor *t = st_find(&f, name);
+            int64_t want0 = d->out, want1 = part ? 0 : d->in;
+            int ok = t && t->ndim == (part ? 1 : 2) && t->shape[0] == want0 &&
+                     (part || t->shape[1] == want1);
+            if (!t) {
+                st = cohort_fail(err, COHORT_ERR_INPUT,
+                                 "model '%s': init_from %s has no tensor %s", spec->name, path,
+                                 name);
+            } else if (!ok) {
+                char shape[64] = "";
+                for (int i = 0; i < t->ndim; i++)
+                    snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld",
+                             i ? ", " : "", (long long)t->shape[i]);
+                if (part)
+                    st = cohort_fail(err, COHORT_ERR_INPUT,
+                                     "model '%s': init_from %s: %s has shape [%s], the model "
+                                     "needs [%d]",
+                                     spec->name, path, name, shape, d->out);
+                else
+                    st = cohort_fail(err, COHORT_ERR_INPUT,
+                                     "model '%s': init_from %s: %s has shape [%s], the model "
+                                     "needs [%d, %d]",
+                                     spec->name, path, name, shape, d->out, d->in);
+            } else {
+                size_t n = part ? (size_t)d->out : (size_t)d->out * (size_t)d->in;
+                memcpy(host + (part ? d->b_off : d->w_off), t->data, n * sizeof(float));
+            }
+        }
+    }
+    st_free(&f);
+    return st;
+}
+
+cohort_status group_create(const model_spec *const *specs, int K, int n_in, int n_classes,
+                           cohort_device *dev, int threads, train_group **out, cohort_error *err)
+{
+    *out = NULL;
+    if (K < 1 || K > 64)
+        return cohort_fail(err, COHORT_ERR_USAGE, "a group holds 1 to 64 models, not %d", K);
+    train_group *g = calloc(1, sizeof *g);
+    if (!g)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "model '%s': out of host memory", specs[0]->name);
+    /* The group's layout: the first spec's shapes, with the union of the
+     * buffers any member needs. */
+    model_spec merged = *specs[0];
+    for (int k = 1; k < K; k++) {
+        if (!model_same_shape(specs[0], specs[k]) || specs[k]->opt.kind != specs[0]->opt.kind) {
+            free(g);
+            return cohort_fail(err, COHORT_ERR_USAGE, "models '%s' and '%s' cannot share a group",
+                               specs[0]->name, specs[k]->name);
+        }
+        if (specs[k]->opt.momentum > merged.opt.momentum)
+            merged.opt.momentum = specs[k]->opt.momentum;
+        if (specs[k]->early_stop.enabled && specs[k]->early_stop.restore_best)
+            merged.early_stop = specs[k]->early_stop;
+    }
+    cohort_status st = model_layout_make(&merged, n_in, n_classes, K, &g->L, err);
+    if (st) {
+        free(g);
+        return st;
+    }
+    g->K = K;
+    g->dev = dev;
+    g->be = dev->be;
+    for (int k = 0; k < K; k++) {
+        const model_spec *s = specs[k];
+        g->spec[k] = s;
+        g->lr[k] = s->opt.lr;
+        g->momentum[k] = s->opt.momentum;
+        g->nesterov[k] = s->opt.nesterov;
+        g->beta1[k] = s->opt.beta1;
+        g->beta2[k] = s->opt.beta2;
+        g->eps[k] = s->opt.eps;
+        g->wd[k] = s->opt.kind == OPT_ADAMW ? s->opt.weight_decay : 0.0f;
+        g->active[k] = 1;
+    }
+    st = g->be->ctx_create(dev->be_dev, threads, &g->ctx, err);
+    if (st) {
+        free(g);
+        return st;
+    }
+    const model_layout *L = &g->L;
+    g->slab = pool_alloc(dev->pool, L->total_bytes, &g->acct, specs[0]->name, err);
+    if (!g->slab) {
+        group_free(g);
+        return COHORT_ERR_NOMEM;
+    }
+    g->be->memzero(g->ctx, g->slab, L->total_bytes);
+    size_t KP = (size_t)K * L->n_params;
+    g->params = (float *)(g->slab + L->buf_off[BUF_PARAMS]);
+    g->grads = (float *)(g->slab + L->buf_off[BUF_GRADS]);
+    g->opt_m = (float *)(g->slab + L->buf_off[BUF_OPT]);
+    g->opt_v = L->opt_slots == 2 ? g->opt_m + KP : NULL;
+    g->act = (float *)(g->slab + L->buf_off[BUF_ACT]);
+    g->delta[0] = (float *)(g->slab + L->buf_off[BUF_DELTA]);
+    g->delta[1] = g->delta[0] + (size_t)K * (size_t)L->B * (size_t)L->max_width;
+    g->mask = (float *)(g->slab + L->buf_off[BUF_MASK]);
+    g->labels = (int32_t *)(g->slab + L->buf_off[BUF_LABELS]);
+    g->stats = (double *)(g->slab + L->buf_off[BUF_STATS]);
+    g->best = L->keep_best ? (float *)(g->slab + L->buf_off[BUF_BEST]) : NULL;
+
+    float *host = malloc(L->n_params * sizeof(float));
+    if (!host) {
+        group_free(g);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "model '%s': out of host memory", specs[0]->name);
+    }
+    for (int k = 0; k < K && !st; k++) {
+        if (specs[k]->init_from[0])
+            st = model_load_params(specs[k], L, specs[k]->init_from, host, err);
+        else
+            model_init_params(specs[k], L, host);
+        if (!st)
+            group_set_params(g, k, host);
+    }
+    free(host);
+    if (st) {
+        group_free(g);
+        return st;
+    }
+    *out = g;
+    return COHORT_OK;
+}
+
+void group_free(train_group *g)
+{
+    if (!g)
+        return;
+    if (g->slab)
+        pool_release(g->dev->pool, g->slab, &g->acct);
+    if (g->ctx)
+        g->be->ctx_free(g->ctx);
+    free(g->order);
+    free(g);
+}
+
+const model_layout *group_layout(const train_group *g) { return &g->L; }
+uint64_t group_peak_bytes(const train_group *g) { return g->acct.peak; }
+
+void group_get_params(train_group *g, int k, float *host)
+{
+    g->be->copy_d2h(g->ctx, host, g->params + (size_t)k * g->L.n_params,
+                    g->L.n_params * sizeof(float));
+}
+
+void group_set_params(train_group *g, int k, const float *host)
+{
+    g->be->copy_h2d(g->ctx, g->params + (size_t)k * g->L.n_params, host,
+                    g->L.n_params * sizeof(float));
+}
+
+/* ---- one step ---------------------------------------------------------- */
+
+static float *act_region(train_group *g, int i)
+{
+    return g->act + (size_t)g->K * (size_t)g->L.B * g->L.act_off[i];
+}
+
+/* Width of activation region i: the input (i = 0) or spec layer i-1's output. */
+static size_t layer_width(const train_group *g, int i)
+{
+    size_t end = i < g->spec[0]->n_layers ? g->L.act_off[i + 1] : g->L.act_width;
+    return end - g->L.act_off[i];
+}
+
+/* Forward pass of `rows` rows already in the input region. `counter` makes
+ * dropout masks unique per step; training=0 disables dropout. */
+static void forward(train_group *g, int rows, int training, uint64_t counter)
+{
+    const model_layout *L = &g->L;
+    const model_spec *s = g->spec[0];
+    const backend_ops *be = g->be;
+    size_t B = (size_t)L->B, P = L->n_params;
+    int K = g->K, j = 0;
+    for (int i = 0; i < s->n_layers; i++) {
+        float *X = act_region(g, i), *Y = act_region(g, i + 1);
+        if (s->layers[i].kind == LAYER_DENSE) {
+            const dense_layout *d = &L->dense[j++];
+            be->gemm(g->ctx, 0, 1, rows, d->out, d->in, 1.0f, X, d->in, B * (size_t)d->in,
+                     g->params + d->w_off, d->in, P, 0.0f, Y, d->out, B * (size_t)d->out, K);
+            be->bias_act(g->ctx, Y, B * (size_t)d->out, g->params + d->b_off, P, rows, d->out,
+                         d->act, K);
+        } else {
+            size_t w = layer_width(g, i);
+            if (training) {
+                for (int k = 0; k < K; k++) {
+                    g->rate[k] = g->spec[k]->layers[i].rate;
+                    g->key[k] = g->spec[k]->seed * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(i + 1);
+                }
+                be->dropout_fwd(g->ctx, Y, X, g->mask + (size_t)K * B * L->mask_off[i], B * w,
+                                (size_t)rows * w, g->rate, g->key, counter * B * w, K);
+            } else {
+                be->copy(g->ctx, Y, X, B * w, (size_t)rows * w, K);
+            }
+        }
+    }
+}
+
+/* Loss of the output against the labels; with grad, the output's gradient
+ * goes to delta[0]. Adds to stats. */
+static void loss_pass(train_group *g, int rows, int grad)
+{
+    const model_layout *L = &g->L;
+    size_t B = (size_t)L->B, sd = B * (size_t)L->max_width;
+    float *out = act_region(g, g->spec[0]->n_layers);
+    float *d = grad ? g->delta[0] : NULL;
+    float scale = 1.0f / (float)rows;
+    if (g->spec[0]->loss == LOSS_SCE)
+        g->be->softmax_xent(g->ctx, out, B * (size_t)L->n_out, g->labels, B, d, sd, g->stats, rows,
+                            L->n_out, scale, g->K);
+    else
+        g->be->mse(g->ctx, out, B * (size_t)L->n_out, g->labels, B, d, sd, g->stats, rows,
+                   L->n_out, scale, g->K);
+}
+
+static void backward(train_group *g, int rows)
+{
+    const model_layout *L = &g->L;
+    const model_spec *s = g->spec[0];
+    const backend_ops *be = g->be;
+    size_t B = (size_t)L->B, P = L->n_params, sd = B * (size_t)L->max_width;
+    int K = g->K, j = L->n_dense - 1, cur = 0;
+    int is_dz = s->loss == LOSS_SCE; /* softmax + cross-entropy give dZ directly */
+    for (int i = s->n_layers - 1; i >= 0; i--) {
+        float *d = g->delta[cur];
+        if (s->layers[i].kind == LAYER_DROPOUT) {
+            size_t w = layer_width(g, i);
+            be->mul(g->ctx, d, sd, g->mask + (size_t)K * B * L->mask_off[i], B * w,
+                    (size_t)rows * w, K);
+            is_dz = 0;
+            continue;
+        }
+        const dense_layout *dl = &L->dense[j];
+        if (!is_dz)
+            be->act_backward(g->ctx, d, sd, act_region(g, i + 1), B * (size_t)dl->out,
+                             (size_t)rows * (size_t)dl->out, dl->act, K);
+        be->gemm(g->ctx, 1, 0, dl->out, dl->in, rows, 1.0f, d, dl->out, sd, act_region(g, i),
+                 dl->in, B * (size_t)dl->in, 0.0f, g->grads + dl->w_off, dl->in, P, K);
+        be->bias_grad(g->ctx, g->grads + dl->b_off, P, d, sd, rows, dl->out, K);
+        if (j == 0)
+            break;
+        be->gemm(g->ctx, 0, 0, rows, dl->in, dl->out, 1.0f, d, dl->out, sd, g->params + dl->w_off,
+                 dl->in, P, 0.0f, g->delta[1 - cur], dl->in, sd, K);
+        cur = 1 - cur;
+        j--;
+        is_dz = 0;
+    }
+}
+
+static void optimize(train_group *g)
+{
+    optim_step o = {g->lr, g->momentum, g->beta1, g->beta2, g->eps, g->wd, g->nesterov, g->active,
+                    ++g->t};
+    size_t P = g->L.n_params;
+    if (g->spec[0]->opt.kind == OPT_SGD)
+        g->be->sgd(g->ctx, g->params, g->grads, g->L.opt_slots ? g->opt_m : NULL, P, P, &o, g->K);
+    else
+        g->be->adam(g->ctx, g->params, g->grads, g->opt_m, g->opt_v, P, P, &o, g->K);
+}
+
+/* ---- evaluation ---------------------------------------------------------- */
+
+static void read_stats(train_group *g, double *host)
+{
+    g->be->copy_d2h(g->ctx, host, g->stats, (size_t)g->K * 4 * sizeof(double));
+}
+
+void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy)
+{
+    int K = g->K, B = g->L.B;
+    int64_t idx[1024];
+    double st[64 * 4];
+    g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
+    int64_t *ix = B <= 1024 ? idx : malloc((size_t)B * sizeof *ix);
+    for (int64_t r0 = 0; ix && r0 < d->n; r0 += B) {
+        int rows = (int)(d->n - r0 < B ? d->n - r0 : B);
+        for (int r = 0; r < rows; r++)
+            ix[r] = r0 + r;
+        g->be->load_rows(g->ctx, g->act, (size_t)B * (size_t)g->L.n_in, d->x, d->dim, ix, 0, rows,
+                         K);
+        g->be->load_labels(g->ctx, g->labels, (size_t)B, d->y, ix, 0, rows, K);
+        forward(g, rows, 0, 0);
+        loss_pass(g, rows, 0);
+    }
+    if (ix != idx)
+        free(ix);
+    read_stats(g, st);
+    for (int k = 0; k < K; k++) {
+        loss[k] = d->n ? st[4 * k] / (double)d->n : NAN;
+        accuracy[k] = d->n ? st[4 * k + 1] / (double)d->n : NAN;
+    }
+}
+
+void group_predict(train_group *g, int k, const data_view *d, float *out)
+{
+    int B = g->L.B, n_out = g->L.n_out;
+    int64_t *ix = malloc((size_t)B * sizeof *ix);
+    if (!ix)
+        return;
+    float *res = act_region(g, g->spec[0]->n_layers) + (size_t)k * (size_t)B * (size_t)n_out;
+    for (int64_t r0 = 0; r0 < d->n; r0 += B) {
+        int rows = (int)(d->n - r0 < B ? d->n - r0 : B);
+        for (int r = 0; r < rows; r++)
+            ix[r] = r0 + r;
+        g->be->load_rows(g->ctx, g->act, (size_t)B * (size_t)g->L.n_in, d->x, d->dim, ix, 0, rows,
+                         g->K);
+        g->be->load_labels(g->ctx, g->labels, (size_t)B, d->y, ix, 0, rows, g->K);
+        forward(g, rows, 0, 0);
+        loss_pass(g, rows, 0); /* applies softmax to the logits */
+        g->be->copy_d2h(g->ctx, out + r0 * n_out, res, (size_t)rows * (size_t)n_out * sizeof(float));
+    }
+    free(ix);
+}
+
+/* ---- fit ------------------------------------------------------------------ */
+
+static void shuffle_order(int64_t *order, int64_t n, uint64_t seed, int epoch, int shuffle)
+{
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
+    if (!shuffle)
+        return;
+    /* Each epoch's order depends on (seed, epoch) alone, so a resumed run
+     * draws exactly the orders an uninterrupted one would. */
+    rng_state r;
+    rng_seed(&r, seed, 0x5000 + (uint64_t)epoch);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+static int monitor_is_max(const char *monitor) { return strstr(monitor, "accuracy") != NULL; }
+
+static double monitor_value(const char *monitor, const epoch_metrics *m)
+{
+    if (strcmp(monitor, "loss") == 0)
+        return m->loss;
+    if (strcmp(monitor, "accuracy") == 0)
+        return m->accuracy;
+    if (strcmp(monitor, "val_accuracy") == 0)
+        return m->val_accuracy;
+    return m->val_loss;
+}
+
+cohort_status group_fit(train_group *g, const data_view *train, const data_view *val,
+                        const train_callbacks *cb, train_result *res, cohort_error *err)
+{
+    const model_layout *L = &g->L;
+    int K = g->K, B = L->B;
+    int64_t n = train->n, steps = (n + B - 1) / B;
+    int has_val = val && val->n > 0;
+    int max_epochs = 0;
+    (void)err;
+    for (int k = 0; k < K; k++)
+        if (g->spec[k]->epochs > max_epochs)
+            max_epochs = g->spec[k]->epochs;
+    free(g->order);
+    g->order = malloc((size_t)K * (size_t)(n > 0 ? n : 1) * sizeof *g->order);
+    for (int k = 0; k < K; k++) {
+        memset(&res[k], 0, sizeof res[k]);
+        res[k].history = calloc((size_t)g->spec[k]->epochs, sizeof(epoch_metrics));
+        res[k].state = MODEL_RUNNING;
+        g->active[k] = 1;
+        if (!res[k].history || !g->order) {
+            res[k].state = MODEL_FAILED;
+            str_copy(res[k].error, sizeof res[k].error, "out of host memory");
+            g->active[k] = 0;
+        }
+    }
+    if (!g->order)
+        return COHORT_OK;
+    double best[64], t0 = now_seconds(), st[64 * 4];
+    int wait[64] = {0};
+    for (int k = 0; k < K; k++)
+        best[k] = NAN;
+    cohort_status ret = COHORT_OK;
+
+    for (int epoch = 1; epoch <= max_epochs; epoch++) {
+        int any = 0;
+        for (int k = 0; k < K; k++) {
+            if (g->active[k] && epoch > g->spec[k]->epochs) {
+                g->active[k] = 0;
+                res[k].state = MODEL_OK;
+            }
+            any |= g->active[k];
+        }
+        if (!any)
+            break;
+        double te = now_seconds();
+        for (int k = 0; k < K; k++)
+            shuffle_order(g->order + (size_t)k * (size_t)n, n, g->spec[k]->seed, epoch,
+                          g->spec[k]->shuffle);
+        g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
+        for (int64_t step = 0; step < steps; step++) {
+            int rows = (int)(n - step * B < B ? n - step * B : B);
+            const int64_t *ix = g->order + step * B;
+            g->be->load_rows(g->ctx, g->act, (size_t)B * (size_t)L->n_in, train->x, train->dim, ix,
+                             (size_t)n, rows, K);
+            g->be->load_labels(g->ctx, g->labels, (size_t)B, train->y, ix, (size_t)n, rows, K);
+            uint64_t counter = (uint64_t)(epoch - 1) * (uint64_t)steps + (uint64_t)step;
+            forward(g, rows, 1, counter);
+            loss_pass(g, rows, 1);
+            backward(g, rows);
+            optimize(g);
+            read_stats(g, st);
+            for (int k = 0; k < K; k++) {
+                if (!g->active[k])
+                    continue;
+                if (!isfinite(st[4 * k + 2])) {
+                    g->active[k] = 0;
+                    res[k].state = MODEL_DIVERGED;
+                    snprintf(res[k].error, sizeof res[k].error,
+                             "loss became %s at epoch %d, step %lld; lower the learning rate "
+                             "(now %g)",
+                             isnan(st[4 * k + 2]) ? "NaN" : "Inf", epoch, (long long)step + 1,
+                             (double)g->lr[k]);
+                    res[k].epochs_run = epoch - 1;
+                    continue;
+                }
+                if (cb && cb->on_step) {
+                    int64_t done = step * B + rows;
+                    cb->on_step(cb->user, k, epoch, step + 1, steps, st[4 * k] / (double)done,
+                                st[4 * k + 1] / (double)done);
+                }
+            }
+            if (cb && cb->stop && *cb->stop) {
+                ret = COHORT_ERR_INTERRUPTED;
+                break;
+            }
+        }
+        if (ret)
+            break;
+        double vl[64], va[64];
+        if (has_val)
+            group_evaluate(g, val, vl, va);
+        double secs = now_seconds() - te;
+        for (int k = 0; k < K; k++) {
+            if (!g->active[k])
+                continue;
+            epoch_metrics *m = &res[k].history[epoch - 1];
+            m->loss = st[4 * k] / (double)n;
+            m->accuracy = st[4 * k + 1] / (double)n;
+            m->val_loss = has_val ? vl[k] : NAN;
+            m->val_accuracy = has_val ? va[k] : NAN;
+            m->seconds = secs;
+            res[k].epochs_run = epoch;
+            const early_stop_spec *es = &g->spec[k]->early_stop;
+            const char *mon = es->enabled ? es->monitor : has_val ? "val_loss" : "loss";
+            double v = monitor_value(mon, m), delta = es->enabled ? es->min_delta : 0.0;
+            int is_max = monitor_is_max(mon);
+            int improved = isfinite(v) && (isnan(best[k]) || (is_max ? v > best[k] + delta
+                                                                     : v < best[k] - delta));
+            if (improved) {
+                best[k] = v;
+                wait[k] = 0;
+                res[k].best_epoch = epoch;
+                res[k].best = *m;
+                if (g->best)
+                    g->be->copy(g->ctx, g->best + (size_t)k * L->n_params,
+                                g->params + (size_t)k * L->n_params, 0, L->n_params, 1);
+            } else {
+                wait[k]++;
+            }
+            if (cb && cb->on_epoch) {
+                cohort_error e;
+                e.message[0] = 0;
+                if (cb->on_epoch(cb->user, k, epoch, m, improved, &e)) {
+                    g->active[k] = 0;
+                    res[k].state = MODEL_FAILED;
+                    str_copy(res[k].error, sizeof res[k].error, e.message);
+                    continue;
+                }
+            }
+            /* Keras: stop once `patience` epochs in a row did not improve. */
+            if (es->enabled && !improved && wait[k] >= es->patience && epoch < g->spec[k]->epochs) {
+                g->active[k] = 0;
+                res[k].state = MODEL_OK;
+                res[k].stopped_early = 1;
+            }
+        }
+    }
+    double secs = now_seconds() - t0;
+    for (int k = 0; k < K; k++) {
+        if (res[k].state == MODEL_RUNNING)
+            res[k].state = ret ? MODEL_FAILED : MODEL_OK;
+        if (ret && res[k].state == MODEL_FAILED && !res[k].error[0])
+            str_copy(res[k].error, sizeof res[k].error, "interrupted");
+        if (res[k].state == MODEL_OK && g->best && res[k].best_epoch > 0 &&
+            g->spec[k]->early_stop.enabled && g->spec[k]->early_stop.restore_best)
+            g->be->copy(g->ctx, g->params + (size_t)k * L->n_params,
+                        g->best + (size_t)k * L->n_params, 0, L->n_params, 1);
+        res[k].seconds = secs;
+    }
+    return ret;
+}
+
+void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t counter,
+                     double *loss, float *grad)
+{
+    int K = g->K, B = g->L.B, rows = (int)(d->n < B ? d->n : B);
+    int64_t ix[1024];
+    for (int r = 0; r < rows && r < 1024; r++)
+        ix[r] = r;
+    g->be->load_rows(g->ctx, g->act, (size_t)B * (size_t)g->L.n_in, d->x, d->dim, ix, 0, rows, K);
+    g->be->load_labels(g->ctx, g->labels, (size_t)B, d->y, ix, 0, rows, K);
+    g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
+    forward(g, rows, dropout, counter);
+    loss_pass(g, rows, 1);
+    backward(g, rows);
+    double st[64 * 4];
+    read_stats(g, st);
+    for (int k = 0; k < K; k++)
+        loss[k] = st[4 * k] / rows;
+    g->be->copy_d2h(g->ctx, grad, g->grads, (size_t)K * g->L.n_params * sizeof(float));
+}

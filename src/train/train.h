@@ -1,0 +1,100 @@
+/*
+ * train: trains a group of K same-shaped models as one (K = 1 is the ordinary
+ * case): parameter init, the fit loop with per-model shuffles, optimizers,
+ * metrics, early stopping, evaluation. Owns the group's one slab of device
+ * memory, taken from the device's pool before training starts.
+ */
+#ifndef COHORT_TRAIN_H
+#define COHORT_TRAIN_H
+
+#include "data/data.h"
+#include "device/device.h"
+#include "model/model.h"
+
+typedef struct epoch_metrics {
+    double loss, accuracy, val_loss, val_accuracy, seconds;
+} epoch_metrics;
+
+typedef enum model_state {
+    MODEL_PENDING,
+    MODEL_RUNNING,
+    MODEL_OK,
+    MODEL_FAILED,
+    MODEL_DIVERGED
+} model_state;
+
+const char *model_state_str(model_state s);
+
+/* What training one model produced. The trainer fills it; the caller owns it. */
+
+typedef struct train_result {
+    model_state state;
+    char error[768];
+    int epochs_run;
+    epoch_metrics *history;  /* [epochs], malloc'd by the trainer */
+    int best_epoch;          /* 1-based, 0 = none */
+    epoch_metrics best;
+    int stopped_early;
+    double seconds;
+} train_result;
+
+typedef struct train_callbacks {
+    /* Called as steps complete (throttled by the caller as it likes). */
+    void (*on_step)(void *user, int k, int epoch, int64_t step, int64_t steps, double loss,
+                    double accuracy);
+    /* Called after each epoch of each still-training model; is_best says the
+     * epoch improved the monitored metric. Returning non-zero fails model k
+     * with the message in err. */
+    int (*on_epoch)(void *user, int k, int epoch, const epoch_metrics *m, int is_best,
+                    cohort_error *err);
+    void *user;
+    volatile int *stop; /* non-NULL and set: finish the step and return INTERRUPTED */
+} train_callbacks;
+
+typedef struct train_group train_group;
+
+/*
+ * Allocate and initialize a group of K models (specs[k], same shapes) on dev:
+ * one slab of exactly model_layout.total_bytes from the device pool, weights
+ * Glorot-uniform from each model's seed or loaded from its init_from file.
+ * On error nothing stays allocated and err names the model.
+ */
+cohort_status group_create(const model_spec *const *specs, int K, int n_in, int n_classes,
+                           cohort_device *dev, int threads, train_group **out, cohort_error *err);
+void group_free(train_group *g);
+
+const model_layout *group_layout(const train_group *g);
+/* The bytes the group's account peaked at in its pool. */
+uint64_t group_peak_bytes(const train_group *g);
+
+/* Train every model of the group. res[k] receive each model's outcome. A
+ * model that diverges stops alone (state DIVERGED); the others go on.
+ * Returns COHORT_OK, or COHORT_ERR_INTERRUPTED when cb->stop was set. */
+cohort_status group_fit(train_group *g, const data_view *train, const data_view *val,
+                        const train_callbacks *cb, train_result *res, cohort_error *err);
+
+/* Mean loss and accuracy of every model on d (no dropout). */
+void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy);
+
+/* Output probabilities (or values, for mse) of model k for all of d:
+ * out is [d->n, n_out] host memory. */
+void group_predict(train_group *g, int k, const data_view *d, float *out);
+
+/* Copy model k's parameters ([P], the layout's order) to or from host memory. */
+void group_get_params(train_group *g, int k, float *host);
+void group_set_params(train_group *g, int k, const float *host);
+
+/* For tests: the mean loss of each model on the first min(n, B) rows of d
+ * and its gradient (grad is host [K, P]), without an optimizer step; with
+ * dropout, the masks of step `counter`. */
+void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t counter,
+                     double *loss, float *grad);
+
+/* Fill host[P] with the Glorot-uniform init of spec's seed. */
+void model_init_params(const model_spec *spec, const model_layout *L, float *host);
+
+/* Load init_from weights for spec into host[P]; err names file and tensor. */
+cohort_status model_load_params(const model_spec *spec, const model_layout *L, const char *path,
+                                float *host, cohort_error *err);
+
+#endif

@@ -1,0 +1,410 @@
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- errors ---------------------------------------------------------- */
+
+const char *cohort_status_str(cohort_status st)
+{
+    switch (st) {
+    case COHORT_OK: return "ok";
+    case COHORT_ERR_USAGE: return "usage error";
+    case COHORT_ERR_INPUT: return "input error";
+    case COHORT_ERR_NOMEM: return "out of memory";
+    case COHORT_ERR_IO: return "i/o error";
+    case COHORT_ERR_DEVICE: return "device error";
+    case COHORT_ERR_DIVERGED: return "diverged";
+    case COHORT_ERR_INTERRUPTED: return "interrupted";
+    case COHORT_ERR_PARTIAL: return "some models failed";
+    case COHORT_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown error";
+}
+
+cohort_status cohort_fail(cohort_error *err, cohort_status st, const char *fmt, ...)
+{
+    if (err) {
+        err->status = st;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+cohort_status cohort_fail_prefix(cohort_error *err, const char *fmt, ...)
+{
+    if (!err)
+        return COHORT_ERR_INTERNAL;
+    char prefix[512], old[sizeof err->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->message, sizeof old);
+    /* A message cut short at the buffer's end is still the best we have. */
+    if (snprintf(err->message, sizeof err->message, "%s: %s", prefix, old) >= (int)sizeof err->message)
+        err->message[sizeof err->message - 1] = 0;
+    return err->status;
+}
+
+/* ---- logging --------------------------------------------------------- */
+
+static cohort_log_fn log_fn;
+static void *log_user;
+
+void cohort_set_log(cohort_log_fn fn, void *user)
+{
+    log_fn = fn;
+    log_user = user;
+}
+
+void cohort_log(cohort_log_level level, const char *fmt, ...)
+{
+    if (!log_fn)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_fn(level, msg, log_user);
+}
+
+/* ---- random numbers -------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void rng_seed(rng_state *r, uint64_t seed, uint64_t stream)
+{
+    uint64_t x = seed ^ (stream * 0xd1b54a32d192ed03ULL);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t rng_next(rng_state *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+float rng_uniform(rng_state *r) { return (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f); }
+
+uint64_t rng_below(rng_state *r, uint64_t n)
+{
+    /* Rejection sampling: drop the top values that would bias the modulo. */
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    uint64_t v;
+    do
+        v = rng_next(r);
+    while (v >= limit);
+    return v % n;
+}
+
+float rng_hash_uniform(uint64_t key, uint64_t counter)
+{
+    uint64_t x = key ^ (counter * 0x9e3779b97f4a7c15ULL);
+    uint64_t z = splitmix64(&x);
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+/* ---- strings --------------------------------------------------------- */
+
+int str_copy(char *dst, size_t n, const char *src)
+{
+    size_t len = strlen(src);
+    if (n == 0)
+        return -1;
+    if (len >= n) {
+        memcpy(dst, src, n - 1);
+        dst[n - 1] = 0;
+        return -1;
+    }
+    memcpy(dst, src, len + 1);
+    return 0;
+}
+
+char *str_dup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+int parse_bytes(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0))
+        return -1;
+    while (*end == ' ')
+        end++;
+    static const struct { const char *suffix; double mult; } units[] = {
+        {"", 1},           {"B", 1},
+        {"KiB", 1024.0},   {"MiB", 1048576.0},     {"GiB", 1073741824.0},
+        {"TiB", 1099511627776.0},
+        {"KB", 1e3},       {"MB", 1e6},           {"GB", 1e9},  {"TB", 1e12},
+        {"K", 1024.0},     {"M", 1048576.0},       {"G", 1073741824.0},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            double b = v * units[i].mult;
+            if (b > 1.8e19)
+                return -1;
+            *out = (uint64_t)b;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *format_bytes(uint64_t bytes, char *buf, size_t n)
+{
+    static const char *suffix[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int i = 0;
+    while (v >= 1024.0 && i < 4) {
+        v /= 1024.0;
+        i++;
+    }
+    if (i == 0)
+        snprintf(buf, n, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, n, "%.2f %s", v, suffix[i]);
+    return buf;
+}
+
+/* ---- strbuf ---------------------------------------------------------- */
+
+void sb_init(strbuf *b) { memset(b, 0, sizeof *b); }
+
+void sb_free(strbuf *b)
+{
+    free(b->data);
+    sb_init(b);
+}
+
+static int sb_reserve(strbuf *b, size_t extra)
+{
+    if (b->failed)
+        return -1;
+    if (b->len + extra + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *p = realloc(b->data, cap);
+    if (!p) {
+        b->failed = 1;
+        return -1;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+void sb_putn(strbuf *b, const char *s, size_t n)
+{
+    if (sb_reserve(b, n))
+        return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+}
+
+void sb_puts(strbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+void sb_printf(strbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || sb_reserve(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void sb_json_str(strbuf *b, const char *s)
+{
+    sb_putn(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': sb_putn(b, "\\\"", 2); break;
+        case '\\': sb_putn(b, "\\\\", 2); break;
+        case '\n': sb_putn(b, "\\n", 2); break;
+        case '\r': sb_putn(b, "\\r", 2); break;
+        case '\t': sb_putn(b, "\\t", 2); break;
+        default:
+            if (*p < 0x20)
+                sb_printf(b, "\\u%04x", *p);
+            else
+                sb_putn(b, (const char *)p, 1);
+        }
+    }
+    sb_putn(b, "\"", 1);
+}
+
+void sb_json_num(strbuf *b, double v)
+{
+    if (!isfinite(v))
+        sb_puts(b, "null");
+    else if (v == floor(v) && fabs(v) < 1e15)
+        sb_printf(b, "%.0f", v);
+    else
+        sb_printf(b, "%.9g", v);
+}
+
+/* ---- files ----------------------------------------------------------- */
+
+cohort_status file_read_all(const char *path, size_t max_bytes, char **data, size_t *len,
+                            cohort_error *err)
+{
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        fclose(f);
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s: file is %lld bytes, more than the %zu allowed",
+                           path, (long long)st.st_size, max_bytes);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, n);
+    }
+    size_t got = fread(buf, 1, n, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || got != n) {
+        free(buf);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: read failed", path);
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return COHORT_OK;
+}
+
+cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err)
+{
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return cohort_fail(err, COHORT_ERR_IO, "%s: write failed: %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: fsync failed: %s", path, strerror(e));
+    }
+    if (close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: close failed: %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: rename failed: %s", path, strerror(e));
+    }
+    /* Make the rename itself durable. */
+    char dir[PATH_MAX];
+    str_copy(dir, sizeof dir, path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        str_copy(dir, sizeof dir, ".");
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return COHORT_OK;
+}
+
+cohort_status dir_make(const char *path, cohort_error *err)
+{
+    char buf[PATH_MAX];
+    if (str_copy(buf, sizeof buf, path))
+        return cohort_fail(err, COHORT_ERR_IO, "%s: path too long", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create directory: %s", buf,
+                                   strerror(errno));
+            struct stat st;
+            if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+                return cohort_fail(err, COHORT_ERR_IO, "%s: exists and is not a directory", buf);
+            *p = c;
+            if (c == 0)
+                break;
+        }
+    }
+    return COHORT_OK;
+}
+
+double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

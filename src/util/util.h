@@ -1,0 +1,72 @@
+/*
+ * util: errors, logging, deterministic random numbers, small string and file
+ * helpers shared by every module. Owns no state but the log callback.
+ */
+#ifndef COHORT_UTIL_H
+#define COHORT_UTIL_H
+
+#include "cohort.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define COHORT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* Fill err (may be NULL) with st and the formatted message; returns st. */
+cohort_status cohort_fail(cohort_error *err, cohort_status st, const char *fmt, ...) COHORT_PRINTF(3, 4);
+
+/* Prefix err's message with "prefix: ", keeping its status; returns it. */
+cohort_status cohort_fail_prefix(cohort_error *err, const char *fmt, ...) COHORT_PRINTF(2, 3);
+
+void cohort_log(cohort_log_level level, const char *fmt, ...) COHORT_PRINTF(2, 3);
+
+/* ---- random numbers: splitmix64-seeded xoshiro256**, one per purpose ---- */
+typedef struct rng_state { uint64_t s[4]; } rng_state;
+
+void rng_seed(rng_state *r, uint64_t seed, uint64_t stream);
+uint64_t rng_next(rng_state *r);
+/* Uniform in [0, 1) with 24 random bits. */
+float rng_uniform(rng_state *r);
+/* Uniform integer in [0, n), unbiased. */
+uint64_t rng_below(rng_state *r, uint64_t n);
+/* A stateless hash of (key, counter) to [0, 1): the same on every backend. */
+float rng_hash_uniform(uint64_t key, uint64_t counter);
+
+/* ---- strings ---- */
+/* Copy src into dst of size n, always NUL-terminated; returns 0 when it fit. */
+int str_copy(char *dst, size_t n, const char *src);
+/* malloc'd copy, or NULL on out of memory. */
+char *str_dup(const char *s);
+/* Parse "4GiB", "512MiB", "100KiB", "12B", "4096" into bytes; 0 on success. */
+int parse_bytes(const char *s, uint64_t *out);
+/* Print bytes as "1.50 MiB" into buf. */
+const char *format_bytes(uint64_t bytes, char *buf, size_t n);
+
+/* ---- growable byte buffer ---- */
+typedef struct strbuf { char *data; size_t len, cap; int failed; } strbuf;
+void sb_init(strbuf *b);
+void sb_free(strbuf *b);
+void sb_putn(strbuf *b, const char *s, size_t n);
+void sb_puts(strbuf *b, const char *s);
+void sb_printf(strbuf *b, const char *fmt, ...) COHORT_PRINTF(2, 3);
+/* Append s as a JSON string literal, quotes included. */
+void sb_json_str(strbuf *b, const char *s);
+/* Append a double as JSON (NaN and Inf become null). */
+void sb_json_num(strbuf *b, double v);
+
+/* ---- files ---- */
+/* Read a whole file into a malloc'd buffer (NUL-terminated). Refuses files
+ * over max_bytes. */
+cohort_status file_read_all(const char *path, size_t max_bytes, char **data, size_t *len,
+                            cohort_error *err);
+/* Write data to path atomically: path.tmp, fsync, rename, fsync of the
+ * directory. On error the old file at path is untouched. */
+cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err);
+/* mkdir -p. */
+cohort_status dir_make(const char *path, cohort_error *err);
+
+double now_seconds(void);
+
+#endif

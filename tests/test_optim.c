@@ -1,0 +1,74 @@
+/* Optimizer steps against values worked out by hand (Keras's formulas). */
+#include "backend/cpu/kernels.h"
+#include "check.h"
+
+int main(void)
+{
+    /* SGD, no momentum: w -= lr * g. */
+    float w = 1.0f, g = 0.5f, v = 0.0f;
+    kern_sgd(&w, &g, NULL, 1, 0.1f, 0.0f, 0);
+    CHECK_NEAR(w, 0.95, 1e-7);
+
+    /* SGD with momentum 0.9, lr 0.1, g = 0.5 twice:
+     * v1 = -0.05, w1 = 0.95; v2 = 0.9 * -0.05 - 0.05 = -0.095, w2 = 0.855. */
+    w = 1.0f;
+    v = 0.0f;
+    kern_sgd(&w, &g, &v, 1, 0.1f, 0.9f, 0);
+    CHECK_NEAR(v, -0.05, 1e-7);
+    CHECK_NEAR(w, 0.95, 1e-7);
+    kern_sgd(&w, &g, &v, 1, 0.1f, 0.9f, 0);
+    CHECK_NEAR(v, -0.095, 1e-7);
+    CHECK_NEAR(w, 0.855, 1e-6);
+
+    /* Nesterov: v1 = -0.05, w1 = 1 + 0.9 * -0.05 - 0.05 = 0.905;
+     * v2 = -0.095, w2 = 0.905 + 0.9 * -0.095 - 0.05 = 0.7695. */
+    w = 1.0f;
+    v = 0.0f;
+    kern_sgd(&w, &g, &v, 1, 0.1f, 0.9f, 1);
+    CHECK_NEAR(w, 0.905, 1e-6);
+    kern_sgd(&w, &g, &v, 1, 0.1f, 0.9f, 1);
+    CHECK_NEAR(w, 0.7695, 1e-6);
+
+    /* Adam, t = 1, g = 0.5, lr 0.001, betas 0.9/0.999, eps 1e-7:
+     * m = 0.05, v = 0.00025, alpha = 0.001 * sqrt(0.001) / 0.1 = 3.16227766e-4,
+     * step = alpha * 0.05 / (0.0158113883 + 1e-7) = 9.99993675e-4. */
+    float m = 0.0f, vv = 0.0f;
+    w = 1.0f;
+    kern_adam(&w, &g, &m, &vv, 1, 0.001f, 0.9f, 0.999f, 1e-7f, 0.0f, 1);
+    CHECK_NEAR(m, 0.05, 2e-8); /* float32: 1 - 0.9f is 0.1 to 2.4e-7 */
+    CHECK_NEAR(vv, 0.00025, 1e-8); /* beta_2 is 0.999f: 1 - beta_2 = 0.99999e-3 */
+    CHECK_NEAR(w, 1.0 - 9.99993675e-4, 2e-7);
+    /* t = 2 with g = -0.25: m = 0.9*0.05 + 0.1*-0.25 = 0.02,
+     * v = 0.999*0.00025 + 0.001*0.0625 = 0.00031225,
+     * alpha = 0.001*sqrt(1-0.998001)/(1-0.81) = 2.35315e-4,
+     * step = alpha * 0.02 / (0.0176706 + 1e-7) = 2.66330e-4. */
+    float g2 = -0.25f;
+    double w_before = w;
+    kern_adam(&w, &g2, &m, &vv, 1, 0.001f, 0.9f, 0.999f, 1e-7f, 0.0f, 2);
+    CHECK_NEAR(m, 0.02, 2e-8);
+    CHECK_NEAR(vv, 0.00031225, 1e-8);
+    double alpha2 = 0.001 * sqrt(1.0 - 0.999 * 0.999) / (1.0 - 0.81);
+    double step2 = alpha2 * 0.02 / (sqrt(0.00031225) + 1e-7);
+    CHECK_NEAR(w, w_before - step2, 2e-7);
+
+    /* AdamW: decoupled decay w -= w * wd * lr first (wd 0.004, lr 0.001):
+     * w = 1 - 4e-6, then the same Adam step as above. */
+    m = vv = 0.0f;
+    w = 1.0f;
+    kern_adam(&w, &g, &m, &vv, 1, 0.001f, 0.9f, 0.999f, 1e-7f, 0.004f, 1);
+    CHECK_NEAR(w, 1.0 - 4e-6 - 9.99993675e-4, 3e-7);
+
+    /* Softmax cross-entropy of logits (1, 2, 3), label 2:
+     * p = (0.0900306, 0.2447285, 0.6652410), loss = -ln 0.6652410 = 0.4076059. */
+    float z[3] = {1.0f, 2.0f, 3.0f}, dz[3];
+    int32_t y = 2;
+    double stats[4] = {0};
+    kern_softmax_xent(z, &y, dz, stats, 1, 3, 1.0f);
+    CHECK_NEAR(z[0], 0.0900306, 1e-6);
+    CHECK_NEAR(z[2], 0.6652410, 1e-6);
+    CHECK_NEAR(stats[0], 0.4076059, 1e-6);
+    CHECK_NEAR(stats[1], 1.0, 0);
+    CHECK_NEAR(dz[2], 0.6652410 - 1.0, 1e-6);
+    CHECK_NEAR(dz[1], 0.2447285, 1e-6);
+    return check_done("test_optim");
+}

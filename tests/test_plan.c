@@ -1,0 +1,913 @@
+/*
+ * test_plan: the plan module (src/plan/) and the model spec helpers
+ * (src/model/spec.c): parsing, defaults, sweep, --set, devices, JSON, and
+ * every error with its file:line. Also runs every file in tests/bad/plan/,
+ * each of which names the error it must give in its first line.
+ */
+#include "check.h"
+
+#include "plan/plan.h"
+#include "plan/yamltree.h"
+#include "util/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+static const char *const SEED =
+    "data:\n"                                                              /* 1 */
+    "  train: fashion-mnist:train\n"                                       /* 2 */
+    "  test: fashion-mnist:test\n"                                         /* 3 */
+    "  validation_split: 0.2\n"                                            /* 4 */
+    "defaults:\n"                                                          /* 5 */
+    "  epochs: 10\n"                                                       /* 6 */
+    "  batch_size: 64\n"                                                   /* 7 */
+    "  shuffle: true\n"                                                    /* 8 */
+    "  seed: 1\n"                                                          /* 9 */
+    "  optimizer: {name: adam, lr: 0.001}\n"                               /* 10 */
+    "  loss: sparse_categorical_crossentropy\n"                            /* 11 */
+    "models:\n"                                                            /* 12 */
+    "  - name: small_model\n"                                              /* 13 */
+    "    layers: [{dense: 128, activation: relu}, {dense: 10, activation: softmax}]\n"
+    "  - name: large_model\n"                                              /* 15 */
+    "    layers: [{dense: 512, activation: relu}, {dense: 128, activation: relu},\n"
+    "             {dense: 10, activation: softmax}]\n"                     /* 17 */
+    "    optimizer: {lr: 0.0005}\n"                                        /* 18 */
+    "    device: gpu:0\n"                                                  /* 19 */
+    "    init_from: base.safetensors\n"                                    /* 20 */
+    "strategy: auto\n";                                                    /* 21 */
+
+static const char *const SMALL_JSON =
+    "{\"name\":\"small_model\",\"layers\":[{\"dense\":128,\"activation\":\"relu\"},"
+    "{\"dense\":10,\"activation\":\"softmax\"}],\"optimizer\":{\"name\":\"adam\",\"lr\":0.001,"
+    "\"beta_1\":0.9,\"beta_2\":0.999,\"epsilon\":1e-07},\"loss\":\"sparse_categorical_"
+    "crossentropy\",\"epochs\":10,\"batch_size\":64,\"shuffle\":true,\"seed\":1,"
+    "\"early_stopping\":null,\"device\":null,\"init_from\":null}";
+
+/* A minimal valid plan, with `extra` appended at top level. */
+static char *with(const char *extra)
+{
+    static const char *base = "data: {train: 'csv:x.csv', validation_split: 0.1}\n"
+                              "models:\n"
+                              "  - name: m\n"
+                              "    layers: [{dense: 10, activation: softmax}]\n";
+    size_t n = strlen(base) + strlen(extra) + 1;
+    char *s = malloc(n);
+    snprintf(s, n, "%s%s", base, extra);
+    return s;
+}
+
+static cohort_plan *parse_at(int line, const char *text, const char *const *ov, int n)
+{
+    cohort_plan *p = NULL;
+    cohort_error err = {0};
+    cohort_status st = cohort_plan_parse(text, strlen(text), "plan.yaml", ov, n, &p, &err);
+    if (st == COHORT_OK && p) {
+        check_passed++;
+    } else {
+        check_failed++;
+        fprintf(stderr, "%s:%d: plan did not parse: %s\n", __FILE__, line, err.message);
+    }
+    return p;
+}
+#define PARSE(text, ov, n) parse_at(__LINE__, text, ov, n)
+
+/* The plan must fail with status st and a message containing frag. */
+static void expect_at(int line, const char *text, const char *const *ov, int n,
+                      cohort_status want, const char *frag)
+{
+    cohort_plan *p = (cohort_plan *)1;
+    cohort_error err = {0};
+    cohort_status st = cohort_plan_parse(text, strlen(text), "plan.yaml", ov, n, &p, &err);
+    if (st == want && p == NULL && strstr(err.message, frag)) {
+        check_passed++;
+    } else {
+        check_failed++;
+        fprintf(stderr, "%s:%d: want status %d and \"%s\"; got status %d, \"%s\"\n", __FILE__,
+                line, (int)want, frag, (int)st, err.message);
+        if (st == COHORT_OK)
+            cohort_plan_free(p);
+    }
+}
+#define EXPECT_ERR(text, frag) expect_at(__LINE__, text, NULL, 0, COHORT_ERR_INPUT, frag)
+#define EXPECT_SET_ERR(text, ov, frag) expect_at(__LINE__, text, ov, 1, COHORT_ERR_INPUT, frag)
+
+/* Error for the minimal plan plus extra text. */
+static void expect_with_at(int line, const char *extra, const char *frag)
+{
+    char *t = with(extra);
+    expect_at(line, t, NULL, 0, COHORT_ERR_INPUT, frag);
+    free(t);
+}
+#define EXPECT_WITH(extra, frag) expect_with_at(__LINE__, extra, frag)
+
+static void test_spec_helpers(void)
+{
+    CHECK(strcmp(act_name(ACT_SOFTMAX), "softmax") == 0);
+    CHECK(strcmp(act_name(ACT_LINEAR), "linear") == 0);
+    CHECK(strcmp(opt_name(OPT_ADAMW), "adamw") == 0);
+    CHECK(strcmp(loss_name(LOSS_MSE), "mse") == 0);
+    CHECK(strcmp(loss_name(LOSS_SCE), "sparse_categorical_crossentropy") == 0);
+    CHECK(strcmp(cohort_strategy_str(COHORT_STRATEGY_FUSED), "fused") == 0);
+    CHECK(strcmp(cohort_strategy_str((cohort_strategy)99), "unknown") == 0);
+    CHECK(strategy_parse("processes") == COHORT_STRATEGY_PROCESSES);
+    CHECK(strategy_parse("auto") == COHORT_STRATEGY_AUTO);
+    CHECK(strategy_parse("parallel") == -1);
+
+    model_spec s;
+    model_spec_defaults(&s);
+    CHECK(s.epochs == 1 && s.batch_size == 32 && s.shuffle == 1 && s.seed == 1);
+    CHECK(s.opt.kind == OPT_ADAM && s.opt.lr == 0.001f && s.opt.beta1 == 0.9f);
+    CHECK(s.opt.beta2 == 0.999f && s.opt.eps == 1e-7f && s.opt.weight_decay == 0.0f);
+    CHECK(s.opt.momentum == 0.0f && s.opt.nesterov == 0);
+    CHECK(s.loss == LOSS_SCE && !s.early_stop.enabled);
+    CHECK(strcmp(s.early_stop.monitor, "val_loss") == 0 && s.early_stop.patience == 0);
+    CHECK(s.device[0] == 0 && s.init_from[0] == 0 && s.config_json == NULL);
+
+    str_copy(s.name, sizeof s.name, "q\"x");
+    s.n_layers = 2;
+    s.layers[0] = (layer_spec){LAYER_DENSE, 64, ACT_TANH, 0};
+    s.layers[1] = (layer_spec){LAYER_DROPOUT, 0, ACT_LINEAR, 0.2f};
+    s.opt.kind = OPT_SGD;
+    s.opt.lr = 0.01f;
+    s.opt.momentum = 0.9f;
+    s.opt.nesterov = 1;
+    s.loss = LOSS_MSE;
+    s.seed = 18446744073709551615ULL;
+    s.shuffle = 0;
+    s.early_stop.enabled = 1;
+    s.early_stop.patience = 3;
+    s.early_stop.min_delta = 0.001f;
+    s.early_stop.restore_best = 1;
+    str_copy(s.device, sizeof s.device, "gpu:1/0");
+    str_copy(s.init_from, sizeof s.init_from, "w.safetensors");
+    char *j = model_spec_to_json(&s);
+    CHECK_MSG(j && strcmp(j, "{\"name\":\"q\\\"x\",\"layers\":[{\"dense\":64,\"activation\":\"tanh\"},"
+                         "{\"dropout\":0.2}],\"optimizer\":{\"name\":\"sgd\",\"lr\":0.01,"
+                         "\"momentum\":0.9,\"nesterov\":true},\"loss\":\"mse\",\"epochs\":1,"
+                         "\"batch_size\":32,\"shuffle\":false,\"seed\":18446744073709551615,"
+                         "\"early_stopping\":{\"monitor\":\"val_loss\",\"patience\":3,"
+                         "\"min_delta\":0.001,\"restore_best_weights\":true},"
+                         "\"device\":\"gpu:1/0\",\"init_from\":\"w.safetensors\"}") == 0,
+              "%s", j ? j : "(null)");
+    free(j);
+    s.opt.kind = OPT_ADAMW;
+    s.opt.weight_decay = 0.004f;
+    j = model_spec_to_json(&s);
+    CHECK_CONTAINS(j, "\"optimizer\":{\"name\":\"adamw\",\"lr\":0.01,\"beta_1\":0.9,"
+                      "\"beta_2\":0.999,\"epsilon\":1e-07,\"weight_decay\":0.004}");
+    free(j);
+}
+
+static void test_seed(void)
+{
+    cohort_plan *p = PARSE(SEED, NULL, 0);
+    if (!p)
+        return;
+    CHECK(p->n_models == 2);
+    CHECK(cohort_plan_model_count(p) == 2);
+    CHECK(strcmp(cohort_plan_model_name(p, 1), "large_model") == 0);
+    CHECK(cohort_plan_model_name(p, 2) == NULL && cohort_plan_model_name(p, -1) == NULL);
+    CHECK(strcmp(cohort_plan_name(p), "plan") == 0);
+    CHECK(strcmp(p->path, "plan.yaml") == 0);
+    CHECK(p->source && strcmp(p->source, SEED) == 0);
+    CHECK(strcmp(p->data.train, "fashion-mnist:train") == 0);
+    CHECK(strcmp(p->data.test, "fashion-mnist:test") == 0);
+    CHECK(p->data.validation[0] == 0 && p->data.label_column[0] == 0);
+    CHECK(p->data.validation_split == 0.2);
+    CHECK(p->strategy == COHORT_STRATEGY_AUTO && p->n_devices == 0 && p->shared_order == 0);
+
+    const model_spec *s = &p->models[0];
+    CHECK(strcmp(s->name, "small_model") == 0 && s->line == 13);
+    CHECK(s->n_layers == 2);
+    CHECK(s->layers[0].kind == LAYER_DENSE && s->layers[0].units == 128 &&
+          s->layers[0].act == ACT_RELU);
+    CHECK(s->layers[1].units == 10 && s->layers[1].act == ACT_SOFTMAX);
+    CHECK(s->epochs == 10 && s->batch_size == 64 && s->shuffle == 1 && s->seed == 1);
+    CHECK(s->opt.kind == OPT_ADAM && s->opt.lr == 0.001f && s->loss == LOSS_SCE);
+    CHECK(!s->early_stop.enabled && s->device[0] == 0 && s->init_from[0] == 0);
+    CHECK_MSG(s->config_json && strcmp(s->config_json, SMALL_JSON) == 0, "%s", s->config_json);
+
+    const model_spec *l = &p->models[1];
+    CHECK(strcmp(l->name, "large_model") == 0 && l->line == 15);
+    CHECK(l->n_layers == 3 && l->layers[0].units == 512 && l->layers[2].act == ACT_SOFTMAX);
+    CHECK(l->opt.kind == OPT_ADAM && l->opt.lr == 0.0005f); /* model's lr, defaults' name */
+    CHECK(l->epochs == 10 && l->batch_size == 64);         /* from defaults */
+    CHECK(strcmp(l->device, "gpu:0") == 0 && strcmp(l->init_from, "base.safetensors") == 0);
+    CHECK_CONTAINS(l->config_json, "\"optimizer\":{\"name\":\"adam\",\"lr\":0.0005,");
+    CHECK_CONTAINS(l->config_json, "\"device\":\"gpu:0\",\"init_from\":\"base.safetensors\"}");
+
+    CHECK_CONTAINS(p->json, "{\"name\":\"plan\",\"path\":\"plan.yaml\",\"data\":{\"train\":"
+                            "\"fashion-mnist:train\",\"test\":\"fashion-mnist:test\","
+                            "\"validation\":null,\"validation_split\":0.2,\"label_column\":null},"
+                            "\"strategy\":\"auto\",\"shared_order\":false,\"devices\":{},"
+                            "\"models\":[{\"name\":\"small_model\"");
+    CHECK_CONTAINS(p->json, SMALL_JSON);
+    cohort_plan_free(p);
+}
+
+static void test_json_plan(void)
+{
+    const char *text =
+        "{\"data\": {\"train\": \"fashion-mnist:train\", \"test\": \"fashion-mnist:test\",\n"
+        "          \"validation_split\": 0.2},\n"
+        " \"defaults\": {\"epochs\": 10, \"batch_size\": 64, \"shuffle\": true, \"seed\": 1,\n"
+        "              \"optimizer\": {\"name\": \"adam\", \"lr\": 0.001},\n"
+        "              \"loss\": \"sparse_categorical_crossentropy\"},\n"
+        " \"models\": [\n"
+        "   {\"name\": \"small_model\",\n"
+        "    \"layers\": [{\"dense\": 128, \"activation\": \"relu\"},\n"
+        "               {\"dense\": 10, \"activation\": \"softmax\"}]},\n"
+        "   {\"name\": \"large_model\", \"layers\": [{\"dense\": 10, \"activation\": \"softmax\"}],\n"
+        "    \"optimizer\": {\"learning_rate\": 0.0005}, \"epochs\": 3}],\n"
+        " \"strategy\": \"fused\", \"shared_order\": true}\n";
+    cohort_plan *p = PARSE(text, NULL, 0);
+    if (!p)
+        return;
+    CHECK(p->n_models == 2 && p->strategy == COHORT_STRATEGY_FUSED && p->shared_order == 1);
+    CHECK_MSG(strcmp(p->models[0].config_json, SMALL_JSON) == 0, "%s", p->models[0].config_json);
+    CHECK(p->models[0].line == 7 && p->models[1].line == 10);
+    CHECK(p->models[1].opt.lr == 0.0005f && p->models[1].epochs == 3);
+    cohort_plan_free(p);
+
+    /* A JSON error keeps its line. */
+    EXPECT_ERR("{\"data\": {\"train\": \"x\"},\n \"models\": [{\"name\": \"m\",\n"
+               "  \"layers\": [{\"dense\": 10, \"activation\": \"softmax\"}],\n"
+               "  \"batch_size\": \"abc\"}]}\n",
+               "plan.yaml:4: batch_size must be a positive integer, got 'abc'");
+}
+
+static void test_optimizers(void)
+{
+    char *t = with("    optimizer: sgd\n");
+    cohort_plan *p = PARSE(t, NULL, 0);
+    if (p) {
+        CHECK(p->models[0].opt.kind == OPT_SGD && p->models[0].opt.lr == 0.01f);
+        CHECK_CONTAINS(p->models[0].config_json,
+                       "\"optimizer\":{\"name\":\"sgd\",\"lr\":0.01,\"momentum\":0,"
+                       "\"nesterov\":false}");
+    }
+    cohort_plan_free(p);
+    free(t);
+
+    t = with("    optimizer: {name: sgd, learning_rate: 0.1, momentum: 0.9, nesterov: yes}\n");
+    p = PARSE(t, NULL, 0);
+    if (p)
+        CHECK(p->models[0].opt.lr == 0.1f && p->models[0].opt.momentum == 0.9f &&
+              p->models[0].opt.nesterov == 1);
+    cohort_plan_free(p);
+    free(t);
+
+    /* adamw: Keras's weight decay 0.004 unless given; adam's keys carry over from defaults. */
+    const char *aw = "data: {train: x}\n"
+                     "defaults: {optimizer: {name: adam, lr: 0.002, beta_1: 0.8}}\n"
+                     "models:\n"
+                     "  - {name: a, layers: [{dense: 2, activation: softmax}],\n"
+                     "     optimizer: {name: adamw}}\n"
+                     "  - {name: b, layers: [{dense: 2, activation: softmax}],\n"
+                     "     optimizer: {name: adamw, weight_decay: 0.01}}\n"
+                     "  - {name: c, layers: [{dense: 2, activation: softmax}],\n"
+                     "     optimizer: {name: sgd}}\n"
+                     "  - {name: d, layers: [{dense: 2, activation: softmax}], optimizer: adam}\n";
+    p = PARSE(aw, NULL, 0);
+    if (p) {
+        const model_spec *a = &p->models[0], *b = &p->models[1], *c = &p->models[2],
+                         *d = &p->models[3];
+        CHECK(a->opt.kind == OPT_ADAMW && a->opt.weight_decay == 0.004f);
+        CHECK(a->opt.lr == 0.002f && a->opt.beta1 == 0.8f && a->opt.beta2 == 0.999f);
+        CHECK(b->opt.weight_decay == 0.01f);
+        CHECK(c->opt.kind == OPT_SGD && c->opt.lr == 0.002f); /* beta_1 of defaults ignored */
+        CHECK(d->opt.kind == OPT_ADAM && d->opt.lr == 0.001f && d->opt.beta1 == 0.9f);
+    }
+    cohort_plan_free(p);
+
+    EXPECT_WITH("    optimizer: {name: adam, momentum: 0.9}\n",
+                "plan.yaml:5: 'momentum' does not apply to optimizer 'adam' of model 'm'");
+    EXPECT_WITH("    optimizer: {name: adm}\n",
+                "plan.yaml:5: optimizer must be one of sgd, adam, adamw, got 'adm' (did you mean "
+                "'adam'?)");
+    EXPECT_WITH("    optimizer: {lr: -1}\n", "plan.yaml:5: lr must be a positive number, got '-1'");
+    EXPECT_WITH("    optimizer: {lr: .nan}\n", "plan.yaml:5: lr must be a positive number");
+    EXPECT_WITH("    optimizer: {lr: 1e60}\n", "plan.yaml:5: lr must be a positive number");
+    EXPECT_WITH("    optimizer: {lr: 0.1, learning_rate: 0.2}\n",
+                "plan.yaml:5: the optimizer has both 'lr' and 'learning_rate'");
+    EXPECT_WITH("    optimizer: {name: sgd, momentum: 1}\n",
+                "plan.yaml:5: momentum must be a number in [0, 1), got '1'");
+    EXPECT_WITH("    optimizer: {beta_2: 1.0}\n", "plan.yaml:5: beta_2 must be a number in [0, 1)");
+    EXPECT_WITH("    optimizer: {epsilon: 0}\n", "plan.yaml:5: epsilon must be a positive number");
+    EXPECT_WITH("    optimizer: [adam]\n", "plan.yaml:5: optimizer of model 'm' must be a name");
+    EXPECT_WITH("    optimizer: {lerning_rate: 0.1}\n",
+                "plan.yaml:5: unknown key 'lerning_rate' in the optimizer of model 'm' (did you "
+                "mean 'learning_rate'?)");
+    EXPECT_WITH("    optimizer: {lrate: 0.1}\n",
+                "plan.yaml:5: unknown key 'lrate' in the optimizer of model 'm'");
+}
+
+static void test_fit_settings(void)
+{
+    char *t = with("    loss: mse\n    layers: [{dropout: 0.5}, {dense: 3}, {dropout: 0}]\n"
+                   "    early_stopping: {monitor: val_accuracy, patience: 2, min_delta: 0.01,\n"
+                   "                     restore_best_weights: true}\n"
+                   "    seed: 18446744073709551615\n    shuffle: no\n    metrics: [accuracy]\n");
+    /* `layers` appears twice in that model: first the base plan's. */
+    cohort_plan *p = NULL;
+    cohort_error err;
+    CHECK(cohort_plan_parse(t, strlen(t), "p.yaml", NULL, 0, &p, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "p.yaml:6: duplicate key 'layers' (first at line 4)");
+    free(t);
+
+    const char *ok = "data: {train: x, validation: 'csv:v.csv'}\n"
+                     "models:\n"
+                     "  - name: m\n"
+                     "    loss: mean_squared_error\n"
+                     "    layers: [{dropout: 0.5}, {dense: 3}, {dropout: 0}]\n"
+                     "    early_stopping: {monitor: val_accuracy, patience: 2, min_delta: 0.01,\n"
+                     "                     restore_best_weights: true}\n"
+                     "    seed: 18446744073709551615\n"
+                     "    shuffle: no\n"
+                     "    metrics: [accuracy]\n";
+    p = PARSE(ok, NULL, 0);
+    if (p) {
+        const model_spec *s = &p->models[0];
+        CHECK(s->loss == LOSS_MSE && s->n_layers == 3);
+        CHECK(s->layers[0].kind == LAYER_DROPOUT && s->layers[0].rate == 0.5f);
+        CHECK(s->layers[1].kind == LAYER_DENSE && s->layers[1].act == ACT_LINEAR);
+        CHECK(s->early_stop.enabled && strcmp(s->early_stop.monitor, "val_accuracy") == 0);
+        CHECK(s->early_stop.patience == 2 && s->early_stop.min_delta == 0.01f);
+        CHECK(s->early_stop.restore_best == 1);
+        CHECK(s->seed == UINT64_MAX && s->shuffle == 0);
+        CHECK(strcmp(p->data.validation, "csv:v.csv") == 0);
+        CHECK_CONTAINS(s->config_json, "\"layers\":[{\"dropout\":0.5},{\"dense\":3,\"activation\":"
+                                       "\"linear\"},{\"dropout\":0}]");
+    }
+    cohort_plan_free(p);
+
+    /* early_stopping in defaults, switched off by a model. */
+    const char *es = "data: {train: x, validation_split: 0.1}\n"
+                     "defaults: {early_stopping: {patience: 4}}\n"
+                     "models:\n"
+                     "  - {name: a, layers: [{dense: 2, activation: softmax}]}\n"
+                     "  - {name: b, layers: [{dense: 2, activation: softmax}],\n"
+                     "     early_stopping: false}\n"
+                     "  - {name: c, layers: [{dense: 2, activation: softmax}],\n"
+                     "     early_stopping: {monitor: loss}}\n";
+    p = PARSE(es, NULL, 0);
+    if (p) {
+        CHECK(p->models[0].early_stop.enabled && p->models[0].early_stop.patience == 4);
+        CHECK(strcmp(p->models[0].early_stop.monitor, "val_loss") == 0);
+        CHECK(!p->models[1].early_stop.enabled);
+        CHECK(p->models[2].early_stop.enabled && p->models[2].early_stop.patience == 4);
+        CHECK(strcmp(p->models[2].early_stop.monitor, "loss") == 0);
+    }
+    cohort_plan_free(p);
+
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 2, activation: "
+               "softmax}]\n    early_stopping: {patience: 3}\n",
+               "plan.yaml:5: early_stopping of model 'm' monitors val_loss, but the plan has no "
+               "validation data");
+    EXPECT_WITH("    early_stopping: {patience: -1}\n",
+                "plan.yaml:5: early_stopping.patience must be a non-negative integer, got '-1'");
+    EXPECT_WITH("    early_stopping: {monitor: val_acc}\n",
+                "(did you mean 'val_accuracy'?)");
+    EXPECT_WITH("    early_stopping: {patience: 1, restore_best: true}\n",
+                "plan.yaml:5: unknown key 'restore_best' in early_stopping of model 'm' (did you "
+                "mean 'restore_best_weights'?)");
+    EXPECT_WITH("    epochs: 0\n", "plan.yaml:5: epochs must be a positive integer, got '0'");
+    EXPECT_WITH("    epochs: 100001\n", "plan.yaml:5: epochs must be at most 100000, got '100001'");
+    EXPECT_WITH("    epochs: 2.5\n", "plan.yaml:5: epochs must be a positive integer, got '2.5'");
+    EXPECT_WITH("    batch_size:\n", "plan.yaml:5: batch_size must be a positive integer, got nothing");
+    EXPECT_WITH("    batch_size: [1]\n", "plan.yaml:5: batch_size must be a positive integer, got a list");
+    EXPECT_WITH("    seed: -1\n", "plan.yaml:5: seed must be a non-negative integer, got '-1'");
+    EXPECT_WITH("    seed: 18446744073709551616\n", "plan.yaml:5: seed must be at most");
+    EXPECT_WITH("    shuffle: maybe\n", "plan.yaml:5: shuffle must be true or false, got 'maybe'");
+    EXPECT_WITH("    loss: crossentropy\n", "plan.yaml:5: loss must be one of");
+    EXPECT_WITH("    metrics: [accuracy, auc]\n", "plan.yaml:5: metrics of model 'm' must be [accuracy]");
+    EXPECT_WITH("    device: tpu:0\n", "plan.yaml:5: device of model 'm' must be like cpu:0");
+    EXPECT_WITH("    init_from: {}\n", "plan.yaml:5: init_from must be text, got a map");
+}
+
+static void test_layers(void)
+{
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: []\n",
+               "plan.yaml:4: layers of model 'm' is empty");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    epochs: 1\n",
+               "plan.yaml:3: model 'm' has no layers");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: {dense: 1}\n",
+               "plan.yaml:4: layers of model 'm' must be a list of layers, got a map");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n"
+               "      - {dense: 64, activation: softmax}\n"
+               "      - {dense: 10, activation: softmax}\n",
+               "plan.yaml:5: layers.0 of model 'm': softmax is allowed only on the last layer");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n"
+               "      - {dense: 64, activation: relu}\n"
+               "      - {dense: 10, activation: relu}\n",
+               "plan.yaml:6: model 'm': loss sparse_categorical_crossentropy needs the last layer "
+               "to be dense with activation softmax (it is dense with activation relu)");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n"
+               "      - {dense: 10}\n      - {dropout: 0.1}\n",
+               "plan.yaml:6: model 'm': loss sparse_categorical_crossentropy needs the last layer "
+               "to be dense with activation softmax (it is dropout)");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n      - {dropout: 1.5}\n"
+               "      - {dense: 10, activation: softmax}\n",
+               "plan.yaml:5: dropout rate of layers.0 must be a number in [0, 1), got '1.5'");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    loss: mse\n    layers: [{dropout: 0.1}]\n",
+               "plan.yaml:5: model 'm' has no dense layer");
+    EXPECT_WITH("    loss: mse\n    layrs: []\n",
+                "plan.yaml:6: unknown key 'layrs' in model 'm' (did you mean 'layers'?)");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 0, activation: softmax}]\n",
+               "plan.yaml:4: dense units of layers.0 must be a positive integer, got '0'");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 2000000, activation: softmax}]\n",
+               "plan.yaml:4: dense units of layers.0 must be at most 1048576");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 2, activation: relux}]\n",
+               "activation of layers.0 must be one of linear, relu, sigmoid, tanh, softmax, got "
+               "'relux' (did you mean 'relu'?)");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 2, dropout: 0.1}]\n",
+               "plan.yaml:4: layers.0 of model 'm' has both 'dense' and 'dropout'");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{activation: relu}]\n",
+               "plan.yaml:4: layers.0 of model 'm' needs 'dense: UNITS' or 'dropout: RATE'");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dropout: 0.1, activation: relu},"
+               " {dense: 1, activation: softmax}]\n",
+               "plan.yaml:4: 'activation' applies only to dense layers");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dens: 3}]\n",
+               "plan.yaml:4: unknown key 'dens' in layers.0 of model 'm' (did you mean 'dense'?)");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [3]\n",
+               "plan.yaml:4: layers.0 of model 'm' must be a map like {dense: 10, activation: "
+               "softmax}, got '3'");
+
+    /* COHORT_MAX_LAYERS layers are fine, one more is not. */
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "data: {train: x}\nmodels:\n  - name: m\n    layers:\n");
+    for (int i = 0; i < COHORT_MAX_LAYERS - 1; i++)
+        sb_puts(&b, "      - {dense: 4, activation: tanh}\n");
+    sb_puts(&b, "      - {dense: 2, activation: softmax}\n");
+    cohort_plan *p = PARSE(b.data, NULL, 0);
+    if (p)
+        CHECK(p->models[0].n_layers == COHORT_MAX_LAYERS);
+    cohort_plan_free(p);
+    sb_puts(&b, "      - {dense: 2, activation: softmax}\n");
+    EXPECT_ERR(b.data, "plan.yaml:37: model 'm' has 33 layers, more than the 32 allowed");
+    sb_free(&b);
+}
+
+static void test_models_section(void)
+{
+    EXPECT_ERR("data: {train: x}\n", "plan.yaml:1: the plan has no 'models' list");
+    EXPECT_ERR("data: {train: x}\nmodels: []\n", "plan.yaml:2: models is empty");
+    EXPECT_ERR("data: {train: x}\nmodels: {a: 1}\n", "plan.yaml:2: models must be a list");
+    EXPECT_ERR("", "plan.yaml:1: the plan has no 'data' section");
+    EXPECT_ERR("- 1\n- 2\n", "plan.yaml:1: a plan must be a map of keys (data, models, ...), got a list");
+    EXPECT_ERR("data: {test: x}\nmodels: []\n", "plan.yaml:1: data has no 'train' dataset");
+    EXPECT_ERR("data: {train: x, tset: y}\nmodels: []\n",
+               "plan.yaml:1: unknown key 'tset' in data (did you mean 'test'?)");
+    EXPECT_ERR("data: {train: x, validation_split: 1}\nmodels: []\n",
+               "plan.yaml:1: data.validation_split must be a number in [0, 1), got '1'");
+    EXPECT_ERR("data: {train: x, validation_split: 0.1, validation: y}\nmodels: []\n",
+               "plan.yaml:1: data has both validation and validation_split");
+    EXPECT_ERR("data: fashion-mnist\nmodels: []\n", "plan.yaml:1: data must be a map");
+    EXPECT_ERR("data: {train: x}\nmodel: []\n",
+               "plan.yaml:2: unknown key 'model' at the top of the plan (did you mean 'models'?)");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - layers: [{dense: 1, activation: softmax}]\n",
+               "plan.yaml:3: models.0 has no name");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: a/b\n", "plan.yaml:3: model name 'a/b' may hold only");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: ''\n", "plan.yaml:3: name must be text, got ''");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - 5\n", "plan.yaml:3: models.0 must be a map");
+    EXPECT_WITH("    epoch: 3\n", "plan.yaml:5: unknown key 'epoch' in model 'm' (did you mean "
+                                  "'epochs'?)");
+    EXPECT_WITH("    zzzzzz: 3\n", "plan.yaml:5: unknown key 'zzzzzz' in model 'm'");
+    EXPECT_WITH("  - name: m\n    layers: [{dense: 10, activation: softmax}]\n",
+                "plan.yaml:5: duplicate model name 'm' (first at line 3)");
+    EXPECT_ERR("data: {train: x}\nmodels:\n"
+               "  - {name: a, layers: [{dense: 1, activation: softmax}]}\n"
+               "  - {name: b, layers: [{dense: 1, activation: softmax}]}\n"
+               "  - {name: b, layers: [{dense: 1, activation: softmax}]}\n"
+               "  - {name: a, layers: [{dense: 1, activation: softmax}]}\n",
+               "plan.yaml:5: duplicate model name 'b' (first at line 4)");
+    EXPECT_WITH("strategy: paralel\n",
+                "plan.yaml:5: strategy must be one of auto, sequential, threads, processes, fused, "
+                "got 'paralel'");
+    EXPECT_WITH("shared_order: 2\n", "plan.yaml:5: shared_order must be true or false, got '2'");
+    EXPECT_WITH("defaults: {name: x}\n", "plan.yaml:5: 'name' cannot be in defaults");
+    EXPECT_WITH("defaults: {epoch: 1}\n",
+                "plan.yaml:5: unknown key 'epoch' in defaults (did you mean 'epochs'?)");
+    EXPECT_WITH("defaults: {optimizer: {nme: sgd}}\n",
+                "plan.yaml:5: unknown key 'nme' in the optimizer of defaults (did you mean 'name'?)");
+    EXPECT_WITH("defaults: [1]\n", "plan.yaml:5: defaults must be a map of model keys, got a list");
+    /* An error in a default is reported at the default's line. */
+    EXPECT_WITH("defaults: {batch_size: abc}\n",
+                "plan.yaml:5: batch_size must be a positive integer, got 'abc'");
+
+    /* Each strategy name. */
+    const char *names[] = {"auto", "sequential", "threads", "processes", "fused"};
+    for (int i = 0; i < 5; i++) {
+        char extra[64];
+        snprintf(extra, sizeof extra, "strategy: %s\n", names[i]);
+        char *t = with(extra);
+        cohort_plan *p = PARSE(t, NULL, 0);
+        if (p)
+            CHECK(p->strategy == (cohort_strategy)i);
+        if (p)
+            CHECK_CONTAINS(p->json, names[i]);
+        cohort_plan_free(p);
+        free(t);
+    }
+}
+
+static void test_yaml_errors(void)
+{
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n   layers: []\n",
+               "plan.yaml:4: ");
+    cohort_plan *p = NULL;
+    cohort_error err;
+    const char *bad = "data:\n  train: x\n  test: [a, b\nmodels: []\n";
+    CHECK(cohort_plan_parse(bad, strlen(bad), "b.yaml", NULL, 0, &p, &err) == COHORT_ERR_INPUT);
+    CHECK(p == NULL);
+    CHECK_CONTAINS(err.message, "b.yaml:4: did not find expected ',' or ']'");
+    EXPECT_ERR("data: {train: x}\ndata: {train: y}\n", "plan.yaml:2: duplicate key 'data' (first at line 1)");
+    EXPECT_ERR("data: &d {train: x}\n", "plan.yaml:1: anchors (&d) are not supported");
+    EXPECT_ERR("data: {train: x}\nx: *d\n", "plan.yaml:2:");
+    EXPECT_ERR("a: 1\n---\nb: 2\n", "plan.yaml:2: more than one YAML document");
+    EXPECT_ERR("? [a]\n: 1\n", "plan.yaml:1: a key must be plain text");
+    EXPECT_ERR("data: \"a\\0b\"\n", "plan.yaml:1: a value contains a NUL character");
+    EXPECT_ERR("data: {train: x}\n\xff\n", "plan.yaml:2: invalid leading UTF-8 octet");
+
+    /* Depth: 64 levels are fine for the parser, 65 are not. */
+    strbuf b;
+    sb_init(&b);
+    for (int i = 0; i < 65; i++)
+        sb_puts(&b, "[");
+    for (int i = 0; i < 65; i++)
+        sb_puts(&b, "]");
+    EXPECT_ERR(b.data, "plan.yaml:1: values nested deeper than 64 levels");
+    sb_free(&b);
+
+    ynode *root = NULL;
+    const char *deep = "[[[[1]]]]";
+    CHECK(ytree_parse(deep, strlen(deep), "d", NULL, 100, &root, &err) == COHORT_OK);
+    CHECK(root && root->type == YNODE_SEQ && root->vals[0]->vals[0]->vals[0]->vals[0]->str[0] == '1');
+    ynode_free(root);
+    CHECK(ytree_parse("[1, 2, 3]", 9, "d", NULL, 3, &root, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "d:1: too many values (more than 3)");
+    CHECK(root == NULL);
+
+    /* Size limit. */
+    char *big = calloc(1, (size_t)COHORT_PLAN_MAX_BYTES + 2);
+    if (big) {
+        memset(big, ' ', (size_t)COHORT_PLAN_MAX_BYTES + 1);
+        CHECK(cohort_plan_parse(big, (size_t)COHORT_PLAN_MAX_BYTES + 1, "big.yaml", NULL, 0, &p,
+                                &err) == COHORT_ERR_INPUT);
+        CHECK_CONTAINS(err.message, "big.yaml: the plan is 16777217 bytes, more than the");
+        free(big);
+    }
+    CHECK(cohort_plan_parse(NULL, 0, "x", NULL, 0, NULL, &err) == COHORT_ERR_USAGE);
+}
+
+static void test_devices(void)
+{
+    char *t = with("devices:\n"
+                   "  gpu:0: {memory: grow}\n"
+                   "  gpu:1: {split: [4GiB, 4GiB], memory: preallocate}\n"
+                   "  cpu:0: {split: [2GiB, 1048576]}\n"
+                   "  gpu:2: {memory_limit: 512MiB}\n"
+                   "  gpu:3:\n");
+    cohort_plan *p = PARSE(t, NULL, 0);
+    free(t);
+    if (p) {
+        CHECK(p->n_devices == 5);
+        CHECK(strcmp(p->devices[0].name, "gpu:0") == 0 && p->devices[0].policy == COHORT_MEM_GROW);
+        CHECK(p->devices[0].line == 6 && p->devices[0].n_split == 0);
+        CHECK(p->devices[1].policy == COHORT_MEM_PREALLOCATE && p->devices[1].n_split == 2);
+        CHECK(p->devices[1].split[0] == 4ULL << 30 && p->devices[1].split[1] == 4ULL << 30);
+        CHECK(strcmp(p->devices[2].name, "cpu:0") == 0 && p->devices[2].split[1] == 1048576);
+        CHECK(p->devices[3].memory_limit == 512ULL << 20 && p->devices[3].n_split == 0);
+        CHECK(strcmp(p->devices[4].name, "gpu:3") == 0 && p->devices[4].policy == COHORT_MEM_GROW);
+        CHECK_CONTAINS(p->json, "\"devices\":{\"gpu:0\":{\"memory\":\"grow\",\"split\":null,"
+                                "\"memory_limit\":null},\"gpu:1\":{\"memory\":\"preallocate\","
+                                "\"split\":[4294967296,4294967296],\"memory_limit\":null},");
+        CHECK_CONTAINS(p->json, "\"gpu:2\":{\"memory\":\"grow\",\"split\":null,"
+                                "\"memory_limit\":536870912}");
+    }
+    cohort_plan_free(p);
+    EXPECT_WITH("devices:\n  gpu:1: {split: [4GiB, 4Gib]}\n",
+                "plan.yaml:6: each part in split of gpu:1 must be a size like 4GiB, 512MiB or a "
+                "number of bytes, got '4Gib'");
+    EXPECT_WITH("devices:\n  gpu:1: {split: [0]}\n", "plan.yaml:6: each part in split of gpu:1 must be a size");
+    EXPECT_WITH("devices:\n  gpu:1: {split: []}\n", "plan.yaml:6: split of gpu:1 must be a non-empty list");
+    EXPECT_WITH("devices:\n  tpu:0: {}\n",
+                "plan.yaml:6: device name must be cpu:N or gpu:N (like gpu:0), got 'tpu:0'");
+    EXPECT_WITH("devices:\n  gpu:0/1: {}\n", "plan.yaml:6: device name must be cpu:N or gpu:N");
+    EXPECT_WITH("devices:\n  gpu:0: {memory: lazy}\n",
+                "plan.yaml:6: memory of gpu:0 must be one of grow, preallocate, got 'lazy'");
+    EXPECT_WITH("devices:\n  gpu:0: {memroy: grow}\n",
+                "plan.yaml:6: unknown key 'memroy' in device gpu:0 (did you mean 'memory'?)");
+    EXPECT_WITH("devices:\n  gpu:0: {memory_limit: -1GiB}\n",
+                "plan.yaml:6: memory_limit of gpu:0 must be a size");
+    EXPECT_WITH("devices:\n  gpu:0: {split: [4GiB, 4GiB], memory_limit: 6GiB}\n",
+                "plan.yaml:6: the parts of gpu:0 add up to 8.00 GiB, more than its memory_limit "
+                "6.00 GiB");
+    EXPECT_WITH("devices: [gpu:0]\n", "plan.yaml:5: devices must be a map");
+    EXPECT_WITH("devices:\n  gpu:0: grow\n", "plan.yaml:6: device gpu:0 must be a map like {memory: grow}");
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "devices:\n");
+    for (int i = 0; i <= COHORT_MAX_DEVICE_SPECS; i++)
+        sb_printf(&b, "  gpu:%d: {}\n", i);
+    char *t2 = with(b.data);
+    EXPECT_ERR(t2, "plan.yaml:22: more than 16 devices");
+    free(t2);
+    sb_free(&b);
+}
+
+static const char *const SWEEP_PLAN =
+    "data: {train: x}\n"
+    "defaults: {optimizer: {name: adam, lr: 0.001}, batch_size: 16}\n"
+    "models:\n"
+    "  - name: small_model\n"
+    "    layers: [{dense: 128, activation: relu}, {dense: 10, activation: softmax}]\n"
+    "  - name: large_model\n"
+    "    layers: [{dense: 512, activation: relu}, {dense: 10, activation: softmax}]\n"
+    "    optimizer: {lr: 0.0005}\n"
+    "sweep:\n"
+    "  optimizer.lr: [0.001, 0.0005]\n"
+    "  batch_size: [32, 64]\n";
+
+static void test_sweep(void)
+{
+    cohort_plan *p = PARSE(SWEEP_PLAN, NULL, 0);
+    if (p) {
+        static const char *names[] = {
+            "small_model-lr=0.001-batch_size=32",  "small_model-lr=0.001-batch_size=64",
+            "small_model-lr=0.0005-batch_size=32", "small_model-lr=0.0005-batch_size=64",
+            "large_model-lr=0.001-batch_size=32",  "large_model-lr=0.001-batch_size=64",
+            "large_model-lr=0.0005-batch_size=32", "large_model-lr=0.0005-batch_size=64"};
+        static const float lrs[] = {0.001f, 0.001f, 0.0005f, 0.0005f};
+        CHECK(p->n_models == 8);
+        for (int i = 0; i < 8 && i < p->n_models; i++) {
+            CHECK_MSG(strcmp(p->models[i].name, names[i]) == 0, "%s", p->models[i].name);
+            CHECK(p->models[i].opt.lr == lrs[i % 4]);
+            CHECK(p->models[i].batch_size == (i % 2 ? 64 : 32));
+            CHECK(p->models[i].line == (i < 4 ? 4 : 6));
+            CHECK(p->models[i].n_layers == 2);
+        }
+        CHECK(p->models[4].layers[0].units == 512);
+        CHECK_CONTAINS(p->models[7].config_json, "\"name\":\"large_model-lr=0.0005-batch_size=64\"");
+    }
+    cohort_plan_free(p);
+
+    /* Layers, a whole optimizer, a value that needs cleaning for a name. */
+    const char *lp = "data: {train: x, validation_split: 0.5}\n"
+                     "models:\n"
+                     "  - name: m\n"
+                     "    optimizer: adam\n"
+                     "    layers: [{dense: 8, activation: relu}, {dense: 2, activation: softmax}]\n"
+                     "sweep:\n"
+                     "  layers.0.dense: [16, 32, 64]\n"
+                     "  optimizer: [sgd, {name: adamw, lr: 0.01}]\n"
+                     "  device: ['gpu:0', 'cpu:0']\n"
+                     "  early_stopping.patience: [5]\n";
+    p = PARSE(lp, NULL, 0);
+    if (p) {
+        CHECK(p->n_models == 12);
+        CHECK_MSG(strcmp(p->models[0].name, "m-dense=16-optimizer=sgd-device=gpu_0-patience=5") == 0,
+                  "%s", p->models[0].name);
+        CHECK_MSG(strcmp(p->models[3].name, "m-dense=16-optimizer=1-device=cpu_0-patience=5") == 0,
+                  "%s", p->models[3].name);
+        CHECK(p->models[0].layers[0].units == 16 && p->models[11].layers[0].units == 64);
+        CHECK(p->models[0].opt.kind == OPT_SGD && p->models[0].opt.lr == 0.01f);
+        CHECK(p->models[3].opt.kind == OPT_ADAMW && p->models[3].opt.lr == 0.01f);
+        CHECK(p->models[3].opt.weight_decay == 0.004f);
+        CHECK(strcmp(p->models[3].device, "cpu:0") == 0);
+        CHECK(p->models[5].early_stop.enabled && p->models[5].early_stop.patience == 5);
+    }
+    cohort_plan_free(p);
+
+    /* optimizer.name on a model whose optimizer is a bare name. */
+    const char *on = "data: {train: x}\n"
+                     "models:\n"
+                     "  - {name: m, optimizer: sgd, layers: [{dense: 2, activation: softmax}]}\n"
+                     "sweep: {optimizer.learning_rate: [0.5]}\n";
+    p = PARSE(on, NULL, 0);
+    if (p) {
+        CHECK(p->n_models == 1 && strcmp(p->models[0].name, "m-learning_rate=0.5") == 0);
+        CHECK(p->models[0].opt.kind == OPT_SGD && p->models[0].opt.lr == 0.5f);
+    }
+    cohort_plan_free(p);
+
+    EXPECT_WITH("sweep:\n  optimizer.lrr: [1]\n",
+                "plan.yaml:6: sweep key 'optimizer.lrr' is not a model key (did you mean "
+                "'optimizer.lr'?)");
+    EXPECT_WITH("sweep:\n  epoch: [1]\n",
+                "plan.yaml:6: sweep key 'epoch' is not a model key (did you mean 'epochs'?)");
+    EXPECT_WITH("sweep:\n  epochs.x: [1]\n", "plan.yaml:6: sweep key 'epochs.x' is not a model key");
+    EXPECT_WITH("sweep:\n  layers.x.dense: [1]\n", "plan.yaml:6: sweep key 'layers.x.dense' is not a model key");
+    EXPECT_WITH("sweep:\n  layers.0.units: [1]\n", "plan.yaml:6: sweep key 'layers.0.units' is not a model key");
+    EXPECT_WITH("sweep:\n  name: [a, b]\n", "plan.yaml:6: sweep key 'name' cannot be swept");
+    EXPECT_WITH("sweep:\n  epochs: []\n", "plan.yaml:6: sweep values of 'epochs' must be a non-empty list");
+    EXPECT_WITH("sweep:\n  epochs: 3\n", "plan.yaml:6: sweep values of 'epochs' must be a non-empty list, got '3'");
+    EXPECT_WITH("sweep: [epochs]\n", "plan.yaml:5: sweep must be a map");
+    EXPECT_WITH("sweep:\n  layers.3.dense: [1]\n",
+                "plan.yaml:6: sweep key 'layers.3.dense': model 'm' has only 1 layers");
+    EXPECT_WITH("sweep:\n  epochs: [1, x]\n", "plan.yaml:6: epochs must be a positive integer, got 'x'");
+    EXPECT_WITH("sweep:\n  optimizer.lr: [0.1]\n  optimizer.learning_rate: [0.2]\n",
+                "plan.yaml:7: sweep key 'optimizer.learning_rate' sweeps the same setting as "
+                "'optimizer.lr' (line 6)");
+    EXPECT_WITH("sweep:\n  seed: [1, 1.0]\n", "plan.yaml:6: seed must be a non-negative integer, got '1.0'");
+    EXPECT_WITH("sweep:\n  init_from: [a, a]\n",
+                "plan.yaml:3: the sweep gives two models the name 'm-init_from=a'");
+    EXPECT_WITH("sweep:\n  optimizer.momentum: [0.9]\n",
+                "plan.yaml:6: 'momentum' does not apply to optimizer 'adam' of model 'm-momentum=0.9'");
+
+    /* Too many combinations. */
+    EXPECT_WITH("sweep:\n  seed: [1,2,3,4,5,6,7,8,9,10]\n  epochs: [1,2,3,4,5,6,7,8,9,10]\n"
+                "  batch_size: [1,2,3,4,5,6,7,8,9,10]\n  shuffle: [true,false,true,false,true,"
+                "false,true,false,true,false,true]\n",
+                "plan.yaml:9: the sweep makes more than 10000 combinations");
+    /* A too long generated name. */
+    EXPECT_WITH("sweep:\n  init_from: [aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]\n",
+                "the name the sweep gives model 'm'");
+}
+
+static void test_overrides(void)
+{
+    const char *ov1[] = {"defaults.epochs=3", "models.1.optimizer.lr=0.01", "strategy=threads",
+                         "models.0.optimizer={name: sgd, momentum: 0.5}", "shared_order=true",
+                         "data.validation_split=0", "devices.gpu:0.memory=preallocate"};
+    cohort_plan *p = PARSE(SEED, ov1, 7);
+    if (p) {
+        CHECK(p->n_models == 2 && p->models[0].epochs == 3 && p->models[1].epochs == 3);
+        CHECK(p->models[1].opt.lr == 0.01f && p->models[1].opt.kind == OPT_ADAM);
+        CHECK(p->models[0].opt.kind == OPT_SGD && p->models[0].opt.momentum == 0.5f);
+        CHECK(p->models[0].opt.lr == 0.001f); /* defaults' lr, merged into the --set map */
+        CHECK(p->strategy == COHORT_STRATEGY_THREADS && p->shared_order == 1);
+        CHECK(p->data.validation_split == 0);
+        CHECK(p->n_devices == 1 && p->devices[0].policy == COHORT_MEM_PREALLOCATE);
+        CHECK(p->source && strcmp(p->source, SEED) == 0);
+    }
+    cohort_plan_free(p);
+
+    const char *ov2[] = {"sweep.optimizer.lr=[0.1, 0.01]", "models.0.layers.0.dense=64"};
+    p = PARSE(SEED, ov2, 2);
+    if (p) {
+        CHECK(p->n_models == 4);
+        CHECK(strcmp(p->models[0].name, "small_model-lr=0.1") == 0);
+        CHECK(strcmp(p->models[3].name, "large_model-lr=0.01") == 0);
+        CHECK(p->models[3].opt.lr == 0.01f && p->models[0].layers[0].units == 64);
+    }
+    cohort_plan_free(p);
+
+    /* The later --set wins; learning_rate from --set beats the file's lr. */
+    const char *ov3[] = {"defaults.epochs=3", "defaults.epochs=4",
+                         "models.1.optimizer.learning_rate=0.25"};
+    p = PARSE(SEED, ov3, 3);
+    if (p)
+        CHECK(p->models[0].epochs == 4 && p->models[1].opt.lr == 0.25f);
+    cohort_plan_free(p);
+
+    /* On an empty text, --set can build the whole plan. */
+    const char *ov4[] = {"data.train=idx:a,b", "models=[{name: m, layers: [{dense: 3, activation: softmax}]}]"};
+    p = PARSE("", ov4, 2);
+    if (p)
+        CHECK(p->n_models == 1 && strcmp(p->data.train, "idx:a,b") == 0 &&
+              p->models[0].layers[0].units == 3);
+    cohort_plan_free(p);
+
+    const char *e1[] = {"defaults.epochs"};
+    EXPECT_SET_ERR(SEED, e1, "--set defaults.epochs: expected KEY=VALUE");
+    const char *e2[] = {"models.5.epochs=1"};
+    EXPECT_SET_ERR(SEED, e2, "--set models.5.epochs=1: index 5 is out of range: 'models' has 2 items");
+    const char *e3[] = {"defaults.epochs.x=1"};
+    EXPECT_SET_ERR(SEED, e3, "--set defaults.epochs.x=1: 'defaults.epochs' is a single value ('10'), "
+                             "so it has no part 'x'");
+    const char *e4[] = {"models.small.epochs=1"};
+    EXPECT_SET_ERR(SEED, e4, "--set models.small.epochs=1: 'models' is a list; use an index from 0 to 1");
+    const char *e5[] = {"defaults.epochs=[1"};
+    EXPECT_SET_ERR(SEED, e5, "--set defaults.epochs=[1: cannot parse the value: did not find expected");
+    const char *e6[] = {"defaults.epochs=abc"};
+    EXPECT_SET_ERR(SEED, e6, "--set defaults.epochs=abc: epochs must be a positive integer, got 'abc'");
+    const char *e7[] = {"defaults.epoch=3"};
+    EXPECT_SET_ERR(SEED, e7, "--set defaults.epoch=3: unknown key 'epoch' in defaults (did you mean 'epochs'?)");
+    const char *e8[] = {"=3"};
+    EXPECT_SET_ERR(SEED, e8, "--set =3: the key before '=' is empty");
+    const char *e9[] = {"defaults..epochs=3"};
+    EXPECT_SET_ERR(SEED, e9, "--set defaults..epochs=3: the key has an empty part");
+    const char *e10[] = {"strategy=fast"};
+    EXPECT_SET_ERR(SEED, e10, "--set strategy=fast: strategy must be one of");
+    const char *e11[] = {"sweep.optimizer.lrr=[1]"};
+    EXPECT_SET_ERR(SEED, e11, "--set sweep.optimizer.lrr=[1]: sweep key 'optimizer.lrr' is not a model key");
+    const char *e12[] = {"models.0.layers=[]"};
+    EXPECT_SET_ERR(SEED, e12, "--set models.0.layers=[]: layers of model 'small_model' is empty");
+    const char *e13[] = {"defaults.epochs=&a 3"};
+    EXPECT_SET_ERR(SEED, e13, "--set defaults.epochs=&a 3: cannot parse the value: anchors (&a) are not supported");
+    const char *e14[] = {"models.0.name=small_model", "models.1.name=small_model"};
+    expect_at(__LINE__, SEED, e14, 2, COHORT_ERR_INPUT, "plan.yaml:15: duplicate model name 'small_model' (first at line 13)");
+    const char *e15[] = {NULL};
+    expect_at(__LINE__, SEED, e15, 1, COHORT_ERR_USAGE, "override 0 is NULL");
+    const char *e16[] = {"models.0.layers.x=1"};
+    EXPECT_SET_ERR(SEED, e16, "'models.0.layers' is a list; use an index from 0 to 1, not 'x'");
+}
+
+static void test_load(void)
+{
+    cohort_plan *p = (cohort_plan *)1;
+    cohort_error err;
+    CHECK(cohort_plan_load("/nonexistent/dir/plan.yaml", NULL, 0, &p, &err) == COHORT_ERR_IO);
+    CHECK(p == NULL);
+    CHECK(strcmp(err.message, "/nonexistent/dir/plan.yaml: cannot open: No such file or directory") == 0);
+
+    char dir[] = "/tmp/test_plan.XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK_MSG(0, "mkdtemp: %s", strerror(errno));
+        return;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/my.seed.yaml", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(SEED, f);
+        fclose(f);
+        const char *ov[] = {"defaults.epochs=2"};
+        CHECK(cohort_plan_load(path, ov, 1, &p, &err) == COHORT_OK);
+        if (p) {
+            CHECK(strcmp(cohort_plan_name(p), "my.seed") == 0 && strcmp(p->path, path) == 0);
+            CHECK(p->models[1].epochs == 2);
+            cohort_plan_free(p);
+        }
+        f = fopen(path, "w");
+        if (f) {
+            fputs("data: {train: x}\nmodels:\n  - name: m\n    epoch: 3\n", f);
+            fclose(f);
+        }
+        CHECK(cohort_plan_load(path, NULL, 0, &p, &err) == COHORT_ERR_INPUT);
+        char want[300];
+        snprintf(want, sizeof want, "%s:4: unknown key 'epoch' in model 'm'", path);
+        CHECK_CONTAINS(err.message, want);
+        unlink(path);
+    }
+    CHECK(cohort_plan_load(dir, NULL, 0, &p, &err) == COHORT_ERR_IO);
+    CHECK_CONTAINS(err.message, "not a regular file");
+    rmdir(dir);
+    cohort_plan_free(NULL);
+    CHECK(cohort_plan_model_count(NULL) == 0);
+}
+
+/* Every .yaml file in tests/bad/plan/ names its error in its first line:
+ * "# expect: <fragment of the message>". */
+static void test_bad_corpus(void)
+{
+    const char *dirname = "tests/bad/plan";
+    DIR *d = opendir(dirname);
+    if (!d) {
+        CHECK_MSG(0, "%s: %s (run from the repository root)", dirname, strerror(errno));
+        return;
+    }
+    int files = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".yaml") != 0)
+            continue;
+        char path[512], line[512];
+        snprintf(path, sizeof path, "%s/%s", dirname, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f || !fgets(line, sizeof line, f) || strncmp(line, "# expect: ", 10) != 0) {
+            CHECK_MSG(0, "%s: the first line must be '# expect: MESSAGE'", path);
+            if (f)
+                fclose(f);
+            continue;
+        }
+        fclose(f);
+        line[strcspn(line, "\r\n")] = 0;
+        const char *want = line + 10;
+        cohort_plan *p = NULL;
+        cohort_error err = {0};
+        cohort_status st = cohort_plan_load(path, NULL, 0, &p, &err);
+        CHECK_MSG(st == COHORT_ERR_INPUT && p == NULL && strstr(err.message, want) &&
+                      strncmp(err.message, path, strlen(path)) == 0,
+                  "%s: want \"%s\", got status %d \"%s\"", path, want, (int)st, err.message);
+        cohort_plan_free(p);
+        files++;
+    }
+    closedir(d);
+    CHECK_MSG(files >= 10, "only %d files in %s", files, dirname);
+}
+
+int main(void)
+{
+    test_spec_helpers();
+    test_seed();
+    test_json_plan();
+    test_optimizers();
+    test_fit_settings();
+    test_layers();
+    test_models_section();
+    test_yaml_errors();
+    test_devices();
+    test_sweep();
+    test_overrides();
+    test_load();
+    test_bad_corpus();
+    return check_done("test_plan");
+}
