@@ -205,6 +205,23 @@ static void test_seed(void)
                             "\"models\":[{\"name\":\"small_model\"");
     CHECK_CONTAINS(p->json, SMALL_JSON);
     cohort_plan_free(p);
+
+    /* The whole DESIGN.md example: the sweep's lr beats large_model's own. */
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, SEED);
+    sb_puts(&b, "sweep:\n  optimizer.lr: [0.001, 0.0005]\n"
+                "devices:\n  gpu:0: {memory: grow}\n  gpu:1: {split: [4GiB, 4GiB]}\n"
+                "  cpu:0: {split: [2GiB, 2GiB]}\n");
+    p = PARSE(b.data, NULL, 0);
+    sb_free(&b);
+    if (!p)
+        return;
+    CHECK(p->n_models == 4 && p->n_devices == 3);
+    CHECK(strcmp(p->models[2].name, "large_model-lr=0.001") == 0 && p->models[2].opt.lr == 0.001f);
+    CHECK(strcmp(p->models[3].name, "large_model-lr=0.0005") == 0 && p->models[3].epochs == 10);
+    CHECK(p->devices[2].n_split == 2 && p->devices[2].split[1] == 2ULL << 30);
+    cohort_plan_free(p);
 }
 
 static void test_json_plan(void)

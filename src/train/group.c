@@ -29,6 +29,7 @@ struct train_group {
     uint64_t key[64];
     int64_t t; /* optimizer steps taken */
     int64_t *order; /* [K, n] shuffle orders for the current fit */
+    float *host;    /* [P] host scratch */
 };
 
 const char *model_state_str(model_state s)
@@ -170,7 +171,7 @@ cohort_status group_create(const model_spec *const *specs, int K, int n_in, int 
     g->stats = (double *)(g->slab + L->buf_off[BUF_STATS]);
     g->best = L->keep_best ? (float *)(g->slab + L->buf_off[BUF_BEST]) : NULL;
 
-    float *host = malloc(L->n_params * sizeof(float));
+    float *host = g->host = malloc(L->n_params * sizeof(float));
     if (!host) {
         group_free(g);
         return cohort_fail(err, COHORT_ERR_NOMEM, "model '%s': out of host memory", specs[0]->name);
@@ -183,7 +184,6 @@ cohort_status group_create(const model_spec *const *specs, int K, int n_in, int 
         if (!st)
             group_set_params(g, k, host);
     }
-    free(host);
     if (st) {
         group_free(g);
         return st;
@@ -201,6 +201,7 @@ void group_free(train_group *g)
     if (g->ctx)
         g->be->ctx_free(g->ctx);
     free(g->order);
+    free(g->host);
     free(g);
 }
 
@@ -510,6 +511,22 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
         for (int k = 0; k < K; k++) {
             if (!g->active[k])
                 continue;
+            /* A loss can stay finite while the weights run off to Inf (dead
+             * ReLUs, saturated outputs): check the weights too. */
+            group_get_params(g, k, g->host);
+            size_t bad = 0;
+            for (size_t i = 0; i < L->n_params; i++)
+                bad += !isfinite(g->host[i]);
+            if (bad) {
+                g->active[k] = 0;
+                res[k].state = MODEL_DIVERGED;
+                snprintf(res[k].error, sizeof res[k].error,
+                         "%zu weights became NaN or Inf in epoch %d; lower the learning rate "
+                         "(now %g)",
+                         bad, epoch, (double)g->lr[k]);
+                res[k].epochs_run = epoch - 1;
+                continue;
+            }
             epoch_metrics *m = &res[k].history[epoch - 1];
             m->loss = st[4 * k] / (double)n;
             m->accuracy = st[4 * k + 1] / (double)n;

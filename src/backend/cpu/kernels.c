@@ -88,6 +88,7 @@ void kern_softmax_xent(float *Z, const int32_t *y, float *dZ, double *stats, int
                 mx = z[j];
                 arg = j;
             }
+        double zl = (double)z[y[r]] - (double)mx;
         float sum = 0.0f;
         for (int j = 0; j < cols; j++) {
             z[j] = expf(z[j] - mx);
@@ -97,9 +98,9 @@ void kern_softmax_xent(float *Z, const int32_t *y, float *dZ, double *stats, int
         for (int j = 0; j < cols; j++)
             z[j] *= inv;
         int label = y[r];
-        /* Clip as Keras does, so a confident wrong answer costs a finite loss. */
-        float p = z[label] > 1e-7f ? z[label] : 1e-7f;
-        loss -= log((double)p);
+        /* -log p[label] = log(sum) - (z[label] - max): exact where p underflows,
+         * and Inf or NaN only when the logits are. */
+        loss += log((double)sum) - zl;
         correct += arg == label;
         if (dZ) {
             float *d = dZ + (size_t)r * (size_t)cols;

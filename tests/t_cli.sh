@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# End to end through the command line: a generated dataset trains to high
+# accuracy; outputs follow the contract; bad input gives exit status 2 with a
+# message naming the file and the problem; eval and predict use saved weights.
+set -u
+COHORT=${COHORT_BIN:-build/cohort}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok()   { pass=$((pass + 1)); }
+bad()  { fail=$((fail + 1)); echo "t_cli.sh: FAILED: $*" >&2; }
+expect_status() { # expect_status WANT DESCRIPTION -- command...
+    local want=$1 what=$2; shift 3
+    "$@" >"$T/out" 2>"$T/err"; local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, wanted $want: $(head -c 600 "$T/err")"; fi
+}
+expect_err() { # expect_err FRAGMENT DESCRIPTION
+    if grep -qF -- "$1" "$T/err"; then ok; else bad "$2: stderr lacks '$1': $(head -c 600 "$T/err")"; fi
+}
+
+# Three well separated classes in 4 features: class c has feature c near 2.
+awk 'BEGIN { srand(7); print "f0,f1,f2,f3,label";
+  for (i = 0; i < 600; i++) { c = i % 3; line = "";
+    for (j = 0; j < 4; j++) { v = (rand() - 0.5) * 0.8 + (j == c ? 2 : 0); line = line (j ? "," : "") v }
+    print line "," c } }' > "$T/train.csv"
+head -n 151 "$T/train.csv" > "$T/test.csv"
+
+cat > "$T/plan.yaml" <<YAML
+data:
+  train: csv:$T/train.csv
+  test: csv:$T/test.csv
+  validation_split: 0.25
+defaults:
+  epochs: 8
+  batch_size: 16
+  layers: [{dense: 16, activation: relu}, {dense: 3, activation: softmax}]
+models:
+  - name: adam_model
+  - name: sgd_model
+    optimizer: {name: sgd, lr: 0.1, momentum: 0.9}
+  - name: dropout_model
+    layers: [{dense: 32, activation: tanh}, {dropout: 0.3}, {dense: 3, activation: softmax}]
+    early_stopping: {monitor: val_loss, patience: 2, restore_best_weights: true}
+YAML
+
+expect_status 0 "train" -- "$COHORT" train "$T/plan.yaml" --out "$T/run" --quiet
+for m in adam_model sgd_model dropout_model; do
+    [ -s "$T/run/models/$m.safetensors" ] && ok || bad "no weights for $m"
+    [ -s "$T/run/models/$m.best.safetensors" ] && ok || bad "no best weights for $m"
+    head -n 1 "$T/run/history/$m.csv" | grep -qx "epoch,loss,accuracy,val_loss,val_accuracy,seconds" && ok || bad "history header of $m"
+done
+grep -q "adam_model" "$T/out" && ok || bad "final table lacks the models"
+/usr/bin/python3 - "$T/run/results.json" <<'PY' && ok || bad "results.json does not hold what the contract says"
+import json, sys
+r = json.load(open(sys.argv[1]))
+ms = {m["name"]: m for m in r["models"]}
+assert set(ms) == {"adam_model", "sgd_model", "dropout_model"}, ms.keys()
+for m in ms.values():
+    for key in ("name", "status", "error", "device", "config", "epochs_run", "history", "best",
+                "test", "seconds", "planned_bytes", "peak_bytes", "weights"):
+        assert key in m, key
+    assert m["status"] == "ok", m
+    assert m["test"]["accuracy"] >= 0.95, (m["name"], m["test"])
+    assert len(m["history"]["loss"]) == m["epochs_run"]
+    assert m["planned_bytes"] == m["peak_bytes"] > 0, m
+    assert m["config"]["name"] == m["name"]
+assert ms["sgd_model"]["config"]["optimizer"]["name"] == "sgd"
+assert ms["adam_model"]["epochs_run"] == 8
+PY
+
+# eval and predict on the saved weights agree with the run's own test figures.
+expect_status 0 "eval" -- "$COHORT" eval "$T/run/models/adam_model.safetensors" --data "csv:$T/test.csv" --json
+/usr/bin/python3 - "$T/out" "$T/run/results.json" <<'PY' && ok || bad "eval disagrees with results.json"
+import json, sys
+e = json.load(open(sys.argv[1]))
+r = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}["adam_model"]
+assert abs(e["accuracy"] - r["test"]["accuracy"]) < 1e-9 and abs(e["loss"] - r["test"]["loss"]) < 1e-6, (e, r["test"])
+PY
+expect_status 0 "predict" -- "$COHORT" predict "$T/run/models/adam_model.safetensors" --data "csv:$T/test.csv" --out "$T/pred.csv"
+[ "$(wc -l < "$T/pred.csv")" -eq 151 ] && ok || bad "predict wrote $(wc -l < "$T/pred.csv") lines, wanted 151"
+head -n 1 "$T/pred.csv" | grep -qx "index,prediction,label,p0,p1,p2" && ok || bad "predict header"
+
+# A model can warm-start from another's weights.
+expect_status 0 "init_from" -- "$COHORT" train "$T/plan.yaml" --out "$T/warm" --quiet \
+    --set "defaults.init_from=$T/run/models/adam_model.safetensors" --set defaults.epochs=1 \
+    --set 'models=[{name: warm}]'
+
+# Usage and input errors: exit 2, a message naming the file and the problem.
+expect_status 0 "--help" -- "$COHORT" --help
+expect_status 0 "train --help" -- "$COHORT" train --help
+grep -q -- "--strategy" "$T/out" && ok || bad "train --help lacks --strategy"
+expect_status 0 "--version" -- "$COHORT" --version
+grep -q "^cohort [0-9]" "$T/out" && ok || bad "--version output"
+expect_status 2 "unknown command" -- "$COHORT" frobnicate
+expect_err "unknown command 'frobnicate'" "unknown command"
+expect_status 2 "no plan" -- "$COHORT" train
+expect_status 2 "missing plan" -- "$COHORT" train "$T/nope.yaml"
+expect_err "$T/nope.yaml: cannot open" "missing plan"
+printf 'data:\n  train: csv:%s\nmodels:\n  - name: a\n    layers: [{dense: 3, activation: softmax}]\n    epoch: 3\n' "$T/train.csv" > "$T/typo.yaml"
+expect_status 2 "unknown key" -- "$COHORT" train "$T/typo.yaml" --out "$T/typo"
+expect_err "typo.yaml:6: unknown key 'epoch'" "unknown key"
+[ ! -e "$T/typo/results.json" ] && ok || bad "a bad plan wrote results.json"
+expect_status 2 "bad --set" -- "$COHORT" train "$T/plan.yaml" --set defaults.epochs
+expect_status 2 "bad strategy" -- "$COHORT" train "$T/plan.yaml" --strategy warp
+expect_err "unknown strategy 'warp'" "bad strategy"
+printf 'f0,f1,f2,f3,label\n1,2,3,4,0\n1,2,3,0\n' > "$T/ragged.csv"
+expect_status 2 "ragged csv" -- "$COHORT" train "$T/plan.yaml" --set "data.train=csv:$T/ragged.csv" --out "$T/ragged"
+expect_err "ragged.csv:3" "ragged csv"
+head -c 100 /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz > "$T/cut.gz" 2>/dev/null || printf '\x1f\x8b' > "$T/cut.gz"
+expect_status 2 "truncated idx" -- "$COHORT" train "$T/plan.yaml" --set "data.train=idx:$T/cut.gz,$T/cut.gz" --out "$T/cut"
+expect_err "cut.gz" "truncated idx"
+expect_status 2 "wrong output width" -- "$COHORT" train "$T/plan.yaml" --set 'defaults.layers=[{dense: 5, activation: softmax}]' --out "$T/width"
+expect_err "has 5 units but the data has 3 classes" "wrong output width"
+expect_status 2 "eval of a non-weights file" -- "$COHORT" eval "$T/train.csv" --data "csv:$T/test.csv"
+expect_err "train.csv" "eval of a non-weights file"
+
+# A run that already wrote results keeps them when a later run fails on bad input.
+cp "$T/run/results.json" "$T/before.json"
+expect_status 2 "bad rerun" -- "$COHORT" train "$T/typo.yaml" --out "$T/run"
+cmp -s "$T/before.json" "$T/run/results.json" && ok || bad "a failed run changed the earlier results.json"
+
+# A model that diverges fails alone; the others finish; exit status 1.
+expect_status 1 "divergence" -- "$COHORT" train "$T/plan.yaml" --out "$T/div" --quiet \
+    --set 'models=[{name: fine}, {name: wild, optimizer: {name: sgd, lr: 1e30}}]' --set defaults.epochs=2
+/usr/bin/python3 - "$T/div/results.json" <<'PY' && ok || bad "diverged model not reported as such"
+import json, sys
+ms = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
+assert ms["fine"]["status"] == "ok", ms["fine"]
+assert ms["wild"]["status"] == "diverged" and "epoch 1" in ms["wild"]["error"], ms["wild"]
+PY
+
+echo "t_cli.sh: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

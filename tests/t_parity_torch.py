@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Parity with PyTorch: from the same initial weights, one epoch without
+shuffling must give the same weights in cohort and in PyTorch, for SGD with
+momentum (torch.optim.SGD), SGD with Nesterov momentum, and Adam (Keras's
+formula, written out in torch), with a partial last batch.
+
+Tolerance: |cohort - torch| <= 2e-5 + 1e-4 * |torch| for every weight, the
+float32 rounding of some 200 steps of differently ordered sums.
+Run by ctest; needs /usr/bin/python3 with numpy and torch (else: skipped, 77)."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+NAME = "t_parity_torch.py"
+try:
+    import numpy as np
+    import torch
+except ImportError as e:
+    print(f"{NAME}: skipped: {e.name} missing (apt-get install python3-torch python3-numpy)")
+    sys.exit(77)
+
+passed = failed = 0
+
+
+def check(cond, msg):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, arr in tensors.items():
+        b = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + a:8 + n + b], dtype="<f4").reshape(info["shape"])
+    return out
+
+
+def keras_adam_step(params, grads, state, t, lr, b1=0.9, b2=0.999, eps=1e-7):
+    """Keras's Adam, in float32 as Keras computes it."""
+    alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+    for p, g, (m, v) in zip(params, grads, state):
+        m += (g - m) * (1 - b1)
+        v += (g * g - v) * (1 - b2)
+        p -= alpha * m / (torch.sqrt(v) + eps)
+
+
+def torch_train(init, x, y, layers, opt, batch):
+    ws = [torch.tensor(init[f"layers.{i}.weight"].copy(), requires_grad=True) for i, _ in layers]
+    bs = [torch.tensor(init[f"layers.{i}.bias"].copy(), requires_grad=True) for i, _ in layers]
+    params = [p for pair in zip(ws, bs) for p in pair]
+    if opt["name"] == "sgd":
+        o = torch.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"],
+                            nesterov=opt.get("nesterov", False))
+    state = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+    X, Y = torch.tensor(x), torch.tensor(y, dtype=torch.long)
+    t = 0
+    for s in range(0, len(x), batch):
+        h = X[s:s + batch]
+        for (i, act), w, b in zip(layers, ws, bs):
+            h = h @ w.T + b
+            if act == "relu":
+                h = torch.relu(h)
+            elif act == "tanh":
+                h = torch.tanh(h)
+        loss = torch.nn.functional.cross_entropy(h, Y[s:s + batch])
+        for p in params:
+            p.grad = None
+        loss.backward()
+        t += 1
+        if opt["name"] == "sgd":
+            o.step()
+        else:
+            with torch.no_grad():
+                keras_adam_step(params, [p.grad for p in params], state, t, opt["lr"])
+    return {f"layers.{i}.weight": w.detach().numpy() for (i, _), w in zip(layers, ws)} | \
+           {f"layers.{i}.bias": b.detach().numpy() for (i, _), b in zip(layers, bs)}
+
+
+def main():
+    cohort = os.environ.get("COHORT_BIN", "build/cohort")
+    if not os.path.exists(cohort):
+        print(f"{NAME}: FAILED: {cohort} not found (build first)")
+        return 1
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(3)
+    n, d, classes = 200, 12, 4
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    y = (np.argmax(x[:, :classes] + 0.3 * rng.standard_normal((n, classes)), axis=1)).astype(np.int64)
+    layers = [(0, "tanh"), (1, "relu"), (2, "softmax")]
+    sizes = [d, 16, 8, classes]
+    init = {}
+    for li, (i, _) in enumerate(layers):
+        lim = np.sqrt(6 / (sizes[li] + sizes[li + 1]))
+        init[f"layers.{i}.weight"] = rng.uniform(-lim, lim, (sizes[li + 1], sizes[li])).astype(np.float32)
+        init[f"layers.{i}.bias"] = rng.uniform(-0.1, 0.1, sizes[li + 1]).astype(np.float32)
+    optimizers = {
+        "sgd_momentum": {"name": "sgd", "lr": 0.05, "momentum": 0.9},
+        "sgd_nesterov": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True},
+        "adam": {"name": "adam", "lr": 0.01},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(f"{tmp}/x.npy", x)
+        np.save(f"{tmp}/y.npy", y)
+        write_safetensors(f"{tmp}/init.safetensors", init)
+        models = []
+        for name, opt in optimizers.items():
+            models.append({"name": name, "optimizer": opt})
+        plan = {
+            "data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy"},
+            "defaults": {"epochs": 1, "batch_size": 32, "shuffle": False,
+                         "init_from": f"{tmp}/init.safetensors",
+                         "layers": [{"dense": 16, "activation": "tanh"},
+                                    {"dense": 8, "activation": "relu"},
+                                    {"dense": classes, "activation": "softmax"}]},
+            "models": models,
+        }
+        with open(f"{tmp}/plan.json", "w") as f:
+            json.dump(plan, f)
+        r = subprocess.run([cohort, "train", f"{tmp}/plan.json", "--out", f"{tmp}/out", "--quiet"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"cohort train exited {r.returncode}: {r.stderr}")
+        if r.returncode != 0:
+            print(f"{NAME}: {passed} passed, {failed} failed")
+            return 1
+        results = json.load(open(f"{tmp}/out/results.json"))
+        for name, opt in optimizers.items():
+            want = torch_train(init, x, y, layers, opt, 32)
+            got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
+            worst = 0.0
+            for k, w in want.items():
+                check(got[k].shape == w.shape, f"{name} {k}: shape {got[k].shape} != {w.shape}")
+                err = np.abs(got[k] - w) - (2e-5 + 1e-4 * np.abs(w))
+                worst = max(worst, float(np.max(np.abs(got[k] - w))))
+                check(np.all(err <= 0), f"{name} {k}: differs from torch by up to {np.max(np.abs(got[k] - w)):.3g}")
+                moved = float(np.max(np.abs(w - init[k])))
+                check(moved > 1e-3, f"{name} {k}: training moved the weights by only {moved:.3g}")
+            print(f"{NAME}: {name}: max |cohort - torch| = {worst:.3g}")
+            rec = [m for m in results["models"] if m["name"] == name][0]
+            check(rec["status"] == "ok", f"{name}: status {rec['status']}")
+    print(f"{NAME}: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
