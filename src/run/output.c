@@ -74,6 +74,20 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
     } else {
         sb_puts(b, "null");
     }
+    sb_puts(b, ",\n      \"confusion\": ");
+    if (e->confusion) {
+        int C = run->n_classes;
+        sb_puts(b, "[");
+        for (int i = 0; i < C; i++) {
+            sb_puts(b, i ? ", [" : "[");
+            for (int j = 0; j < C; j++)
+                sb_printf(b, "%s%lld", j ? ", " : "", (long long)e->confusion[i * C + j]);
+            sb_puts(b, "]");
+        }
+        sb_puts(b, "]");
+    } else {
+        sb_puts(b, "null");
+    }
     sb_puts(b, ",\n      \"seconds\": ");
     sb_json_num(b, r->seconds);
     sb_printf(b, ",\n      \"planned_bytes\": %llu,\n      \"peak_bytes\": %llu",

@@ -176,8 +176,10 @@ void cohort_run_free(cohort_run *run)
 {
     if (!run)
         return;
-    for (int i = 0; run->m && i < run->n; i++)
+    for (int i = 0; run->m && i < run->n; i++) {
         free(run->m[i].res.history);
+        free(run->m[i].confusion);
+    }
     free(run->m);
     devices_free(run->devices);
     data_free(run->train_ds);
@@ -294,6 +296,35 @@ static int on_epoch(void *user, int k, int epoch, const epoch_metrics *m, int is
     return st != COHORT_OK;
 }
 
+/* The confusion matrix of model e on the test set. Without memory for it,
+ * results.json simply has none. */
+static void test_confusion(cohort_run *run, model_entry *e, train_group *g)
+{
+    int n_out = group_layout(g)->n_out, C = run->n_classes;
+    float *p = malloc((size_t)run->test.n * (size_t)n_out * sizeof(float));
+    free(e->confusion);
+    e->confusion = calloc((size_t)C * (size_t)C, sizeof(int64_t));
+    if (!p || !e->confusion) {
+        free(p);
+        free(e->confusion);
+        e->confusion = NULL;
+        return;
+    }
+    group_predict(g, 0, &run->test, p);
+    for (int64_t i = 0; i < run->test.n; i++) {
+        const float *row = p + i * n_out;
+        int arg = 0;
+        for (int j = 1; j < n_out; j++)
+            if (row[j] > row[arg])
+                arg = j;
+        if (n_out == 1)
+            arg = (int)lrintf(row[0]);
+        if (arg >= 0 && arg < C)
+            e->confusion[run->test.y[i] * C + arg]++;
+    }
+    free(p);
+}
+
 /* Train model e alone on its device, evaluate it, save its outputs, and give
  * every byte back to the pool. Failures stay with the model. */
 static void train_one(cohort_run *run, model_entry *e, int threads)
@@ -325,6 +356,7 @@ static void train_one(cohort_run *run, model_entry *e, int threads)
             group_evaluate(g, &run->test, &l, &a);
             e->test_loss = l;
             e->test_accuracy = a;
+            test_confusion(run, e, g);
         }
         if (e->res.state == MODEL_OK && run->out_dir[0]) {
             group_get_params(g, 0, f.host);
