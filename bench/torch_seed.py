@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""torch_seed: examples/seed.yaml in plain PyTorch, the reference that bench/run times cohort against.
+"""torch_seed: examples/seed.yaml in plain PyTorch, the reference bench/run times cohort against.
 
 Three models, one after another: Linear(784, H) + ReLU + Linear(H, 10), H = 128, 512, 256,
 Adam lr 0.001, 0.0005, 0.001 (Keras defaults: betas 0.9/0.999, eps 1e-7), batch 64, shuffle

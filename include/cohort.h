@@ -114,6 +114,26 @@ typedef struct cohort_device_info {
     cohort_mem_policy policy;
 } cohort_device_info;
 
+typedef struct cohort_devices cohort_devices;
+
+/* Discover the devices of this machine: the CPU, and each CUDA GPU (found in
+ * a short-lived child process, so this process never initializes CUDA). */
+cohort_status cohort_devices_discover(cohort_devices **out, cohort_error *err);
+void cohort_devices_free(cohort_devices *d);
+int cohort_devices_count(const cohort_devices *d);
+cohort_status cohort_devices_info(const cohort_devices *d, int i, cohort_device_info *out);
+/* Why no GPU is listed ("" when GPUs are). */
+const char *cohort_devices_note(const cohort_devices *d);
+/* Split device `name` ("gpu:1") into n logical devices "gpu:1/0".. with hard
+ * memory limits sizes[i] in bytes. Fails when they add up to more than the
+ * device has. */
+cohort_status cohort_devices_split(cohort_devices *d, const char *name, const uint64_t *sizes,
+                                   int n, cohort_mem_policy policy, cohort_error *err);
+/* Memory policy and hard limit (0: keep) of device `name`. */
+cohort_status cohort_devices_set_policy(cohort_devices *d, const char *name,
+                                        cohort_mem_policy policy, uint64_t limit,
+                                        cohort_error *err);
+
 /* ---- runs ------------------------------------------------------------ */
 
 typedef enum cohort_strategy {
@@ -153,6 +173,8 @@ typedef struct cohort_run_options {
     cohort_strategy strategy; /* AUTO: the plan's, else chosen */
     int threads;              /* CPU threads in all; 0: every core */
     int resume;               /* continue from the checkpoints in out_dir */
+    cohort_devices *devices;  /* NULL: discover, and apply the plan's devices:
+                                 section; else these, as they are (borrowed) */
     cohort_event_fn on_event; /* NULL: none; called from the calling thread */
     void *user;
 } cohort_run_options;

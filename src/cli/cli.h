@@ -15,6 +15,8 @@ int cmd_plan(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 /* Print "cohort: message" to stderr and return 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

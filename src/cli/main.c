@@ -15,6 +15,8 @@ static const char *usage =
     "  devices         list the devices: the CPU and the GPUs, with their memory\n"
     "  eval WEIGHTS    loss and accuracy of saved weights on a dataset\n"
     "  predict WEIGHTS predictions of saved weights for a dataset\n"
+    "  report DIR      write DIR/report.html again from DIR/results.json\n"
+    "  compare DIR...  one table of the models of several output directories\n"
     "\n"
     "options:\n"
     "  -h, --help      show help (also: cohort <command> --help)\n"
@@ -84,7 +86,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"train", cmd_train},     {"plan", cmd_plan},       {"devices", cmd_devices},
-                {"eval", cmd_eval},       {"predict", cmd_predict}};
+                {"eval", cmd_eval},       {"predict", cmd_predict},
+                {"report", cmd_report},   {"compare", cmd_compare}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name))
             return cmds[i].fn(argc - 1, argv + 1);

@@ -101,3 +101,134 @@ int devices_usable(const device_registry *r, int *idx, int max)
             idx[n++] = i;
     return n;
 }
+
+static int is_part_of(const device_registry *r, int i, int parent)
+{
+    return r->dev[i].info.is_logical && r->dev[i].parent == parent;
+}
+
+cohort_status devices_split(device_registry *r, const char *name, const uint64_t *sizes, int n,
+                            cohort_mem_policy policy, cohort_error *err)
+{
+    cohort_device *d = devices_find(r, name);
+    char a[32], b[32];
+    if (!d || d->info.is_logical)
+        return cohort_fail(err, COHORT_ERR_INPUT, "no physical device '%s' to split", name);
+    int parent = (int)(d - r->dev);
+    if (!d->pool)
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s is split already", name);
+    if (n < 1 || r->n + n > COHORT_MAX_DEVICES)
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s: cannot split into %d parts", name, n);
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] == 0)
+            return cohort_fail(err, COHORT_ERR_INPUT, "%s: part %d of the split has size 0", name, i);
+        total += sizes[i];
+    }
+    uint64_t have = d->info.limit_bytes;
+    if (total > have)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: the split adds up to %s, more than the %s the device has", name,
+                           format_bytes(total, a, sizeof a), format_bytes(have, b, sizeof b));
+    int base = r->n;
+    for (int i = 0; i < n; i++) {
+        cohort_device *p = &r->dev[r->n];
+        *p = *d;
+        p->pool = NULL;
+        snprintf(p->info.name, sizeof p->info.name, "%.20s/%d", d->info.name, i % 1000);
+        p->info.is_logical = 1;
+        p->info.limit_bytes = sizes[i];
+        p->info.policy = policy;
+        p->parent = parent;
+        if (!strcmp(d->info.kind, "cpu")) {
+            /* Each part gets its share of the cores, at least one. */
+            int cores = d->info.threads;
+            int first = (int)((long)cores * i / n), next = (int)((long)cores * (i + 1) / n);
+            p->core_begin = first;
+            p->info.threads = next > first ? next - first : 1;
+        }
+        cohort_status st =
+            pool_create(p->info.name, p->be, p->be_dev, sizes[i], policy, &p->pool, err);
+        if (st) {
+            for (int j = base; j < r->n; j++)
+                pool_free(r->dev[j].pool);
+            r->n = base;
+            return st;
+        }
+        r->n++;
+    }
+    pool_free(d->pool);
+    d->pool = NULL;
+    return COHORT_OK;
+}
+
+cohort_status devices_set_policy(device_registry *r, const char *name, cohort_mem_policy policy,
+                                 uint64_t limit, cohort_error *err)
+{
+    cohort_device *d = devices_find(r, name);
+    char a[32], b[32];
+    if (!d)
+        return cohort_fail(err, COHORT_ERR_INPUT, "no device '%s'", name);
+    if (!d->pool) {
+        int parent = (int)(d - r->dev);
+        for (int i = 0; i < r->n; i++)
+            if (is_part_of(r, i, parent)) {
+                cohort_status st = devices_set_policy(r, r->dev[i].info.name, policy, 0, err);
+                if (st)
+                    return st;
+            }
+        return COHORT_OK;
+    }
+    uint64_t have = d->info.is_logical ? d->info.limit_bytes : d->info.total_bytes;
+    if (limit > have)
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s: memory_limit %s is more than its %s", name,
+                           format_bytes(limit, a, sizeof a), format_bytes(have, b, sizeof b));
+    if (limit == 0)
+        limit = pool_limit(d->pool);
+    if (pool_in_use(d->pool))
+        return cohort_fail(err, COHORT_ERR_USAGE, "%s: its pool is in use", name);
+    cohort_pool *np;
+    cohort_status st = pool_create(d->info.name, d->be, d->be_dev, limit, policy, &np, err);
+    if (st)
+        return st;
+    pool_free(d->pool);
+    d->pool = np;
+    d->info.limit_bytes = limit;
+    d->info.policy = policy;
+    return COHORT_OK;
+}
+
+/* ---- the public handle --------------------------------------------------- */
+
+cohort_status cohort_devices_discover(cohort_devices **out, cohort_error *err)
+{
+    return devices_discover(out, err);
+}
+
+void cohort_devices_free(cohort_devices *d) { devices_free(d); }
+
+int cohort_devices_count(const cohort_devices *d) { return d->n; }
+
+cohort_status cohort_devices_info(const cohort_devices *d, int i, cohort_device_info *out)
+{
+    if (i < 0 || i >= d->n)
+        return COHORT_ERR_USAGE;
+    *out = d->dev[i].info;
+    if (d->dev[i].pool)
+        out->limit_bytes = pool_limit(d->dev[i].pool);
+    return COHORT_OK;
+}
+
+cohort_status cohort_devices_split(cohort_devices *d, const char *name, const uint64_t *sizes,
+                                   int n, cohort_mem_policy policy, cohort_error *err)
+{
+    return devices_split(d, name, sizes, n, policy, err);
+}
+
+cohort_status cohort_devices_set_policy(cohort_devices *d, const char *name,
+                                        cohort_mem_policy policy, uint64_t limit, cohort_error *err)
+{
+    return devices_set_policy(d, name, policy, limit, err);
+}
+
+const char *cohort_devices_note(const cohort_devices *d) { return d->gpu_note; }

@@ -51,11 +51,15 @@ typedef struct cohort_device {
     cohort_pool *pool;     /* NULL for a physical device that was split */
 } cohort_device;
 
-typedef struct device_registry {
+#define COHORT_MAX_DEVICES 64
+
+/* The registry is the public cohort_devices handle. */
+struct cohort_devices {
     int n;
-    cohort_device dev[64];
+    cohort_device dev[COHORT_MAX_DEVICES];
     char gpu_note[512];    /* why no GPU is listed, when none is */
-} device_registry;
+};
+typedef struct cohort_devices device_registry;
 
 /* Discover the CPU (and GPUs, through a short-lived child process, so that
  * this process never initializes CUDA). */
@@ -63,6 +67,17 @@ cohort_status devices_discover(device_registry **out, cohort_error *err);
 void devices_free(device_registry *r);
 /* The device named `name` ("cpu:0", "gpu:1/0"), or NULL. */
 cohort_device *devices_find(device_registry *r, const char *name);
+/*
+ * Split physical device `name` into n logical devices `name/0` .. `name/n-1`
+ * with hard limits sizes[i] (bytes). CPU parts share the cores out. Fails
+ * when the parts add up to more than the device has, or it is split already.
+ */
+cohort_status devices_split(device_registry *r, const char *name, const uint64_t *sizes, int n,
+                            cohort_mem_policy policy, cohort_error *err);
+/* Set the memory policy and, when limit > 0, the hard limit of an unsplit
+ * device (or of every part of a split one, with limit 0). */
+cohort_status devices_set_policy(device_registry *r, const char *name, cohort_mem_policy policy,
+                                 uint64_t limit, cohort_error *err);
 /* Devices models may be placed on: logical parts, or unsplit physical ones. */
 int devices_usable(const device_registry *r, int *idx, int max);
 

@@ -143,8 +143,8 @@ cohort_status run_write_results(cohort_run *run, cohort_error *err)
     return st;
 }
 
-cohort_status run_write_weights(cohort_run *run, model_entry *e, const float *params, int best,
-                                cohort_error *err)
+cohort_status run_write_weights(cohort_run *run, const model_entry *e, const float *params,
+                                int best, char *rel, cohort_error *err)
 {
     const model_layout *L = &e->L;
     st_tensor t[2 * COHORT_MAX_LAYERS];
@@ -170,7 +170,6 @@ cohort_status run_write_weights(cohort_run *run, model_entry *e, const float *pa
     const char *meta[] = {"format", "cohort", "cohort_version", COHORT_VERSION,
                           "spec", e->spec->config_json ? e->spec->config_json : "{}",
                           "inputs", n_in, "classes", classes};
-    char *rel = best ? e->best_weights : e->weights;
     snprintf(rel, COHORT_PATH_MAX, "models/%s%s.safetensors", e->spec->name, best ? ".best" : "");
     char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", run->out_dir, rel);

@@ -27,6 +27,7 @@ typedef struct model_entry {
     char weights[COHORT_PATH_MAX];      /* relative to the output directory */
     char best_weights[COHORT_PATH_MAX];
     int done;              /* finished: ok, failed, diverged or refused */
+    int group;             /* the job (training group) it trains in, -1 = none */
 } model_entry;
 
 struct cohort_run {
@@ -39,20 +40,25 @@ struct cohort_run {
     int has_val, has_test;
     int n_in, n_classes;
     device_registry *devices;
+    int own_devices;       /* devices was discovered here, and is freed here */
     int n;
     model_entry *m;
     char out_dir[COHORT_PATH_MAX];
-    pthread_mutex_t lock;  /* results.json and events from worker threads */
+    pthread_mutex_t lock;  /* model entries, results.json, events: one writer at a time */
     volatile int stop;
 };
 
 /* Write results.json (atomically) from the current state of every model. */
 cohort_status run_write_results(cohort_run *run, cohort_error *err);
-/* Write models/NAME[.best].safetensors from host parameters. */
-cohort_status run_write_weights(cohort_run *run, model_entry *e, const float *params, int best,
-                                cohort_error *err);
+/* Write models/NAME[.best].safetensors from host parameters; rel (of
+ * COHORT_PATH_MAX bytes) receives the path relative to the output directory. */
+cohort_status run_write_weights(cohort_run *run, const model_entry *e, const float *params,
+                                int best, char *rel, cohort_error *err);
 /* Write history/NAME.csv from the model's history so far. */
 cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *err);
+
+/* Train every job of the run under its strategy (schedule.c). */
+cohort_status run_schedule(cohort_run *run, cohort_error *err);
 
 /* Set by signal handlers; every strategy checks it between steps. */
 void cohort_run_request_stop(cohort_run *run);

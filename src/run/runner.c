@@ -56,58 +56,150 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
     return COHORT_OK;
 }
 
-/* Pick the device of each model: its pin, or the first device it fits on. */
-static cohort_status place_models(cohort_run *run, cohort_error *err)
+/* The plan's devices: section: splits, policies, limits. */
+static cohort_status apply_device_specs(cohort_run *run, cohort_error *err)
 {
-    int usable[64];
-    int n_usable = devices_usable(run->devices, usable, 64);
-    for (int i = 0; i < run->n; i++) {
-        model_entry *e = &run->m[i];
-        char need[32], lim[32];
-        if (e->spec->device[0]) {
-            cohort_device *d = devices_find(run->devices, e->spec->device);
-            if (!d) {
-                char names[512] = "";
-                for (int j = 0; j < n_usable; j++)
-                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-                             j ? ", " : "", run->devices->dev[usable[j]].info.name);
-                return cohort_fail(err, COHORT_ERR_INPUT,
-                                   "%s:%d: model '%s' is pinned to device '%s', which does not "
-                                   "exist here (devices: %s)%s%s",
-                                   run->plan->path, e->spec->line, e->spec->name, e->spec->device,
-                                   names, strncmp(e->spec->device, "gpu", 3) == 0 ? "; " : "",
-                                   strncmp(e->spec->device, "gpu", 3) == 0 ? run->devices->gpu_note
-                                                                           : "");
-            }
-            if (!d->pool)
-                return cohort_fail(err, COHORT_ERR_INPUT,
-                                   "%s:%d: model '%s' is pinned to %s, which is split; pin it to "
-                                   "one of its parts (%s/0, ...)",
-                                   run->plan->path, e->spec->line, e->spec->name, d->info.name,
-                                   d->info.name);
-            e->device = (int)(d - run->devices->dev);
-        } else {
-            e->device = usable[0];
-            for (int j = 0; j < n_usable; j++)
-                if (pool_limit(run->devices->dev[usable[j]].pool) >= e->planned_bytes) {
-                    e->device = usable[j];
-                    break;
-                }
-        }
-        cohort_device *d = &run->devices->dev[e->device];
-        uint64_t limit = pool_limit(d->pool);
-        if (e->planned_bytes > limit) {
-            e->res.state = MODEL_FAILED;
-            e->done = 1;
-            double per_row = (double)e->planned_bytes / (double)e->L.B;
-            long fit_batch = (long)((double)limit / per_row);
-            snprintf(e->res.error, sizeof e->res.error,
-                     "model '%s' needs %s but %s has a limit of %s; give it a larger split or a "
-                     "smaller batch_size (about %ld would fit)",
-                     e->spec->name, format_bytes(e->planned_bytes, need, sizeof need),
-                     d->info.name, format_bytes(limit, lim, sizeof lim), fit_batch > 0 ? fit_batch : 0);
+    const cohort_plan *plan = run->plan;
+    for (int i = 0; i < plan->n_devices; i++) {
+        const device_spec *d = &plan->devices[i];
+        if (!devices_find(run->devices, d->name))
+            return cohort_fail(err, COHORT_ERR_INPUT, "%s:%d: device '%s' does not exist here%s%s",
+                               plan->path, d->line, d->name,
+                               strncmp(d->name, "gpu", 3) == 0 ? "; " : "",
+                               strncmp(d->name, "gpu", 3) == 0 ? run->devices->gpu_note : "");
+        cohort_status st =
+            d->n_split ? devices_split(run->devices, d->name, d->split, d->n_split, d->policy, err)
+                       : devices_set_policy(run->devices, d->name, d->policy, d->memory_limit, err);
+        if (st)
+            return cohort_fail_prefix(err, "%s:%d", plan->path, d->line);
+    }
+    return COHORT_OK;
+}
+
+/* Rough training throughput of a device in FLOP/s, to balance work. */
+static double device_speed(const cohort_device *d)
+{
+    if (!strcmp(d->info.kind, "cuda"))
+        return 2e13;
+    return 5e10 * (d->info.threads > 0 ? d->info.threads : 1);
+}
+
+static void refuse(cohort_run *run, model_entry *e, const cohort_device *d)
+{
+    char need[32], lim[32];
+    uint64_t limit = pool_limit(d->pool);
+    e->res.state = MODEL_FAILED;
+    e->done = 1;
+    /* What would fit: the batch size whose plan is under the limit. */
+    long fit = 0;
+    for (long b = e->L.B - 1; b >= 1; b = b > 16 ? b * 3 / 4 : b - 1) {
+        model_spec s = *e->spec;
+        model_layout L;
+        s.batch_size = (int)b;
+        if (model_layout_make(&s, run->n_in, run->n_classes, 1, &L, NULL) == COHORT_OK &&
+            L.total_bytes <= limit) {
+            fit = b;
+            break;
         }
     }
+    char hint[96];
+    if (fit > 0)
+        snprintf(hint, sizeof hint, "or a batch_size of %ld", fit);
+    else
+        snprintf(hint, sizeof hint, "no batch size fits: its parameters alone do not");
+    snprintf(e->res.error, sizeof e->res.error,
+             "model '%s' needs %s but %s has a limit of %s; give it a device or split of at least "
+             "%s, %s",
+             e->spec->name, format_bytes(e->planned_bytes, need, sizeof need), d->info.name,
+             format_bytes(limit, lim, sizeof lim), format_bytes(e->planned_bytes, need, sizeof need),
+             hint);
+}
+
+/*
+ * Placement. A pinned model goes to its device. The others, largest memory
+ * plan first, go to the device they fit on with the least work assigned so
+ * far (FLOPs over the device's speed), so that devices finish together. A
+ * model that fits nowhere is refused before anything trains.
+ */
+static cohort_status place_models(cohort_run *run, cohort_error *err)
+{
+    int usable[COHORT_MAX_DEVICES];
+    int n_usable = devices_usable(run->devices, usable, COHORT_MAX_DEVICES);
+    double load[COHORT_MAX_DEVICES] = {0};
+    int *ord = malloc((size_t)(run->n ? run->n : 1) * sizeof *ord);
+    if (!ord)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    int n_free = 0;
+    for (int i = 0; i < run->n; i++) {
+        model_entry *e = &run->m[i];
+        double cost = model_train_flops(&e->L, run->train.n) * e->spec->epochs;
+        if (!e->spec->device[0]) {
+            ord[n_free++] = i;
+            continue;
+        }
+        cohort_device *d = devices_find(run->devices, e->spec->device);
+        if (!d) {
+            char names[512] = "";
+            for (int j = 0; j < n_usable; j++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "",
+                         run->devices->dev[usable[j]].info.name);
+            int gpu = strncmp(e->spec->device, "gpu", 3) == 0;
+            free(ord);
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s:%d: model '%s' is pinned to device '%s', which does not exist "
+                               "here (devices: %s)%s%s",
+                               run->plan->path, e->spec->line, e->spec->name, e->spec->device, names,
+                               gpu ? "; " : "", gpu ? run->devices->gpu_note : "");
+        }
+        if (!d->pool) {
+            free(ord);
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s:%d: model '%s' is pinned to %s, which is split; pin it to one "
+                               "of its parts (%s/0, ...)",
+                               run->plan->path, e->spec->line, e->spec->name, d->info.name,
+                               d->info.name);
+        }
+        e->device = (int)(d - run->devices->dev);
+        if (e->planned_bytes > pool_limit(d->pool))
+            refuse(run, e, d);
+        else
+            load[e->device] += cost / device_speed(d);
+    }
+    /* Largest first (first-fit decreasing), ties by plan order. */
+    for (int a = 1; a < n_free; a++) {
+        int x = ord[a], b = a;
+        while (b > 0 && run->m[ord[b - 1]].planned_bytes < run->m[x].planned_bytes) {
+            ord[b] = ord[b - 1];
+            b--;
+        }
+        ord[b] = x;
+    }
+    for (int a = 0; a < n_free; a++) {
+        model_entry *e = &run->m[ord[a]];
+        double cost = model_train_flops(&e->L, run->train.n) * e->spec->epochs;
+        int best = -1, biggest = usable[0];
+        double best_finish = 0;
+        for (int j = 0; j < n_usable; j++) {
+            const cohort_device *d = &run->devices->dev[usable[j]];
+            if (pool_limit(d->pool) > pool_limit(run->devices->dev[biggest].pool))
+                biggest = usable[j];
+            if (pool_limit(d->pool) < e->planned_bytes)
+                continue;
+            double finish = load[usable[j]] + cost / device_speed(d);
+            if (best < 0 || finish < best_finish) {
+                best = usable[j];
+                best_finish = finish;
+            }
+        }
+        if (best < 0) {
+            e->device = biggest;
+            refuse(run, e, &run->devices->dev[biggest]);
+            continue;
+        }
+        e->device = best;
+        load[best] = best_finish;
+    }
+    free(ord);
     return COHORT_OK;
 }
 
@@ -132,8 +224,14 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
     if (run->opt.out_dir)
         str_copy(run->out_dir, sizeof run->out_dir, run->opt.out_dir);
     cohort_status st = load_data(run, err);
-    if (!st)
+    if (!st && run->opt.devices) {
+        run->devices = run->opt.devices;
+    } else if (!st) {
         st = devices_discover(&run->devices, err);
+        run->own_devices = !st;
+        if (!st)
+            st = apply_device_specs(run, err);
+    }
     if (!st) {
         run->n = plan->n_models;
         run->m = calloc((size_t)run->n, sizeof *run->m);
@@ -151,6 +249,9 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         if (st)
             cohort_fail_prefix(err, "%s:%d", plan->path, e->spec->line);
         e->planned_bytes = e->L.total_bytes;
+        e->res.history = calloc((size_t)e->spec->epochs, sizeof(epoch_metrics));
+        if (!st && !e->res.history)
+            st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     }
     if (!st)
         st = place_models(run, err);
@@ -181,7 +282,8 @@ void cohort_run_free(cohort_run *run)
         free(run->m[i].confusion);
     }
     free(run->m);
-    devices_free(run->devices);
+    if (run->own_devices)
+        devices_free(run->devices);
     data_free(run->train_ds);
     data_free(run->test_ds);
     data_free(run->val_ds);
@@ -218,207 +320,3 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
     return COHORT_OK;
 }
 
-/* ---- training one model ------------------------------------------------- */
-
-typedef struct fit_ctx {
-    cohort_run *run;
-    model_entry *e;
-    train_group *g;
-    float *host; /* [P] scratch for saving weights */
-} fit_ctx;
-
-static void emit(cohort_run *run, cohort_event *ev)
-{
-    if (!run->opt.on_event)
-        return;
-    pthread_mutex_lock(&run->lock);
-    run->opt.on_event(ev, run->opt.user);
-    pthread_mutex_unlock(&run->lock);
-}
-
-static void event_init(cohort_event *ev, cohort_event_kind kind, const cohort_run *run,
-                       const model_entry *e)
-{
-    memset(ev, 0, sizeof *ev);
-    ev->kind = kind;
-    ev->model = e->index;
-    ev->name = e->spec->name;
-    ev->device = e->device >= 0 ? run->devices->dev[e->device].info.name : "";
-    ev->epochs = e->spec->epochs;
-    ev->loss = ev->accuracy = ev->val_loss = ev->val_accuracy = NAN;
-}
-
-static void on_step(void *user, int k, int epoch, int64_t step, int64_t steps, double loss,
-                    double accuracy)
-{
-    fit_ctx *f = user;
-    (void)k;
-    cohort_event ev;
-    event_init(&ev, COHORT_EVENT_STEP, f->run, f->e);
-    ev.epoch = epoch;
-    ev.step = step;
-    ev.steps = steps;
-    ev.loss = loss;
-    ev.accuracy = accuracy;
-    emit(f->run, &ev);
-}
-
-static int on_epoch(void *user, int k, int epoch, const epoch_metrics *m, int is_best,
-                    cohort_error *err)
-{
-    fit_ctx *f = user;
-    cohort_run *run = f->run;
-    model_entry *e = f->e;
-    (void)k;
-    cohort_event ev;
-    event_init(&ev, COHORT_EVENT_EPOCH_END, run, e);
-    ev.epoch = epoch;
-    ev.loss = m->loss;
-    ev.accuracy = m->accuracy;
-    ev.val_loss = m->val_loss;
-    ev.val_accuracy = m->val_accuracy;
-    ev.seconds = now_seconds();
-    emit(run, &ev);
-    if (!run->out_dir[0])
-        return 0;
-    cohort_status st = COHORT_OK;
-    if (is_best) {
-        group_get_params(f->g, 0, f->host);
-        st = run_write_weights(run, e, f->host, 1, err);
-    }
-    if (!st)
-        st = run_write_history(run, e, err);
-    if (!st) {
-        pthread_mutex_lock(&run->lock);
-        st = run_write_results(run, err);
-        pthread_mutex_unlock(&run->lock);
-    }
-    return st != COHORT_OK;
-}
-
-/* The confusion matrix of model e on the test set. Without memory for it,
- * results.json simply has none. */
-static void test_confusion(cohort_run *run, model_entry *e, train_group *g)
-{
-    int n_out = group_layout(g)->n_out, C = run->n_classes;
-    float *p = malloc((size_t)run->test.n * (size_t)n_out * sizeof(float));
-    free(e->confusion);
-    e->confusion = calloc((size_t)C * (size_t)C, sizeof(int64_t));
-    if (!p || !e->confusion) {
-        free(p);
-        free(e->confusion);
-        e->confusion = NULL;
-        return;
-    }
-    group_predict(g, 0, &run->test, p);
-    for (int64_t i = 0; i < run->test.n; i++) {
-        const float *row = p + i * n_out;
-        int arg = 0;
-        for (int j = 1; j < n_out; j++)
-            if (row[j] > row[arg])
-                arg = j;
-        if (n_out == 1)
-            arg = (int)lrintf(row[0]);
-        if (arg >= 0 && arg < C)
-            e->confusion[run->test.y[i] * C + arg]++;
-    }
-    free(p);
-}
-
-/* Train model e alone on its device, evaluate it, save its outputs, and give
- * every byte back to the pool. Failures stay with the model. */
-static void train_one(cohort_run *run, model_entry *e, int threads)
-{
-    cohort_device *dev = &run->devices->dev[e->device];
-    cohort_event ev;
-    cohort_error err;
-    err.message[0] = 0;
-    event_init(&ev, COHORT_EVENT_MODEL_START, run, e);
-    emit(run, &ev);
-
-    train_group *g = NULL;
-    const model_spec *spec = e->spec;
-    fit_ctx f = {run, e, NULL, NULL};
-    cohort_status st = group_create(&spec, 1, run->n_in, run->n_classes, dev, threads, &g, &err);
-    if (!st) {
-        f.g = g;
-        f.host = malloc(group_layout(g)->n_params * sizeof(float));
-        if (!f.host)
-            st = cohort_fail(&err, COHORT_ERR_NOMEM, "out of host memory");
-    }
-    if (!st) {
-        train_callbacks cb = {on_step, on_epoch, &f, &run->stop};
-        cohort_status fst = group_fit(g, &run->train, run->has_val ? &run->val : NULL, &cb,
-                                      &e->res, &err);
-        (void)fst;
-        if (e->res.state == MODEL_OK && run->has_test) {
-            double l, a;
-            group_evaluate(g, &run->test, &l, &a);
-            e->test_loss = l;
-            e->test_accuracy = a;
-            test_confusion(run, e, g);
-        }
-        if (e->res.state == MODEL_OK && run->out_dir[0]) {
-            group_get_params(g, 0, f.host);
-            if (run_write_weights(run, e, f.host, 0, &err)) {
-                e->res.state = MODEL_FAILED;
-                str_copy(e->res.error, sizeof e->res.error, err.message);
-            }
-        }
-        e->peak_bytes = group_peak_bytes(g);
-    } else {
-        e->res.state = MODEL_FAILED;
-        str_copy(e->res.error, sizeof e->res.error, err.message);
-    }
-    free(f.host);
-    group_free(g);
-    e->done = 1;
-    if (run->out_dir[0]) {
-        run_write_history(run, e, &err);
-        pthread_mutex_lock(&run->lock);
-        run_write_results(run, &err);
-        pthread_mutex_unlock(&run->lock);
-    }
-    event_init(&ev, COHORT_EVENT_MODEL_END, run, e);
-    ev.status = model_state_str(e->res.state);
-    ev.error = e->res.error;
-    ev.epoch = e->res.epochs_run;
-    ev.seconds = e->res.seconds;
-    emit(run, &ev);
-}
-
-static int count_failed(const cohort_run *run)
-{
-    int n = 0;
-    for (int i = 0; i < run->n; i++)
-        n += run->m[i].res.state != MODEL_OK;
-    return n;
-}
-
-cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
-{
-    int cores = run->devices->dev[0].info.threads;
-    int threads = run->opt.threads > 0 ? run->opt.threads : cores;
-    openblas_set_num_threads(threads);
-    if (run->out_dir[0]) {
-        cohort_status st = run_write_results(run, err);
-        if (st)
-            return st;
-    }
-    int trainable = 0;
-    for (int i = 0; i < run->n; i++)
-        trainable += !run->m[i].done;
-    if (trainable == 0)
-        return cohort_fail(err, COHORT_ERR_INPUT, "no model can be trained: %s",
-                           run->n ? run->m[0].res.error : "the plan has no models");
-    for (int i = 0; i < run->n && !run->stop; i++)
-        if (!run->m[i].done)
-            train_one(run, &run->m[i], threads);
-    if (run->stop)
-        return cohort_fail(err, COHORT_ERR_INTERRUPTED, "interrupted");
-    int failed = count_failed(run);
-    if (failed)
-        return cohort_fail(err, COHORT_ERR_PARTIAL, "%d of %d models did not finish", failed,
-                           run->n);
-    return COHORT_OK;
-}

@@ -1,0 +1,756 @@
+/*
+ * Strategies. The models of a run are cut into jobs (a training group: one
+ * model, or K same-shaped models when fused) and each job runs through
+ * job_run(). Strategies differ only in where job_run() runs:
+ *   sequential  one job at a time in this thread, every core on it;
+ *   threads     several jobs at once, one thread each, BLAS single-threaded;
+ *   processes   one worker process per job, forked after the data is loaded;
+ *   fused       same-shaped models on a device trained as one group.
+ * job_run() reports through report(): applied to the model entries here, or
+ * sent down a pipe by a worker process and applied by the parent. A job
+ * starts only when its device has room for its planned bytes.
+ */
+#include "run/run.h"
+#include "util/util.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_GROUP 64
+#define MAX_CONFUSION_CLASSES 256
+
+typedef struct job {
+    int n;
+    int idx[MAX_GROUP];
+    int device;
+    uint64_t bytes;  /* the group's planned bytes */
+    int state;       /* 0 pending, 1 running, 2 done */
+    pid_t pid;
+    int fd;
+    int finals;      /* models whose final report arrived */
+    int failed_start;
+} job;
+
+typedef struct sched {
+    cohort_run *run;
+    job *jobs;
+    int n_jobs;
+    uint64_t reserved[COHORT_MAX_DEVICES];
+    int threads_per_job;
+    int concurrency;
+    int out_fd;      /* >= 0 in a worker process */
+    int next;        /* threads: next job to consider */
+    int running;
+    pthread_cond_t cond;
+} sched;
+
+enum { MSG_START = 1, MSG_STEP, MSG_EPOCH, MSG_FINAL };
+
+typedef struct msg {
+    int type, model;
+    int epoch, is_best;
+    int64_t step, steps;
+    double loss, accuracy;
+    epoch_metrics m;
+    int state, epochs_run, best_epoch, stopped_early;
+    epoch_metrics best;
+    double seconds, test_loss, test_accuracy;
+    uint64_t peak_bytes, planned_bytes;
+    char error[768];
+    char weights[COHORT_PATH_MAX], best_weights[COHORT_PATH_MAX];
+    int n_confusion; /* int64 values that follow the message */
+} msg;
+
+/* ---- applying reports to the model entries -------------------------------- */
+
+static void event_init(cohort_event *ev, cohort_event_kind kind, const cohort_run *run,
+                       const model_entry *e)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    ev->model = e->index;
+    ev->name = e->spec->name;
+    ev->device = e->device >= 0 ? run->devices->dev[e->device].info.name : "";
+    ev->epochs = e->spec->epochs;
+    ev->loss = ev->accuracy = ev->val_loss = ev->val_accuracy = NAN;
+}
+
+static void emit(cohort_run *run, cohort_event *ev)
+{
+    if (run->opt.on_event)
+        run->opt.on_event(ev, run->opt.user);
+}
+
+/* Apply one report. Caller holds run->lock. */
+static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
+{
+    model_entry *e = &run->m[m->model];
+    cohort_event ev;
+    cohort_error err;
+    switch (m->type) {
+    case MSG_START:
+        e->res.state = MODEL_RUNNING;
+        event_init(&ev, COHORT_EVENT_MODEL_START, run, e);
+        emit(run, &ev);
+        return;
+    case MSG_STEP:
+        event_init(&ev, COHORT_EVENT_STEP, run, e);
+        ev.epoch = m->epoch;
+        ev.step = m->step;
+        ev.steps = m->steps;
+        ev.loss = m->loss;
+        ev.accuracy = m->accuracy;
+        emit(run, &ev);
+        return;
+    case MSG_EPOCH:
+        if (m->epoch >= 1 && m->epoch <= e->spec->epochs) {
+            e->res.history[m->epoch - 1] = m->m;
+            e->res.epochs_run = m->epoch;
+        }
+        if (m->is_best) {
+            e->res.best_epoch = m->epoch;
+            e->res.best = m->m;
+            str_copy(e->best_weights, sizeof e->best_weights, m->best_weights);
+        }
+        e->res.seconds = m->seconds;
+        if (run->out_dir[0]) {
+            run_write_history(run, e, &err);
+            run_write_results(run, &err);
+        }
+        event_init(&ev, COHORT_EVENT_EPOCH_END, run, e);
+        ev.epoch = m->epoch;
+        ev.loss = m->m.loss;
+        ev.accuracy = m->m.accuracy;
+        ev.val_loss = m->m.val_loss;
+        ev.val_accuracy = m->m.val_accuracy;
+        ev.seconds = m->seconds;
+        emit(run, &ev);
+        return;
+    case MSG_FINAL:
+        e->res.state = (model_state)m->state;
+        str_copy(e->res.error, sizeof e->res.error, m->error);
+        e->res.epochs_run = m->epochs_run < e->spec->epochs ? m->epochs_run : e->spec->epochs;
+        e->res.best_epoch = m->best_epoch;
+        e->res.best = m->best;
+        e->res.stopped_early = m->stopped_early;
+        e->res.seconds = m->seconds;
+        e->test_loss = m->test_loss;
+        e->test_accuracy = m->test_accuracy;
+        e->peak_bytes = m->peak_bytes;
+        if (m->planned_bytes)
+            e->planned_bytes = m->planned_bytes;
+        str_copy(e->weights, sizeof e->weights, m->weights);
+        str_copy(e->best_weights, sizeof e->best_weights, m->best_weights);
+        if (confusion && m->n_confusion == run->n_classes * run->n_classes) {
+            free(e->confusion);
+            e->confusion = malloc((size_t)m->n_confusion * sizeof(int64_t));
+            if (e->confusion)
+                memcpy(e->confusion, confusion, (size_t)m->n_confusion * sizeof(int64_t));
+        }
+        e->done = 1;
+        if (run->out_dir[0]) {
+            run_write_history(run, e, &err);
+            run_write_results(run, &err);
+        }
+        event_init(&ev, COHORT_EVENT_MODEL_END, run, e);
+        ev.status = model_state_str(e->res.state);
+        ev.error = e->res.error;
+        ev.epoch = e->res.epochs_run;
+        ev.seconds = e->res.seconds;
+        emit(run, &ev);
+        return;
+    }
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Report from a job: down the pipe in a worker process, else applied here. */
+static void report(sched *s, const msg *m, const int64_t *confusion)
+{
+    if (s->out_fd >= 0) {
+        if (write_all(s->out_fd, m, sizeof *m) == 0 && m->n_confusion > 0)
+            write_all(s->out_fd, confusion, (size_t)m->n_confusion * sizeof(int64_t));
+        return;
+    }
+    pthread_mutex_lock(&s->run->lock);
+    apply(s->run, m, confusion);
+    pthread_mutex_unlock(&s->run->lock);
+}
+
+/* ---- running one job ------------------------------------------------------- */
+
+typedef struct job_ctx {
+    sched *s;
+    job *j;
+    train_group *g;
+    float *host;
+    double last_step_report;
+    char best_weights[MAX_GROUP][COHORT_PATH_MAX];
+    double t0;
+} job_ctx;
+
+static void on_step(void *user, int k, int epoch, int64_t step, int64_t steps, double loss,
+                    double accuracy)
+{
+    job_ctx *c = user;
+    /* A worker process reports progress a few times a second, not every step. */
+    if (c->s->out_fd >= 0) {
+        double now = now_seconds();
+        if (now - c->last_step_report < 0.2 && step != steps)
+            return;
+        if (k == c->j->n - 1)
+            c->last_step_report = now;
+    }
+    msg m;
+    memset(&m, 0, sizeof m);
+    m.type = MSG_STEP;
+    m.model = c->j->idx[k];
+    m.epoch = epoch;
+    m.step = step;
+    m.steps = steps;
+    m.loss = loss;
+    m.accuracy = accuracy;
+    report(c->s, &m, NULL);
+}
+
+static int on_epoch(void *user, int k, int epoch, const epoch_metrics *em, int is_best,
+                    cohort_error *err)
+{
+    job_ctx *c = user;
+    cohort_run *run = c->s->run;
+    const model_entry *e = &run->m[c->j->idx[k]];
+    if (is_best && run->out_dir[0]) {
+        group_get_params(c->g, k, c->host);
+        if (run_write_weights(run, e, c->host, 1, c->best_weights[k], err))
+            return 1;
+    }
+    msg m;
+    memset(&m, 0, sizeof m);
+    m.type = MSG_EPOCH;
+    m.model = e->index;
+    m.epoch = epoch;
+    m.is_best = is_best;
+    m.m = *em;
+    m.seconds = now_seconds() - c->t0;
+    str_copy(m.best_weights, sizeof m.best_weights, c->best_weights[k]);
+    report(c->s, &m, NULL);
+    return 0;
+}
+
+static void confusion_of(cohort_run *run, train_group *g, int k, int64_t *conf)
+{
+    int n_out = group_layout(g)->n_out, C = run->n_classes;
+    float *p = malloc((size_t)run->test.n * (size_t)n_out * sizeof(float) + 1);
+    memset(conf, 0, (size_t)C * (size_t)C * sizeof *conf);
+    if (!p)
+        return;
+    group_predict(g, k, &run->test, p);
+    for (int64_t i = 0; i < run->test.n; i++) {
+        const float *row = p + i * n_out;
+        int arg = 0;
+        for (int j = 1; j < n_out; j++)
+            if (row[j] > row[arg])
+                arg = j;
+        if (n_out == 1)
+            arg = (int)lrintf(row[0]);
+        if (arg >= 0 && arg < C)
+            conf[run->test.y[i] * C + arg]++;
+    }
+    free(p);
+}
+
+/* Train job j here: create its group, fit, evaluate on the test set, save
+ * weights, report each model's outcome, release every byte. */
+static void job_run(sched *s, job *j)
+{
+    cohort_run *run = s->run;
+    cohort_device *dev = &run->devices->dev[j->device];
+    const model_spec *specs[MAX_GROUP];
+    train_result res[MAX_GROUP];
+    job_ctx c;
+    memset(&c, 0, sizeof c);
+    memset(res, 0, sizeof res);
+    c.s = s;
+    c.j = j;
+    c.t0 = now_seconds();
+    msg m;
+    for (int k = 0; k < j->n; k++) {
+        specs[k] = run->m[j->idx[k]].spec;
+        memset(&m, 0, sizeof m);
+        m.type = MSG_START;
+        m.model = j->idx[k];
+        report(s, &m, NULL);
+    }
+    cohort_error err;
+    err.message[0] = 0;
+    cohort_status st = group_create(specs, j->n, run->n_in, run->n_classes, dev,
+                                    s->threads_per_job, &c.g, &err);
+    if (!st) {
+        c.host = malloc(group_layout(c.g)->n_params * sizeof(float));
+        if (!c.host)
+            st = cohort_fail(&err, COHORT_ERR_NOMEM, "out of host memory");
+    }
+    if (!st) {
+        train_callbacks cb = {on_step, on_epoch, &c, &run->stop};
+        group_fit(c.g, &run->train, run->has_val ? &run->val : NULL, &cb, res, &err);
+    }
+    int C = run->n_classes;
+    int n_conf = run->has_test && C <= MAX_CONFUSION_CLASSES ? C * C : 0;
+    int64_t *conf = n_conf ? malloc((size_t)n_conf * sizeof *conf) : NULL;
+    uint64_t share = c.g ? (group_peak_bytes(c.g) + (uint64_t)j->n - 1) / (uint64_t)j->n : 0;
+    uint64_t planned = (j->bytes + (uint64_t)j->n - 1) / (uint64_t)j->n;
+    double tl[MAX_GROUP], ta[MAX_GROUP];
+    if (!st && run->has_test)
+        group_evaluate(c.g, &run->test, tl, ta);
+    for (int k = 0; k < j->n; k++) {
+        memset(&m, 0, sizeof m);
+        m.type = MSG_FINAL;
+        m.model = j->idx[k];
+        m.test_loss = m.test_accuracy = NAN;
+        m.planned_bytes = planned;
+        m.peak_bytes = share;
+        if (st) {
+            m.state = MODEL_FAILED;
+            str_copy(m.error, sizeof m.error, err.message);
+        } else {
+            const train_result *r = &res[k];
+            m.state = r->state;
+            str_copy(m.error, sizeof m.error, r->error);
+            m.epochs_run = r->epochs_run;
+            m.best_epoch = r->best_epoch;
+            m.best = r->best;
+            m.stopped_early = r->stopped_early;
+            m.seconds = r->seconds;
+            str_copy(m.best_weights, sizeof m.best_weights, c.best_weights[k]);
+            if (r->state == MODEL_OK && run->has_test) {
+                m.test_loss = tl[k];
+                m.test_accuracy = ta[k];
+                if (conf) {
+                    confusion_of(run, c.g, k, conf);
+                    m.n_confusion = n_conf;
+                }
+            }
+            if (r->state == MODEL_OK && run->out_dir[0]) {
+                group_get_params(c.g, k, c.host);
+                if (run_write_weights(run, &run->m[j->idx[k]], c.host, 0, m.weights, &err)) {
+                    m.state = MODEL_FAILED;
+                    str_copy(m.error, sizeof m.error, err.message);
+                }
+            }
+        }
+        report(s, &m, conf);
+    }
+    for (int k = 0; k < j->n; k++)
+        free(res[k].history);
+    free(conf);
+    free(c.host);
+    group_free(c.g);
+}
+
+/* ---- jobs ------------------------------------------------------------------- */
+
+static int fusable(const model_spec *a, const model_spec *b)
+{
+    return model_same_shape(a, b) && a->opt.kind == b->opt.kind;
+}
+
+/* Planned bytes of a group of the given models, or 0 on error. */
+static uint64_t group_bytes(const cohort_run *run, const int *idx, int n)
+{
+    model_spec merged = *run->m[idx[0]].spec;
+    for (int k = 1; k < n; k++) {
+        const model_spec *s = run->m[idx[k]].spec;
+        if (s->opt.momentum > merged.opt.momentum)
+            merged.opt.momentum = s->opt.momentum;
+        if (s->early_stop.enabled && s->early_stop.restore_best)
+            merged.early_stop = s->early_stop;
+    }
+    model_layout L;
+    if (model_layout_make(&merged, run->n_in, run->n_classes, n, &L, NULL))
+        return 0;
+    return L.total_bytes;
+}
+
+static cohort_status make_jobs(sched *s, cohort_error *err)
+{
+    cohort_run *run = s->run;
+    s->jobs = calloc((size_t)(run->n ? run->n : 1), sizeof *s->jobs);
+    if (!s->jobs)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    int fuse = run->strategy == COHORT_STRATEGY_FUSED;
+    for (int i = 0; i < run->n; i++) {
+        model_entry *e = &run->m[i];
+        e->group = -1;
+        if (e->done)
+            continue;
+        job *j = NULL;
+        if (fuse)
+            for (int g = 0; g < s->n_jobs && !j; g++) {
+                job *c = &s->jobs[g];
+                if (c->device == e->device && c->n < MAX_GROUP &&
+                    fusable(run->m[c->idx[0]].spec, e->spec)) {
+                    c->idx[c->n] = i;
+                    uint64_t b = group_bytes(run, c->idx, c->n + 1);
+                    if (b && b <= pool_limit(run->devices->dev[e->device].pool))
+                        j = c;
+                }
+            }
+        if (!j) {
+            j = &s->jobs[s->n_jobs++];
+            j->device = e->device;
+            j->fd = -1;
+        }
+        j->idx[j->n++] = i;
+        j->bytes = group_bytes(run, j->idx, j->n);
+        e->group = (int)(j - s->jobs);
+    }
+    return COHORT_OK;
+}
+
+/* Claim room for job j on its device; 0 when it does not fit right now. */
+static int reserve(sched *s, job *j)
+{
+    uint64_t limit = pool_limit(s->run->devices->dev[j->device].pool);
+    if (s->reserved[j->device] + j->bytes > limit)
+        return 0;
+    s->reserved[j->device] += j->bytes;
+    return 1;
+}
+
+static void unreserve(sched *s, job *j) { s->reserved[j->device] -= j->bytes; }
+
+/* ---- sequential and threads --------------------------------------------------- */
+
+static void run_sequential(sched *s)
+{
+    for (int i = 0; i < s->n_jobs && !s->run->stop; i++) {
+        job *j = &s->jobs[i];
+        reserve(s, j);
+        j->state = 1;
+        job_run(s, j);
+        j->state = 2;
+        unreserve(s, j);
+    }
+}
+
+static void *thread_main(void *arg)
+{
+    sched *s = arg;
+    cohort_run *run = s->run;
+    pthread_mutex_lock(&run->lock);
+    for (;;) {
+        job *pick = NULL;
+        int pending = 0;
+        for (int i = 0; i < s->n_jobs; i++) {
+            job *j = &s->jobs[i];
+            if (j->state != 0)
+                continue;
+            pending++;
+            if (reserve(s, j)) {
+                pick = j;
+                break;
+            }
+        }
+        if (run->stop || pending == 0)
+            break;
+        if (!pick) {
+            /* Everything left waits for memory another job holds. */
+            if (s->running == 0)
+                break;
+            pthread_cond_wait(&s->cond, &run->lock);
+            continue;
+        }
+        pick->state = 1;
+        s->running++;
+        pthread_mutex_unlock(&run->lock);
+        job_run(s, pick);
+        pthread_mutex_lock(&run->lock);
+        pick->state = 2;
+        s->running--;
+        unreserve(s, pick);
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&run->lock);
+    return NULL;
+}
+
+static cohort_status run_threads(sched *s, cohort_error *err)
+{
+    pthread_t t[64];
+    int n = s->concurrency < 64 ? s->concurrency : 64, started = 0;
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&t[i], NULL, thread_main, s) != 0)
+            break;
+        started++;
+    }
+    if (started == 0)
+        return cohort_fail(err, COHORT_ERR_INTERNAL, "cannot start worker threads");
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    return COHORT_OK;
+}
+
+/* ---- processes ------------------------------------------------------------------ */
+
+static int read_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int launch(sched *s, job *j)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        for (int i = 0; i < s->n_jobs; i++)
+            if (s->jobs[i].fd >= 0)
+                close(s->jobs[i].fd);
+        const cohort_device *d = &s->run->devices->dev[j->device];
+        /* The worker sees only its GPU, set before any GPU code is loaded. */
+        if (!strcmp(d->info.kind, "cuda")) {
+            char vis[16];
+            snprintf(vis, sizeof vis, "%d", d->be_dev);
+            setenv("CUDA_VISIBLE_DEVICES", vis, 1);
+        }
+        openblas_set_num_threads(s->threads_per_job);
+        s->out_fd = fds[1];
+        job_run(s, j);
+        close(fds[1]);
+        _exit(0);
+    }
+    close(fds[1]);
+    j->pid = pid;
+    j->fd = fds[0];
+    j->state = 1;
+    return 0;
+}
+
+/* The worker of j ended: every model without a final report failed. */
+static void reap(sched *s, job *j)
+{
+    int status = 0;
+    while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    close(j->fd);
+    j->fd = -1;
+    j->state = 2;
+    unreserve(s, j);
+    char why[256];
+    if (WIFSIGNALED(status))
+        snprintf(why, sizeof why, "its worker process (pid %d) was killed by signal %d (%s)",
+                 (int)j->pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(why, sizeof why, "its worker process (pid %d) exited with status %d before it "
+                 "finished", (int)j->pid, WEXITSTATUS(status));
+    cohort_run *run = s->run;
+    pthread_mutex_lock(&run->lock);
+    for (int k = 0; k < j->n; k++) {
+        model_entry *e = &run->m[j->idx[k]];
+        if (e->done)
+            continue;
+        msg m;
+        memset(&m, 0, sizeof m);
+        m.type = MSG_FINAL;
+        m.model = e->index;
+        m.state = MODEL_FAILED;
+        m.epochs_run = e->res.epochs_run;
+        m.best_epoch = e->res.best_epoch;
+        m.best = e->res.best;
+        m.seconds = e->res.seconds;
+        m.test_loss = m.test_accuracy = NAN;
+        str_copy(m.best_weights, sizeof m.best_weights, e->best_weights);
+        str_copy(m.error, sizeof m.error, run->stop ? "interrupted" : why);
+        apply(run, &m, NULL);
+    }
+    pthread_mutex_unlock(&run->lock);
+}
+
+static cohort_status run_processes(sched *s, cohort_error *err)
+{
+    cohort_run *run = s->run;
+    int forwarded = 0;
+    for (;;) {
+        int running = 0, pending = 0;
+        for (int i = 0; i < s->n_jobs; i++) {
+            job *j = &s->jobs[i];
+            if (j->state == 0 && !run->stop) {
+                if (running + (int)0 < s->concurrency && reserve(s, j)) {
+                    if (launch(s, j) != 0) {
+                        unreserve(s, j);
+                        return cohort_fail(err, COHORT_ERR_INTERNAL, "cannot start a worker: %s",
+                                           strerror(errno));
+                    }
+                } else {
+                    pending++;
+                }
+            }
+            running += j->state == 1;
+        }
+        if (running == 0 && (pending == 0 || run->stop))
+            break;
+        if (run->stop && !forwarded) {
+            /* Workers finish their step and report; they may not have seen
+             * the signal if it was sent to this process alone. */
+            for (int i = 0; i < s->n_jobs; i++)
+                if (s->jobs[i].state == 1)
+                    kill(s->jobs[i].pid, SIGTERM);
+            forwarded = 1;
+        }
+        struct pollfd pf[64];
+        job *pj[64];
+        int n = 0;
+        for (int i = 0; i < s->n_jobs && n < 64; i++)
+            if (s->jobs[i].state == 1) {
+                pf[n].fd = s->jobs[i].fd;
+                pf[n].events = POLLIN;
+                pj[n++] = &s->jobs[i];
+            }
+        int r = poll(pf, (nfds_t)n, 200);
+        if (r < 0 && errno != EINTR)
+            return cohort_fail(err, COHORT_ERR_INTERNAL, "poll: %s", strerror(errno));
+        for (int i = 0; r > 0 && i < n; i++) {
+            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            msg m;
+            if (read_all(pf[i].fd, &m, sizeof m) != 0) {
+                reap(s, pj[i]);
+                continue;
+            }
+            int64_t *conf = NULL;
+            int bad = m.model < 0 || m.model >= run->n || m.n_confusion < 0 ||
+                      m.n_confusion > MAX_CONFUSION_CLASSES * MAX_CONFUSION_CLASSES;
+            if (!bad && m.n_confusion > 0) {
+                conf = malloc((size_t)m.n_confusion * sizeof *conf);
+                bad = !conf || read_all(pf[i].fd, conf, (size_t)m.n_confusion * sizeof *conf);
+            }
+            if (bad) {
+                free(conf);
+                kill(pj[i]->pid, SIGKILL);
+                reap(s, pj[i]);
+                continue;
+            }
+            m.error[sizeof m.error - 1] = 0;
+            m.weights[sizeof m.weights - 1] = 0;
+            m.best_weights[sizeof m.best_weights - 1] = 0;
+            pthread_mutex_lock(&run->lock);
+            apply(run, &m, conf);
+            pthread_mutex_unlock(&run->lock);
+            free(conf);
+        }
+    }
+    return COHORT_OK;
+}
+
+/* ---- entry --------------------------------------------------------------------- */
+
+cohort_status run_schedule(cohort_run *run, cohort_error *err)
+{
+    sched s;
+    memset(&s, 0, sizeof s);
+    s.run = run;
+    s.out_fd = -1;
+    pthread_cond_init(&s.cond, NULL);
+    cohort_status st = make_jobs(&s, err);
+    int cores = run->devices->dev[0].info.threads;
+    int threads = run->opt.threads > 0 ? run->opt.threads : cores;
+    switch (run->strategy) {
+    case COHORT_STRATEGY_THREADS:
+    case COHORT_STRATEGY_PROCESSES:
+        s.concurrency = threads < s.n_jobs ? threads : s.n_jobs;
+        if (s.concurrency < 1)
+            s.concurrency = 1;
+        s.threads_per_job = threads / s.concurrency > 0 ? threads / s.concurrency : 1;
+        break;
+    default:
+        s.concurrency = 1;
+        s.threads_per_job = threads;
+        break;
+    }
+    /* OpenBLAS's thread count is global: the runner sets it once, for all. */
+    openblas_set_num_threads(run->strategy == COHORT_STRATEGY_THREADS ? 1 : s.threads_per_job);
+    if (!st) {
+        if (run->strategy == COHORT_STRATEGY_THREADS && s.concurrency > 1)
+            st = run_threads(&s, err);
+        else if (run->strategy == COHORT_STRATEGY_PROCESSES)
+            st = run_processes(&s, err);
+        else
+            run_sequential(&s);
+    }
+    free(s.jobs);
+    pthread_cond_destroy(&s.cond);
+    return st;
+}
+
+static int count_failed(const cohort_run *run)
+{
+    int n = 0;
+    for (int i = 0; i < run->n; i++)
+        n += run->m[i].res.state != MODEL_OK;
+    return n;
+}
+
+cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
+{
+    if (run->out_dir[0]) {
+        cohort_status st = run_write_results(run, err);
+        if (st)
+            return st;
+    }
+    int trainable = 0;
+    for (int i = 0; i < run->n; i++)
+        trainable += !run->m[i].done;
+    if (trainable == 0)
+        return cohort_fail(err, COHORT_ERR_INPUT, "no model can be trained: %s",
+                           run->n ? run->m[0].res.error : "the plan has no models");
+    cohort_status st = run_schedule(run, err);
+    if (st)
+        return st;
+    if (run->stop)
+        return cohort_fail(err, COHORT_ERR_INTERRUPTED, "interrupted; finished models are in "
+                           "results.json");
+    int failed = count_failed(run);
+    if (failed)
+        return cohort_fail(err, COHORT_ERR_PARTIAL, "%d of %d models did not finish", failed,
+                           run->n);
+    return COHORT_OK;
+}

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Strategies and placement: the same plan gives the same weights, bit for bit,
+# under sequential (one BLAS thread), threads, processes and fused; a worker
+# killed with SIGKILL fails its model alone; Ctrl-C stops cleanly with exit
+# status 130; placement packs within limits and refuses an impossible pin.
+set -u
+COHORT=${COHORT_BIN:-build/cohort}
+T=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+pass=0 fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "t_strategies.sh: FAILED: $*" >&2; }
+
+awk 'BEGIN { srand(11); print "a,b,c,d,e,f,label";
+  for (i = 0; i < 900; i++) { c = i % 3; line = "";
+    for (j = 0; j < 6; j++) { v = (rand() - 0.5) + (j == c ? 1.5 : 0) + (j == c + 3 ? -1 : 0); line = line (j ? "," : "") v }
+    print line "," c } }' > "$T/d.csv"
+cat > "$T/plan.yaml" <<YAML
+data: {train: csv:$T/d.csv, validation_split: 0.2}
+defaults:
+  epochs: 3
+  batch_size: 32
+  layers: [{dense: 24, activation: relu}, {dense: 3, activation: softmax}]
+models:
+  - {name: m_adam}
+  - {name: m_sgd, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+  - {name: m_drop, layers: [{dense: 24, activation: tanh}, {dropout: 0.2}, {dense: 3, activation: softmax}]}
+  - {name: m_seed2, seed: 2}
+  - {name: m_lr, optimizer: {name: adam, lr: 0.01}}
+YAML
+
+"$COHORT" train "$T/plan.yaml" --strategy sequential --threads 1 --out "$T/sequential" --quiet >/dev/null 2>&1 && ok || bad "sequential run"
+for s in threads processes fused; do
+    "$COHORT" train "$T/plan.yaml" --strategy $s --threads 2 --out "$T/$s" --quiet >/dev/null 2>"$T/$s.err" && ok || bad "$s run: $(cat "$T/$s.err")"
+    for m in m_adam m_sgd m_drop m_seed2 m_lr; do
+        cmp -s "$T/sequential/models/$m.safetensors" "$T/$s/models/$m.safetensors" && ok || bad "$s: weights of $m differ from sequential"
+    done
+    /usr/bin/python3 - "$T/sequential/results.json" "$T/$s/results.json" "$s" <<'PY' && ok || bad "$s: results differ"
+import json, sys
+a = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
+b = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}
+assert json.load(open(sys.argv[2]))["strategy"] == sys.argv[3]
+for n in a:
+    for k in ("loss", "accuracy", "val_loss", "val_accuracy"):
+        assert a[n]["history"][k] == b[n]["history"][k], (n, k)
+    assert b[n]["status"] == "ok" and b[n]["planned_bytes"] == b[n]["peak_bytes"], b[n]
+PY
+done
+
+# A killed worker fails its model alone.
+cat > "$T/long.yaml" <<YAML
+data: {train: csv:$T/d.csv}
+defaults: {epochs: 400, batch_size: 8, layers: [{dense: 64, activation: relu}, {dense: 3, activation: softmax}]}
+models: [{name: w0}, {name: w1, seed: 2}, {name: w2, seed: 3}]
+YAML
+sed 's/epochs: 400/epochs: 4/' "$T/long.yaml" > "$T/short.yaml"
+"$COHORT" train "$T/long.yaml" --strategy processes --threads 2 --out "$T/kill" --quiet \
+    --set 'models=[{name: w0}, {name: w1, seed: 2, epochs: 3}, {name: w2, seed: 3, epochs: 3}]' >/dev/null 2>"$T/kill.err" &
+main=$!
+victim=""
+for _ in $(seq 100); do
+    victim=$(pgrep -P $main | head -n 1)
+    [ -n "$victim" ] && break
+    sleep 0.1
+done
+sleep 0.5
+[ -n "$victim" ] && kill -KILL "$victim"
+wait $main
+rc=$?
+[ $rc -eq 1 ] && ok || bad "killed worker: exit $rc, wanted 1: $(cat "$T/kill.err")"
+/usr/bin/python3 - "$T/kill/results.json" <<'PY' && ok || bad "killed worker: results.json"
+import json, sys
+ms = json.load(open(sys.argv[1]))["models"]
+failed = [m for m in ms if m["status"] == "failed"]
+assert len(failed) == 1 and "killed by signal 9" in failed[0]["error"], ms
+assert sum(m["status"] == "ok" for m in ms) == 2, [(m["name"], m["status"]) for m in ms]
+PY
+
+# Ctrl-C: every strategy stops, keeps what finished, exits 130.
+for s in sequential threads processes; do
+    "$COHORT" train "$T/long.yaml" --strategy $s --out "$T/int-$s" --quiet >/dev/null 2>&1 &
+    main=$!
+    for _ in $(seq 100); do [ -s "$T/int-$s/results.json" ] && break; sleep 0.1; done
+    sleep 0.5
+    kill -INT $main
+    wait $main
+    rc=$?
+    [ $rc -eq 130 ] && ok || bad "$s: SIGINT gave exit $rc, wanted 130"
+    /usr/bin/python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$T/int-$s/results.json" && ok || bad "$s: results.json invalid after SIGINT"
+    [ -z "$(pgrep -P $main 2>/dev/null)" ] && ok || bad "$s: workers left running"
+done
+
+# Placement: two parts of the CPU; unpinned models spread over both; a pin
+# to a part too small is refused alone (exit 1); a pin to a device that
+# does not exist is an input error (exit 2).
+cat > "$T/place.yaml" <<YAML
+data: {train: csv:$T/d.csv}
+defaults: {epochs: 1, batch_size: 32, layers: [{dense: 24, activation: relu}, {dense: 3, activation: softmax}]}
+models: [{name: p0}, {name: p1}, {name: p2}, {name: p3}, {name: big, layers: [{dense: 4000, activation: relu}, {dense: 3, activation: softmax}], device: cpu:0/1}]
+devices: {cpu:0: {split: [1MiB, 1MiB]}}
+YAML
+"$COHORT" plan "$T/place.yaml" --json > "$T/place.json" 2>"$T/place.err"
+rc=$?
+[ $rc -eq 1 ] && ok || bad "plan with an impossible pin: exit $rc, wanted 1"
+/usr/bin/python3 - "$T/place.json" <<'PY' && ok || bad "placement"
+import json, sys
+p = json.load(open(sys.argv[1]))
+dev = {m["name"]: m["device"] for m in p["models"]}
+assert {dev["p0"], dev["p1"], dev["p2"], dev["p3"]} == {"cpu:0/0", "cpu:0/1"}, dev
+big = [m for m in p["models"] if m["name"] == "big"][0]
+assert not big["fits"] and "cpu:0/1 has a limit of 1.00 MiB" in big["error"], big
+for d in p["devices"]:
+    assert d["planned_bytes"] <= d["limit_bytes"], d
+PY
+"$COHORT" train "$T/place.yaml" --out "$T/place" --quiet >/dev/null 2>"$T/place.err"
+rc=$?
+[ $rc -eq 1 ] && ok || bad "train with an impossible pin: exit $rc, wanted 1"
+grep -q "model 'big' needs" "$T/place.err" && ok || bad "refusal message: $(cat "$T/place.err")"
+"$COHORT" train "$T/place.yaml" --out "$T/place2" --quiet --set models.0.device=gpu:7 >/dev/null 2>"$T/pin.err"
+rc=$?
+[ $rc -eq 2 ] && ok || bad "pin to a missing device: exit $rc, wanted 2"
+grep -q "pinned to device 'gpu:7', which does not exist" "$T/pin.err" && ok || bad "missing device message: $(cat "$T/pin.err")"
+"$COHORT" train "$T/place.yaml" --out "$T/place3" --quiet --set 'devices={cpu:0: {split: [20GiB, 20GiB]}}' >/dev/null 2>"$T/split.err"
+rc=$?
+[ $rc -eq 2 ] && ok || bad "oversized split: exit $rc, wanted 2"
+grep -q "more than the" "$T/split.err" && ok || bad "oversized split message: $(cat "$T/split.err")"
+
+echo "t_strategies.sh: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
