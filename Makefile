@@ -5,7 +5,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup build demo test test-asan bench clean
+.PHONY: all setup build demo test test-asan test-tsan bench clean
 
 all: build
 
@@ -23,14 +23,20 @@ test: setup
 	@$(MAKE) --no-print-directory build CMAKE_FLAGS="-DCOHORT_WERROR=ON $(CMAKE_FLAGS)"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory test-tsan
 
 # The suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan:
 	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZE=ON -DCOHORT_WERROR=ON -DCOHORT_CUDA=OFF"
 	cd build-asan && COHORT_SANITIZED=1 ctest --output-on-failure -j $(JOBS) -LE slow
 
+# The threads strategy under ThreadSanitizer.
+test-tsan:
+	@$(MAKE) --no-print-directory build BUILD=build-tsan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DCOHORT_TSAN=ON -DCOHORT_WERROR=ON -DCOHORT_CUDA=OFF"
+	bash tests/tsan.sh build-tsan/cohort
+
 bench: setup build
 	bench/run
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-tsan

@@ -44,6 +44,10 @@ static cohort_status idx_read(idx_file *f, void *buf, size_t n, size_t *got, coh
             if (code == Z_ERRNO)
                 return cohort_fail(err, COHORT_ERR_IO, "%s: read failed: %s", f->path,
                                    strerror(errno));
+            /* zlib's message starts with the path: do not say it twice. */
+            size_t pl = strlen(f->path);
+            if (msg && strncmp(msg, f->path, pl) == 0 && strncmp(msg + pl, ": ", 2) == 0)
+                msg += pl + 2;
             return cohort_fail(err, COHORT_ERR_INPUT, "%s: corrupt gzip data: %s", f->path,
                                msg ? msg : "unknown error");
         }

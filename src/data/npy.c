@@ -367,6 +367,10 @@ static cohort_status read_header(data_src *src, npy_header *h, cohort_error *err
     cohort_status st = data_src_read(src, pre, 10, &got, err);
     if (st)
         return st;
+    if (got >= 4 && memcmp(pre, "PK\3\4", 4) == 0)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: not an NPY file: it is a zip archive (an .npz?); use npz:FILE",
+                           src->name);
     if (got < 10 || memcmp(pre, "\x93NUMPY", 6) != 0)
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "%s: not an NPY file (it does not start with \\x93NUMPY)", src->name);

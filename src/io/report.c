@@ -70,6 +70,36 @@ static double jnum(const json_value *v)
     return json_num(v, NAN);
 }
 
+/* v with one decimal, as "%.1f" would print it for |v| < 1e9, without the
+ * cost of printf: a 50-model, 100-epoch report has 40 000 of them. */
+static void put_coord(strbuf *b, double v)
+{
+    char buf[24], *p = buf + sizeof buf;
+    v = fmax(-1e9, fmin(1e9, v));
+    long long t = llround(fabs(v) * 10);
+    int neg = v < 0 && t != 0;
+    *--p = (char)('0' + t % 10);
+    *--p = '.';
+    t /= 10;
+    do {
+        *--p = (char)('0' + t % 10);
+        t /= 10;
+    } while (t);
+    if (neg)
+        *--p = '-';
+    sb_putn(b, p, (size_t)(buf + sizeof buf - p));
+}
+
+/* Append tmpl with each '@' replaced by the next of v, as put_coord prints it. */
+static void put_svg(strbuf *b, const char *tmpl, const double *v)
+{
+    for (const char *at; (at = strchr(tmpl, '@')); tmpl = at + 1) {
+        sb_putn(b, tmpl, (size_t)(at - tmpl));
+        put_coord(b, *v++);
+    }
+    sb_puts(b, tmpl);
+}
+
 static void put_fixed(strbuf *b, double v, int decimals)
 {
     if (isfinite(v))
@@ -339,21 +369,21 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, const se
     sb_printf(b, "<svg class=\"chart%s\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"",
               g->small ? " small" : "", g->w, g->h);
     html_esc(b, ylabel);
-    sb_printf(b, " by epoch\"><defs><clipPath id=\"clip%d\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                 "height=\"%.1f\"/></clipPath></defs>",
-              id, g->ml, g->mt - 4, pw, ph + 8);
-    sb_printf(b, "<rect class=\"plot\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>", g->ml,
-              g->mt, pw, ph);
+    sb_printf(b, " by epoch\"><defs><clipPath id=\"clip%d\">", id);
+    put_svg(b, "<rect x=\"@\" y=\"@\" width=\"@\" height=\"@\"/></clipPath></defs>",
+            (double[]){g->ml, g->mt - 4, pw, ph + 8});
+    put_svg(b, "<rect class=\"plot\" x=\"@\" y=\"@\" width=\"@\" height=\"@\"/>",
+            (double[]){g->ml, g->mt, pw, ph});
     /* y grid and tick labels */
     for (int k = 0;; k++) {
         double v = y0 + k * ystep;
         if (v > y1 + ystep * 1e-6)
             break;
         double y = g->mt + ph - (v - y0) / (y1 - y0) * ph;
-        sb_printf(b, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>", g->ml,
-                  g->ml + pw, y, y);
-        sb_printf(b, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" dy=\"0.32em\">",
-                  g->ml - 6, y);
+        put_svg(b, "<line class=\"grid\" x1=\"@\" x2=\"@\" y1=\"@\" y2=\"@\"/>",
+                (double[]){g->ml, g->ml + pw, y, y});
+        put_svg(b, "<text class=\"tick\" x=\"@\" y=\"@\" text-anchor=\"end\" dy=\"0.32em\">",
+                (double[]){g->ml - 6, y});
         tick_label(b, v, ystep);
         sb_puts(b, "</text>");
     }
@@ -361,18 +391,18 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, const se
     double xstep = fmax(1, round(nice_step(x1 - x0, g->small ? 4 : 8)));
     for (double e = xstep > 1 ? xstep : 1; e <= x1 + 1e-9; e += xstep) {
         double x = xl + (e - x0) / (x1 - x0) * xw;
-        sb_printf(b, "<line class=\"xtick\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>", x, x,
-                  g->mt + ph, g->mt + ph + 4);
-        sb_printf(b, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>", x,
-                  g->mt + ph + (g->small ? 14 : 17), e);
+        put_svg(b, "<line class=\"xtick\" x1=\"@\" x2=\"@\" y1=\"@\" y2=\"@\"/>",
+                (double[]){x, x, g->mt + ph, g->mt + ph + 4});
+        put_svg(b, "<text class=\"tick\" x=\"@\" y=\"@\" text-anchor=\"middle\">",
+                (double[]){x, g->mt + ph + (g->small ? 14 : 17)});
+        sb_printf(b, "%d</text>", (int)e);
     }
-    sb_printf(b, "<line class=\"axis\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>", g->ml,
-              g->ml + pw, g->mt + ph, g->mt + ph);
-    sb_printf(b, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">epoch</text>",
-              g->ml + pw / 2, g->h - (g->small ? 4 : 8));
-    sb_printf(b, "<text class=\"label\" transform=\"translate(%.1f %.1f) rotate(-90)\" "
-                 "text-anchor=\"middle\">",
-              g->small ? 11.0 : 14.0, g->mt + ph / 2);
+    put_svg(b, "<line class=\"axis\" x1=\"@\" x2=\"@\" y1=\"@\" y2=\"@\"/>",
+            (double[]){g->ml, g->ml + pw, g->mt + ph, g->mt + ph});
+    put_svg(b, "<text class=\"label\" x=\"@\" y=\"@\" text-anchor=\"middle\">epoch</text>",
+            (double[]){g->ml + pw / 2, g->h - (g->small ? 4 : 8)});
+    put_svg(b, "<text class=\"label\" transform=\"translate(@ @) rotate(-90)\" text-anchor=\"middle\">",
+            (double[]){g->small ? 11.0 : 14.0, g->mt + ph / 2});
     html_esc(b, ylabel);
     sb_puts(b, "</text>");
     /* the curves, clipped to the plot */
@@ -394,7 +424,10 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, const se
             double x = xl + ((double)(i + 1) - x0) / (x1 - x0) * xw;
             double y = g->mt + ph - (v - y0) / (y1 - y0) * ph;
             y = fmax(g->mt - ph, fmin(g->mt + 2 * ph, y));
-            sb_printf(b, "%s%.1f %.1f", pen ? " L" : (i ? " M" : "M"), x, y);
+            sb_puts(b, pen ? " L" : (i ? " M" : "M"));
+            put_coord(b, x);
+            sb_putn(b, " ", 1);
+            put_coord(b, y);
             pen = 1;
         }
         sb_puts(b, "\"><title>");
@@ -412,8 +445,9 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, const se
                 continue;
             sb_printf(b, "<circle class=\"dot %s\" data-model=\"", val ? "val" : "train");
             html_esc(b, s[k].m->name);
-            sb_printf(b, "\" cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\" stroke=\"%s\"><title>", x,
-                      y, g->small ? "2.2" : "3", val ? s[k].m->color : "#fff", s[k].m->color);
+            put_svg(b, "\" cx=\"@\" cy=\"@\"", (double[]){x, y});
+            sb_printf(b, " r=\"%s\" fill=\"%s\" stroke=\"%s\"><title>", g->small ? "2.2" : "3",
+                      val ? s[k].m->color : "#fff", s[k].m->color);
             html_esc(b, s[k].m->name);
             sb_printf(b, ", epoch %zu: %s %.4f</title></circle>", i + 1, curve_key[s[k].curve], v);
         }

@@ -427,6 +427,46 @@ static cohort_status make_jobs(sched *s, cohort_error *err)
     return COHORT_OK;
 }
 
+/*
+ * On a CPU, a fused group is cut into one sub-group per core, trained side
+ * by side: each core runs its models' small GEMMs single-threaded, which
+ * is faster than splitting every small GEMM over the cores.
+ */
+static cohort_status split_groups_over_cores(sched *s, int cores, cohort_error *err)
+{
+    cohort_run *run = s->run;
+    int total = 0;
+    for (int i = 0; i < s->n_jobs; i++) {
+        const job *j = &s->jobs[i];
+        int cpu = !strcmp(run->devices->dev[j->device].info.kind, "cpu");
+        total += cpu && j->n > 1 ? (j->n < cores ? j->n : cores) : 1;
+    }
+    job *nj = calloc((size_t)(total ? total : 1), sizeof *nj);
+    if (!nj)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    int n = 0;
+    for (int i = 0; i < s->n_jobs; i++) {
+        const job *j = &s->jobs[i];
+        int cpu = !strcmp(run->devices->dev[j->device].info.kind, "cpu");
+        int parts = cpu && j->n > 1 ? (j->n < cores ? j->n : cores) : 1;
+        for (int p = 0; p < parts; p++) {
+            job *d = &nj[n + p];
+            d->device = j->device;
+            d->fd = -1;
+            for (int k = p; k < j->n; k += parts)
+                d->idx[d->n++] = j->idx[k];
+            d->bytes = group_bytes(run, d->idx, d->n);
+            for (int k = 0; k < d->n; k++)
+                run->m[d->idx[k]].group = n + p;
+        }
+        n += parts;
+    }
+    free(s->jobs);
+    s->jobs = nj;
+    s->n_jobs = n;
+    return COHORT_OK;
+}
+
 /* Claim room for job j on its device; 0 when it does not fit right now. */
 static int reserve(sched *s, job *j)
 {
@@ -693,7 +733,10 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err)
     cohort_status st = make_jobs(&s, err);
     int cores = run->devices->dev[0].info.threads;
     int threads = run->opt.threads > 0 ? run->opt.threads : cores;
+    if (!st && run->strategy == COHORT_STRATEGY_FUSED && threads > 1)
+        st = split_groups_over_cores(&s, threads, err);
     switch (run->strategy) {
+    case COHORT_STRATEGY_FUSED:
     case COHORT_STRATEGY_THREADS:
     case COHORT_STRATEGY_PROCESSES:
         s.concurrency = threads < s.n_jobs ? threads : s.n_jobs;
@@ -707,9 +750,10 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err)
         break;
     }
     /* OpenBLAS's thread count is global: the runner sets it once, for all. */
-    openblas_set_num_threads(run->strategy == COHORT_STRATEGY_THREADS ? 1 : s.threads_per_job);
+    int threaded = run->strategy == COHORT_STRATEGY_THREADS || run->strategy == COHORT_STRATEGY_FUSED;
+    openblas_set_num_threads(threaded ? 1 : s.threads_per_job);
     if (!st) {
-        if (run->strategy == COHORT_STRATEGY_THREADS && s.concurrency > 1)
+        if (threaded && s.concurrency > 1)
             st = run_threads(&s, err);
         else if (run->strategy == COHORT_STRATEGY_PROCESSES)
             st = run_processes(&s, err);

@@ -1,0 +1,61 @@
+/*
+ * kernels_cuda: the CUDA backend's own kernels (everything but the GEMMs),
+ * each one launch over all `count` models of a group: grid.y is the model,
+ * grid.x runs over its elements. Host-side per-model values travel by value.
+ */
+#ifndef COHORT_KERNELS_CUDA_H
+#define COHORT_KERNELS_CUDA_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Models per launch for ops with per-model scalars; larger groups take
+ * several launches. */
+#define CU_CHUNK 64
+
+typedef struct cu_dropout_args {
+    float rate[CU_CHUNK], keep[CU_CHUNK]; /* keep = 1 / (1 - rate), computed on the host */
+    uint64_t key[CU_CHUNK];
+} cu_dropout_args;
+
+typedef struct cu_sgd_args {
+    float lr[CU_CHUNK], momentum[CU_CHUNK];
+    int nesterov[CU_CHUNK];
+    unsigned char active[CU_CHUNK];
+} cu_sgd_args;
+
+typedef struct cu_adam_args {
+    float alpha[CU_CHUNK], c1[CU_CHUNK], c2[CU_CHUNK], eps[CU_CHUNK], decay[CU_CHUNK];
+    unsigned char active[CU_CHUNK];
+} cu_adam_args;
+
+/* Every launcher queues on stream s and returns the launch's error. The
+ * shapes and formulas are those of the CPU backend (backend_impl.h,
+ * cpu/kernels.h); strides are in elements per model. */
+cudaError_t cu_bias_act(cudaStream_t s, float *Y, size_t sY, const float *bias, size_t sb,
+                        int rows, int cols, int act, int count);
+cudaError_t cu_act_backward(cudaStream_t s, float *d, size_t sd, const float *Y, size_t sY,
+                            size_t n, int act, int count);
+cudaError_t cu_bias_grad(cudaStream_t s, float *db, size_t sdb, const float *dZ, size_t sdZ,
+                         int rows, int cols, int count);
+/* count <= CU_CHUNK. */
+cudaError_t cu_dropout_fwd(cudaStream_t s, float *Y, const float *X, float *mask, size_t st,
+                           size_t n, const cu_dropout_args *a, uint64_t counter0, int count);
+cudaError_t cu_mul(cudaStream_t s, float *d, size_t sd, const float *mask, size_t sm, size_t n,
+                   int count);
+cudaError_t cu_copy(cudaStream_t s, float *dst, const float *src, size_t st, size_t n, int count);
+cudaError_t cu_softmax_xent(cudaStream_t s, float *Z, size_t sZ, const int32_t *y, size_t sy,
+                            float *dZ, size_t sdZ, double *stats, int rows, int cols,
+                            float grad_scale, int count);
+cudaError_t cu_mse(cudaStream_t s, const float *Y, size_t sY, const int32_t *y, size_t sy,
+                   float *dY, size_t sdY, double *stats, int rows, int cols, float grad_scale,
+                   int count);
+/* count <= CU_CHUNK; v may be NULL (plain SGD). */
+cudaError_t cu_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t st, size_t n,
+                   const cu_sgd_args *a, int count);
+/* count <= CU_CHUNK. */
+cudaError_t cu_adam(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t st,
+                    size_t n, const cu_adam_args *a, int count);
+
+#endif

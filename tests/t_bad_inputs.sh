@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Hostile input through the command line. Every case of tests/bad/data/ (read by
+# `cohort train` as data.train) and tests/bad/weights/ (read by `cohort eval`) must
+# exit with status 2, give the message of its CASE.expect sidecar, name its file,
+# leave no weights behind, and neither crash nor trip a sanitizer. Cases with a
+# `limit:` line (files that claim gigabytes or 2^40 samples) run under
+# `ulimit -v LIMIT` (KiB), or under ASan with max_allocation_size_mb, to show that
+# they fail before any huge allocation. Also: unwritable output directories.
+#
+# A sidecar CASE.expect: "spec: SPEC" (FILE is the case's path, DIR the directory
+# of the generated companions), one or more "error: FRAGMENT", optional
+# "limit: KIB". Text cases are committed beside their sidecar; binary ones are
+# written at test time by tests/bad/{data,weights}/make.py.
+set -u
+COHORT=${COHORT_BIN:-build/cohort}
+SRC=${COHORT_SRC:-.}
+PY=/usr/bin/python3
+NAME=t_bad_inputs.sh
+[ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
+[ -x "$PY" ] || { echo "$NAME: $PY missing; skipped"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "$NAME: FAILED: $*" >&2; }
+
+# An ASan build reserves terabytes of address space: ulimit -v cannot bound it,
+# so there the allocator itself refuses (and reports) any block over 1 GiB.
+sanitized=${COHORT_SANITIZED:-}
+if [ -z "$sanitized" ] && ldd "$COHORT" 2>/dev/null | grep -q 'lib[at]san'; then sanitized=1; fi
+export ASAN_OPTIONS="max_allocation_size_mb=1024:allocator_may_return_null=0:detect_leaks=1:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+export OPENBLAS_NUM_THREADS=1
+
+# check_run CASE FILE RC: the common checks on $T/err after one command.
+check_run() {
+    local c=$1 file=$2 rc=$3
+    if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error|Segmentation fault|core dumped' "$T/err"; then
+        bad "$c: crash or sanitizer report: $(grep -m2 -E 'Sanitizer|runtime error' "$T/err")"
+        return
+    fi
+    [ "$rc" -eq 2 ] && ok || { bad "$c: exit $rc, wanted 2: $(head -c 400 "$T/err")"; return; }
+    grep -qF -- "$(basename "$file")" "$T/err" && ok || bad "$c: message does not name the file: $(head -c 400 "$T/err")"
+}
+
+# run_case KIND CASE: KIND data (train) or weights (eval).
+run_case() {
+    local kind=$1 c=$2 side="$SRC/tests/bad/$1/$2.expect" dir="$T/$1"
+    local file="$dir/$c" spec="" limit="" line
+    local -a want=()
+    if [ -f "$SRC/tests/bad/$kind/$c" ]; then cp "$SRC/tests/bad/$kind/$c" "$file"; fi
+    [ -f "$file" ] || { bad "$kind/$c: no such case (neither committed nor made by make.py)"; return; }
+    while IFS= read -r line || [ -n "$line" ]; do
+        case $line in
+        spec:*)  spec=${line#spec: } ;;
+        error:*) want+=("${line#error: }") ;;
+        limit:*) limit=${line#limit: } ;;
+        ''|'#'*) ;;
+        *) bad "$kind/$c.expect: cannot read line '$line'"; return ;;
+        esac
+    done <"$side"
+    [ -n "$spec" ] && [ ${#want[@]} -gt 0 ] || { bad "$kind/$c.expect: needs spec: and error: lines"; return; }
+    spec=${spec//FILE/$file}
+    spec=${spec//DIR/$dir}
+    local vm=unlimited
+    [ -n "$limit" ] && [ -z "$sanitized" ] && vm=$limit
+    rm -rf "$T/out"
+    if [ "$kind" = data ]; then
+        printf '{"data": {"train": "%s"}, "defaults": {"epochs": 1, "batch_size": 2,
+          "layers": [{"dense": 3, "activation": "softmax"}]}, "models": [{"name": "m"}]}\n' \
+            "$spec" >"$T/plan.yaml"
+        (ulimit -v "$vm" && exec timeout 30 "$COHORT" train "$T/plan.yaml" --out "$T/out" --quiet) \
+            >"$T/out.txt" 2>"$T/err"
+    else
+        (ulimit -v "$vm" && exec timeout 30 "$COHORT" eval "$file" --data "$spec") >"$T/out.txt" 2>"$T/err"
+    fi
+    local rc=$?
+    [ $rc -eq 124 ] && { bad "$kind/$c: hung (killed after 30 s)"; return; }
+    check_run "$kind/$c" "$file" $rc
+    for w in "${want[@]}"; do
+        grep -qF -- "$w" "$T/err" && ok || bad "$kind/$c: stderr lacks '$w': $(head -c 400 "$T/err")"
+    done
+    [ ! -e "$T/out/models/m.safetensors" ] && ok || bad "$kind/$c: weights were written"
+}
+
+n_cases=0
+for kind in data weights; do
+    mkdir -p "$T/$kind"
+    $PY "$SRC/tests/bad/$kind/make.py" "$T/$kind" || { bad "tests/bad/$kind/make.py failed"; continue; }
+    for side in "$SRC/tests/bad/$kind"/*.expect; do
+        c=$(basename "$side" .expect)
+        run_case "$kind" "$c"
+        n_cases=$((n_cases + 1))
+    done
+done
+[ "$n_cases" -ge 100 ] && ok || bad "only $n_cases cases found in tests/bad/data and tests/bad/weights"
+
+# Unwritable output directories: a clear message naming the directory, status 2.
+printf 'a,b,label\n1,2,0\n3,4,1\n5,6,2\n' >"$T/good.csv"
+printf '{"data": {"train": "csv:%s"}, "defaults": {"epochs": 1, "batch_size": 2,
+  "layers": [{"dense": 3, "activation": "softmax"}]}, "models": [{"name": "m"}]}\n' \
+    "$T/good.csv" >"$T/plan.yaml"
+out_case() { # out_case DESCRIPTION DIR FRAGMENT [NAME]: NAME (default DIR) must be in the message
+    timeout 30 "$COHORT" train "$T/plan.yaml" --out "$2" --quiet >"$T/out.txt" 2>"$T/err"
+    local rc=$?
+    check_run "$1" "${4:-$2}" $rc
+    grep -qF -- "$3" "$T/err" && ok || bad "$1: stderr lacks '$3': $(head -c 400 "$T/err")"
+}
+out_case "--out under /proc" /proc/forbidden "cannot create directory"
+touch "$T/plainfile"
+out_case "--out under a regular file" "$T/plainfile/run" "is not a directory" "$T/plainfile"
+mkdir -p "$T/clash" && touch "$T/clash/models"
+out_case "--out whose models/ is a file" "$T/clash" "models"
+if [ "$(id -u)" -ne 0 ]; then # root writes through a read-only mode
+    mkdir -p "$T/ro" && chmod 555 "$T/ro"
+    out_case "--out in a read-only directory" "$T/ro/run" "Permission denied"
+    chmod 755 "$T/ro"
+fi
+# The good plan itself trains: the failures above come from the directories.
+timeout 60 "$COHORT" train "$T/plan.yaml" --out "$T/goodrun" --quiet >"$T/out.txt" 2>"$T/err"
+rc=$?
+[ $rc -eq 0 ] && [ -s "$T/goodrun/models/m.safetensors" ] && ok || bad "the good plan: exit $rc: $(head -c 400 "$T/err")"
+
+echo "$NAME: $pass passed, $fail failed ($n_cases malformed inputs)"
+[ "$fail" -eq 0 ]
