@@ -38,5 +38,9 @@ test-tsan:
 bench: setup build
 	bench/run
 
+# libFuzzer on every reader, FUZZ_SECONDS (default 60) each; fails on a finding.
+fuzz:
+	tests/fuzz/run
+
 clean:
 	rm -rf build build-asan build-tsan

@@ -70,13 +70,14 @@ static double jnum(const json_value *v)
     return json_num(v, NAN);
 }
 
-/* v with one decimal, as "%.1f" would print it for |v| < 1e9, without the
- * cost of printf: a 50-model, 100-epoch report has 40 000 of them. */
-static void put_coord(strbuf *b, double v)
+/* Write v with one decimal, as "%.1f" would for |v| < 1e9, so that it
+ * ends just before end; returns where it starts. printf costs ten times
+ * more, and a 50-model, 100-epoch report has 80 000 coordinates. */
+static char *coord_fmt(char *end, double v)
 {
-    char buf[24], *p = buf + sizeof buf;
-    v = fmax(-1e9, fmin(1e9, v));
-    long long t = llround(fabs(v) * 10);
+    char *p = end;
+    v = v < -1e9 ? -1e9 : v > 1e9 ? 1e9 : v;
+    long long t = (long long)((v < 0 ? -v : v) * 10 + 0.5);
     int neg = v < 0 && t != 0;
     *--p = (char)('0' + t % 10);
     *--p = '.';
@@ -87,6 +88,13 @@ static void put_coord(strbuf *b, double v)
     } while (t);
     if (neg)
         *--p = '-';
+    return p;
+}
+
+static void put_coord(strbuf *b, double v)
+{
+    char buf[24];
+    char *p = coord_fmt(buf + sizeof buf, v);
     sb_putn(b, p, (size_t)(buf + sizeof buf - p));
 }
 
@@ -285,7 +293,8 @@ typedef struct chart_geom {
 } chart_geom;
 
 static const chart_geom geom_big = {640, 360, 58, 18, 14, 46, 0};
-static const chart_geom geom_small = {250, 160, 42, 10, 10, 32, 1};
+static const chart_geom geom_small = {340, 130, 46, 10, 8, 30, 1};
+static const chart_geom geom_small_top = {340, 116, 46, 10, 8, 16, 1}; /* no x label */
 
 /* One line on a chart: a history array of one model. */
 typedef struct series {
@@ -319,23 +328,40 @@ static void tick_label(strbuf *b, double v, double step)
     sb_printf(b, "%.*f", d, v);
 }
 
-/* The y range of the series: nice bounds around their finite values. */
+/* The y range of the series: nice bounds around their finite values. A
+ * loss that blows up (a diverging model) would flatten every other curve, so
+ * losses past four times the largest first loss do not widen the range;
+ * they run off the top of the plot. */
 static void y_range(const series *s, int ns, int is_acc, int target, double *y0, double *y1,
                     double *step)
 {
     double lo = INFINITY, hi = -INFINITY;
-    for (int pass = 0; pass < 2 && lo > hi; pass++)
+    for (int pass = 0; pass < 2 && lo > hi; pass++) {
+        double cap = -INFINITY;
         for (int k = 0; k < ns; k++) {
             if (pass == 0 && !s[k].in_range)
                 continue;
             for (size_t i = 0; s[k].arr && i < s[k].arr->n; i++) {
                 double v = jnum(&s[k].arr->items[i]);
                 if (isfinite(v)) {
+                    cap = fmax(cap, v);
+                    break;
+                }
+            }
+        }
+        cap = !is_acc && cap > 0 ? 4 * cap : INFINITY;
+        for (int k = 0; k < ns; k++) {
+            if (pass == 0 && !s[k].in_range)
+                continue;
+            for (size_t i = 0; s[k].arr && i < s[k].arr->n; i++) {
+                double v = jnum(&s[k].arr->items[i]);
+                if (isfinite(v) && v <= cap) {
                     lo = fmin(lo, v);
                     hi = fmax(hi, v);
                 }
             }
         }
+    }
     if (lo > hi) {
         lo = 0;
         hi = 1;
@@ -356,12 +382,15 @@ static void y_range(const series *s, int ns, int is_acc, int target, double *y0,
         *y1 = *y0 + *step;
 }
 
-static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, const series *s, int ns,
-                      int n_epochs, int is_acc)
+/* A line chart of the series over epochs 1..n_epochs, with ticks, grid and
+ * axis labels (no x label when xlabel is 0). */
+static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, int xlabel, const series *s,
+                      int ns, int n_epochs, int is_acc)
 {
     strbuf *b = c->b;
     double pw = g->w - g->ml - g->mr, ph = g->h - g->mt - g->mb;
-    double x0 = 1, x1 = n_epochs > 2 ? n_epochs : 2;
+    /* one epoch sits in the middle; more span the width */
+    double x0 = n_epochs > 1 ? 1 : 0, x1 = n_epochs > 1 ? n_epochs : 2;
     double xpad = g->small ? 6 : 10, xl = g->ml + xpad, xw = pw - 2 * xpad; /* where epochs go */
     double y0, y1, ystep;
     y_range(s, ns, is_acc, g->small ? 4 : 6, &y0, &y1, &ystep);
@@ -389,7 +418,7 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, const se
     }
     /* x ticks: whole epochs */
     double xstep = fmax(1, round(nice_step(x1 - x0, g->small ? 4 : 8)));
-    for (double e = xstep > 1 ? xstep : 1; e <= x1 + 1e-9; e += xstep) {
+    for (double e = xstep > 1 ? xstep : 1; e <= x1 + 1e-9 && e <= fmax(n_epochs, 1); e += xstep) {
         double x = xl + (e - x0) / (x1 - x0) * xw;
         put_svg(b, "<line class=\"xtick\" x1=\"@\" x2=\"@\" y1=\"@\" y2=\"@\"/>",
                 (double[]){x, x, g->mt + ph, g->mt + ph + 4});
@@ -399,8 +428,9 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, const se
     }
     put_svg(b, "<line class=\"axis\" x1=\"@\" x2=\"@\" y1=\"@\" y2=\"@\"/>",
             (double[]){g->ml, g->ml + pw, g->mt + ph, g->mt + ph});
-    put_svg(b, "<text class=\"label\" x=\"@\" y=\"@\" text-anchor=\"middle\">epoch</text>",
-            (double[]){g->ml + pw / 2, g->h - (g->small ? 4 : 8)});
+    if (xlabel)
+        put_svg(b, "<text class=\"label\" x=\"@\" y=\"@\" text-anchor=\"middle\">epoch</text>",
+                (double[]){g->ml + pw / 2, g->h - (g->small ? 4 : 8)});
     put_svg(b, "<text class=\"label\" transform=\"translate(@ @) rotate(-90)\" text-anchor=\"middle\">",
             (double[]){g->small ? 11.0 : 14.0, g->mt + ph / 2});
     html_esc(b, ylabel);
@@ -423,11 +453,15 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, const se
             }
             double x = xl + ((double)(i + 1) - x0) / (x1 - x0) * xw;
             double y = g->mt + ph - (v - y0) / (y1 - y0) * ph;
-            y = fmax(g->mt - ph, fmin(g->mt + 2 * ph, y));
-            sb_puts(b, pen ? " L" : (i ? " M" : "M"));
-            put_coord(b, x);
-            sb_putn(b, " ", 1);
-            put_coord(b, y);
+            y = y < g->mt - ph ? g->mt - ph : y > g->mt + 2 * ph ? g->mt + 2 * ph : y;
+            /* " Lx y", built backwards in one buffer: one append per point */
+            char pt[64], *q = coord_fmt(pt + sizeof pt, y);
+            *--q = ' ';
+            q = coord_fmt(q, x);
+            *--q = pen ? 'L' : 'M';
+            if (i)
+                *--q = ' ';
+            sb_putn(b, q, (size_t)(pt + sizeof pt - q));
             pen = 1;
         }
         sb_puts(b, "\"><title>");
@@ -702,7 +736,7 @@ static cohort_status section_curves(rctx *c, cohort_error *err)
                                acc ? C_VAL_ACC : C_VAL_LOSS, in_range};
         }
         sb_printf(b, "<figure><figcaption>%s</figcaption>", acc ? "Accuracy" : "Loss");
-        svg_chart(c, &geom_big, acc ? "accuracy" : "loss", s, ns, c->max_epochs, acc);
+        svg_chart(c, &geom_big, acc ? "accuracy" : "loss", 1, s, ns, c->max_epochs, acc);
         sb_puts(b, "</figure>");
     }
     sb_puts(b, "</div></section>\n");
@@ -730,12 +764,12 @@ static cohort_status section_curves(rctx *c, cohort_error *err)
             sb_puts(b, "</div>");
         }
         if (m->n_epochs) {
-            sb_puts(b, "<div class=\"pair\">");
+            sb_puts(b, "<div class=\"stack\">");
             for (int acc = 0; acc < 2; acc++) {
                 series two[2] = {{m->curve[acc ? C_ACC : C_LOSS], m, acc ? C_ACC : C_LOSS, 1},
                                  {m->curve[acc ? C_VAL_ACC : C_VAL_LOSS], m,
                                   acc ? C_VAL_ACC : C_VAL_LOSS, 1}};
-                svg_chart(c, &geom_small, acc ? "accuracy" : "loss", two, 2, m->n_epochs, acc);
+                svg_chart(c, acc ? &geom_small : &geom_small_top, acc ? "accuracy" : "loss", acc, two, 2, m->n_epochs, acc);
             }
             sb_puts(b, "</div>");
         } else if (!m->error) {
@@ -1031,7 +1065,7 @@ static const char page_css[] =
     ".models th:hover{color:var(--ink)}"
     ".models th[aria-sort=ascending]::after{content:' \\25B2';font-size:9px}"
     ".models th[aria-sort=descending]::after{content:' \\25BC';font-size:9px}"
-    ".models td{padding:8px 10px;border-bottom:1px solid var(--line);vertical-align:top}"
+    ".models td{padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}"
     ".models tr:hover td{background:#f9fafb}"
     ".models tr.best td{background:#f0f6ff}"
     ".num{text-align:right!important;white-space:nowrap}"
@@ -1049,11 +1083,12 @@ static const char page_css[] =
     ".legend .key{color:var(--muted);white-space:nowrap}"
     ".legend .key svg{vertical-align:middle;margin-right:5px}"
     ".pair{display:grid;grid-template-columns:1fr 1fr;gap:14px}"
+    ".stack svg+svg{margin-top:2px}"
     "figure{margin:0}"
     "figcaption{font-weight:600;font-size:13px;margin:4px 0 2px 4px}"
     "svg.chart{width:100%;height:auto;display:block}"
     ".chart text{font-size:12px;fill:#667085}"
-    ".chart.small text{font-size:10px}"
+    ".chart.small text{font-size:10.5px}"
     ".chart .label{fill:#475467;font-weight:500}"
     ".chart .plot{fill:#fcfcfd;stroke:none}"
     ".chart .grid{stroke:#eaecf0;stroke-width:1}"
@@ -1066,7 +1101,7 @@ static const char page_css[] =
     "circle.dot{stroke-width:1.5}"
     ".fig.hl path.curve,.fig.hl circle.dot{opacity:.12}"
     ".fig.hl .on{opacity:1!important}"
-    ".grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(400px,1fr));gap:14px}"
+    ".grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(360px,1fr));gap:14px}"
     ".mcard{border:1px solid var(--line);border-radius:10px;padding:10px 12px;background:#fff}"
     ".mcard.failed{border-color:#fecdca;background:#fffbfa}"
     ".mhead{display:flex;align-items:center;gap:8px;flex-wrap:wrap;margin-bottom:4px}"

@@ -28,7 +28,21 @@ typedef struct model_entry {
     char best_weights[COHORT_PATH_MAX];
     int done;              /* finished: ok, failed, diverged or refused */
     int group;             /* the job (training group) it trains in, -1 = none */
+    int resumed;           /* taken finished from a previous run's results.json */
+    int start_epoch;       /* --resume: where its checkpoint stands */
+    int64_t start_step;
 } model_entry;
+
+/* A model's checkpoint, read back. */
+typedef struct ckpt {
+    int found;
+    int epoch;             /* whole epochs done */
+    int64_t step;          /* steps done of the next epoch */
+    float *params;         /* [4, P]: params, opt.m, opt.v, best */
+    int have[4];
+    train_result res;      /* best, wait, partial sums, seconds (history: below) */
+    epoch_metrics *history;/* [epochs] */
+} ckpt;
 
 struct cohort_run {
     const cohort_plan *plan;
@@ -46,6 +60,7 @@ struct cohort_run {
     char out_dir[COHORT_PATH_MAX];
     pthread_mutex_t lock;  /* model entries, results.json, events: one writer at a time */
     volatile int stop;
+    int lock_fd;           /* the output directory's lock, -1 = none */
 };
 
 /* Write results.json (atomically) from the current state of every model. */
@@ -56,6 +71,21 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
                                 int best, char *rel, cohort_error *err);
 /* Write history/NAME.csv from the model's history so far. */
 cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *err);
+
+/* Write model e's checkpoint (k in group g) after `epoch` epochs and `step`
+ * steps; scratch holds 4 * P floats. Atomic. */
+cohort_status ckpt_write(cohort_run *run, const model_entry *e, train_group *g, int k,
+                         const train_result *r, int epoch, int64_t step, float *scratch,
+                         cohort_error *err);
+/* Read model e's checkpoint; c->found is 0 when it has none. An error when it
+ * is unreadable or was written for another config. */
+cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, cohort_error *err);
+void ckpt_free(ckpt *c);
+/* --resume: take the finished models of DIR/results.json. */
+cohort_status run_resume(cohort_run *run, cohort_error *err);
+/* Lock the output directory (flock on DIR/.lock); refuses when another run
+ * holds it. */
+cohort_status run_lock(cohort_run *run, cohort_error *err);
 
 /* Train every job of the run under its strategy (schedule.c). */
 cohort_status run_schedule(cohort_run *run, cohort_error *err);

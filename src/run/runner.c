@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void cohort_run_options_init(cohort_run_options *opt)
 {
@@ -211,6 +212,7 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
     if (!run)
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     run->plan = plan;
+    run->lock_fd = -1;
     cohort_run_options_init(&run->opt);
     if (opt)
         run->opt = *opt;
@@ -258,12 +260,32 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
     if (!st && run->out_dir[0]) {
         char sub[COHORT_PATH_MAX + 16];
         st = dir_make(run->out_dir, err);
-        snprintf(sub, sizeof sub, "%s/models", run->out_dir);
         if (!st)
+            st = run_lock(run, err);
+        const char *subs[] = {"models", "history", "checkpoints"};
+        for (int i = 0; !st && i < 3; i++) {
+            snprintf(sub, sizeof sub, "%s/%s", run->out_dir, subs[i]);
             st = dir_make(sub, err);
-        snprintf(sub, sizeof sub, "%s/history", run->out_dir);
-        if (!st)
-            st = dir_make(sub, err);
+        }
+        if (!st && run->opt.resume)
+            st = run_resume(run, err);
+        for (int i = 0; !st && run->opt.resume && i < run->n; i++) {
+            model_entry *e = &run->m[i];
+            if (e->done)
+                continue;
+            ckpt c;
+            st = ckpt_read(run, e, &c, err);
+            if (!st && c.found) {
+                e->start_epoch = c.epoch;
+                e->start_step = c.step;
+                e->res.epochs_run = c.epoch;
+                memcpy(e->res.history, c.history, (size_t)c.epoch * sizeof(epoch_metrics));
+                e->res.best_epoch = c.res.best_epoch;
+                e->res.best = c.res.best;
+                e->res.seconds = c.res.seconds;
+            }
+            ckpt_free(&c);
+        }
     }
     if (st) {
         cohort_run_free(run);
@@ -284,6 +306,8 @@ void cohort_run_free(cohort_run *run)
     free(run->m);
     if (run->own_devices)
         devices_free(run->devices);
+    if (run->lock_fd >= 0)
+        close(run->lock_fd);
     data_free(run->train_ds);
     data_free(run->test_ds);
     data_free(run->val_ds);

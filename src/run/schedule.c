@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -207,6 +208,7 @@ typedef struct job_ctx {
     double last_step_report;
     char best_weights[MAX_GROUP][COHORT_PATH_MAX];
     double t0;
+    float *scratch; /* [4, P] for checkpoints */
 } job_ctx;
 
 static void on_step(void *user, int k, int epoch, int64_t step, int64_t steps, double loss,
@@ -254,6 +256,22 @@ static int on_epoch(void *user, int k, int epoch, const epoch_metrics *em, int i
     m.seconds = now_seconds() - c->t0;
     str_copy(m.best_weights, sizeof m.best_weights, c->best_weights[k]);
     report(c->s, &m, NULL);
+    return 0;
+}
+
+static int on_checkpoint(void *user, int epoch, int64_t step, const train_result *res,
+                         cohort_error *err)
+{
+    job_ctx *c = user;
+    cohort_run *run = c->s->run;
+    if (!run->out_dir[0])
+        return 0;
+    for (int k = 0; k < c->j->n; k++) {
+        if (res[k].state != MODEL_RUNNING)
+            continue;
+        if (ckpt_write(run, &run->m[c->j->idx[k]], c->g, k, &res[k], epoch, step, c->scratch, err))
+            return 1;
+    }
     return 0;
 }
 
@@ -305,14 +323,45 @@ static void job_run(sched *s, job *j)
     err.message[0] = 0;
     cohort_status st = group_create(specs, j->n, run->n_in, run->n_classes, dev,
                                     s->threads_per_job, &c.g, &err);
+    size_t P = c.g ? group_layout(c.g)->n_params : 0;
     if (!st) {
-        c.host = malloc(group_layout(c.g)->n_params * sizeof(float));
-        if (!c.host)
+        c.host = malloc(P * sizeof(float));
+        c.scratch = malloc(4 * P * sizeof(float));
+        if (!c.host || !c.scratch)
             st = cohort_fail(&err, COHORT_ERR_NOMEM, "out of host memory");
     }
+    for (int k = 0; !st && k < j->n; k++) {
+        res[k].history = calloc((size_t)specs[k]->epochs, sizeof(epoch_metrics));
+        if (!res[k].history)
+            st = cohort_fail(&err, COHORT_ERR_NOMEM, "out of host memory");
+    }
+    /* --resume: every model of a job stands at the same point (make_jobs). */
+    const model_entry *e0 = &run->m[j->idx[0]];
+    train_start start = {e0->start_epoch, e0->start_step};
+    int resuming = start.epoch > 0 || start.step > 0;
+    for (int k = 0; !st && resuming && k < j->n; k++) {
+        const model_entry *e = &run->m[j->idx[k]];
+        ckpt ck;
+        st = ckpt_read(run, e, &ck, &err);
+        if (!st && !ck.found)
+            st = cohort_fail(&err, COHORT_ERR_IO, "model '%s': its checkpoint disappeared",
+                             e->spec->name);
+        if (!st) {
+            group_set_state(c.g, k, ck.params, ck.have[1] ? ck.params + P : NULL,
+                            ck.have[2] ? ck.params + 2 * P : NULL,
+                            ck.have[3] ? ck.params + 3 * P : NULL);
+            epoch_metrics *h = res[k].history;
+            res[k] = ck.res;
+            res[k].history = h;
+            memcpy(h, ck.history, (size_t)ck.epoch * sizeof *h);
+            str_copy(c.best_weights[k], sizeof c.best_weights[k], e->best_weights);
+        }
+        ckpt_free(&ck);
+    }
     if (!st) {
-        train_callbacks cb = {on_step, on_epoch, &c, &run->stop};
-        group_fit(c.g, &run->train, run->has_val ? &run->val : NULL, &cb, res, &err);
+        train_callbacks cb = {on_step, on_epoch, on_checkpoint, &c, &run->stop};
+        group_fit(c.g, &run->train, run->has_val ? &run->val : NULL, &cb,
+                  resuming ? &start : NULL, res, &err);
     }
     int C = run->n_classes;
     int n_conf = run->has_test && C <= MAX_CONFUSION_CLASSES ? C * C : 0;
@@ -364,6 +413,7 @@ static void job_run(sched *s, job *j)
         free(res[k].history);
     free(conf);
     free(c.host);
+    free(c.scratch);
     group_free(c.g);
 }
 
@@ -407,8 +457,9 @@ static cohort_status make_jobs(sched *s, cohort_error *err)
         if (fuse)
             for (int g = 0; g < s->n_jobs && !j; g++) {
                 job *c = &s->jobs[g];
-                if (c->device == e->device && c->n < MAX_GROUP &&
-                    fusable(run->m[c->idx[0]].spec, e->spec)) {
+                const model_entry *f = &run->m[c->idx[0]];
+                if (c->device == e->device && c->n < MAX_GROUP && fusable(f->spec, e->spec) &&
+                    f->start_epoch == e->start_epoch && f->start_step == e->start_step) {
                     c->idx[c->n] = i;
                     uint64_t b = group_bytes(run, c->idx, c->n + 1);
                     if (b && b <= pool_limit(run->devices->dev[e->device].pool))
@@ -581,6 +632,10 @@ static int launch(sched *s, job *j)
         return -1;
     }
     if (pid == 0) {
+        /* A worker never outlives its parent. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1)
+            _exit(1);
         close(fds[0]);
         for (int i = 0; i < s->n_jobs; i++)
             if (s->jobs[i].fd >= 0)
@@ -780,10 +835,12 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
         if (st)
             return st;
     }
-    int trainable = 0;
-    for (int i = 0; i < run->n; i++)
+    int trainable = 0, resumed = 0;
+    for (int i = 0; i < run->n; i++) {
         trainable += !run->m[i].done;
-    if (trainable == 0)
+        resumed += run->m[i].resumed;
+    }
+    if (trainable == 0 && resumed == 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "no model can be trained: %s",
                            run->n ? run->m[0].res.error : "the plan has no models");
     cohort_status st = run_schedule(run, err);

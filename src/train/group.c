@@ -417,23 +417,29 @@ static double monitor_value(const char *monitor, const epoch_metrics *m)
 }
 
 cohort_status group_fit(train_group *g, const data_view *train, const data_view *val,
-                        const train_callbacks *cb, train_result *res, cohort_error *err)
+                        const train_callbacks *cb, const train_start *start, train_result *res,
+                        cohort_error *err)
 {
     const model_layout *L = &g->L;
     int K = g->K, B = L->B;
     int64_t n = train->n, steps = (n + B - 1) / B;
     int has_val = val && val->n > 0;
-    int max_epochs = 0;
-    (void)err;
+    int max_epochs = 0, e0 = start ? start->epoch : 0;
+    int64_t s0 = start ? start->step : 0;
     for (int k = 0; k < K; k++)
         if (g->spec[k]->epochs > max_epochs)
             max_epochs = g->spec[k]->epochs;
     free(g->order);
     g->order = malloc((size_t)K * (size_t)(n > 0 ? n : 1) * sizeof *g->order);
     for (int k = 0; k < K; k++) {
-        memset(&res[k], 0, sizeof res[k]);
-        res[k].history = calloc((size_t)g->spec[k]->epochs, sizeof(epoch_metrics));
+        if (!start) {
+            epoch_metrics *h = res[k].history;
+            memset(&res[k], 0, sizeof res[k]);
+            res[k].history = h;
+            res[k].best_value = NAN;
+        }
         res[k].state = MODEL_RUNNING;
+        res[k].error[0] = 0;
         g->active[k] = 1;
         if (!res[k].history || !g->order) {
             res[k].state = MODEL_FAILED;
@@ -442,14 +448,13 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
         }
     }
     if (!g->order)
-        return COHORT_OK;
-    double best[64], t0 = now_seconds(), st[64 * 4];
-    int wait[64] = {0};
-    for (int k = 0; k < K; k++)
-        best[k] = NAN;
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of host memory");
+    /* Every epoch takes every step, so the step count follows from the start. */
+    g->t = (int64_t)e0 * steps + s0;
+    double t0 = now_seconds(), st[64 * 4];
     cohort_status ret = COHORT_OK;
 
-    for (int epoch = 1; epoch <= max_epochs; epoch++) {
+    for (int epoch = e0 + 1; epoch <= max_epochs; epoch++) {
         int any = 0;
         for (int k = 0; k < K; k++) {
             if (g->active[k] && epoch > g->spec[k]->epochs) {
@@ -464,8 +469,14 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
         for (int k = 0; k < K; k++)
             shuffle_order(g->order + (size_t)k * (size_t)n, n, g->spec[k]->seed, epoch,
                           g->spec[k]->shuffle);
-        g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
-        for (int64_t step = 0; step < steps; step++) {
+        int64_t first = epoch == e0 + 1 ? s0 : 0;
+        for (int k = 0; k < K; k++) {
+            st[4 * k] = first ? res[k].part_loss : 0.0;
+            st[4 * k + 1] = first ? res[k].part_correct : 0.0;
+            st[4 * k + 2] = st[4 * k + 3] = 0.0;
+        }
+        g->be->copy_h2d(g->ctx, g->stats, st, (size_t)K * 4 * sizeof(double));
+        for (int64_t step = first; step < steps; step++) {
             int rows = (int)(n - step * B < B ? n - step * B : B);
             const int64_t *ix = g->order + step * B;
             g->be->load_rows(g->ctx, g->act, (size_t)B * (size_t)L->n_in, train->x, train->dim, ix,
@@ -497,7 +508,13 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
                                 st[4 * k + 1] / (double)done);
                 }
             }
-            if (cb && cb->stop && *cb->stop) {
+            if (cb && cb->stop && *cb->stop && step + 1 < steps) {
+                for (int k = 0; k < K; k++) {
+                    res[k].part_loss = st[4 * k];
+                    res[k].part_correct = st[4 * k + 1];
+                }
+                if (cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch - 1, step + 1, res, err))
+                    return cohort_fail_prefix(err, "checkpoint");
                 ret = COHORT_ERR_INTERRUPTED;
                 break;
             }
@@ -534,22 +551,24 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
             m->val_accuracy = has_val ? va[k] : NAN;
             m->seconds = secs;
             res[k].epochs_run = epoch;
+            res[k].part_loss = res[k].part_correct = 0.0;
             const early_stop_spec *es = &g->spec[k]->early_stop;
             const char *mon = es->enabled ? es->monitor : has_val ? "val_loss" : "loss";
             double v = monitor_value(mon, m), delta = es->enabled ? es->min_delta : 0.0;
+            double best = res[k].best_value;
             int is_max = monitor_is_max(mon);
-            int improved = isfinite(v) && (isnan(best[k]) || (is_max ? v > best[k] + delta
-                                                                     : v < best[k] - delta));
+            int improved = isfinite(v) &&
+                           (isnan(best) || (is_max ? v > best + delta : v < best - delta));
             if (improved) {
-                best[k] = v;
-                wait[k] = 0;
+                res[k].best_value = v;
+                res[k].wait = 0;
                 res[k].best_epoch = epoch;
                 res[k].best = *m;
                 if (g->best)
                     g->be->copy(g->ctx, g->best + (size_t)k * L->n_params,
                                 g->params + (size_t)k * L->n_params, 0, L->n_params, 1);
             } else {
-                wait[k]++;
+                res[k].wait++;
             }
             if (cb && cb->on_epoch) {
                 cohort_error e;
@@ -562,27 +581,66 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
                 }
             }
             /* Keras: stop once `patience` epochs in a row did not improve. */
-            if (es->enabled && !improved && wait[k] >= es->patience && epoch < g->spec[k]->epochs) {
+            if (es->enabled && !improved && res[k].wait >= es->patience &&
+                epoch < g->spec[k]->epochs) {
                 g->active[k] = 0;
                 res[k].state = MODEL_OK;
                 res[k].stopped_early = 1;
             }
+        }
+        if (cb && cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch, 0, res, err)) {
+            ret = cohort_fail_prefix(err, "checkpoint");
+            break;
+        }
+        if (cb && cb->stop && *cb->stop && epoch < max_epochs) {
+            ret = COHORT_ERR_INTERRUPTED;
+            break;
         }
     }
     double secs = now_seconds() - t0;
     for (int k = 0; k < K; k++) {
         if (res[k].state == MODEL_RUNNING)
             res[k].state = ret ? MODEL_FAILED : MODEL_OK;
-        if (ret && res[k].state == MODEL_FAILED && !res[k].error[0])
+        if (ret == COHORT_ERR_INTERRUPTED && res[k].state == MODEL_FAILED && !res[k].error[0])
             str_copy(res[k].error, sizeof res[k].error, "interrupted");
+        else if (ret && res[k].state == MODEL_FAILED && !res[k].error[0])
+            str_copy(res[k].error, sizeof res[k].error, err->message);
         if (res[k].state == MODEL_OK && g->best && res[k].best_epoch > 0 &&
             g->spec[k]->early_stop.enabled && g->spec[k]->early_stop.restore_best)
             g->be->copy(g->ctx, g->params + (size_t)k * L->n_params,
                         g->best + (size_t)k * L->n_params, 0, L->n_params, 1);
-        res[k].seconds = secs;
+        res[k].seconds += secs;
     }
     return ret;
 }
+
+void group_get_state(train_group *g, int k, float *params, float *m, float *v, float *best)
+{
+    size_t P = g->L.n_params, off = (size_t)k * P, bytes = P * sizeof(float);
+    group_get_params(g, k, params);
+    if (m && g->L.opt_slots >= 1)
+        g->be->copy_d2h(g->ctx, m, g->opt_m + off, bytes);
+    if (v && g->opt_v)
+        g->be->copy_d2h(g->ctx, v, g->opt_v + off, bytes);
+    if (best && g->best)
+        g->be->copy_d2h(g->ctx, best, g->best + off, bytes);
+}
+
+void group_set_state(train_group *g, int k, const float *params, const float *m, const float *v,
+                     const float *best)
+{
+    size_t P = g->L.n_params, off = (size_t)k * P, bytes = P * sizeof(float);
+    group_set_params(g, k, params);
+    if (m && g->L.opt_slots >= 1)
+        g->be->copy_h2d(g->ctx, g->opt_m + off, m, bytes);
+    if (v && g->opt_v)
+        g->be->copy_h2d(g->ctx, g->opt_v + off, v, bytes);
+    if (best && g->best)
+        g->be->copy_h2d(g->ctx, g->best + off, best, bytes);
+}
+
+int group_opt_slots(const train_group *g) { return g->L.opt_slots; }
+int group_keeps_best(const train_group *g) { return g->best != NULL; }
 
 void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t counter,
                      double *loss, float *grad)

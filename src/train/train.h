@@ -27,16 +27,27 @@ const char *model_state_str(model_state s);
 
 /* What training one model produced. The trainer fills it; the caller owns it. */
 
+/* One model's training so far. The caller allocates history ([epochs]);
+ * when a fit resumes, the caller fills the fields from a checkpoint. */
 typedef struct train_result {
     model_state state;
     char error[768];
     int epochs_run;
-    epoch_metrics *history;  /* [epochs], malloc'd by the trainer */
+    epoch_metrics *history;  /* [epochs], owned by the caller */
     int best_epoch;          /* 1-based, 0 = none */
     epoch_metrics best;
+    double best_value;       /* the monitored metric at best_epoch (NaN: none) */
+    int wait;                /* epochs since it last improved (early stopping) */
     int stopped_early;
     double seconds;
+    double part_loss, part_correct; /* sums over the steps done of an unfinished epoch */
 } train_result;
+
+/* Where a fit starts: after `epoch` whole epochs and `step` steps of the next. */
+typedef struct train_start {
+    int epoch;
+    int64_t step;
+} train_start;
 
 typedef struct train_callbacks {
     /* Called as steps complete (throttled by the caller as it likes). */
@@ -47,6 +58,11 @@ typedef struct train_callbacks {
      * with the message in err. */
     int (*on_epoch)(void *user, int k, int epoch, const epoch_metrics *m, int is_best,
                     cohort_error *err);
+    /* Called after every epoch (step 0) and when stopped mid-epoch (the steps
+     * done of epoch + 1): the moment to save the group's state. Non-zero
+     * fails the whole fit with err. May be NULL. */
+    int (*on_checkpoint)(void *user, int epoch, int64_t step, const train_result *res,
+                         cohort_error *err);
     void *user;
     volatile int *stop; /* non-NULL and set: finish the step and return INTERRUPTED */
 } train_callbacks;
@@ -67,11 +83,23 @@ const model_layout *group_layout(const train_group *g);
 /* The bytes the group's account peaked at in its pool. */
 uint64_t group_peak_bytes(const train_group *g);
 
-/* Train every model of the group. res[k] receive each model's outcome. A
+/* Train every model of the group from `start` (NULL: from scratch; else
+ * res[k] hold the resumed state). res[k] receive each model's outcome. A
  * model that diverges stops alone (state DIVERGED); the others go on.
- * Returns COHORT_OK, or COHORT_ERR_INTERRUPTED when cb->stop was set. */
+ * Returns COHORT_OK, COHORT_ERR_INTERRUPTED when cb->stop was set (after a
+ * checkpoint), or the checkpoint callback's error. */
 cohort_status group_fit(train_group *g, const data_view *train, const data_view *val,
-                        const train_callbacks *cb, train_result *res, cohort_error *err);
+                        const train_callbacks *cb, const train_start *start, train_result *res,
+                        cohort_error *err);
+
+/* Model k's parameters, optimizer state and best-epoch parameters as host
+ * arrays of P floats (m, v, best may be NULL when the group has none). */
+void group_get_state(train_group *g, int k, float *params, float *m, float *v, float *best);
+void group_set_state(train_group *g, int k, const float *params, const float *m, const float *v,
+                     const float *best);
+/* Which optimizer-state arrays the group keeps: 0, 1 (m) or 2 (m, v). */
+int group_opt_slots(const train_group *g);
+int group_keeps_best(const train_group *g);
 
 /* Mean loss and accuracy of every model on d (no dropout). */
 void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy);

@@ -353,6 +353,15 @@ cohort_status file_write_atomic(const char *path, const void *data, size_t len, 
         unlink(tmp);
         return cohort_fail(err, COHORT_ERR_IO, "%s: fsync failed: %s", path, strerror(e));
     }
+    /* Tests widen the window between writing and renaming, to kill a run
+     * inside it. */
+    static long slow_us = -1;
+    if (slow_us < 0) {
+        const char *v = getenv("COHORT_TEST_SLOW_WRITES_US");
+        slow_us = v ? atol(v) : 0;
+    }
+    if (slow_us > 0)
+        usleep((useconds_t)slow_us);
     if (close(fd) != 0) {
         int e = errno;
         unlink(tmp);

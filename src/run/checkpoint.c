@@ -1,0 +1,366 @@
+/*
+ * Checkpoints, resume and the output directory's lock.
+ *
+ * A checkpoint (DIR/checkpoints/NAME.safetensors) holds one model's
+ * parameters, optimizer state and best-epoch parameters as F32 tensors, and
+ * in its metadata where training stands (epochs done, steps done of the
+ * next, partial sums), its history and its early-stopping state. Shuffle
+ * orders and dropout masks are functions of (seed, epoch, step), so no
+ * random-number state needs saving: a resumed model continues exactly.
+ */
+#include "io/io.h"
+#include "run/run.h"
+#include "util/json.h"
+#include "util/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+static void path_of(const cohort_run *run, const model_entry *e, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/checkpoints/%s.safetensors", run->out_dir, e->spec->name);
+}
+
+static void json_metrics(strbuf *b, const epoch_metrics *m)
+{
+    const double v[5] = {m->loss, m->accuracy, m->val_loss, m->val_accuracy, m->seconds};
+    sb_puts(b, "[");
+    for (int i = 0; i < 5; i++) {
+        if (i)
+            sb_puts(b, ",");
+        if (isfinite(v[i]))
+            sb_printf(b, "%.17g", v[i]);
+        else
+            sb_puts(b, "null");
+    }
+    sb_puts(b, "]");
+}
+
+static void num17(strbuf *b, const char *key, double v)
+{
+    sb_printf(b, ",\"%s\":", key);
+    if (isfinite(v))
+        sb_printf(b, "%.17g", v);
+    else
+        sb_puts(b, "null");
+}
+
+cohort_status ckpt_write(cohort_run *run, const model_entry *e, train_group *g, int k,
+                         const train_result *r, int epoch, int64_t step, float *scratch,
+                         cohort_error *err)
+{
+    size_t P = group_layout(g)->n_params;
+    int slots = group_opt_slots(g), keep = group_keeps_best(g);
+    float *params = scratch, *m = scratch + P, *v = scratch + 2 * P, *best = scratch + 3 * P;
+    group_get_state(g, k, params, m, v, best);
+    st_tensor t[4];
+    int n = 0;
+    const char *names[4] = {"params", "opt.m", "opt.v", "best"};
+    float *data[4] = {params, m, v, best};
+    int have[4] = {1, slots >= 1, slots >= 2, keep};
+    for (int i = 0; i < 4; i++) {
+        if (!have[i])
+            continue;
+        memset(&t[n], 0, sizeof t[n]);
+        str_copy(t[n].name, sizeof t[n].name, names[i]);
+        t[n].ndim = 1;
+        t[n].shape[0] = (int64_t)P;
+        t[n].data = data[i];
+        n++;
+    }
+    strbuf s;
+    sb_init(&s);
+    sb_printf(&s, "{\"epoch\":%d,\"step\":%lld,\"state\":\"%s\",\"best_epoch\":%d,\"wait\":%d,"
+                  "\"stopped_early\":%d",
+              epoch, (long long)step, model_state_str(r->state), r->best_epoch, r->wait,
+              r->stopped_early);
+    num17(&s, "part_loss", r->part_loss);
+    num17(&s, "part_correct", r->part_correct);
+    num17(&s, "best_value", r->best_value);
+    num17(&s, "seconds", r->seconds);
+    sb_puts(&s, ",\"best\":");
+    json_metrics(&s, &r->best);
+    sb_puts(&s, ",\"history\":[");
+    for (int i = 0; i < epoch && i < e->spec->epochs; i++) {
+        if (i)
+            sb_puts(&s, ",");
+        json_metrics(&s, &r->history[i]);
+    }
+    sb_puts(&s, "]}");
+    if (s.failed) {
+        sb_free(&s);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    }
+    const char *meta[] = {"format", "cohort-checkpoint", "spec",
+                          e->spec->config_json ? e->spec->config_json : "{}", "state", s.data};
+    char path[2 * COHORT_PATH_MAX];
+    path_of(run, e, path, sizeof path);
+    cohort_status st = st_write(path, t, n, meta, 3, err);
+    sb_free(&s);
+    return st;
+}
+
+static void metrics_from(const json_value *a, epoch_metrics *m)
+{
+    double *f[5] = {&m->loss, &m->accuracy, &m->val_loss, &m->val_accuracy, &m->seconds};
+    for (int i = 0; i < 5; i++)
+        *f[i] = json_num(json_at(a, (size_t)i), NAN);
+}
+
+void ckpt_free(ckpt *c)
+{
+    free(c->params);
+    free(c->history);
+    memset(c, 0, sizeof *c);
+}
+
+cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, cohort_error *err)
+{
+    memset(c, 0, sizeof *c);
+    char path[2 * COHORT_PATH_MAX];
+    path_of(run, e, path, sizeof path);
+    if (access(path, F_OK) != 0)
+        return COHORT_OK; /* no checkpoint: c->found stays 0 */
+    st_file f;
+    cohort_status st = st_read(path, &f, err);
+    if (st)
+        return st;
+    char *spec = st_meta_get(&f, "spec"), *state = st_meta_get(&f, "state");
+    size_t P = e->L.n_params;
+    json_value *j = NULL;
+    char jerr[128];
+    if (!spec || !state || !(j = json_parse(state, strlen(state), jerr, sizeof jerr))) {
+        st = cohort_fail(err, COHORT_ERR_INPUT, "%s: not a cohort checkpoint", path);
+    } else if (!e->spec->config_json || strcmp(spec, e->spec->config_json) != 0) {
+        st = cohort_fail(err, COHORT_ERR_INPUT,
+                         "%s: model '%s' has changed since this checkpoint was written; train "
+                         "into a new --out directory, or remove %s/checkpoints to start over",
+                         path, e->spec->name, run->out_dir);
+    } else {
+        c->params = calloc(4 * P, sizeof(float));
+        c->history = calloc((size_t)e->spec->epochs, sizeof(epoch_metrics));
+        if (!c->params || !c->history)
+            st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory reading %s", path);
+        const char *names[4] = {"params", "opt.m", "opt.v", "best"};
+        for (int i = 0; !st && i < 4; i++) {
+            const st_tensor *t = st_find(&f, names[i]);
+            if (!t)
+                continue;
+            if (t->ndim != 1 || (size_t)t->shape[0] != P) {
+                st = cohort_fail(err, COHORT_ERR_INPUT, "%s: tensor %s has the wrong shape", path,
+                                 names[i]);
+                break;
+            }
+            memcpy(c->params + (size_t)i * P, t->data, P * sizeof(float));
+            c->have[i] = 1;
+        }
+        if (!st && !c->have[0])
+            st = cohort_fail(err, COHORT_ERR_INPUT, "%s: no params tensor", path);
+    }
+    if (!st) {
+        train_result *r = &c->res;
+        c->epoch = (int)json_num(json_get(j, "epoch"), 0);
+        c->step = (int64_t)json_num(json_get(j, "step"), 0);
+        r->best_epoch = (int)json_num(json_get(j, "best_epoch"), 0);
+        r->wait = (int)json_num(json_get(j, "wait"), 0);
+        r->stopped_early = (int)json_num(json_get(j, "stopped_early"), 0);
+        r->part_loss = json_num(json_get(j, "part_loss"), 0);
+        r->part_correct = json_num(json_get(j, "part_correct"), 0);
+        r->best_value = json_num(json_get(j, "best_value"), NAN);
+        r->seconds = json_num(json_get(j, "seconds"), 0);
+        metrics_from(json_get(j, "best"), &r->best);
+        const json_value *h = json_get(j, "history");
+        if (c->epoch < 0 || c->epoch > e->spec->epochs || c->step < 0 || !h ||
+            h->type != JSON_ARR || h->n != (size_t)c->epoch)
+            st = cohort_fail(err, COHORT_ERR_INPUT, "%s: inconsistent training state", path);
+        for (int i = 0; !st && i < c->epoch; i++)
+            metrics_from(json_at(h, (size_t)i), &c->history[i]);
+        r->epochs_run = c->epoch;
+        c->found = !st;
+    }
+    json_free(j);
+    free(spec);
+    free(state);
+    st_free(&f);
+    if (st)
+        ckpt_free(c);
+    return st;
+}
+
+/* ---- resuming finished models from results.json --------------------------- */
+
+static void fill_history(model_entry *e, const json_value *h, int n)
+{
+    const char *keys[5] = {"loss", "accuracy", "val_loss", "val_accuracy", "seconds"};
+    for (int i = 0; i < n && i < e->spec->epochs; i++) {
+        epoch_metrics *m = &e->res.history[i];
+        double *f[5] = {&m->loss, &m->accuracy, &m->val_loss, &m->val_accuracy, &m->seconds};
+        for (int j = 0; j < 5; j++)
+            *f[j] = json_num(json_at(json_get(h, keys[j]), (size_t)i), NAN);
+    }
+}
+
+static int json_equal(const json_value *a, const json_value *b)
+{
+    if (!a || !b || a->type != b->type)
+        return a == b;
+    switch (a->type) {
+    case JSON_NULL: return 1;
+    case JSON_BOOL: return a->boolean == b->boolean;
+    case JSON_NUM: return a->num == b->num;
+    case JSON_STR: return strcmp(a->str, b->str) == 0;
+    case JSON_ARR:
+        if (a->n != b->n)
+            return 0;
+        for (size_t i = 0; i < a->n; i++)
+            if (!json_equal(&a->items[i], &b->items[i]))
+                return 0;
+        return 1;
+    case JSON_OBJ:
+        if (a->n != b->n)
+            return 0;
+        for (size_t i = 0; i < a->n; i++)
+            if (!json_equal(&a->items[i], json_get(b, a->keys[i])))
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* The record's config is the model's config now. */
+static int same_config(const model_entry *e, const json_value *config)
+{
+    if (!e->spec->config_json)
+        return 0;
+    json_value *now = json_parse(e->spec->config_json, strlen(e->spec->config_json), NULL, 0);
+    int same = now && json_equal(now, config);
+    json_free(now);
+    return same;
+}
+
+cohort_status run_resume(cohort_run *run, cohort_error *err)
+{
+    char path[COHORT_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/results.json", run->out_dir);
+    char *text;
+    size_t len;
+    if (access(path, F_OK) != 0)
+        return COHORT_OK; /* nothing to resume: train everything */
+    cohort_status st = file_read_all(path, (size_t)1 << 30, &text, &len, err);
+    if (st)
+        return st;
+    char jerr[128];
+    json_value *j = json_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!j)
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s: %s; cannot resume from it", path, jerr);
+    const json_value *models = json_get(j, "models");
+    for (size_t i = 0; models && i < models->n; i++) {
+        const json_value *r = json_at(models, i);
+        const char *name = json_str(json_get(r, "name"), "");
+        const char *status = json_str(json_get(r, "status"), "");
+        model_entry *e = NULL;
+        for (int m = 0; m < run->n && !e; m++)
+            if (!strcmp(run->m[m].spec->name, name))
+                e = &run->m[m];
+        /* Only models that ended for good are kept; the rest train again,
+         * from their checkpoint when they have one. */
+        if (!e || e->done || (strcmp(status, "ok") && strcmp(status, "diverged")))
+            continue;
+        if (!same_config(e, json_get(r, "config"))) {
+            cohort_fail(err, COHORT_ERR_INPUT,
+                        "%s: model '%s' has changed since it was trained there; train into a new "
+                        "--out directory, or run without --resume to start over",
+                        path, e->spec->name);
+            json_free(j);
+            return COHORT_ERR_INPUT;
+        }
+        e->res.state = strcmp(status, "ok") ? MODEL_DIVERGED : MODEL_OK;
+        str_copy(e->res.error, sizeof e->res.error, json_str(json_get(r, "error"), ""));
+        int n = (int)json_num(json_get(r, "epochs_run"), 0);
+        e->res.epochs_run = n < 0 ? 0 : n > e->spec->epochs ? e->spec->epochs : n;
+        fill_history(e, json_get(r, "history"), e->res.epochs_run);
+        e->res.stopped_early = json_bool(json_get(r, "stopped_early"), 0);
+        const json_value *b = json_get(r, "best");
+        if (b && b->type == JSON_OBJ) {
+            e->res.best_epoch = (int)json_num(json_get(b, "epoch"), 0);
+            e->res.best.loss = json_num(json_get(b, "loss"), NAN);
+            e->res.best.accuracy = json_num(json_get(b, "accuracy"), NAN);
+            e->res.best.val_loss = json_num(json_get(b, "val_loss"), NAN);
+            e->res.best.val_accuracy = json_num(json_get(b, "val_accuracy"), NAN);
+        }
+        const json_value *t = json_get(r, "test");
+        e->test_loss = json_num(json_get(t, "loss"), NAN);
+        e->test_accuracy = json_num(json_get(t, "accuracy"), NAN);
+        e->res.seconds = json_num(json_get(r, "seconds"), 0);
+        e->peak_bytes = (uint64_t)json_num(json_get(r, "peak_bytes"), 0);
+        str_copy(e->weights, sizeof e->weights, json_str(json_get(r, "weights"), ""));
+        str_copy(e->best_weights, sizeof e->best_weights, json_str(json_get(r, "best_weights"), ""));
+        const json_value *c = json_get(r, "confusion");
+        int C = run->n_classes;
+        if (c && c->type == JSON_ARR && c->n == (size_t)C &&
+            (e->confusion = calloc((size_t)C * (size_t)C, sizeof(int64_t))))
+            for (int a = 0; a < C; a++)
+                for (int bb = 0; bb < C; bb++)
+                    e->confusion[a * C + bb] =
+                        (int64_t)json_num(json_at(json_at(c, (size_t)a), (size_t)bb), 0);
+        e->done = 1;
+        e->resumed = 1;
+    }
+    json_free(j);
+    return COHORT_OK;
+}
+
+/* ---- the lock ----------------------------------------------------------------- */
+
+cohort_status run_lock(cohort_run *run, cohort_error *err)
+{
+    char path[COHORT_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/.lock", run->out_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    /* flock is released by the kernel when its holders die: a lock left by
+     * a killed run is free again, and is simply taken over. */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        return cohort_fail(err, COHORT_ERR_USAGE,
+                           "%s is in use by another cohort train (pid %s); wait for it to end, "
+                           "or train into another --out directory",
+                           run->out_dir, pid[0] ? pid : "unknown");
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        close(fd);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    run->lock_fd = fd;
+    /* Holding the lock, any temporary file left here is from a killed run. */
+    const char *subs[] = {"", "/checkpoints", "/models", "/history"};
+    for (int i = 0; i < 4; i++) {
+        char dir[COHORT_PATH_MAX + 16];
+        snprintf(dir, sizeof dir, "%s%s", run->out_dir, subs[i]);
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d)))
+            if (strstr(de->d_name, ".tmp.")) {
+                char p[2 * COHORT_PATH_MAX];
+                snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+                unlink(p);
+            }
+        if (d)
+            closedir(d);
+    }
+    return COHORT_OK;
+}

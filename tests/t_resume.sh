@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Never lose work: a run killed with SIGKILL at any moment (inside epochs and
+# inside checkpoint writes) and resumed ends with the same results, bit for
+# bit, as a run never interrupted; SIGTERM checkpoints and exits 130; a
+# second run on the same directory is refused while the first holds it.
+set -u
+COHORT=${COHORT_BIN:-build/cohort}
+T=$(mktemp -d)
+trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+pass=0 fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "t_resume.sh: FAILED: $*" >&2; }
+
+awk 'BEGIN { srand(3); for (i = 0; i < 3000; i++) { c = i % 4; line = "";
+    for (j = 0; j < 16; j++) { v = rand() - 0.5 + (j % 4 == c ? 0.6 : 0); line = line v "," }
+    print line c } }' > "$T/d.csv"
+head -n 400 "$T/d.csv" > "$T/t.csv"
+cat > "$T/plan.yaml" <<YAML
+data: {train: csv:$T/d.csv, test: csv:$T/t.csv, validation_split: 0.2}
+defaults: {epochs: 12, batch_size: 16, layers: [{dense: 48, activation: relu}, {dense: 4, activation: softmax}]}
+models:
+  - {name: adam}
+  - {name: drop, layers: [{dense: 48, activation: tanh}, {dropout: 0.3}, {dense: 4, activation: softmax}]}
+  - {name: sgd, optimizer: {name: sgd, lr: 0.05, momentum: 0.9, nesterov: true}}
+  - {name: stop, early_stopping: {monitor: val_accuracy, patience: 1, restore_best_weights: true}}
+YAML
+models="adam drop sgd stop"
+
+same_as_ref() { # same_as_ref DIR WHAT
+    local d=$1 what=$2 m
+    for m in $models; do
+        cmp -s "$T/ref/models/$m.safetensors" "$d/models/$m.safetensors" && ok || bad "$what: weights of $m differ"
+    done
+    /usr/bin/python3 - "$T/ref/results.json" "$d/results.json" <<'PY' && ok || bad "$what: results differ"
+import json, sys
+a = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
+b = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}
+for n in a:
+    assert b[n]["status"] == "ok", (n, b[n]["status"], b[n]["error"])
+    for k in ("loss", "accuracy", "val_loss", "val_accuracy"):
+        assert a[n]["history"][k] == b[n]["history"][k], (n, k, a[n]["history"][k], b[n]["history"][k])
+    for k in ("best", "test", "epochs_run", "stopped_early", "confusion"):
+        assert a[n][k] == b[n][k], (n, k, a[n][k], b[n][k])
+PY
+}
+
+"$COHORT" train "$T/plan.yaml" --out "$T/ref" --quiet >/dev/null 2>&1 && ok || bad "reference run"
+ref_seconds=$(/usr/bin/python3 -c "import json,sys; print(sum(m['seconds'] for m in json.load(open(sys.argv[1]))['models']))" "$T/ref/results.json")
+
+# Kill points spread over the run; the last two inside slowed checkpoint writes.
+points="0.15 0.35 0.6 0.9 1.3 slow0.4 slow0.9"
+i=0
+for p in $points; do
+    i=$((i + 1))
+    d="$T/kill$i"
+    if [ "${p#slow}" != "$p" ]; then
+        COHORT_TEST_SLOW_WRITES_US=200000 "$COHORT" train "$T/plan.yaml" --out "$d" --quiet >/dev/null 2>&1 &
+        p=${p#slow}
+    else
+        "$COHORT" train "$T/plan.yaml" --out "$d" --quiet >/dev/null 2>&1 &
+    fi
+    pid=$!
+    sleep "$p"
+    kill -9 $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    [ -d "$d" ] || mkdir -p "$d"
+    ls "$d"/checkpoints/*.tmp.* >/dev/null 2>&1 && echo "t_resume.sh: kill point $i: a half-written checkpoint was left (ignored on resume)"
+    "$COHORT" train "$T/plan.yaml" --out "$d" --resume --quiet >/dev/null 2>"$T/resume$i.err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || bad "kill point $i ($p s): resume exited $rc: $(cat "$T/resume$i.err")"
+    same_as_ref "$d" "kill point $i ($p s)"
+done
+
+# SIGTERM: the current step finishes, a checkpoint is written, exit 130; --resume finishes.
+"$COHORT" train "$T/plan.yaml" --out "$T/term" --quiet >/dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] && ok || bad "SIGTERM: exit $rc, wanted 130"
+ls "$T/term/checkpoints/"*.safetensors >/dev/null 2>&1 && ok || bad "SIGTERM: no checkpoint written"
+"$COHORT" train "$T/plan.yaml" --out "$T/term" --resume --quiet >/dev/null 2>&1 && ok || bad "resume after SIGTERM"
+same_as_ref "$T/term" "SIGTERM"
+
+# Resuming a finished run trains nothing and changes nothing.
+cp "$T/ref/results.json" "$T/before.json"
+"$COHORT" train "$T/plan.yaml" --out "$T/ref" --resume --quiet >/dev/null 2>&1 && ok || bad "resume of a finished run"
+same_as_ref "$T/ref" "resume of a finished run"
+
+# A changed model refuses to resume from a checkpoint made for another config.
+"$COHORT" train "$T/plan.yaml" --out "$T/chg" --quiet >/dev/null 2>&1 &
+pid=$!; sleep 0.4; kill -9 $pid; wait $pid 2>/dev/null
+if ls "$T/chg/checkpoints/"*.safetensors >/dev/null 2>&1; then
+    "$COHORT" train "$T/plan.yaml" --out "$T/chg" --resume --quiet --set defaults.batch_size=8 >/dev/null 2>"$T/chg.err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "has changed since" "$T/chg.err" && ok || bad "changed config: exit $rc: $(cat "$T/chg.err")"
+fi
+
+# The lock: a second run on the same directory is refused while one runs.
+"$COHORT" train "$T/plan.yaml" --out "$T/lock" --quiet --set defaults.epochs=200 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 50); do [ -s "$T/lock/.lock" ] && break; sleep 0.1; done
+"$COHORT" train "$T/plan.yaml" --out "$T/lock" --quiet >/dev/null 2>"$T/lock.err"
+rc=$?
+[ $rc -eq 2 ] && ok || bad "second run on a locked directory: exit $rc, wanted 2"
+grep -q "is in use by another cohort train (pid $pid)" "$T/lock.err" && ok || bad "lock message: $(cat "$T/lock.err")"
+kill -9 $pid; wait $pid 2>/dev/null
+# The killed run's lock is stale now: a new run takes it over.
+"$COHORT" train "$T/plan.yaml" --out "$T/lock" --quiet --set defaults.epochs=1 >/dev/null 2>&1 && ok || bad "stale lock not taken over"
+
+echo "t_resume.sh: $pass passed, $fail failed (reference run ${ref_seconds}s of training)"
+[ "$fail" -eq 0 ]
