@@ -177,6 +177,8 @@ typedef struct cohort_run_options {
                                  section; else these, as they are (borrowed) */
     cohort_event_fn on_event; /* NULL: none; called from the calling thread */
     void *user;
+    int shard_index, shard_count; /* train only share shard_index of shard_count
+                                     (split by cost); 0/0: every model */
 } cohort_run_options;
 
 void cohort_run_options_init(cohort_run_options *opt);

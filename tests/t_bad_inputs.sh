@@ -95,6 +95,37 @@ for kind in data weights; do
 done
 [ "$n_cases" -ge 100 ] && ok || bad "only $n_cases cases found in tests/bad/data and tests/bad/weights"
 
+# Specs that name a directory or a missing file.
+mkdir -p "$T/adir"
+for spec in "csv:$T/adir" "npz:$T/adir" "idx:$T/adir,$T/data/good_labels3.idx" \
+            "npy:$T/adir,$T/data/good_y3.npy"; do
+    printf '{"data": {"train": "%s"}, "models": [{"name": "m", "layers": [{"dense": 2, "activation": "softmax"}]}]}\n' \
+        "$spec" >"$T/plan.yaml"
+    timeout 30 "$COHORT" train "$T/plan.yaml" --out "$T/out" --quiet >"$T/out.txt" 2>"$T/err"
+    check_run "$spec" "$T/adir" $?
+    grep -qE "$T/adir: (not a regular file|read failed: Is a directory)" "$T/err" && ok || bad "$spec: $(head -c 400 "$T/err")"
+done
+for spec in "csv:$T/missing.csv" "idx:$T/data/good_images3.idx,$T/missing"; do
+    printf '{"data": {"train": "%s"}, "models": [{"name": "m", "layers": [{"dense": 2, "activation": "softmax"}]}]}\n' \
+        "$spec" >"$T/plan.yaml"
+    timeout 30 "$COHORT" train "$T/plan.yaml" --out "$T/out" --quiet >"$T/out.txt" 2>"$T/err"
+    check_run "$spec" "$T/missing" $?
+    grep -qF "cannot open: No such file or directory" "$T/err" && ok || bad "$spec: $(head -c 400 "$T/err")"
+done
+timeout 30 "$COHORT" eval "$T/adir" --data "csv:$T/weights/good3.csv" >"$T/out.txt" 2>"$T/err"
+check_run "eval DIR" "$T/adir" $?
+grep -qF "not a regular file" "$T/err" && ok || bad "eval DIR: $(head -c 400 "$T/err")"
+
+# A plan with a map of 100000 keys (1.4 MB): refused at once. Duplicate keys
+# were found by a linear search per key, which took minutes on such a map.
+{ printf 'data: {train: "csv:x.csv"}\nmodels: [{name: m, layers: [{dense: 2, activation: softmax}]}]\nx:\n'
+  awk 'BEGIN { for (i = 0; i < 100000; i++) printf "  key%d: 1\n", i }'; } >"$T/wide.yaml"
+timeout 20 "$COHORT" plan "$T/wide.yaml" >"$T/out.txt" 2>"$T/err"
+rc=$?
+[ $rc -eq 124 ] && bad "wide.yaml: hung (killed after 20 s)"
+check_run "wide plan" "$T/wide.yaml" $rc
+grep -qF "wide.yaml:260: a map with more than 256 keys" "$T/err" && ok || bad "wide plan: $(head -c 400 "$T/err")"
+
 # Unwritable output directories: a clear message naming the directory, status 2.
 printf 'a,b,label\n1,2,0\n3,4,1\n5,6,2\n' >"$T/good.csv"
 printf '{"data": {"train": "csv:%s"}, "defaults": {"epochs": 1, "batch_size": 2,

@@ -1,8 +1,326 @@
+/*
+ * The CUDA plugin's loader. The core links no CUDA: it finds
+ * libcohort_cuda.so, dlopens it only when asked, checks its API version and
+ * forwards to it. Nothing here starts CUDA until backend_cuda(), the plugin's
+ * query, or a lazy table's first ctx_create or mem_alloc runs.
+ */
 #include "backend/backend_impl.h"
+#include "backend/cuda/cuda_plugin.h"
 #include "util/util.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef COHORT_PLUGIN_DIR
+#define COHORT_PLUGIN_DIR "."
+#endif
+
+static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *plugin_handle;             /* the dlopen'd plugin */
+static cuda_ctx_error_fn plugin_ctx_error;
+static int plugin_started;              /* the entry or query ran: CUDA is initialized */
+static int plugin_tried;                /* backend_cuda() ran; its answer is final */
+static char plugin_why[512];            /* why it returned NULL */
+static _Atomic(const backend_ops *) plugin_ops; /* set once, then read without the lock */
+
+static int file_exists(const char *path) { return access(path, R_OK) == 0; }
+
+int cuda_plugin_path(char *path, size_t n, char *why, size_t why_len)
+{
+    const char *env = getenv("COHORT_PLUGIN_DIR");
+    if (env && env[0]) {
+        snprintf(path, n, "%s/%s", env, CUDA_PLUGIN_FILE);
+        if (file_exists(path))
+            return 0;
+        snprintf(why, why_len, "no CUDA plugin at %s (from COHORT_PLUGIN_DIR)", path);
+        return -1;
+    }
+    char exe[4096], tried[1024] = "";
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, n, "%s/%s", exe, CUDA_PLUGIN_FILE);
+            if (file_exists(path))
+                return 0;
+            snprintf(tried, sizeof tried, "%s", path);
+        }
+    }
+    snprintf(path, n, "%s/%s", COHORT_PLUGIN_DIR, CUDA_PLUGIN_FILE);
+    if (file_exists(path))
+        return 0;
+    if (tried[0] && strcmp(tried, path) != 0)
+        snprintf(why, why_len, "no CUDA plugin at %s or %s: cohort was built without nvcc",
+                 tried, path);
+    else
+        snprintf(why, why_len, "no CUDA plugin at %s: cohort was built without nvcc", path);
+    return -1;
+}
+
+/* dlopen the plugin and check its API version; call with plugin_lock held. */
+static int plugin_open_locked(char *why, size_t why_len)
+{
+    if (plugin_handle)
+        return 0;
+    char path[4096];
+    if (cuda_plugin_path(path, sizeof path, why, why_len))
+        return -1;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, why_len, "cannot load the CUDA plugin: %s", dlerror());
+        return -1;
+    }
+    const int *api = (const int *)dlsym(h, CUDA_API_SYMBOL);
+    if (!api || *api != COHORT_BACKEND_API_VERSION) {
+        if (api)
+            snprintf(why, why_len,
+                     "the CUDA plugin %s implements backend API %d, this cohort needs %d: "
+                     "rebuild it",
+                     path, *api, COHORT_BACKEND_API_VERSION);
+        else
+            snprintf(why, why_len, "%s is not a cohort CUDA plugin (no %s)", path,
+                     CUDA_API_SYMBOL);
+        dlclose(h);
+        return -1;
+    }
+    plugin_ctx_error = (cuda_ctx_error_fn)dlsym(h, CUDA_CTX_ERROR_SYMBOL);
+    plugin_handle = h;
+    return 0;
+}
 
 const backend_ops *backend_cuda(char *why, size_t why_len)
 {
-    str_copy(why, why_len, "cohort was built without the CUDA plugin");
-    return NULL;
+    const backend_ops *ops = atomic_load_explicit(&plugin_ops, memory_order_acquire);
+    if (ops)
+        return ops;
+    pthread_mutex_lock(&plugin_lock);
+    if (!plugin_tried) {
+        char reason[512] = "";
+        if (plugin_open_locked(reason, sizeof reason) == 0) {
+            cuda_entry_fn entry = (cuda_entry_fn)dlsym(plugin_handle, CUDA_ENTRY_SYMBOL);
+            if (!entry) {
+                snprintf(reason, sizeof reason, "the CUDA plugin has no %s", CUDA_ENTRY_SYMBOL);
+            } else {
+                plugin_started = 1;
+                ops = entry(COHORT_BACKEND_API_VERSION, reason, sizeof reason);
+                if (ops && ops->api_version != COHORT_BACKEND_API_VERSION) {
+                    snprintf(reason, sizeof reason,
+                             "the CUDA plugin's ops are of backend API %d, this cohort needs %d",
+                             ops->api_version, COHORT_BACKEND_API_VERSION);
+                    ops = NULL;
+                }
+                if (ops)
+                    atomic_store_explicit(&plugin_ops, ops, memory_order_release);
+            }
+        }
+        if (!ops)
+            str_copy(plugin_why, sizeof plugin_why, reason[0] ? reason : "unknown");
+        /* A failure is final for this process: a missing driver stays missing. */
+        plugin_tried = 1;
+    }
+    ops = atomic_load_explicit(&plugin_ops, memory_order_acquire);
+    if (!ops)
+        str_copy(why, why_len, plugin_why);
+    pthread_mutex_unlock(&plugin_lock);
+    return ops;
 }
+
+int cuda_plugin_query(gpu_info *out, int max, char *why, size_t why_len)
+{
+    pthread_mutex_lock(&plugin_lock);
+    cuda_query_fn query = NULL;
+    if (plugin_open_locked(why, why_len) == 0) {
+        query = (cuda_query_fn)dlsym(plugin_handle, CUDA_QUERY_SYMBOL);
+        if (!query)
+            snprintf(why, why_len, "the CUDA plugin has no %s", CUDA_QUERY_SYMBOL);
+        else
+            plugin_started = 1;
+    }
+    pthread_mutex_unlock(&plugin_lock);
+    return query ? query(COHORT_BACKEND_API_VERSION, out, max, why, why_len) : 0;
+}
+
+int backend_cuda_started(void)
+{
+    pthread_mutex_lock(&plugin_lock);
+    int started = plugin_started;
+    pthread_mutex_unlock(&plugin_lock);
+    return started;
+}
+
+const char *backend_cuda_ctx_error(const backend_ctx *ctx)
+{
+    pthread_mutex_lock(&plugin_lock);
+    cuda_ctx_error_fn f = plugin_ctx_error;
+    pthread_mutex_unlock(&plugin_lock);
+    return f && atomic_load(&plugin_ops) ? f(ctx) : "";
+}
+
+/* ---- the lazy table ---------------------------------------------------------
+ * Registered for each GPU at discovery. The calls that come before any
+ * context (ctx_create, mem_alloc) load the plugin; every other op takes a
+ * context, which only the loaded plugin can have made. */
+
+#define REAL() atomic_load_explicit(&plugin_ops, memory_order_acquire)
+
+static cohort_status lazy_ctx_create(int device, int threads, backend_ctx **out,
+                                     cohort_error *err)
+{
+    char why[512];
+    const backend_ops *be = backend_cuda(why, sizeof why);
+    if (!be) {
+        *out = NULL;
+        return cohort_fail(err, COHORT_ERR_DEVICE, "gpu:%d: %s", device, why);
+    }
+    return be->ctx_create(device, threads, out, err);
+}
+
+static void lazy_ctx_free(backend_ctx *c)
+{
+    if (c)
+        REAL()->ctx_free(c);
+}
+
+static void *lazy_mem_alloc(int device, size_t bytes)
+{
+    char why[512];
+    const backend_ops *be = backend_cuda(why, sizeof why);
+    return be ? be->mem_alloc(device, bytes) : NULL;
+}
+
+static void lazy_mem_free(int device, void *p)
+{
+    const backend_ops *be = REAL();
+    if (be && p)
+        be->mem_free(device, p);
+}
+
+static void lazy_copy_h2d(backend_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    REAL()->copy_h2d(c, dst, src, bytes);
+}
+
+static void lazy_copy_d2h(backend_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    REAL()->copy_d2h(c, dst, src, bytes);
+}
+
+static void lazy_memzero(backend_ctx *c, void *dst, size_t bytes) { REAL()->memzero(c, dst, bytes); }
+
+static void lazy_sync(backend_ctx *c) { REAL()->sync(c); }
+
+static void lazy_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x,
+                           int64_t dim, const int64_t *idx, size_t idx_stride, int rows, int count)
+{
+    REAL()->load_rows(c, dst, dst_stride, x, dim, idx, idx_stride, rows, count);
+}
+
+static void lazy_load_labels(backend_ctx *c, int32_t *dst, size_t dst_stride, const int32_t *y,
+                             const int64_t *idx, size_t idx_stride, int rows, int count)
+{
+    REAL()->load_labels(c, dst, dst_stride, y, idx, idx_stride, rows, count);
+}
+
+static void lazy_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, float alpha,
+                      const float *A, int lda, size_t sA, const float *B, int ldb, size_t sB,
+                      float beta, float *C, int ldc, size_t sC, int count)
+{
+    REAL()->gemm(c, ta, tb, M, N, Kd, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count);
+}
+
+static void lazy_bias_act(backend_ctx *c, float *Y, size_t sY, const float *bias, size_t sb,
+                          int rows, int cols, act_kind act, int count)
+{
+    REAL()->bias_act(c, Y, sY, bias, sb, rows, cols, act, count);
+}
+
+static void lazy_act_backward(backend_ctx *c, float *d, size_t sd, const float *Y, size_t sY,
+                              size_t n, act_kind act, int count)
+{
+    REAL()->act_backward(c, d, sd, Y, sY, n, act, count);
+}
+
+static void lazy_bias_grad(backend_ctx *c, float *db, size_t sdb, const float *dZ, size_t sdZ,
+                           int rows, int cols, int count)
+{
+    REAL()->bias_grad(c, db, sdb, dZ, sdZ, rows, cols, count);
+}
+
+static void lazy_dropout_fwd(backend_ctx *c, float *Y, const float *X, float *mask, size_t s,
+                             size_t n, const float *rate, const uint64_t *key, uint64_t counter0,
+                             int count)
+{
+    REAL()->dropout_fwd(c, Y, X, mask, s, n, rate, key, counter0, count);
+}
+
+static void lazy_mul(backend_ctx *c, float *d, size_t sd, const float *mask, size_t sm, size_t n,
+                     int count)
+{
+    REAL()->mul(c, d, sd, mask, sm, n, count);
+}
+
+static void lazy_copy(backend_ctx *c, float *dst, const float *src, size_t s, size_t n, int count)
+{
+    REAL()->copy(c, dst, src, s, n, count);
+}
+
+static void lazy_softmax_xent(backend_ctx *c, float *Z, size_t sZ, const int32_t *y, size_t sy,
+                              float *dZ, size_t sdZ, double *stats, int rows, int cols,
+                              float grad_scale, int count)
+{
+    REAL()->softmax_xent(c, Z, sZ, y, sy, dZ, sdZ, stats, rows, cols, grad_scale, count);
+}
+
+static void lazy_mse(backend_ctx *c, const float *Y, size_t sY, const int32_t *y, size_t sy,
+                     float *dY, size_t sdY, double *stats, int rows, int cols, float grad_scale,
+                     int count)
+{
+    REAL()->mse(c, Y, sY, y, sy, dY, sdY, stats, rows, cols, grad_scale, count);
+}
+
+static void lazy_sgd(backend_ctx *c, float *w, const float *g, float *v, size_t s, size_t n,
+                     const optim_step *o, int count)
+{
+    REAL()->sgd(c, w, g, v, s, n, o, count);
+}
+
+static void lazy_adam(backend_ctx *c, float *w, const float *g, float *m, float *v, size_t s,
+                      size_t n, const optim_step *o, int count)
+{
+    REAL()->adam(c, w, g, m, v, s, n, o, count);
+}
+
+static const backend_ops lazy_ops = {
+    .name = "cuda",
+    .api_version = COHORT_BACKEND_API_VERSION,
+    .ctx_create = lazy_ctx_create,
+    .ctx_free = lazy_ctx_free,
+    .mem_alloc = lazy_mem_alloc,
+    .mem_free = lazy_mem_free,
+    .copy_h2d = lazy_copy_h2d,
+    .copy_d2h = lazy_copy_d2h,
+    .memzero = lazy_memzero,
+    .sync = lazy_sync,
+    .load_rows = lazy_load_rows,
+    .load_labels = lazy_load_labels,
+    .gemm = lazy_gemm,
+    .bias_act = lazy_bias_act,
+    .act_backward = lazy_act_backward,
+    .bias_grad = lazy_bias_grad,
+    .dropout_fwd = lazy_dropout_fwd,
+    .mul = lazy_mul,
+    .copy = lazy_copy,
+    .softmax_xent = lazy_softmax_xent,
+    .mse = lazy_mse,
+    .sgd = lazy_sgd,
+    .adam = lazy_adam,
+};
+
+const backend_ops *backend_cuda_lazy(void) { return &lazy_ops; }

@@ -17,6 +17,9 @@ int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+/* The table of results of DIR/results.json, in its order (cmd_merge.c). */
+void print_results_file_table(FILE *out, const char *dir);
 
 /* Print "cohort: message" to stderr and return 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

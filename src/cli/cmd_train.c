@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "plan/plan.h"
 #include "run/run.h"
+#include "run/shard.h"
 #include "util/util.h"
 
 #include <signal.h>
@@ -22,6 +23,8 @@ static const char *help =
     "                     (repeatable; VALUE is YAML: 0.5, [1, 2], {name: sgd})\n"
     "  --threads N        CPU threads to use in all (default: every core)\n"
     "  --resume           continue the unfinished models of a previous run in DIR\n"
+    "  --shard I/N        train only share I (0 to N-1) of N shares of the models, split\n"
+    "                     by cost; `cohort merge` joins the shares' DIRs (docs/cluster.md)\n"
     "  --quiet            print only the final table\n"
     "  -h, --help         show this help\n"
     "\n"
@@ -39,7 +42,7 @@ static void on_signal(int sig)
 
 int cmd_train(int argc, char **argv)
 {
-    const char *plan_path = NULL, *out = NULL, *strategy = NULL, *threads = NULL;
+    const char *plan_path = NULL, *out = NULL, *strategy = NULL, *threads = NULL, *shard = NULL;
     const char **sets = calloc((size_t)argc, sizeof *sets);
     int n_sets = 0, quiet = 0, resume = 0;
     if (!sets)
@@ -62,6 +65,8 @@ int cmd_train(int argc, char **argv)
             sets[n_sets++] = v;
         } else if (cli_opt_value(argc, argv, &i, "--threads", &v)) {
             threads = v;
+        } else if (cli_opt_value(argc, argv, &i, "--shard", &v)) {
+            shard = v;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = 1;
         } else if (!strcmp(argv[i], "--resume")) {
@@ -82,7 +87,8 @@ int cmd_train(int argc, char **argv)
         fputs(help, stderr);
         return 2;
     }
-    if ((out && !*out) || (strategy && !*strategy) || (threads && !*threads)) {
+    if ((out && !*out) || (strategy && !*strategy) || (threads && !*threads) ||
+        (shard && !*shard)) {
         free(sets);
         return cli_usage_error("train", "an option is missing its value (see cohort train --help)");
     }
@@ -110,6 +116,22 @@ int cmd_train(int argc, char **argv)
         opt.threads = (int)t;
     }
     opt.resume = resume;
+    if (shard) {
+        char *end, *end2 = NULL;
+        long si = strtol(shard, &end, 10), sn = *end == '/' ? strtol(end + 1, &end2, 10) : 0;
+        if (end == shard || *end != '/' || !end2 || end2 == end + 1 || *end2 || si < 0 ||
+            sn < 1 || sn > SHARD_MAX) {
+            free(sets);
+            return cli_usage_error("train", "--shard needs I/N with 0 <= I < N <= %d, e.g. "
+                                   "--shard 0/4, not '%s'", SHARD_MAX, shard);
+        }
+        if (si >= sn) {
+            free(sets);
+            return cli_usage_error("train", "--shard %s: index must be below the count", shard);
+        }
+        opt.shard_index = (int)si;
+        opt.shard_count = (int)sn;
+    }
 
     cohort_error err;
     cohort_plan *plan = NULL;
@@ -120,42 +142,116 @@ int cmd_train(int argc, char **argv)
     char out_default[COHORT_PATH_MAX + 8];
     if (!out) {
         snprintf(out_default, sizeof out_default, "runs/%s", cohort_plan_name(plan));
+        if (opt.shard_count)
+            snprintf(out_default, sizeof out_default, "runs/%s-shard-%d-of-%d",
+                     cohort_plan_name(plan), opt.shard_index, opt.shard_count);
         out = out_default;
     }
     opt.out_dir = out;
     progress *prog = progress_create(stderr, quiet, cohort_plan_model_count(plan));
     opt.on_event = progress_event;
     opt.user = prog;
+    int ranks = 0; /* > 0: one rank of an MPI job of that many (docs/cluster.md) */
+#ifdef COHORT_HAVE_MPI
+    cohort_mpi *mpi = NULL;
+    if (mpi_launched()) {
+        st = mpi_create(&mpi, &err);
+        if (!st && opt.shard_count)
+            st = cohort_fail(&err, COHORT_ERR_USAGE, "--shard is for separate jobs; under mpirun "
+                             "every rank takes its share by itself");
+        if (!st)
+            st = mpi_prepare(mpi, &opt, out, &err);
+        if (st) {
+            if (!mpi || mpi_rank(mpi) == 0)
+                cli_usage_error(NULL, "%s", err.message);
+            mpi_end(mpi);
+            progress_free(prog);
+            cohort_plan_free(plan);
+            return 2;
+        }
+        ranks = mpi_size(mpi);
+    }
+#else
+    if (mpi_launched()) {
+        progress_free(prog);
+        cohort_plan_free(plan);
+        return cli_usage_error("train", "started as one of several MPI ranks, but this cohort "
+                               "is built without MPI: install libopenmpi-dev and build again, "
+                               "or run separate jobs with --shard I/N (docs/cluster.md)");
+    }
+#endif
 
     cohort_run *run = NULL;
     st = cohort_run_create(plan, &opt, &run, &err);
+#ifdef COHORT_HAVE_MPI
+    if (mpi)
+        st = mpi_ready(mpi, run, st, &err);
+#endif
     if (st) {
+        int speak = 1;
+#ifdef COHORT_HAVE_MPI
+        speak = !mpi || mpi_rank(mpi) == 0;
+        mpi_end(mpi);
+#endif
+        cohort_run_free(run);
         progress_free(prog);
         cohort_plan_free(plan);
-        return cli_usage_error(NULL, "%s", err.message);
+        if (speak)
+            cli_usage_error(NULL, "%s", err.message);
+        return 2;
     }
     if (!quiet)
         fprintf(stderr, "cohort: training %d model%s of %s on %s (%s), output in %s\n",
                 run->n, run->n == 1 ? "" : "s", plan_path, "cpu",
                 cohort_strategy_str(run->strategy), out);
+    if (opt.shard_count && run->n == 0 && !ranks) {
+        /* More shares than models: this one is empty, and done. */
+        st = run_write_results(run, &err);
+        if (!quiet && !st)
+            fprintf(stderr, "cohort: shard %d/%d holds none of the %d models of %s\n",
+                    opt.shard_index, opt.shard_count, cohort_plan_model_count(plan), plan_path);
+        if (st)
+            fprintf(stderr, "cohort: %s\n", err.message);
+        cohort_run_free(run);
+        progress_free(prog);
+        cohort_plan_free(plan);
+        return st ? 2 : 0;
+    }
     current_run = run;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    st = cohort_run_train(run, &err);
+    st = run->n || !ranks ? cohort_run_train(run, &err) : COHORT_OK;
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     current_run = NULL;
     progress_finish(prog);
-    print_results_table(stdout, run);
+    if (!ranks)
+        print_results_table(stdout, run);
     for (int i = 0; i < run->n; i++)
         if (run->m[i].res.state != MODEL_OK)
             fprintf(stderr, "cohort: model '%s' %s: %s\n", run->m[i].spec->name,
                     model_state_str(run->m[i].res.state), run->m[i].res.error);
     if (st && st != COHORT_ERR_PARTIAL)
         fprintf(stderr, "cohort: %s\n", err.message);
+#ifdef COHORT_HAVE_MPI
+    if (mpi) {
+        /* Rank 0 gathers every rank's models into out/results.json. */
+        shard_merge_info sum;
+        memset(&sum, 0, sizeof sum);
+        st = mpi_finish(mpi, run, st, &sum, &err);
+        if (mpi_rank(mpi) == 0) {
+            print_results_file_table(stdout, out);
+            fprintf(stderr, "cohort: %d ranks trained %d models: %d ok; results in %s\n", ranks,
+                    sum.models, sum.models - sum.not_ok, out);
+            if (st && st != COHORT_ERR_PARTIAL)
+                fprintf(stderr, "cohort: %s\n", err.message);
+        }
+        mpi_end(mpi);
+    }
+#endif
     int rc = cli_exit_status(st);
     if (st == COHORT_ERR_PARTIAL)
         rc = 1;

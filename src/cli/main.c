@@ -17,6 +17,7 @@ static const char *usage =
     "  predict WEIGHTS predictions of saved weights for a dataset\n"
     "  report DIR      write DIR/report.html again from DIR/results.json\n"
     "  compare DIR...  one table of the models of several output directories\n"
+    "  merge DIR...    join the output directories of a plan's shards (--out DIR)\n"
     "\n"
     "options:\n"
     "  -h, --help      show help (also: cohort <command> --help)\n"
@@ -87,7 +88,8 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {{"train", cmd_train},     {"plan", cmd_plan},       {"devices", cmd_devices},
                 {"eval", cmd_eval},       {"predict", cmd_predict},
-                {"report", cmd_report},   {"compare", cmd_compare}};
+                {"report", cmd_report},   {"compare", cmd_compare},
+                {"merge", cmd_merge}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name))
             return cmds[i].fn(argc - 1, argv + 1);

@@ -66,7 +66,7 @@ cohort_status devices_discover(device_registry **out, cohort_error *err)
         devices_free(r);
         return st;
     }
-    str_copy(r->gpu_note, sizeof r->gpu_note, "no GPU: cohort was built without the CUDA plugin");
+    devices_discover_gpus(r);
     *out = r;
     return COHORT_OK;
 }

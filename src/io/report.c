@@ -7,6 +7,7 @@
 
 #define RESULTS_MAX_BYTES ((size_t)1 << 28)
 #define PLAN_MAX_BYTES ((size_t)1 << 20)
+#define COHORT_REPORT_PATH_MAX 4096
 
 /* The four curves of a history, in the order they are drawn. */
 enum { C_LOSS, C_ACC, C_VAL_LOSS, C_VAL_ACC, N_CURVES };
@@ -223,19 +224,31 @@ static void model_read(rmodel *m, const json_value *j, int index)
         snprintf(m->color, sizeof m->color, "hsl(%d,55%%,45%%)", (int)fmod(index * 137.508, 360.0));
 }
 
+/* "DIR/file" into path (n bytes), without DIR's trailing slashes. */
+static cohort_status dir_file(char *path, size_t n, const char *dir, const char *file,
+                              cohort_error *err)
+{
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--;
+    size_t fl = strlen(file);
+    if (dl + fl + 2 > n)
+        return cohort_fail(err, COHORT_ERR_USAGE, "%s: path too long", dir);
+    memcpy(path, dir, dl);
+    path[dl] = '/';
+    memcpy(path + dl + 1, file, fl + 1);
+    return COHORT_OK;
+}
+
 cohort_status report_load_results(const char *out_dir, json_value **out, cohort_error *err)
 {
     *out = NULL;
-    char path[4096];
-    size_t dl = strlen(out_dir);
-    while (dl > 1 && out_dir[dl - 1] == '/')
-        dl--;
-    if (dl + 16 >= sizeof path)
-        return cohort_fail(err, COHORT_ERR_USAGE, "%s: path too long", out_dir);
-    snprintf(path, sizeof path, "%.*s/results.json", (int)dl, out_dir);
+    char path[COHORT_REPORT_PATH_MAX];
     char *text;
     size_t len;
-    cohort_status st = file_read_all(path, RESULTS_MAX_BYTES, &text, &len, err);
+    cohort_status st = dir_file(path, sizeof path, out_dir, "results.json", err);
+    if (!st)
+        st = file_read_all(path, RESULTS_MAX_BYTES, &text, &len, err);
     if (st)
         return st;
     char msg[256];
@@ -1106,7 +1119,7 @@ static const char page_css[] =
     ".mcard.failed{border-color:#fecdca;background:#fffbfa}"
     ".mhead{display:flex;align-items:center;gap:8px;flex-wrap:wrap;margin-bottom:4px}"
     ".mhead .sw{margin-right:0}"
-    ".mstat{color:var(--muted);font-size:12.5px;margin-left:auto}"
+    ".mstat{color:var(--muted);font-size:12.5px;flex-basis:100%}"
     ".cm{font-variant-numeric:tabular-nums;font-size:13px}"
     ".cm td{min-width:64px;height:40px;text-align:center;border:2px solid #fff;border-radius:6px;"
     "font-weight:600}"
@@ -1121,7 +1134,7 @@ static const char page_css[] =
     ".cm th.rc{color:var(--muted);vertical-align:bottom}"
     "pre{margin:0;white-space:pre-wrap;word-break:break-word}"
     "pre.plan{background:#f9fafb;border:1px solid var(--line);border-radius:8px;padding:12px 14px;"
-    "max-height:480px;overflow:auto}"
+    "max-height:640px;overflow:auto}"
     "pre.cfg{font-size:12px;line-height:1.55;color:#344054}"
     ".configs{grid-template-columns:repeat(auto-fill,minmax(300px,1fr))}"
     ".jk{color:#155eef}.js{color:#087443}.jv{color:#b54708}.jn{color:#98a2b3}"
@@ -1201,12 +1214,12 @@ cohort_status report_write(const char *out_dir, cohort_error *err)
     cohort_status st = report_load_results(out_dir, &root, err);
     if (st)
         return st;
-    char path[4096];
+    char path[COHORT_REPORT_PATH_MAX];
     char *plan = NULL;
     size_t plan_len;
-    snprintf(path, sizeof path, "%s/plan.yaml", out_dir);
     cohort_error ignored;
-    if (file_read_all(path, PLAN_MAX_BYTES, &plan, &plan_len, &ignored) == COHORT_OK &&
+    if (dir_file(path, sizeof path, out_dir, "plan.yaml", &ignored) == COHORT_OK &&
+        file_read_all(path, PLAN_MAX_BYTES, &plan, &plan_len, &ignored) == COHORT_OK &&
         !json_utf8_valid(plan, plan_len)) {
         free(plan);
         plan = NULL;
@@ -1216,10 +1229,10 @@ cohort_status report_write(const char *out_dir, cohort_error *err)
     st = report_render(root, plan, &b, err);
     free(plan);
     json_free(root);
-    if (!st) {
-        snprintf(path, sizeof path, "%s/report.html", out_dir);
+    if (!st)
+        st = dir_file(path, sizeof path, out_dir, "report.html", err);
+    if (!st)
         st = file_write_atomic(path, b.data, b.len, err);
-    }
     sb_free(&b);
     return st;
 }

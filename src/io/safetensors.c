@@ -137,7 +137,7 @@ cohort_status st_write(const char *path, const st_tensor *t, int n, const char *
         data_len += bytes;
     }
     sb_putn(&h, "}", 1);
-    while (h.len % 8)
+    while (h.len % 8 && !h.failed)
         sb_putn(&h, " ", 1);
     if (h.failed) {
         sb_free(&h);

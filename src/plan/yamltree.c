@@ -159,6 +159,10 @@ void ymap_remove(ynode *map, size_t i)
 
 /* ---- parsing --------------------------------------------------------- */
 
+/* Keys of one map. Duplicates are found by a linear search per key, so an
+ * unbounded map (a 16 MiB plan holds 500000 keys) would take hours. */
+#define YTREE_MAX_MAP_KEYS 256
+
 typedef struct yparse {
     const char *name, *origin;
     cohort_error *err;
@@ -231,6 +235,12 @@ static cohort_status yp_add(yparse *p, ynode *node)
             int line = node->line;
             ynode_free(node);
             return yp_fail(p, line, "a key must be plain text, not a map or a list");
+        }
+        if (top->n >= YTREE_MAX_MAP_KEYS) {
+            int line = node->line;
+            ynode_free(node);
+            return yp_fail(p, line, "a map with more than %d keys; no plan needs that many",
+                           YTREE_MAX_MAP_KEYS);
         }
         int i = ymap_find(top, node->str);
         if (i >= 0) {

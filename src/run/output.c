@@ -36,6 +36,8 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
         sb_json_str(b, dev);
     else
         sb_puts(b, "null");
+    sb_printf(b, ",\n      \"plan_index\": %d, \"plan_models\": %d",
+              (int)(e->spec - run->plan->models), run->plan->n_models);
     sb_puts(b, ",\n      \"config\": ");
     sb_puts(b, e->spec->config_json ? e->spec->config_json : "null");
     sb_printf(b, ",\n      \"params\": %zu,\n      \"epochs_run\": %d,\n      \"stopped_early\": %s",

@@ -1,5 +1,6 @@
 /* cohort_run: datasets, memory plans, placement and the sequential strategy. */
 #include "run/run.h"
+#include "run/shard.h"
 #include "util/util.h"
 
 #include <cblas.h>
@@ -255,6 +256,8 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         if (!st && !e->res.history)
             st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     }
+    if (!st)
+        st = run_shard_select(run, err);
     if (!st)
         st = place_models(run, err);
     if (!st && run->out_dir[0]) {

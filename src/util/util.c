@@ -325,6 +325,10 @@ cohort_status file_read_all(const char *path, size_t max_bytes, char **data, siz
     return COHORT_OK;
 }
 
+static int durable = 1;
+
+void file_set_durable(int on) { durable = on; }
+
 cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err)
 {
     char tmp[PATH_MAX + 32];
@@ -347,7 +351,7 @@ cohort_status file_write_atomic(const char *path, const void *data, size_t len, 
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) != 0) {
+    if (durable && fsync(fd) != 0) {
         int e = errno;
         close(fd);
         unlink(tmp);
@@ -380,7 +384,7 @@ cohort_status file_write_atomic(const char *path, const void *data, size_t len, 
         *slash = 0;
     else
         str_copy(dir, sizeof dir, ".");
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd = durable ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (dfd >= 0) {
         (void)fsync(dfd);
         close(dfd);

@@ -64,6 +64,10 @@ cohort_status file_read_all(const char *path, size_t max_bytes, char **data, siz
 /* Write data to path atomically: path.tmp, fsync, rename, fsync of the
  * directory. On error the old file at path is untouched. */
 cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err);
+/* Whether file_write_atomic fsyncs (default 1). Off, a crash of the machine
+ * (not of cohort) can lose the last writes; tests that write thousands of
+ * files turn it off, as SQLite's synchronous=OFF does. */
+void file_set_durable(int on);
 /* mkdir -p. */
 cohort_status dir_make(const char *path, cohort_error *err);
 

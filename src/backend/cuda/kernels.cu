@@ -211,6 +211,7 @@ __global__ void k_softmax_xent(float *Z, size_t sZ, const int32_t *Y, size_t sy,
         warp_argmax(mx, arg);
         int label = y[r];
         double zl = (double)z[label] - (double)mx;
+        __syncwarp(); /* every lane has read z[label] before any overwrites it */
         float part = 0.0f;
         for (int j = lane; j < cols; j += 32) {
             float e = expf(z[j] - mx);

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Shards: `cohort train --shard I/N` trains a share of the models (split by
+# cost, every model in exactly one share) and `cohort merge` of the shares
+# equals a full run: the same weights bit for bit (--threads 1 on both
+# sides), the same histories and results, in plan order. Bad indices and
+# bad merges are refused with exit 2 and a message.
+set -u
+COHORT=${COHORT_BIN:-build/cohort}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "t_shard.sh: FAILED: $*" >&2; }
+PY=/usr/bin/python3
+
+awk 'BEGIN { srand(5); for (i = 0; i < 1200; i++) { c = i % 3; line = "";
+    for (j = 0; j < 12; j++) { v = rand() - 0.5 + (j % 3 == c ? 0.5 : 0); line = line v "," }
+    print line c } }' > "$T/d.csv"
+head -n 200 "$T/d.csv" > "$T/t.csv"
+cat > "$T/plan.yaml" <<YAML
+data: {train: csv:$T/d.csv, test: csv:$T/t.csv, validation_split: 0.2}
+defaults: {epochs: 3, batch_size: 32, layers: [{dense: 16, activation: relu}, {dense: 3, activation: softmax}]}
+models:
+  - {name: small}
+  - {name: wide, layers: [{dense: 96, activation: relu}, {dense: 3, activation: softmax}]}
+  - {name: drop, layers: [{dense: 32, activation: tanh}, {dropout: 0.3}, {dense: 3, activation: softmax}]}
+  - {name: sgd, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+  - {name: long, epochs: 6}
+YAML
+models="small wide drop sgd long"
+sed 's/name: small}/name: other}/' "$T/plan.yaml" > "$T/other.yaml"
+
+names() { $PY -c "import json,sys; print(' '.join(m['name'] for m in json.load(open(sys.argv[1]))['models']))" "$1"; }
+
+same_as_full() { # same_as_full DIR WHAT
+    local d=$1 what=$2 m
+    for m in $models; do
+        cmp -s "$T/full/models/$m.safetensors" "$d/models/$m.safetensors" && ok || bad "$what: weights of $m differ"
+        cmp -s "$T/full/models/$m.best.safetensors" "$d/models/$m.best.safetensors" && ok || bad "$what: best weights of $m differ"
+        diff <(cut -d, -f1-5 "$T/full/history/$m.csv") <(cut -d, -f1-5 "$d/history/$m.csv") >/dev/null \
+            && ok || bad "$what: history/$m.csv differs"
+    done
+    $PY - "$T/full/results.json" "$d/results.json" <<'PY' && ok || bad "$what: results differ"
+import json, sys
+a = json.load(open(sys.argv[1]))
+b = json.load(open(sys.argv[2]))
+assert [m["name"] for m in a["models"]] == [m["name"] for m in b["models"]], "not in plan order"
+assert a["plan"] == b["plan"] and a["data"] == b["data"]
+for x, y in zip(a["models"], b["models"]):
+    assert y["status"] == "ok", (y["name"], y["status"], y["error"])
+    for k in x:
+        if k == "seconds":
+            continue
+        if k == "history":
+            for h in ("loss", "accuracy", "val_loss", "val_accuracy"):
+                assert x[k][h] == y[k][h], (x["name"], h, x[k][h], y[k][h])
+            continue
+        assert x[k] == y[k], (x["name"], k, x[k], y[k])
+PY
+}
+
+"$COHORT" train "$T/plan.yaml" --out "$T/full" --threads 1 --quiet >/dev/null 2>&1 && ok || bad "full run"
+[ "$(names "$T/full/results.json")" = "$models" ] && ok || bad "full run: models $(names "$T/full/results.json")"
+$PY -c "import json,sys; r=json.load(open(sys.argv[1])); assert [m['plan_index'] for m in r['models']]==list(range(5)) and all(m['plan_models']==5 for m in r['models'])" \
+    "$T/full/results.json" && ok || bad "plan_index / plan_models in results.json"
+
+# Two shares: a partition of the models, each share non-empty; the split by
+# cost puts the widest model (the most FLOPs) alone.
+for i in 0 1; do
+    "$COHORT" train "$T/plan.yaml" --shard $i/2 --out "$T/s$i" --threads 1 --quiet >/dev/null 2>"$T/s$i.err" \
+        && ok || bad "shard $i/2 exited $?: $(cat "$T/s$i.err")"
+done
+s0=$(names "$T/s0/results.json") s1=$(names "$T/s1/results.json")
+[ -n "$s0" ] && [ -n "$s1" ] && ok || bad "an empty share of 2: '$s0' / '$s1'"
+$PY - "$models" "$s0" "$s1" <<'PY' && ok || bad "shares '$s0' and '$s1' are not a partition of '$models'"
+import sys
+all_, a, b = (set(x.split()) for x in sys.argv[1:])
+assert a | b == all_ and not (a & b)
+PY
+[ "$s0" = "wide" ] && ok || bad "share 0 of 2 is '$s0', expected 'wide' (longest processing time first)"
+for i in 0 1; do
+    [ ! -e "$T/s$i/models/$( [ $i = 0 ] && echo small || echo wide ).safetensors" ] && ok || bad "shard $i trained a model of the other share"
+done
+"$COHORT" train "$T/plan.yaml" --shard 0/2 --out "$T/s0again" --threads 1 --quiet >/dev/null 2>&1
+[ "$(names "$T/s0again/results.json")" = "$s0" ] && ok || bad "the split is not deterministic"
+
+"$COHORT" merge "$T/s1" "$T/s0" --out "$T/m2" >"$T/m2.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok || bad "merge of 2 exited $rc: $(cat "$T/m2.out")"
+grep -q "5 models from 2 directories" "$T/m2.out" && ok || bad "merge summary: $(cat "$T/m2.out")"
+same_as_full "$T/m2" "merge of 2 shards"
+[ -s "$T/m2/report.html" ] && grep -q "long" "$T/m2/report.html" && ok || bad "merged report.html"
+$PY -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['merged_from']==[sys.argv[2], sys.argv[3]], r.get('merged_from')" \
+    "$T/m2/results.json" "$T/s1" "$T/s0" && ok || bad "merged_from"
+
+# Three shares, and one share more than models: the empty one succeeds.
+for i in 0 1 2; do
+    "$COHORT" train "$T/plan.yaml" --shard $i/3 --out "$T/t$i" --threads 1 --quiet >/dev/null 2>&1 || bad "shard $i/3"
+done
+"$COHORT" train "$T/plan.yaml" --shard 5/6 --out "$T/empty" --threads 1 >/dev/null 2>"$T/empty.err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "holds none of the 5 models" "$T/empty.err" && ok || bad "empty shard 5/6: exit $rc: $(cat "$T/empty.err")"
+[ -z "$(names "$T/empty/results.json")" ] && ok || bad "empty shard lists models"
+"$COHORT" merge "$T/t0" "$T/t1" "$T/t2" "$T/empty" --out "$T/m3" >/dev/null 2>"$T/m3.err" && ok || bad "merge of 3 + empty: $(cat "$T/m3.err")"
+same_as_full "$T/m3" "merge of 3 shards"
+
+# A missing shard: merged, but exit 1 and the missing models named by index.
+"$COHORT" merge "$T/s0" --out "$T/part" >/dev/null 2>"$T/part.err"
+rc=$?
+[ $rc -eq 1 ] && ok || bad "merge of 1 of 2 shards exited $rc, expected 1"
+grep -q "4 of them (plan index 0, 2, 3, 4) in none" "$T/part.err" && ok || bad "missing shard message: $(cat "$T/part.err")"
+[ "$(names "$T/part/results.json")" = "wide" ] && ok || bad "partial merge: $(names "$T/part/results.json")"
+
+expect_error() { # expect_error WHAT MESSAGE CMD...
+    local what=$1 msg=$2
+    shift 2
+    "$@" >"$T/err.out" 2>&1
+    local rc=$?
+    [ $rc -eq 2 ] && ok || bad "$what: exit $rc, expected 2"
+    grep -qF -- "$msg" "$T/err.out" && ok || bad "$what: message '$(cat "$T/err.out")', expected '$msg'"
+}
+expect_error "index out of range" "--shard 2/2: index must be below the count" \
+    "$COHORT" train "$T/plan.yaml" --shard 2/2 --out "$T/x"
+expect_error "index far out of range" "--shard 7/3: index must be below the count" \
+    "$COHORT" train "$T/plan.yaml" --shard 7/3 --out "$T/x"
+for s in 1 a/2 0/0 -1/2 1/ /2 1/2x; do
+    expect_error "--shard $s" "--shard needs I/N" "$COHORT" train "$T/plan.yaml" --shard "$s" --out "$T/x"
+done
+[ ! -e "$T/x" ] && ok || bad "a refused --shard wrote $T/x"
+
+mkdir -p "$T/nothing"
+expect_error "merge: no results.json" "$T/nothing has no results.json" \
+    "$COHORT" merge "$T/s0" "$T/nothing" --out "$T/y"
+cp -r "$T/s0" "$T/s0copy"
+expect_error "merge: a model twice" "model 'wide' is in both $T/s0 and $T/s0copy" \
+    "$COHORT" merge "$T/s0" "$T/s1" "$T/s0copy" --out "$T/y"
+expect_error "merge: a directory twice" "is given twice" "$COHORT" merge "$T/s0" "$T/s0/" --out "$T/y"
+"$COHORT" train "$T/other.yaml" --shard 0/2 --out "$T/o0" --threads 1 --quiet >/dev/null 2>&1 || bad "shard of the other plan"
+expect_error "merge: different plans" "are shards of different plans ('plan' and 'other')" \
+    "$COHORT" merge "$T/s0" "$T/o0" --out "$T/y"
+"$COHORT" train "$T/other.yaml" --shard 1/2 --out "$T/o1" --threads 1 --quiet >/dev/null 2>&1 || bad "shard 1 of the other plan"
+sed 's/"plan": "other"/"plan": "plan"/' "$T/o1/results.json" > "$T/o1/r" && mv "$T/o1/r" "$T/o1/results.json"
+expect_error "merge: same name, other models" "are shards of different plans: model 0 of the plan is 'small' in one, 'other' in the other" \
+    "$COHORT" merge "$T/s0" "$T/s1" "$T/o1" --out "$T/y"
+expect_error "merge: into a shard" "is one of the shards" "$COHORT" merge "$T/s0" "$T/s1" --out "$T/s1"
+expect_error "merge: no --out" "needs the shards' directories and --out DIR" "$COHORT" merge "$T/s0" "$T/s1"
+echo '{"models": 3}' > "$T/nothing/results.json"
+expect_error "merge: not results" "no \"models\" array" "$COHORT" merge "$T/s0" "$T/nothing" --out "$T/y"
+[ ! -e "$T/y" ] && ok || bad "a refused merge wrote $T/y"
+
+echo "t_shard.sh: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,676 @@
+/*
+ * The CUDA backend against the CPU backend, which is the reference: every op
+ * on fresh random inputs (count 1 and 3, padded strides, shared operands),
+ * one epoch of a small fused group through the trainer, and GPU pools.
+ * Tolerances: GEMMs 1e-4 of the largest |entry|; element-wise ops and loss
+ * statistics 1e-5 (relative above 1, absolute below); dropout masks and
+ * copies bit-identical; trained weights after one epoch 1e-3.
+ * Without a plugin, driver or GPU it checks the loader's reasons, then skips
+ * (exit 77) saying why.
+ */
+#include "backend/backend_impl.h"
+#include "backend/cuda/cuda_plugin.h"
+#include "check.h"
+#include "device/device.h"
+#include "train/train.h"
+#include "util/util.h"
+
+#include <stdint.h>
+
+static const backend_ops *cpu, *gpu;
+static backend_ctx *cc, *gc;
+static rng_state rng;
+
+/* ---- buffers: a host copy for the CPU, a device copy for the GPU ---------- */
+
+typedef struct buf {
+    float *h, *d;
+    size_t n;
+} buf;
+
+static float urand(float lo, float hi) { return lo + (hi - lo) * rng_uniform(&rng); }
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = gpu->mem_alloc(0, bytes ? bytes : 4);
+    if (!p) {
+        fprintf(stderr, "test_cuda: cudaMalloc of %zu bytes failed\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+static buf buf_make(size_t n, float lo, float hi)
+{
+    buf b = {malloc(n * sizeof(float)), NULL, n};
+    for (size_t i = 0; i < n; i++)
+        b.h[i] = urand(lo, hi);
+    b.d = dev_alloc(n * sizeof(float));
+    gpu->copy_h2d(gc, b.d, b.h, n * sizeof(float));
+    return b;
+}
+
+static void buf_free(buf *b)
+{
+    free(b->h);
+    gpu->mem_free(0, b->d);
+}
+
+static float *buf_back(const buf *b)
+{
+    float *h = malloc(b->n * sizeof(float));
+    gpu->copy_d2h(gc, h, b->d, b->n * sizeof(float));
+    return h;
+}
+
+/* |gpu - cpu| <= tol * max(1, |cpu|) everywhere (padding included). */
+static void check_close(const char *what, const buf *b, double tol)
+{
+    float *g = buf_back(b);
+    size_t bad = 0, worst = 0;
+    double wd = -1.0;
+    for (size_t i = 0; i < b->n; i++) {
+        double ref = b->h[i], d = fabs((double)g[i] - ref);
+        double lim = tol * (fabs(ref) > 1.0 ? fabs(ref) : 1.0);
+        if (!(d <= lim) || isnan(g[i]) != isnan(b->h[i])) {
+            bad++;
+            if (!(d <= wd)) {
+                wd = d;
+                worst = i;
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %zu of %zu values off by more than %g; worst [%zu] gpu %.9g cpu %.9g",
+              what, bad, b->n, tol, worst, (double)g[worst], (double)b->h[worst]);
+    free(g);
+}
+
+/* max |gpu - cpu| <= tol * max |cpu| (GEMMs: the summation order differs). */
+static void check_close_norm(const char *what, const buf *b, double tol)
+{
+    float *g = buf_back(b);
+    double mx = 0.0, md = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        double d = fabs((double)g[i] - (double)b->h[i]);
+        if (fabs(b->h[i]) > mx)
+            mx = fabs(b->h[i]);
+        if (!(d <= md)) {
+            md = d;
+            at = i;
+        }
+    }
+    CHECK_MSG(md <= tol * mx, "%s: max difference %.3g at [%zu] (gpu %.9g cpu %.9g), over %g of %.3g",
+              what, md, at, (double)g[at], (double)b->h[at], tol, mx);
+    free(g);
+}
+
+static void check_same(const char *what, const buf *b)
+{
+    float *g = buf_back(b);
+    size_t diff = 0, first = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (memcmp(&g[i], &b->h[i], sizeof(float)) != 0 && diff++ == 0)
+            first = i;
+    CHECK_MSG(diff == 0, "%s: %zu of %zu values differ in their bits; first [%zu] gpu %.9g cpu %.9g",
+              what, diff, b->n, first, (double)g[first], (double)b->h[first]);
+    free(g);
+}
+
+static void check_no_error(const char *what)
+{
+    const char *e = backend_cuda_ctx_error(gc);
+    CHECK_MSG(e[0] == 0, "%s: the CUDA context met an error: %s", what, e);
+}
+
+/* ---- ops ------------------------------------------------------------------ */
+
+static void test_copies(void)
+{
+    buf a = buf_make(1000, -5, 5);
+    check_same("copy_h2d then copy_d2h", &a);
+    gpu->memzero(gc, (char *)a.d + 40, 400);
+    cpu->memzero(cc, (char *)a.h + 40, 400);
+    check_same("memzero of 100 floats in the middle", &a);
+    buf_free(&a);
+}
+
+static void test_load(int count, int shared)
+{
+    enum { N = 50, DIM = 7, ROWS = 13, B = 16 };
+    float x[N * DIM];
+    int32_t y[N];
+    int64_t idx[3 * N];
+    for (int i = 0; i < N * DIM; i++)
+        x[i] = urand(-1, 1);
+    for (int i = 0; i < N; i++)
+        y[i] = (int32_t)(rng_next(&rng) % 10);
+    for (int i = 0; i < 3 * N; i++)
+        idx[i] = (int64_t)(rng_next(&rng) % N);
+    size_t istride = shared ? 0 : N;
+    buf rows = buf_make((size_t)count * B * DIM, 99, 100);
+    cpu->load_rows(cc, rows.h, (size_t)B * DIM, x, DIM, idx, istride, ROWS, count);
+    gpu->load_rows(gc, rows.d, (size_t)B * DIM, x, DIM, idx, istride, ROWS, count);
+    char what[96];
+    snprintf(what, sizeof what, "load_rows count %d%s", count, shared ? " (shared rows)" : "");
+    check_same(what, &rows);
+    /* Labels: the same through int32 buffers. */
+    size_t nl = (size_t)count * B;
+    int32_t *lh = malloc(nl * sizeof *lh), *lg = malloc(nl * sizeof *lg);
+    for (size_t i = 0; i < nl; i++)
+        lh[i] = -7;
+    int32_t *ld = dev_alloc(nl * sizeof *ld);
+    gpu->copy_h2d(gc, ld, lh, nl * sizeof *lh);
+    cpu->load_labels(cc, lh, B, y, idx, istride, ROWS, count);
+    gpu->load_labels(gc, ld, B, y, idx, istride, ROWS, count);
+    gpu->copy_d2h(gc, lg, ld, nl * sizeof *lg);
+    snprintf(what, sizeof what, "load_labels count %d%s", count, shared ? " (shared rows)" : "");
+    CHECK_MSG(memcmp(lh, lg, nl * sizeof *lh) == 0, "%s: labels differ", what);
+    gpu->mem_free(0, ld);
+    free(lh);
+    free(lg);
+    buf_free(&rows);
+}
+
+static void test_gemm(int ta, int tb, int count, int shared_b, float beta)
+{
+    const int M = 17, N = 23, Kd = 29;
+    int ar = ta ? Kd : M, ac = ta ? M : Kd; /* A as stored: ar x ac, row-major */
+    int br = tb ? N : Kd, bc = tb ? Kd : N;
+    int lda = ac + 3, ldb = bc + 2, ldc = N + 5;
+    size_t sA = (size_t)ar * (size_t)lda + 7, sB = shared_b ? 0 : (size_t)br * (size_t)ldb + 3;
+    size_t sC = (size_t)M * (size_t)ldc + 9;
+    buf A = buf_make(sA * (size_t)count, -1, 1);
+    buf Bm = buf_make(shared_b ? (size_t)br * (size_t)ldb : sB * (size_t)count, -1, 1);
+    buf C = buf_make(sC * (size_t)count, -1, 1);
+    cpu->gemm(cc, ta, tb, M, N, Kd, 0.7f, A.h, lda, sA, Bm.h, ldb, sB, beta, C.h, ldc, sC, count);
+    gpu->gemm(gc, ta, tb, M, N, Kd, 0.7f, A.d, lda, sA, Bm.d, ldb, sB, beta, C.d, ldc, sC, count);
+    char what[96];
+    snprintf(what, sizeof what, "gemm ta=%d tb=%d count %d%s beta %g", ta, tb, count,
+             shared_b ? " shared B" : "", (double)beta);
+    check_close_norm(what, &C, 1e-4);
+    check_no_error(what);
+    buf_free(&A);
+    buf_free(&Bm);
+    buf_free(&C);
+}
+
+static const char *act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+
+static void test_bias_act(act_kind act, int count)
+{
+    const int rows = 19, cols = 37;
+    size_t sY = (size_t)rows * cols + 11, sb = cols + 3;
+    buf Y = buf_make(sY * (size_t)count, -3, 3), b = buf_make(sb * (size_t)count, -1, 1);
+    cpu->bias_act(cc, Y.h, sY, b.h, sb, rows, cols, act, count);
+    gpu->bias_act(gc, Y.d, sY, b.d, sb, rows, cols, act, count);
+    char what[64];
+    snprintf(what, sizeof what, "bias_act %s count %d", act_names[act], count);
+    check_close(what, &Y, 1e-5);
+    buf_free(&Y);
+    buf_free(&b);
+}
+
+static void test_act_backward(act_kind act, int count)
+{
+    const size_t n = 777, sd = 790, sY = 800;
+    buf d = buf_make(sd * (size_t)count, -2, 2);
+    buf Y = buf_make(sY * (size_t)count, act == ACT_SIGMOID ? 0.0f : -1.0f, 1);
+    cpu->act_backward(cc, d.h, sd, Y.h, sY, n, act, count);
+    gpu->act_backward(gc, d.d, sd, Y.d, sY, n, act, count);
+    char what[64];
+    snprintf(what, sizeof what, "act_backward %s count %d", act_names[act], count);
+    check_close(what, &d, 1e-5);
+    buf_free(&d);
+    buf_free(&Y);
+}
+
+static void test_bias_grad(int count)
+{
+    const int rows = 70, cols = 45;
+    size_t sdb = cols + 5, sdZ = (size_t)rows * cols + 13;
+    buf db = buf_make(sdb * (size_t)count, 50, 60), dZ = buf_make(sdZ * (size_t)count, -1, 1);
+    cpu->bias_grad(cc, db.h, sdb, dZ.h, sdZ, rows, cols, count);
+    gpu->bias_grad(gc, db.d, sdb, dZ.d, sdZ, rows, cols, count);
+    /* A float sum of n terms is off by at most about n * 2^-24 * sum |terms| in
+     * any order: 1e-5 * sum |terms| covers two orders of 70 terms. */
+    float *g = buf_back(&db);
+    int bad = 0;
+    for (int k = 0; k < count; k++)
+        for (size_t j = 0; j < sdb; j++) {
+            double mass = 0.0;
+            for (int r = 0; j < (size_t)cols && r < rows; r++)
+                mass += fabs(dZ.h[(size_t)k * sdZ + (size_t)r * cols + j]);
+            size_t i = (size_t)k * sdb + j;
+            bad += !(fabs((double)g[i] - (double)db.h[i]) <= 1e-5 * mass);
+        }
+    CHECK_MSG(bad == 0, "bias_grad count %d: %d sums off by more than 1e-5 of their mass", count,
+              bad);
+    free(g);
+    buf_free(&db);
+    buf_free(&dZ);
+}
+
+static void test_dropout(int count)
+{
+    const size_t n = 1000, s = 1003;
+    float rate[80];
+    uint64_t key[80];
+    for (int k = 0; k < count; k++) {
+        rate[k] = (float)(k % 3) * 0.25f; /* 0, 0.25, 0.5 */
+        key[k] = 0x1234567ULL * (uint64_t)(k + 1) ^ 0xabcdefULL;
+    }
+    buf X = buf_make(s * (size_t)count, -2, 2), Y = buf_make(s * (size_t)count, 7, 8);
+    buf M = buf_make(s * (size_t)count, 7, 8);
+    uint64_t counter0 = 123456789012ULL;
+    cpu->dropout_fwd(cc, Y.h, X.h, M.h, s, n, rate, key, counter0, count);
+    gpu->dropout_fwd(gc, Y.d, X.d, M.d, s, n, rate, key, counter0, count);
+    char what[64];
+    snprintf(what, sizeof what, "dropout mask count %d", count);
+    check_same(what, &M);
+    snprintf(what, sizeof what, "dropout output count %d", count);
+    check_same(what, &Y);
+    /* mul (dropout backward) with the mask it made. */
+    buf d = buf_make(s * (size_t)count, -1, 1);
+    cpu->mul(cc, d.h, s, M.h, s, n, count);
+    gpu->mul(gc, d.d, s, M.d, s, n, count);
+    snprintf(what, sizeof what, "mul count %d", count);
+    check_same(what, &d);
+    cpu->copy(cc, Y.h, d.h, s, n - 5, count);
+    gpu->copy(gc, Y.d, d.d, s, n - 5, count);
+    snprintf(what, sizeof what, "copy count %d", count);
+    check_same(what, &Y);
+    buf_free(&X);
+    buf_free(&Y);
+    buf_free(&M);
+    buf_free(&d);
+}
+
+/* Both losses: out (Z or Y), its gradient, and the stats doubles. */
+static void test_loss(int mse, int cols, int count, int with_grad)
+{
+    const int rows = 37, B = 40;
+    size_t sZ = (size_t)B * cols + 3, sd = (size_t)B * cols + 1;
+    buf Z = buf_make(sZ * (size_t)count, -4, 4), dZ = buf_make(sd * (size_t)count, 9, 10);
+    int32_t *y = malloc((size_t)count * B * sizeof *y);
+    for (int k = 0; k < count; k++)
+        for (int r = 0; r < B; r++) {
+            int label = (int)(rng_next(&rng) % (uint64_t)(cols > 1 ? cols : 3));
+            y[k * B + r] = label;
+            float *z = Z.h + (size_t)k * sZ + (size_t)r * (size_t)cols;
+            if (cols > 1 && r % 5 == 0 && cols > 7) {
+                /* A tie for the maximum: the first index wins on both. */
+                z[3] = z[7] = 6.0f;
+            } else if (cols == 1) {
+                /* Near integers, some exactly halfway: rounding half to even. */
+                z[0] = (float)label + (r % 4 == 0 ? 0.5f : urand(-0.6f, 0.6f));
+            }
+        }
+    gpu->copy_h2d(gc, Z.d, Z.h, Z.n * sizeof(float));
+    int32_t *yd = dev_alloc((size_t)count * B * sizeof *yd);
+    gpu->copy_h2d(gc, yd, y, (size_t)count * B * sizeof *y);
+    double sh[12], sg[12];
+    for (int i = 0; i < 12; i++)
+        sh[i] = 0.5 * i + 1.0; /* stats add to what is there */
+    double *sdev = dev_alloc(sizeof sh);
+    gpu->copy_h2d(gc, sdev, sh, sizeof sh);
+    float scale = 1.0f / (float)rows;
+    if (mse) {
+        cpu->mse(cc, Z.h, sZ, y, B, with_grad ? dZ.h : NULL, sd, sh, rows, cols, scale, count);
+        gpu->mse(gc, Z.d, sZ, yd, B, with_grad ? dZ.d : NULL, sd, sdev, rows, cols, scale, count);
+    } else {
+        cpu->softmax_xent(cc, Z.h, sZ, y, B, with_grad ? dZ.h : NULL, sd, sh, rows, cols, scale,
+                          count);
+        gpu->softmax_xent(gc, Z.d, sZ, yd, B, with_grad ? dZ.d : NULL, sd, sdev, rows, cols, scale,
+                          count);
+    }
+    gpu->copy_d2h(gc, sg, sdev, sizeof sg);
+    char what[96];
+    snprintf(what, sizeof what, "%s cols %d count %d%s", mse ? "mse" : "softmax_xent", cols, count,
+             with_grad ? "" : " (no gradient)");
+    check_close(what, &Z, 1e-5);
+    if (with_grad)
+        check_close(what, &dZ, 1e-5);
+    else
+        check_same(what, &dZ);
+    for (int k = 0; k < count; k++) {
+        double l = sh[4 * k], m = sh[4 * k + 2];
+        CHECK_MSG(fabs(sg[4 * k] - l) <= 1e-5 * fmax(1.0, fabs(l)), "%s: model %d loss sum %.9g vs %.9g",
+                  what, k, sg[4 * k], l);
+        CHECK_MSG(sg[4 * k + 1] == sh[4 * k + 1], "%s: model %d correct %g vs %g", what, k,
+                  sg[4 * k + 1], sh[4 * k + 1]);
+        CHECK_MSG(fabs(sg[4 * k + 2] - m) <= 1e-5 * fmax(1.0, fabs(m)), "%s: model %d mean loss %.9g vs %.9g",
+                  what, k, sg[4 * k + 2], m);
+        CHECK_MSG(sg[4 * k + 3] == sh[4 * k + 3], "%s: model %d stats[3] was touched", what, k);
+    }
+    check_no_error(what);
+    gpu->mem_free(0, sdev);
+    gpu->mem_free(0, yd);
+    free(y);
+    buf_free(&Z);
+    buf_free(&dZ);
+}
+
+static void test_optimizers(int count)
+{
+    const size_t n = 1000, s = 1010;
+    float lr[3] = {0.1f, 0.01f, 0.05f}, mom[3] = {0.0f, 0.9f, 0.8f}, b1[3] = {0.9f, 0.8f, 0.95f};
+    float b2[3] = {0.999f, 0.99f, 0.9999f}, eps[3] = {1e-7f, 1e-6f, 1e-8f};
+    float wd[3] = {0.0f, 0.004f, 0.01f};
+    int nest[3] = {0, 0, 1};
+    unsigned char active[3] = {1, 1, 1};
+    if (count == 3)
+        active[1] = 0; /* an inactive model must stay as it is */
+    optim_step o = {lr, mom, b1, b2, eps, wd, nest, active, 5};
+    char what[64];
+    for (int with_v = 0; with_v < 2; with_v++) {
+        buf w = buf_make(s * (size_t)count, -1, 1), g = buf_make(s * (size_t)count, -1, 1);
+        buf v = buf_make(s * (size_t)count, -0.1f, 0.1f);
+        cpu->sgd(cc, w.h, g.h, with_v ? v.h : NULL, s, n, &o, count);
+        gpu->sgd(gc, w.d, g.d, with_v ? v.d : NULL, s, n, &o, count);
+        snprintf(what, sizeof what, "sgd count %d%s", count, with_v ? " momentum" : "");
+        check_close(what, &w, 1e-5);
+        check_close(what, &v, 1e-5);
+        buf_free(&w);
+        buf_free(&g);
+        buf_free(&v);
+    }
+    buf w = buf_make(s * (size_t)count, -1, 1), g = buf_make(s * (size_t)count, -1, 1);
+    buf m = buf_make(s * (size_t)count, -0.1f, 0.1f), v = buf_make(s * (size_t)count, 0, 0.01f);
+    cpu->adam(cc, w.h, g.h, m.h, v.h, s, n, &o, count);
+    gpu->adam(gc, w.d, g.d, m.d, v.d, s, n, &o, count);
+    snprintf(what, sizeof what, "adam count %d", count);
+    check_close(what, &w, 1e-5);
+    check_close(what, &m, 1e-5);
+    check_close(what, &v, 1e-5);
+    check_no_error(what);
+    buf_free(&w);
+    buf_free(&g);
+    buf_free(&m);
+    buf_free(&v);
+}
+
+static void test_ops(void)
+{
+    test_copies();
+    for (int c = 1; c <= 3; c += 2) {
+        test_load(c, 0);
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                test_gemm(ta, tb, c, 0, 0.0f);
+                test_gemm(ta, tb, c, 0, 0.5f);
+            }
+        for (int a = ACT_LINEAR; a <= ACT_SOFTMAX; a++) {
+            test_bias_act((act_kind)a, c);
+            test_act_backward((act_kind)a, c);
+        }
+        test_bias_grad(c);
+        test_dropout(c);
+        for (int grad = 0; grad < 2; grad++) {
+            test_loss(0, 10, c, grad);
+            test_loss(0, 70, c, grad);
+            test_loss(1, 10, c, grad);
+            test_loss(1, 1, c, grad);
+        }
+        test_optimizers(c);
+    }
+    test_load(3, 1);
+    test_gemm(0, 1, 3, 1, 0.0f); /* the forward pass's shape, one shared weight matrix */
+    test_gemm(1, 0, 3, 1, 1.0f);
+    test_dropout(70); /* more models than one launch carries */
+    check_no_error("every op");
+}
+
+/* ---- the trainer on the GPU ------------------------------------------------- */
+
+enum { TN = 320, TDIM = 20, TCLASSES = 4 };
+
+static void make_data(cohort_dataset *ds, float *x, int32_t *y)
+{
+    memset(ds, 0, sizeof *ds);
+    ds->n = TN;
+    ds->dim = TDIM;
+    ds->x = x;
+    ds->y = y;
+    ds->n_classes = TCLASSES;
+    for (int i = 0; i < TN; i++) {
+        float best = -1e30f;
+        for (int j = 0; j < TDIM; j++) {
+            float v = urand(-1, 1);
+            x[i * TDIM + j] = v;
+            if (j < TCLASSES && v > best) {
+                best = v;
+                y[i] = j;
+            }
+        }
+    }
+}
+
+static void spec_small(model_spec *s, uint64_t seed, opt_kind opt)
+{
+    model_spec_defaults(s);
+    snprintf(s->name, sizeof s->name, "m%llu", (unsigned long long)seed);
+    s->seed = seed;
+    s->batch_size = 32;
+    s->epochs = 1;
+    s->opt.kind = opt;
+    s->opt.lr = opt == OPT_SGD ? 0.05f : 0.01f;
+    s->opt.momentum = opt == OPT_SGD ? 0.9f : 0.0f;
+    s->opt.weight_decay = opt == OPT_ADAMW ? 0.004f : 0.0f;
+    s->n_layers = 4;
+    s->layers[0] = (layer_spec){LAYER_DENSE, 32, ACT_RELU, 0};
+    s->layers[1] = (layer_spec){LAYER_DROPOUT, 0, ACT_LINEAR, 0.2f};
+    s->layers[2] = (layer_spec){LAYER_DENSE, 16, ACT_TANH, 0};
+    s->layers[3] = (layer_spec){LAYER_DENSE, TCLASSES, ACT_SOFTMAX, 0};
+}
+
+/* One epoch of a group of 3 on cpu:0 and on dg: the same weights to 1e-3,
+ * the same history to 1e-4; planned bytes equal the GPU pool's peak. */
+static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt)
+{
+    static float x[TN * TDIM];
+    static int32_t y[TN];
+    cohort_dataset ds;
+    make_data(&ds, x, y);
+    data_view train, val;
+    data_split(&ds, 0.25, &train, &val);
+    model_spec s[3];
+    const model_spec *sp[3];
+    for (int k = 0; k < 3; k++) {
+        spec_small(&s[k], 11 + (uint64_t)k, opt);
+        sp[k] = &s[k];
+    }
+    cohort_device *dc = devices_find(reg, "cpu:0");
+    train_group *gcpu = NULL, *ggpu = NULL;
+    cohort_error err;
+    cohort_status st = group_create(sp, 3, TDIM, TCLASSES, dc, 1, &gcpu, &err);
+    CHECK_MSG(st == COHORT_OK, "cpu group: %s", err.message);
+    st = group_create(sp, 3, TDIM, TCLASSES, dg, 1, &ggpu, &err);
+    CHECK_MSG(st == COHORT_OK, "gpu group: %s", err.message);
+    if (!gcpu || !ggpu) {
+        group_free(gcpu);
+        group_free(ggpu);
+        return;
+    }
+    const model_layout *L = group_layout(ggpu);
+    CHECK_MSG(group_peak_bytes(ggpu) == L->total_bytes,
+              "%s: planned %zu bytes, the pool's peak is %llu", dg->info.name, L->total_bytes,
+              (unsigned long long)group_peak_bytes(ggpu));
+    CHECK(pool_in_use(dg->pool) == L->total_bytes * (dg == dc ? 2 : 1));
+    train_result rc[3], rg[3];
+    memset(rc, 0, sizeof rc);
+    memset(rg, 0, sizeof rg);
+    for (int k = 0; k < 3; k++) {
+        rc[k].history = calloc(1, sizeof(epoch_metrics));
+        rg[k].history = calloc(1, sizeof(epoch_metrics));
+    }
+    CHECK(group_fit(gcpu, &train, &val, NULL, NULL, rc, &err) == COHORT_OK);
+    CHECK(group_fit(ggpu, &train, &val, NULL, NULL, rg, &err) == COHORT_OK);
+    size_t P = L->n_params;
+    float *pc = malloc(P * sizeof *pc), *pg = malloc(P * sizeof *pg);
+    for (int k = 0; k < 3; k++) {
+        CHECK_MSG(rg[k].state == MODEL_OK && rc[k].state == MODEL_OK, "model %d: gpu %s (%s)", k,
+                  model_state_str(rg[k].state), rg[k].error);
+        group_get_params(gcpu, k, pc);
+        group_get_params(ggpu, k, pg);
+        double md = 0.0, moved = 0.0;
+        for (size_t i = 0; i < P; i++) {
+            double d = fabs((double)pc[i] - (double)pg[i]);
+            md = d > md || isnan(d) ? d : md;
+        }
+        float *init = malloc(P * sizeof *init);
+        model_init_params(&s[k], L, init);
+        for (size_t i = 0; i < P; i++)
+            moved = fmax(moved, fabs((double)pc[i] - (double)init[i]));
+        free(init);
+        CHECK_MSG(md <= 1e-3, "%s model %d: weights differ by up to %.3g after one epoch",
+                  opt_name(opt), k, md);
+        CHECK_MSG(moved > 1e-2, "model %d: training did not move the weights (%.3g)", k, moved);
+        const epoch_metrics *a = &rc[k].history[0], *b = &rg[k].history[0];
+        CHECK_MSG(fabs(a->loss - b->loss) <= 1e-4 * fmax(1.0, a->loss), "model %d loss %.9g vs %.9g",
+                  k, b->loss, a->loss);
+        CHECK_MSG(fabs(a->val_loss - b->val_loss) <= 1e-4 * fmax(1.0, a->val_loss),
+                  "model %d val_loss %.9g vs %.9g", k, b->val_loss, a->val_loss);
+        CHECK_MSG(fabs(a->accuracy - b->accuracy) <= 2.0 / TN, "model %d accuracy %.6f vs %.6f", k,
+                  b->accuracy, a->accuracy);
+        free(rc[k].history);
+        free(rg[k].history);
+    }
+    free(pc);
+    free(pg);
+    group_free(gcpu);
+    group_free(ggpu);
+    CHECK_MSG(pool_in_use(dg->pool) == 0 && pool_in_use(dc->pool) == 0,
+              "%s: %llu bytes still in use after group_free", dg->info.name,
+              (unsigned long long)pool_in_use(dg->pool));
+}
+
+/* Hard limits and both policies on a GPU pool. */
+static void test_pools(cohort_device *dg)
+{
+    model_spec s;
+    spec_small(&s, 5, OPT_ADAM);
+    const model_spec *sp[1] = {&s};
+    model_layout L;
+    cohort_error err;
+    CHECK(model_layout_make(&s, TDIM, TCLASSES, 1, &L, &err) == COHORT_OK);
+    cohort_device d = *dg;
+    train_group *g = NULL;
+    /* One alignment unit short: refused before anything trains. */
+    CHECK(pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes - 64, COHORT_MEM_GROW, &d.pool,
+                      &err) == COHORT_OK);
+    cohort_status st = group_create(sp, 1, TDIM, TCLASSES, &d, 1, &g, &err);
+    CHECK(st == COHORT_ERR_NOMEM && g == NULL);
+    CHECK_CONTAINS(err.message, "only");
+    CHECK(pool_in_use(d.pool) == 0);
+    pool_free(d.pool);
+    for (int policy = 0; policy < 2; policy++) {
+        cohort_mem_policy pol = policy ? COHORT_MEM_PREALLOCATE : COHORT_MEM_GROW;
+        CHECK(pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes, pol, &d.pool, &err) ==
+              COHORT_OK);
+        st = group_create(sp, 1, TDIM, TCLASSES, &d, 1, &g, &err);
+        CHECK_MSG(st == COHORT_OK, "%s pool of exactly the plan: %s", policy ? "preallocate" : "grow",
+                  err.message);
+        CHECK(pool_in_use(d.pool) == L.total_bytes && pool_peak(d.pool) == L.total_bytes);
+        if (g)
+            CHECK(group_peak_bytes(g) == L.total_bytes);
+        group_free(g);
+        g = NULL;
+        CHECK(pool_in_use(d.pool) == 0);
+        pool_free(d.pool);
+    }
+}
+
+/* ---- without a GPU ---------------------------------------------------------- */
+
+static void test_reasons(device_registry *reg, const char *why)
+{
+    CHECK_MSG(why[0] != 0, "backend_cuda gave no reason");
+    int gpus = 0;
+    for (int i = 0; i < reg->n; i++)
+        gpus += strcmp(reg->dev[i].info.kind, "cuda") == 0;
+    CHECK_MSG(gpus == 0, "discovery listed %d GPUs but backend_cuda says: %s", gpus, why);
+    /* The child's reason is the one this process meets. */
+    char note[600];
+    snprintf(note, sizeof note, "no GPU: %s", why);
+    CHECK_MSG(strcmp(reg->gpu_note, note) == 0, "gpu_note \"%s\", expected \"%s\"", reg->gpu_note,
+              note);
+    /* The lazy table of a GPU device fails with the same reason. */
+    backend_ctx *c = NULL;
+    cohort_error err;
+    err.message[0] = 0;
+    CHECK(backend_cuda_lazy()->ctx_create(0, 1, &c, &err) == COHORT_ERR_DEVICE && c == NULL);
+    CHECK_CONTAINS(err.message, why);
+    CHECK(backend_cuda_lazy()->mem_alloc(0, 1024) == NULL);
+    /* An explicit plugin directory is the only place looked at. */
+    char path[4096], w2[512];
+    setenv("COHORT_PLUGIN_DIR", "/nonexistent-cohort-dir", 1);
+    CHECK(cuda_plugin_path(path, sizeof path, w2, sizeof w2) == -1);
+    CHECK_CONTAINS(w2, "/nonexistent-cohort-dir/libcohort_cuda.so");
+    unsetenv("COHORT_PLUGIN_DIR");
+}
+
+/* Everything against the CPU, on the device dg with the backend `gpu`. */
+static void run_all(device_registry *reg, cohort_device *dg)
+{
+    cohort_error err;
+    cpu = backend_cpu();
+    CHECK(cpu->ctx_create(0, 1, &cc, &err) == COHORT_OK);
+    cohort_status st = gpu->ctx_create(dg->be_dev, 1, &gc, &err);
+    CHECK_MSG(st == COHORT_OK, "%s ctx: %s", dg->info.name, err.message);
+    if (st) {
+        cpu->ctx_free(cc);
+        return;
+    }
+    test_ops();
+    test_fit(reg, dg, OPT_ADAM);
+    test_fit(reg, dg, OPT_SGD);
+    test_fit(reg, dg, OPT_ADAMW);
+    test_pools(dg);
+    check_no_error("the end");
+    gpu->ctx_free(gc);
+    cpu->ctx_free(cc);
+}
+
+int main(void)
+{
+    rng_seed(&rng, 2024, 6);
+    /* Discovery first, as cohort does: it asks a child, this process has not
+     * started CUDA yet. */
+    device_registry *reg;
+    cohort_error err;
+    if (devices_discover(&reg, &err)) {
+        fprintf(stderr, "test_cuda: %s\n", err.message);
+        return 1;
+    }
+    char why[512] = "";
+    gpu = backend_cuda(why, sizeof why);
+    if (!gpu) {
+        test_reasons(reg, why);
+        /* No GPU: run the comparisons CPU against CPU, so that this harness
+         * itself is exercised (and sanitized) wherever the suite runs. */
+        gpu = backend_cpu();
+        run_all(reg, devices_find(reg, "cpu:0"));
+        devices_free(reg);
+        if (check_failed)
+            return check_done("test_cuda");
+        printf("test_cuda: the harness ran CPU against CPU: %d checks passed\n", check_passed);
+        check_skip("test_cuda", why);
+    }
+    cohort_device *dg = devices_find(reg, "gpu:0");
+    CHECK_MSG(dg != NULL, "the backend started but discovery listed no gpu:0 (%s)", reg->gpu_note);
+    if (!dg) {
+        devices_free(reg);
+        return check_done("test_cuda");
+    }
+    printf("test_cuda: %s, compute capability %d.%d, %llu MiB free\n", dg->info.model,
+           dg->info.cc_major, dg->info.cc_minor,
+           (unsigned long long)(dg->info.free_bytes >> 20));
+    CHECK(!strcmp(dg->info.kind, "cuda") && dg->info.cc_major >= 1);
+    CHECK(dg->info.total_bytes > 0 && dg->info.free_bytes <= dg->info.total_bytes);
+    CHECK(pool_limit(dg->pool) == dg->info.free_bytes);
+    CHECK(strcmp(gpu->name, "cuda") == 0 && gpu->api_version == COHORT_BACKEND_API_VERSION);
+    run_all(reg, dg);
+    devices_free(reg);
+    return check_done("test_cuda");
+}
