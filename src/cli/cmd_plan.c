@@ -96,8 +96,9 @@ static void print_json(const cohort_run *run)
 static void print_text(const cohort_run *run)
 {
     char a[32], c[32];
-    printf("plan %s: %d model%s, strategy %s\n", run->plan->path, run->n, run->n == 1 ? "" : "s",
-           cohort_strategy_str(run->strategy));
+    printf("plan %s: %d model%s, strategy %s%s%s%s\n", run->plan->path, run->n,
+           run->n == 1 ? "" : "s", cohort_strategy_str(run->strategy),
+           run->strategy_why[0] ? " (" : "", run->strategy_why, run->strategy_why[0] ? ")" : "");
     printf("data: %s: %lld train, %lld validation samples; %d features, %d classes",
            run->plan->data.train, (long long)run->train.n, (long long)run->val.n, run->n_in,
            run->n_classes);

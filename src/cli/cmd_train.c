@@ -200,10 +200,12 @@ int cmd_train(int argc, char **argv)
             cli_usage_error(NULL, "%s", err.message);
         return 2;
     }
-    if (!quiet)
-        fprintf(stderr, "cohort: training %d model%s of %s on %s (%s), output in %s\n",
-                run->n, run->n == 1 ? "" : "s", plan_path, "cpu",
-                cohort_strategy_str(run->strategy), out);
+    if (!quiet) {
+        fprintf(stderr, "cohort: training %d model%s of %s, strategy %s, output in %s\n", run->n,
+                run->n == 1 ? "" : "s", plan_path, cohort_strategy_str(run->strategy), out);
+        if (run->strategy_why[0])
+            fprintf(stderr, "cohort: %s\n", run->strategy_why);
+    }
     if (opt.shard_count && run->n == 0 && !ranks) {
         /* More shares than models: this one is empty, and done. */
         st = run_write_results(run, &err);
@@ -246,7 +248,7 @@ int cmd_train(int argc, char **argv)
             print_results_file_table(stdout, out);
             fprintf(stderr, "cohort: %d ranks trained %d models: %d ok; results in %s\n", ranks,
                     sum.models, sum.models - sum.not_ok, out);
-            if (st && st != COHORT_ERR_PARTIAL)
+            if (st)
                 fprintf(stderr, "cohort: %s\n", err.message);
         }
         mpi_end(mpi);

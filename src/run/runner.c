@@ -205,6 +205,48 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
     return COHORT_OK;
 }
 
+/*
+ * strategy: auto. What bench/ measured on CPUs: small models' GEMMs scale
+ * badly over cores, so several models side by side, one core each (threads),
+ * beat one model at a time on every core; fusing them on a CPU adds nothing
+ * over that. On a GPU, fusing same-shaped models removes the per-model
+ * launch overhead, so groups of two or more are fused there.
+ */
+static void choose_strategy(cohort_run *run)
+{
+    int trainable = 0, gpu_pairs = 0;
+    for (int i = 0; i < run->n; i++) {
+        const model_entry *e = &run->m[i];
+        if (e->done)
+            continue;
+        trainable++;
+        if (strcmp(run->devices->dev[e->device].info.kind, "cuda"))
+            continue;
+        for (int j = 0; j < i; j++)
+            if (!run->m[j].done && run->m[j].device == e->device &&
+                model_same_shape(run->m[j].spec, e->spec) &&
+                run->m[j].spec->opt.kind == e->spec->opt.kind) {
+                gpu_pairs++;
+                break;
+            }
+    }
+    int cores = run->opt.threads > 0 ? run->opt.threads : run->devices->dev[0].info.threads;
+    if (gpu_pairs > 0) {
+        run->strategy = COHORT_STRATEGY_FUSED;
+        snprintf(run->strategy_why, sizeof run->strategy_why,
+                 "auto: fused, since same-shaped models share a GPU");
+    } else if (trainable > 1 && cores > 1) {
+        run->strategy = COHORT_STRATEGY_THREADS;
+        snprintf(run->strategy_why, sizeof run->strategy_why,
+                 "auto: threads, %d models side by side on %d cores, one core each",
+                 trainable < cores ? trainable : cores, cores);
+    } else {
+        run->strategy = COHORT_STRATEGY_SEQUENTIAL;
+        snprintf(run->strategy_why, sizeof run->strategy_why,
+                 "auto: sequential, %s", trainable > 1 ? "one core" : "one model");
+    }
+}
+
 cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_options *opt,
                                 cohort_run **out, cohort_error *err)
 {
@@ -219,11 +261,7 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         run->opt = *opt;
     pthread_mutex_init(&run->lock, NULL);
     run->strategy = run->opt.strategy != COHORT_STRATEGY_AUTO ? run->opt.strategy : plan->strategy;
-    if (run->strategy == COHORT_STRATEGY_AUTO) {
-        run->strategy = COHORT_STRATEGY_SEQUENTIAL;
-        str_copy(run->strategy_why, sizeof run->strategy_why,
-                 "auto: sequential, every core on one model at a time");
-    }
+
     if (run->opt.out_dir)
         str_copy(run->out_dir, sizeof run->out_dir, run->opt.out_dir);
     cohort_status st = load_data(run, err);
@@ -260,6 +298,8 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         st = run_shard_select(run, err);
     if (!st)
         st = place_models(run, err);
+    if (!st && run->strategy == COHORT_STRATEGY_AUTO)
+        choose_strategy(run);
     if (!st && run->out_dir[0]) {
         char sub[COHORT_PATH_MAX + 16];
         st = dir_make(run->out_dir, err);
