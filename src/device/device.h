@@ -38,6 +38,9 @@ void pool_release(cohort_pool *p, void *ptr, pool_account *acct);
 uint64_t pool_in_use(const cohort_pool *p);
 uint64_t pool_peak(const cohort_pool *p);
 uint64_t pool_limit(const cohort_pool *p);
+/* Make the pool allocate on backend device `dev` from now on (a worker
+ * process that sees only one GPU, as its device 0). */
+void pool_rebind(cohort_pool *p, int dev);
 /* Test hook: the n-th allocation from now (1 = the next) fails as if the
  * device were out of memory; 0 disarms. */
 void pool_fail_after(cohort_pool *p, int n);

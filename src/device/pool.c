@@ -53,7 +53,17 @@ cohort_status pool_create(const char *name, const backend_ops *be, int dev, uint
     p->limit = limit;
     p->policy = policy;
     pthread_mutex_init(&p->lock, NULL);
-    if (policy == COHORT_MEM_PREALLOCATE) {
+    /* A GPU's slab is taken when the first model starts, in the process that
+     * trains: CUDA memory does not survive fork, and the parent must not
+     * start CUDA (rule 3). */
+    if (policy == COHORT_MEM_PREALLOCATE && strcmp(be->name, "cpu") != 0) {
+        if (blocks_reserve(p, 1)) {
+            pool_free(p);
+            return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", name);
+        }
+        p->blocks[0] = (block){0, (size_t)limit, NULL, 0};
+        p->n_blocks = 1;
+    } else if (policy == COHORT_MEM_PREALLOCATE) {
         char buf[32];
         p->slab = limit ? be->mem_alloc(dev, (size_t)limit) : NULL;
         if (limit && !p->slab) {
@@ -134,7 +144,12 @@ void *pool_alloc(cohort_pool *p, size_t bytes, pool_account *acct, const char *w
         return NULL;
     }
     if (p->policy == COHORT_MEM_PREALLOCATE) {
-        ptr = slab_take(p, n);
+        if (!p->slab && p->limit) {
+            p->slab = p->be->mem_alloc(p->dev, (size_t)p->limit);
+            for (int i = 0; p->slab && i < p->n_blocks; i++)
+                p->blocks[i].ptr = p->slab + p->blocks[i].off;
+        }
+        ptr = p->slab ? slab_take(p, n) : NULL;
     } else if (blocks_reserve(p, 1) == 0) {
         ptr = p->be->mem_alloc(p->dev, n);
         if (ptr)
@@ -199,6 +214,13 @@ void pool_release(cohort_pool *p, void *ptr, pool_account *acct)
 uint64_t pool_in_use(const cohort_pool *p) { return p->in_use; }
 uint64_t pool_peak(const cohort_pool *p) { return p->peak; }
 uint64_t pool_limit(const cohort_pool *p) { return p->limit; }
+
+void pool_rebind(cohort_pool *p, int dev)
+{
+    pthread_mutex_lock(&p->lock);
+    p->dev = dev;
+    pthread_mutex_unlock(&p->lock);
+}
 
 void pool_fail_after(cohort_pool *p, int n)
 {

@@ -640,12 +640,15 @@ static int launch(sched *s, job *j)
         for (int i = 0; i < s->n_jobs; i++)
             if (s->jobs[i].fd >= 0)
                 close(s->jobs[i].fd);
-        const cohort_device *d = &s->run->devices->dev[j->device];
-        /* The worker sees only its GPU, set before any GPU code is loaded. */
+        cohort_device *d = &s->run->devices->dev[j->device];
+        /* The worker sees only its GPU, set before any GPU code is loaded;
+         * there that GPU is device 0. */
         if (!strcmp(d->info.kind, "cuda")) {
             char vis[16];
             snprintf(vis, sizeof vis, "%d", d->be_dev);
             setenv("CUDA_VISIBLE_DEVICES", vis, 1);
+            d->be_dev = 0;
+            pool_rebind(d->pool, 0);
         }
         openblas_set_num_threads(s->threads_per_job);
         s->out_fd = fds[1];

@@ -30,6 +30,7 @@ struct train_group {
     int64_t t; /* optimizer steps taken */
     int64_t *order; /* [K, n] shuffle orders for the current fit */
     float *host;    /* [P] host scratch */
+    int stats_every; /* steps between metric reads */
 };
 
 const char *model_state_str(model_state s)
@@ -134,6 +135,7 @@ cohort_status group_create(const model_spec *const *specs, int K, int n_in, int 
     g->K = K;
     g->dev = dev;
     g->be = dev->be;
+    g->stats_every = strcmp(dev->be->name, "cpu") ? 16 : 1;
     for (int k = 0; k < K; k++) {
         const model_spec *s = specs[k];
         g->spec[k] = s;
@@ -487,18 +489,23 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
             loss_pass(g, rows, 1);
             backward(g, rows);
             optimize(g);
+            /* Reading the metrics back is a host sync on a GPU: there, every
+             * 16 steps and at the end of the epoch; on the CPU, every step. */
+            if (g->stats_every > 1 && (step + 1) % g->stats_every != 0 && step + 1 < steps &&
+                !(cb && cb->stop && *cb->stop))
+                continue;
             read_stats(g, st);
             for (int k = 0; k < K; k++) {
                 if (!g->active[k])
                     continue;
-                if (!isfinite(st[4 * k + 2])) {
+                if (!isfinite(st[4 * k + 2]) || !isfinite(st[4 * k])) {
                     g->active[k] = 0;
                     res[k].state = MODEL_DIVERGED;
                     snprintf(res[k].error, sizeof res[k].error,
-                             "loss became %s at epoch %d, step %lld; lower the learning rate "
+                             "loss became %s at epoch %d, step %lld%s; lower the learning rate "
                              "(now %g)",
                              isnan(st[4 * k + 2]) ? "NaN" : "Inf", epoch, (long long)step + 1,
-                             (double)g->lr[k]);
+                             g->stats_every > 1 ? " or before" : "", (double)g->lr[k]);
                     res[k].epochs_run = epoch - 1;
                     continue;
                 }
