@@ -1,6 +1,7 @@
 /* cohort devices: the physical and logical devices, with their memory. */
 #include "cli/cli.h"
 #include "device/device.h"
+#include "run/run.h"
 #include "util/util.h"
 
 #include <string.h>
@@ -8,15 +9,19 @@
 int cmd_devices(int argc, char **argv)
 {
     int json = 0;
+    const char *plan_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            puts("usage: cohort devices [--json]\n\n"
+            puts("usage: cohort devices [PLAN] [--json]\n\n"
                  "List the devices cohort can train on: the CPU (cores, memory) and every CUDA\n"
                  "GPU (name, compute capability, total and free memory). When no GPU is\n"
-                 "listed, says why.");
+                 "listed, says why. With PLAN, also the logical devices its devices: section\n"
+                 "splits out, with their hard memory limits.");
             return 0;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (argv[i][0] != '-' && !plan_path) {
+            plan_path = argv[i];
         } else {
             return cli_usage_error("devices", "unknown option '%s'", argv[i]);
         }
@@ -25,6 +30,19 @@ int cmd_devices(int argc, char **argv)
     cohort_error err;
     if (devices_discover(&r, &err))
         return cli_usage_error("devices", "%s", err.message);
+    if (plan_path) {
+        cohort_plan *plan;
+        if (cohort_plan_load(plan_path, NULL, 0, &plan, &err)) {
+            devices_free(r);
+            return cli_usage_error(NULL, "%s", err.message);
+        }
+        cohort_status st = devices_apply_plan(r, plan, &err);
+        cohort_plan_free(plan);
+        if (st) {
+            devices_free(r);
+            return cli_usage_error(NULL, "%s", err.message);
+        }
+    }
     char a[32], b[32];
     if (json) {
         strbuf s;
@@ -58,10 +76,15 @@ int cmd_devices(int argc, char **argv)
     } else {
         for (int i = 0; i < r->n; i++) {
             const cohort_device_info *d = &r->dev[i].info;
-            if (!strcmp(d->kind, "cpu"))
-                printf("%-8s %s, %d cores, %s memory (%s available)\n", d->name, d->model,
+            if (d->is_logical)
+                printf("%-8s part of %s: limit %s, %s%s\n", d->name, r->dev[r->dev[i].parent].info.name,
+                       format_bytes(d->limit_bytes, a, sizeof a),
+                       d->policy == COHORT_MEM_PREALLOCATE ? "preallocated" : "grows on demand",
+                       !strcmp(d->kind, "cpu") ? "" : "");
+            else if (!strcmp(d->kind, "cpu"))
+                printf("%-8s %s, %d cores, %s memory (%s available)%s\n", d->name, d->model,
                        d->threads, format_bytes(d->total_bytes, a, sizeof a),
-                       format_bytes(d->free_bytes, b, sizeof b));
+                       format_bytes(d->free_bytes, b, sizeof b), r->dev[i].pool ? "" : ", split:");
             else
                 printf("%-8s %s, compute capability %d.%d, %s memory (%s free)\n", d->name,
                        d->model, d->cc_major, d->cc_minor, format_bytes(d->total_bytes, a, sizeof a),

@@ -61,6 +61,7 @@ struct cohort_run {
     pthread_mutex_t lock;  /* model entries, results.json, events: one writer at a time */
     volatile int stop;
     int lock_fd;           /* the output directory's lock, -1 = none */
+    double last_report;    /* when report.html was last written */
 };
 
 /* Write results.json (atomically) from the current state of every model. */
@@ -86,6 +87,10 @@ cohort_status run_resume(cohort_run *run, cohort_error *err);
 /* Lock the output directory (flock on DIR/.lock); refuses when another run
  * holds it. */
 cohort_status run_lock(cohort_run *run, cohort_error *err);
+
+/* Apply a plan's devices: section (splits, policies, limits) to r; errors
+ * name the plan's file and line. */
+cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, cohort_error *err);
 
 /* Train every job of the run under its strategy (schedule.c). */
 cohort_status run_schedule(cohort_run *run, cohort_error *err);

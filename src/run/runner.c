@@ -58,20 +58,18 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
     return COHORT_OK;
 }
 
-/* The plan's devices: section: splits, policies, limits. */
-static cohort_status apply_device_specs(cohort_run *run, cohort_error *err)
+cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, cohort_error *err)
 {
-    const cohort_plan *plan = run->plan;
     for (int i = 0; i < plan->n_devices; i++) {
         const device_spec *d = &plan->devices[i];
-        if (!devices_find(run->devices, d->name))
+        if (!devices_find(r, d->name))
             return cohort_fail(err, COHORT_ERR_INPUT, "%s:%d: device '%s' does not exist here%s%s",
                                plan->path, d->line, d->name,
                                strncmp(d->name, "gpu", 3) == 0 ? "; " : "",
-                               strncmp(d->name, "gpu", 3) == 0 ? run->devices->gpu_note : "");
-        cohort_status st =
-            d->n_split ? devices_split(run->devices, d->name, d->split, d->n_split, d->policy, err)
-                       : devices_set_policy(run->devices, d->name, d->policy, d->memory_limit, err);
+                               strncmp(d->name, "gpu", 3) == 0 ? r->gpu_note : "");
+        cohort_status st = d->n_split
+                               ? devices_split(r, d->name, d->split, d->n_split, d->policy, err)
+                               : devices_set_policy(r, d->name, d->policy, d->memory_limit, err);
         if (st)
             return cohort_fail_prefix(err, "%s:%d", plan->path, d->line);
     }
@@ -271,7 +269,7 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         st = devices_discover(&run->devices, err);
         run->own_devices = !st;
         if (!st)
-            st = apply_device_specs(run, err);
+            st = devices_apply_plan(run->devices, plan, err);
     }
     if (!st) {
         run->n = plan->n_models;

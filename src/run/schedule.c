@@ -10,6 +10,7 @@
  * sent down a pipe by a worker process and applied by the parent. A job
  * starts only when its device has room for its planned bytes.
  */
+#include "io/report.h"
 #include "run/run.h"
 #include "util/util.h"
 
@@ -89,6 +90,18 @@ static void emit(cohort_run *run, cohort_event *ev)
         run->opt.on_event(ev, run->opt.user);
 }
 
+/* report.html after an epoch: at most once a second (the last one is
+ * written when the run ends). Caller holds run->lock. */
+static void refresh_report(cohort_run *run, int force)
+{
+    double now = now_seconds();
+    if (!run->out_dir[0] || (!force && now - run->last_report < 1.0))
+        return;
+    cohort_error err;
+    report_write(run->out_dir, &err);
+    run->last_report = now;
+}
+
 /* Apply one report. Caller holds run->lock. */
 static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
 {
@@ -124,6 +137,7 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
         if (run->out_dir[0]) {
             run_write_history(run, e, &err);
             run_write_results(run, &err);
+            refresh_report(run, 0);
         }
         event_init(&ev, COHORT_EVENT_EPOCH_END, run, e);
         ev.epoch = m->epoch;
@@ -846,7 +860,15 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
     if (trainable == 0 && resumed == 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "no model can be trained: %s",
                            run->n ? run->m[0].res.error : "the plan has no models");
+    if (run->out_dir[0] && run->plan->source) {
+        char path[COHORT_PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/plan.yaml", run->out_dir);
+        file_write_atomic(path, run->plan->source, strlen(run->plan->source), NULL);
+    }
     cohort_status st = run_schedule(run, err);
+    pthread_mutex_lock(&run->lock);
+    refresh_report(run, 1);
+    pthread_mutex_unlock(&run->lock);
     if (st)
         return st;
     if (run->stop)
