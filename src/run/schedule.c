@@ -633,7 +633,7 @@ static int read_all(int fd, void *buf, size_t n)
     return 0;
 }
 
-static int launch(sched *s, job *j)
+static int launch(sched *s, job *j, int threads)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -664,7 +664,8 @@ static int launch(sched *s, job *j)
             d->be_dev = 0;
             pool_rebind(d->pool, 0);
         }
-        openblas_set_num_threads(s->threads_per_job);
+        s->threads_per_job = threads;
+        openblas_set_num_threads(threads);
         s->out_fd = fds[1];
         job_run(s, j);
         close(fds[1]);
@@ -722,12 +723,21 @@ static cohort_status run_processes(sched *s, cohort_error *err)
     cohort_run *run = s->run;
     int forwarded = 0;
     for (;;) {
-        int running = 0, pending = 0;
+        int running = 0, pending = 0, waiting = 0;
+        for (int i = 0; i < s->n_jobs; i++) {
+            running += s->jobs[i].state == 1;
+            waiting += s->jobs[i].state == 0;
+        }
         for (int i = 0; i < s->n_jobs; i++) {
             job *j = &s->jobs[i];
             if (j->state == 0 && !run->stop) {
-                if (running + (int)0 < s->concurrency && reserve(s, j)) {
-                    if (launch(s, j) != 0) {
+                if (running < s->concurrency && reserve(s, j)) {
+                    /* The last job may take every core the others left. */
+                    int threads = waiting == 1 ? (s->concurrency - running) * s->threads_per_job
+                                               : s->threads_per_job;
+                    waiting--;
+                    running++;
+                    if (launch(s, j, threads) != 0) {
                         unreserve(s, j);
                         return cohort_fail(err, COHORT_ERR_INTERNAL, "cannot start a worker: %s",
                                            strerror(errno));
@@ -736,7 +746,6 @@ static cohort_status run_processes(sched *s, cohort_error *err)
                     pending++;
                 }
             }
-            running += j->state == 1;
         }
         if (running == 0 && (pending == 0 || run->stop))
             break;
