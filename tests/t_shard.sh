@@ -148,5 +148,13 @@ echo '{"models": 3}' > "$T/nothing/results.json"
 expect_error "merge: not results" "no \"models\" array" "$COHORT" merge "$T/s0" "$T/nothing" --out "$T/y"
 [ ! -e "$T/y" ] && ok || bad "a refused merge wrote $T/y"
 
+# Without MPI built in, a process started as one of several ranks says so
+# instead of training every model into the same directory as the others.
+if ! ldd "$COHORT" 2>/dev/null | grep -q libmpi; then
+    expect_error "launched by mpirun without MPI" "this cohort is built without MPI" \
+        env OMPI_COMM_WORLD_SIZE=2 "$COHORT" train "$T/plan.yaml" --out "$T/z"
+    [ ! -e "$T/z" ] && ok || bad "a refused MPI launch wrote $T/z"
+fi
+
 echo "t_shard.sh: $pass passed, $fail failed"
 [ $fail -eq 0 ]

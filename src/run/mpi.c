@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -26,15 +27,29 @@
 #include <time.h>
 #include <unistd.h>
 
+enum { PEER_RUNNING, PEER_REPORTED, PEER_DEAD };
+
+/* What one rank knows of another. */
+typedef struct peer {
+    int state;
+    char why[256];          /* PEER_DEAD: how it was found */
+    struct timespec beat;   /* the last heartbeat time seen */
+    double seen;            /* when (our clock) it last changed; 0: never looked */
+} peer;
+
 struct cohort_mpi {
     int rank, size, local_rank, local_size;
     char dir[COHORT_PATH_MAX];           /* the shared output directory */
     char rank_dir[COHORT_PATH_MAX + 32]; /* dir/.ranks/R */
+    char host[256];
     int lock_fd;                         /* rank 0: dir/.lock */
     cohort_event_fn forward;
     void *forward_user;
-    double last_merge;
+    double last_merge, last_beat;
+    double dead_after;                   /* seconds without a heartbeat from another node */
+    peer *peers;                         /* [size] */
     int started;                         /* MPI_Init was called here */
+    int broken;                          /* a rank died: MPI_Finalize would wait for it */
 };
 
 static const char *const SHARED_SUBS[] = {"models", "history", "checkpoints"};
@@ -62,6 +77,15 @@ cohort_status mpi_create(cohort_mpi **out, cohort_error *err)
     MPI_Comm_rank(node, &m->local_rank);
     MPI_Comm_size(node, &m->local_size);
     MPI_Comm_free(&node);
+    m->peers = calloc((size_t)m->size, sizeof *m->peers);
+    if (!m->peers) {
+        mpi_end(m);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    }
+    if (gethostname(m->host, sizeof m->host - 1) != 0)
+        str_copy(m->host, sizeof m->host, "localhost");
+    const char *v = getenv("COHORT_MPI_DEAD_AFTER");
+    m->dead_after = v && atof(v) > 0 ? atof(v) : 120.0;
     *out = m;
     return COHORT_OK;
 }
@@ -73,10 +97,13 @@ void mpi_end(cohort_mpi *m)
 {
     if (!m)
         return;
-    if (m->started)
+    /* With a rank dead, MPI_Finalize would wait for it: the process just
+     * ends, and the launcher reports it. */
+    if (m->started && !m->broken)
         MPI_Finalize();
     if (m->lock_fd >= 0)
         close(m->lock_fd);
+    free(m->peers);
     free(m);
 }
 
@@ -109,62 +136,114 @@ static void results_path(char *buf, size_t n, const char *dir)
         buf[0] = 0; /* too long: names no file */
 }
 
-/* Merge n parsed results (some may be NULL: skipped) into dir/results.json. */
-static cohort_status write_merged(const cohort_mpi *m, json_value **trees, const int *ranks,
-                                  int n, int flags, shard_merge_info *info, cohort_error *err)
+/* Merge the n sources into dir/results.json. */
+static cohort_status write_merged_from(const cohort_mpi *m, const shard_source *src, int n,
+                                       int flags, shard_merge_info *info, cohort_error *err)
 {
-    shard_source *src = calloc((size_t)(n ? n : 1), sizeof *src);
-    if (!src)
-        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (trees[i]) {
-            src[k].name = ranks[i] >= 0 ? "a rank's results" : "results.json";
-            src[k].results = trees[i];
-            src[k].rank = ranks[i];
-            k++;
-        }
-    cohort_status st = COHORT_OK;
-    if (k > 0) {
-        strbuf b;
-        sb_init(&b);
-        char extra[64];
-        snprintf(extra, sizeof extra, "\"ranks\": %d", m->size);
-        st = shard_merge(src, k, flags, extra, &b, info, err);
-        char path[COHORT_PATH_MAX + 32];
-        results_path(path, sizeof path, m->dir);
-        if (!st)
-            st = file_write_atomic(path, b.data, b.len, err);
-        sb_free(&b);
-    }
-    free(src);
+    strbuf b;
+    sb_init(&b);
+    char extra[64], path[COHORT_PATH_MAX + 32];
+    snprintf(extra, sizeof extra, "\"ranks\": %d", m->size);
+    cohort_status st = shard_merge(src, n, flags, extra, &b, info, err);
+    results_path(path, sizeof path, m->dir);
+    if (!st)
+        st = file_write_atomic(path, b.data, b.len, err);
+    sb_free(&b);
     return st;
 }
 
-/* Rank 0, while the ranks train: DIR/results.json from what their
- * results.json say now. Best effort: a rank's file being replaced or a
- * failed merge leaves the last one. */
-static void merge_live(cohort_mpi *m)
+/* Rank 0, while the ranks train: DIR/results.json and report.html from
+ * what their results.json say now (a dead rank's unfinished models:
+ * failed; with others_unfinished, every other rank's too). Best effort: a
+ * rank's file not there yet, or a failed merge, leaves the last. */
+static void merge_live(cohort_mpi *m, const char *others_unfinished)
 {
     m->last_merge = now_seconds();
     json_value **trees = calloc((size_t)m->size, sizeof *trees);
-    int *ranks = calloc((size_t)m->size, sizeof *ranks);
-    if (trees && ranks) {
-        for (int r = 0; r < m->size; r++) {
-            char dir[COHORT_PATH_MAX + 64];
-            snprintf(dir, sizeof dir, "%s/.ranks/%d", m->dir, r);
-            cohort_error ignored;
-            if (report_load_results(dir, &trees[r], &ignored))
-                trees[r] = NULL;
-            ranks[r] = r;
-        }
+    shard_source *src = calloc((size_t)m->size, sizeof *src);
+    int k = 0;
+    for (int r = 0; trees && src && r < m->size; r++) {
+        char dir[COHORT_PATH_MAX + 64];
+        snprintf(dir, sizeof dir, "%s/.ranks/%d", m->dir, r);
         cohort_error ignored;
-        write_merged(m, trees, ranks, m->size, SHARD_MERGE_PREFER_ENDED, NULL, &ignored);
-        for (int r = 0; r < m->size; r++)
-            json_free(trees[r]);
+        if (report_load_results(dir, &trees[r], &ignored))
+            continue;
+        src[k].name = "a rank's results";
+        src[k].results = trees[r];
+        src[k].rank = r;
+        src[k].unfinished = m->peers[r].state == PEER_DEAD ? "its rank died before it finished"
+                            : r > 0 && others_unfinished ? others_unfinished
+                                                         : NULL;
+        k++;
     }
+    cohort_error ignored;
+    if (k && !write_merged_from(m, src, k, SHARD_MERGE_PREFER_ENDED, NULL, &ignored))
+        report_write(m->dir, &ignored);
+    for (int r = 0; trees && r < m->size; r++)
+        json_free(trees[r]);
     free(trees);
-    free(ranks);
+    free(src);
+}
+
+/* ---- liveness ------------------------------------------------------------------ */
+
+static void alive_path(const cohort_mpi *m, int r, char *buf, size_t n)
+{
+    if (snprintf(buf, n, "%s/.ranks/%d/alive", m->dir, r) >= (int)n)
+        buf[0] = 0;
+}
+
+/* This rank is alive: DIR/.ranks/R/alive says "HOST PID", and its time is
+ * renewed every two seconds while the rank trains or waits. */
+static void heartbeat(cohort_mpi *m)
+{
+    double now = now_seconds();
+    if (now - m->last_beat < 2.0)
+        return;
+    m->last_beat = now;
+    char path[COHORT_PATH_MAX + 64];
+    alive_path(m, m->rank, path, sizeof path);
+    utimensat(AT_FDCWD, path, NULL, 0);
+}
+
+/*
+ * Is rank r dead? On this node: its process is gone. On another: its
+ * heartbeat has not changed for dead_after seconds of this rank's clock
+ * (clocks of nodes need not agree). Fills the peer's why.
+ */
+static int peer_dead(cohort_mpi *m, int r)
+{
+    peer *p = &m->peers[r];
+    char path[COHORT_PATH_MAX + 64], host[128] = "";
+    long pid = 0;
+    struct stat sb;
+    alive_path(m, r, path, sizeof path);
+    if (stat(path, &sb) != 0)
+        return 0; /* not there yet: no judgement */
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%127s %ld", host, &pid) != 2)
+            host[0] = 0;
+        fclose(f);
+    }
+    if (host[0] && !strcmp(host, m->host) && pid > 0) {
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            snprintf(p->why, sizeof p->why, "its process %ld on %s is gone", pid, host);
+            return 1;
+        }
+        return 0;
+    }
+    double now = now_seconds();
+    if (!p->seen || sb.st_mtim.tv_sec != p->beat.tv_sec || sb.st_mtim.tv_nsec != p->beat.tv_nsec) {
+        p->beat = sb.st_mtim;
+        p->seen = now;
+        return 0;
+    }
+    if (now - p->seen < m->dead_after)
+        return 0;
+    snprintf(p->why, sizeof p->why, "no heartbeat from process %ld on %s for %d s", pid,
+             host[0] ? host : "?", (int)(now - p->seen));
+    return 1;
 }
 
 static void on_event(const cohort_event *ev, void *user)
@@ -172,9 +251,10 @@ static void on_event(const cohort_event *ev, void *user)
     cohort_mpi *m = user;
     if (m->forward)
         m->forward(ev, m->forward_user);
-    if (m->rank == 0 && (ev->kind == COHORT_EVENT_EPOCH_END || ev->kind == COHORT_EVENT_MODEL_END) &&
-        now_seconds() - m->last_merge >= 1.0)
-        merge_live(m);
+    heartbeat(m);
+    if (m->rank == 0 && (ev->kind == COHORT_EVENT_MODEL_END ||
+                         (ev->kind == COHORT_EVENT_EPOCH_END && now_seconds() - m->last_merge >= 1.0)))
+        merge_live(m, NULL);
 }
 
 /* ---- preparing the output directory --------------------------------------------- */
@@ -255,31 +335,35 @@ static cohort_status merge_for_resume(cohort_mpi *m, cohort_error *err)
 {
     int *old = NULL, n_old = old_ranks(m, &old);
     json_value **trees = calloc((size_t)n_old + 1, sizeof *trees);
-    int *ranks = calloc((size_t)n_old + 1, sizeof *ranks);
-    cohort_status st = trees && ranks ? COHORT_OK
-                                      : cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    shard_source *src = calloc((size_t)n_old + 1, sizeof *src);
+    cohort_status st = trees && src ? COHORT_OK
+                                    : cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     char path[COHORT_PATH_MAX + 64];
-    results_path(path, sizeof path, m->dir);
-    if (!st && access(path, F_OK) == 0)
-        st = report_load_results(m->dir, &trees[0], err);
-    ranks[0] = -1;
-    for (int i = 0; !st && i < n_old; i++) {
-        char dir[COHORT_PATH_MAX + 64];
-        snprintf(dir, sizeof dir, "%s/.ranks/%d", m->dir, old[i]);
-        results_path(path, sizeof path, dir);
-        ranks[i + 1] = -1;
-        if (access(path, F_OK) == 0)
-            st = report_load_results(dir, &trees[i + 1], err);
-    }
     int any = 0;
-    for (int i = 0; !st && i <= n_old; i++)
-        any |= trees[i] != NULL;
+    /* DIR's first: the ranks' own are as new or newer. */
+    for (int i = -1; !st && i < n_old; i++) {
+        char dir[COHORT_PATH_MAX + 64];
+        if (i < 0)
+            str_copy(dir, sizeof dir, m->dir);
+        else
+            snprintf(dir, sizeof dir, "%s/.ranks/%d", m->dir, old[i]);
+        results_path(path, sizeof path, dir);
+        if (access(path, F_OK) != 0)
+            continue;
+        st = report_load_results(dir, &trees[any], err);
+        if (!st) {
+            src[any].name = i < 0 ? "results.json" : "a rank's results.json";
+            src[any].results = trees[any];
+            src[any].rank = -1;
+            any++;
+        }
+    }
     if (!st && any)
-        st = write_merged(m, trees, ranks, n_old + 1, SHARD_MERGE_PREFER_ENDED, NULL, err);
+        st = write_merged_from(m, src, any, SHARD_MERGE_PREFER_ENDED, NULL, err);
     for (int i = 0; trees && i <= n_old; i++)
         json_free(trees[i]);
     free(trees);
-    free(ranks);
+    free(src);
     free(old);
     if (st || !any)
         return st;
@@ -333,6 +417,11 @@ static cohort_status prepare_rank_dir(cohort_mpi *m, cohort_error *err)
 {
     snprintf(m->rank_dir, sizeof m->rank_dir, "%s/.ranks/%d", m->dir, m->rank);
     cohort_status st = dir_make(m->rank_dir, err);
+    char alive[COHORT_PATH_MAX + 64], who[300];
+    alive_path(m, m->rank, alive, sizeof alive);
+    int wl = snprintf(who, sizeof who, "%s %ld\n", m->host, (long)getpid());
+    if (!st)
+        st = file_write_atomic(alive, who, (size_t)wl, err);
     for (int i = 0; !st && i < 3; i++) {
         char link_path[COHORT_PATH_MAX + 64], target[64], now[64];
         snprintf(link_path, sizeof link_path, "%s/%s", m->rank_dir, SHARED_SUBS[i]);
@@ -436,26 +525,33 @@ cohort_status mpi_ready(cohort_mpi *m, cohort_run *run, cohort_status st, cohort
     if ((st = agree(m, st, err)))
         return st;
     pin_gpus(m, run);
+    /* This rank's own results now: on --resume its results.json held the
+     * merged results of every rank, which it has taken its share from. */
+    cohort_error ignored;
+    run_write_results(run, &ignored);
+    if (m->rank == 0 && run->plan->source) {
+        /* The plan that ran, for DIR/report.html (each rank keeps its own copy too). */
+        char path[COHORT_PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/plan.yaml", m->dir);
+        file_write_atomic(path, run->plan->source, strlen(run->plan->source), NULL);
+    }
     return COHORT_OK;
 }
 
 /* ---- the end -------------------------------------------------------------------- */
 
-/* Wait for every rank without spinning a core: rank 0 merges meanwhile. */
-static void wait_all(cohort_mpi *m)
+enum { TAG_HEAD = 11, TAG_TEXT, TAG_FINAL };
+#define CHUNK (1 << 20) /* results travel in pieces of this many bytes */
+
+typedef struct final_msg {
+    int code;
+    char message[sizeof ((cohort_error *)0)->message];
+} final_msg;
+
+static void pause_briefly(void)
 {
-    MPI_Request req;
-    MPI_Ibarrier(MPI_COMM_WORLD, &req);
-    for (;;) {
-        int done = 0;
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (done)
-            return;
-        if (m->rank == 0 && now_seconds() - m->last_merge >= 1.0)
-            merge_live(m);
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
 }
 
 /* How bad a rank's outcome is: the job's status is the worst. */
@@ -469,6 +565,207 @@ static int severity(cohort_status st)
     }
 }
 
+/* Rank r != 0: send this rank's results to rank 0 and wait for the job's
+ * status, watching that rank 0 lives. */
+static cohort_status finish_rank(cohort_mpi *m, cohort_status st, const char *text, int len,
+                                 cohort_error *err)
+{
+    int head[2] = {(int)st, len}, chunks = (len + CHUNK - 1) / CHUNK;
+    MPI_Request *req = calloc((size_t)chunks + 2, sizeof *req);
+    final_msg fin;
+    if (!req)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    MPI_Isend(head, 2, MPI_INT, 0, TAG_HEAD, MPI_COMM_WORLD, &req[0]);
+    for (int c = 0; c < chunks; c++) {
+        int n = len - c * CHUNK < CHUNK ? len - c * CHUNK : CHUNK;
+        MPI_Isend(text + (size_t)c * CHUNK, n, MPI_CHAR, 0, TAG_TEXT, MPI_COMM_WORLD, &req[c + 1]);
+    }
+    MPI_Request *got = &req[chunks + 1];
+    MPI_Irecv(&fin, (int)sizeof fin, MPI_BYTE, 0, TAG_FINAL, MPI_COMM_WORLD, got);
+    double last_check = now_seconds();
+    for (;;) {
+        int done = 0;
+        MPI_Test(got, &done, MPI_STATUS_IGNORE);
+        if (done)
+            break;
+        heartbeat(m);
+        if (now_seconds() - last_check >= 1.0) {
+            last_check = now_seconds();
+            if (peer_dead(m, 0)) {
+                m->broken = 1;
+                free(req);
+                return cohort_fail(err, COHORT_ERR_PARTIAL, "rank 0 died before it gathered "
+                                   "the results (%s); this rank's are in %s/results.json, and "
+                                   "mpirun ... --resume merges them", m->peers[0].why,
+                                   m->rank_dir);
+            }
+        }
+        pause_briefly();
+    }
+    MPI_Waitall(chunks + 1, req, MPI_STATUSES_IGNORE);
+    free(req);
+    fin.message[sizeof fin.message - 1] = 0;
+    if (fin.code)
+        cohort_fail(err, (cohort_status)fin.code, "%s", fin.message);
+    return (cohort_status)fin.code;
+}
+
+/* Rank 0: the results of rank r, whose header has come: its chunks. */
+static void receive_text(int r, int len, strbuf *out, char *scratch)
+{
+    for (int got = 0; got < len;) {
+        int n = len - got < CHUNK ? len - got : CHUNK;
+        MPI_Recv(scratch, n, MPI_CHAR, r, TAG_TEXT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        sb_putn(out, scratch, (size_t)n);
+        got += n;
+    }
+}
+
+/* Rank 0: every rank's results (or word that it died), merged into DIR. */
+static cohort_status finish_root(cohort_mpi *m, cohort_status st, const char *text, int len,
+                                 shard_merge_info *summary, cohort_error *err)
+{
+    int n = m->size;
+    strbuf *texts = calloc((size_t)n, sizeof *texts);
+    int (*head)[2] = calloc((size_t)n, sizeof *head);
+    MPI_Request *req = calloc((size_t)n, sizeof *req);
+    json_value **trees = calloc((size_t)n, sizeof *trees);
+    shard_source *src = calloc((size_t)n, sizeof *src);
+    char *scratch = malloc(CHUNK);
+    char (*why)[400] = calloc((size_t)n, sizeof *why);
+    cohort_status job = COHORT_OK;
+    cohort_error local;
+    if (!texts || !head || !req || !trees || !src || !scratch || !why) {
+        /* Nothing was posted: the ranks wait for a word that rank 0 cannot
+         * give; end the job as MPI ends failed jobs. */
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    /* Now, in case the job ends before the ranks report: this rank stopped
+     * by a signal is most often the whole job stopped by mpirun. */
+    merge_live(m, st == COHORT_ERR_INTERRUPTED ? "interrupted: the job ended before its rank "
+                                                 "reported; --resume continues it"
+                                               : NULL);
+    for (int r = 0; r < n; r++)
+        sb_init(&texts[r]);
+    sb_putn(&texts[0], text, (size_t)len);
+    head[0][0] = (int)st;
+    m->peers[0].state = PEER_REPORTED;
+    for (int r = 1; r < n; r++)
+        MPI_Irecv(head[r], 2, MPI_INT, r, TAG_HEAD, MPI_COMM_WORLD, &req[r]);
+    int pending = n - 1;
+    double last_check = now_seconds();
+    while (pending > 0) {
+        for (int r = 1; r < n; r++) {
+            int done = 0;
+            if (m->peers[r].state != PEER_RUNNING)
+                continue;
+            MPI_Test(&req[r], &done, MPI_STATUS_IGNORE);
+            if (!done)
+                continue;
+            receive_text(r, head[r][1], &texts[r], scratch);
+            m->peers[r].state = PEER_REPORTED;
+            pending--;
+        }
+        if (pending == 0)
+            break;
+        heartbeat(m);
+        if (now_seconds() - last_check >= 1.0) {
+            last_check = now_seconds();
+            for (int r = 1; r < n; r++)
+                if (m->peers[r].state == PEER_RUNNING && peer_dead(m, r)) {
+                    m->peers[r].state = PEER_DEAD;
+                    m->broken = 1;
+                    pending--;
+                }
+            merge_live(m, NULL);
+        }
+        pause_briefly();
+    }
+    int worst = 0, worst_rank = 0, dead = 0;
+    for (int r = 0; r < n && !job; r++) {
+        src[r].rank = r;
+        src[r].name = "a rank's results";
+        if (m->peers[r].state == PEER_DEAD) {
+            dead++;
+            snprintf(why[r], sizeof why[r], "rank %d died before it finished (%s); --resume "
+                     "trains it again", r, m->peers[r].why);
+            src[r].unfinished = why[r];
+            char dir[COHORT_PATH_MAX + 64];
+            snprintf(dir, sizeof dir, "%s/.ranks/%d", m->dir, r);
+            if (report_load_results(dir, &trees[r], &local))
+                trees[r] = NULL; /* none on disk: its models are missing */
+            continue;
+        }
+        if (severity((cohort_status)head[r][0]) > worst) {
+            worst = severity((cohort_status)head[r][0]);
+            worst_rank = r;
+        }
+        if (texts[r].failed) {
+            job = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory gathering the results");
+        } else if (texts[r].len > 0) {
+            char jerr[128];
+            trees[r] = json_parse(texts[r].data, texts[r].len, jerr, sizeof jerr);
+            if (!trees[r])
+                job = cohort_fail(err, COHORT_ERR_INTERNAL, "rank %d sent results that do not "
+                                  "parse: %s", r, jerr);
+        }
+    }
+    shard_merge_info info;
+    memset(&info, 0, sizeof info);
+    if (!job) {
+        int k = 0;
+        for (int r = 0; r < n; r++)
+            if (trees[r]) {
+                src[k] = src[r];
+                src[k++].results = trees[r];
+            }
+        job = k ? write_merged_from(m, src, k, 0, &info, err) : COHORT_OK;
+        if (!job && report_write(m->dir, &local) != COHORT_OK)
+            cohort_log(COHORT_LOG_WARN, "no report.html: %s", local.message);
+    }
+    if (job) {
+        /* err says why */
+    } else if (worst >= 2) {
+        job = (cohort_status)head[worst_rank][0];
+        if (worst_rank != 0)
+            cohort_fail(err, job, "rank %d: %s", worst_rank, job == COHORT_ERR_INTERRUPTED
+                        ? "interrupted; finished models are in results.json, --resume continues"
+                        : "it failed; see its messages");
+    } else if (dead) {
+        int r = 1;
+        while (r < n && !why[r][0])
+            r++;
+        job = cohort_fail(err, COHORT_ERR_PARTIAL, "%d rank%s died; %s", dead,
+                          dead == 1 ? "" : "s", r < n ? why[r] : "");
+    } else if (info.not_ok || info.missing) {
+        job = cohort_fail(err, COHORT_ERR_PARTIAL, "%d of %d models did not finish",
+                          info.not_ok + info.missing,
+                          info.plan_models ? info.plan_models : info.models);
+    }
+    if (summary)
+        *summary = info;
+    final_msg fin;
+    memset(&fin, 0, sizeof fin);
+    fin.code = (int)job;
+    if (job)
+        str_copy(fin.message, sizeof fin.message, err->message);
+    for (int r = 1; r < n; r++)
+        if (m->peers[r].state == PEER_REPORTED)
+            MPI_Send(&fin, (int)sizeof fin, MPI_BYTE, r, TAG_FINAL, MPI_COMM_WORLD);
+    for (int r = 0; r < n; r++) {
+        sb_free(&texts[r]);
+        json_free(trees[r]);
+    }
+    free(texts);
+    free(head);
+    free(req);
+    free(trees);
+    free(src);
+    free(scratch);
+    free(why);
+    return job;
+}
+
 cohort_status mpi_finish(cohort_mpi *m, cohort_run *run, cohort_status st,
                          shard_merge_info *summary, cohort_error *err)
 {
@@ -478,8 +775,8 @@ cohort_status mpi_finish(cohort_mpi *m, cohort_run *run, cohort_status st,
     if (run) {
         char path[COHORT_PATH_MAX + 64];
         results_path(path, sizeof path, m->rank_dir);
-        if (run_write_results(run, &local) || file_read_all(path, (size_t)1 << 30, &text, &len,
-                                                            &local)) {
+        if (run_write_results(run, &local) ||
+            file_read_all(path, (size_t)1 << 30, &text, &len, &local)) {
             if (severity(st) < 2) {
                 st = local.status;
                 *err = local;
@@ -488,97 +785,8 @@ cohort_status mpi_finish(cohort_mpi *m, cohort_run *run, cohort_status st,
             len = 0;
         }
     }
-    if (len > (size_t)1 << 30)
-        len = 0;
-    wait_all(m);
-    int mine[2] = {(int)st, (int)len};
-    int *all = m->rank == 0 ? calloc((size_t)m->size * 2, sizeof *all) : NULL;
-    int *counts = m->rank == 0 ? calloc((size_t)m->size, sizeof *counts) : NULL;
-    int *displs = m->rank == 0 ? calloc((size_t)m->size, sizeof *displs) : NULL;
-    MPI_Gather(mine, 2, MPI_INT, all, 2, MPI_INT, 0, MPI_COMM_WORLD);
-    char *texts = NULL;
-    long total = 0;
-    if (m->rank == 0 && all && counts && displs) {
-        for (int r = 0; r < m->size; r++) {
-            counts[r] = all[2 * r + 1];
-            displs[r] = (int)total;
-            total += counts[r];
-        }
-        if (total > (long)1 << 30)
-            total = -1;
-        texts = total >= 0 ? malloc((size_t)total + 1) : NULL;
-    }
-    /* Rank 0 tells whether it can take the texts; if not, nobody sends. */
-    int can = m->rank == 0 ? texts != NULL : 0;
-    MPI_Bcast(&can, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (can)
-        MPI_Gatherv(text ? text : "", mine[1], MPI_CHAR, texts, counts, displs, MPI_CHAR, 0,
-                    MPI_COMM_WORLD);
+    cohort_status job = m->rank == 0 ? finish_root(m, st, text ? text : "", (int)len, summary, err)
+                                     : finish_rank(m, st, text ? text : "", (int)len, err);
     free(text);
-    cohort_status job = COHORT_OK;
-    if (m->rank == 0) {
-        if (!can) {
-            job = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory gathering the ranks' results");
-        } else {
-            int worst = 0, worst_rank = -1;
-            for (int r = 0; r < m->size; r++)
-                if (severity((cohort_status)all[2 * r]) > worst) {
-                    worst = severity((cohort_status)all[2 * r]);
-                    worst_rank = r;
-                }
-            json_value **trees = calloc((size_t)m->size, sizeof *trees);
-            int *ranks = calloc((size_t)m->size, sizeof *ranks);
-            cohort_status mst = trees && ranks ? COHORT_OK
-                                               : cohort_fail(&local, COHORT_ERR_NOMEM, "out of memory");
-            for (int r = 0; !mst && r < m->size; r++) {
-                char jerr[128];
-                ranks[r] = r;
-                if (counts[r] == 0)
-                    continue; /* a rank that could not write results: its models are missing */
-                trees[r] = json_parse(texts + displs[r], (size_t)counts[r], jerr, sizeof jerr);
-                if (!trees[r])
-                    mst = cohort_fail(&local, COHORT_ERR_INTERNAL, "rank %d sent results that "
-                                      "do not parse: %s", r, jerr);
-            }
-            shard_merge_info info;
-            memset(&info, 0, sizeof info);
-            if (!mst)
-                mst = write_merged(m, trees, ranks, m->size, 0, &info, &local);
-            for (int r = 0; trees && r < m->size; r++)
-                json_free(trees[r]);
-            free(trees);
-            free(ranks);
-            if (!mst && report_write(m->dir, &local) != COHORT_OK)
-                cohort_log(COHORT_LOG_WARN, "no report.html: %s", local.message);
-            if (summary)
-                *summary = info;
-            if (mst) {
-                job = mst;
-                *err = local;
-            } else if (worst == 3 || worst == 2) {
-                job = (cohort_status)all[2 * worst_rank];
-                if (worst_rank != 0)
-                    cohort_fail(err, job, "rank %d: %s", worst_rank,
-                                job == COHORT_ERR_INTERRUPTED ? "interrupted; finished models "
-                                "are in results.json" : "see its messages");
-            } else if (info.not_ok || info.missing) {
-                job = cohort_fail(err, COHORT_ERR_PARTIAL, "%d of %d models did not finish",
-                                  info.not_ok + info.missing,
-                                  info.plan_models ? info.plan_models : info.models);
-            }
-        }
-    }
-    free(all);
-    free(counts);
-    free(displs);
-    free(texts);
-    int code = (int)job;
-    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    char msg[sizeof err->message];
-    if (m->rank == 0)
-        str_copy(msg, sizeof msg, code ? err->message : "");
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, MPI_COMM_WORLD);
-    if (code)
-        cohort_fail(err, (cohort_status)code, "%s", msg);
-    return (cohort_status)code;
+    return job;
 }

@@ -312,7 +312,9 @@ cohort_status shard_merge(const shard_source *src, int n, int flags, const char 
     size_t old_len = out->len;
     sb_puts(out, "{\n");
     for (size_t i = 0; i < first->n; i++) {
-        if (!strcmp(first->keys[i], "models"))
+        /* How an earlier merge was made is not this one's. */
+        const char *k = first->keys[i];
+        if (!strcmp(k, "models") || !strcmp(k, "ranks") || !strcmp(k, "merged_from"))
             continue;
         sb_puts(out, "  ");
         sb_json_str(out, first->keys[i]);

@@ -56,9 +56,9 @@ typedef struct shard_merge_info {
 /*
  * Append to out one results.json holding every model record of the n
  * sources, ordered by their "plan_index" (by order of appearance when a
- * record lacks it). The top-level fields are the first source's; extra (may
- * be NULL) is JSON text of more top-level members ("\"ranks\": 2") added
- * after them. On COHORT_ERR_INPUT, out is left as it was and err names the
+ * record lacks it). The top-level fields are the first source's but for
+ * "ranks" and "merged_from" (how it was merged); extra (may be NULL) is JSON
+ * text of more top-level members ("\"ranks\": 2") added after them. On COHORT_ERR_INPUT, out is left as it was and err names the
  * source: results that are not cohort results, sources of different plans
  * (plan name, data or the plan's model at an index differ), the same model
  * in two sources (unless flags has SHARD_MERGE_PREFER_ENDED).
