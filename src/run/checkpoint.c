@@ -328,7 +328,14 @@ cohort_status run_lock(cohort_run *run, cohort_error *err)
         return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     /* flock is released by the kernel when its holders die: a lock left by
      * a killed run is free again, and is simply taken over. */
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int locked = flock(fd, LOCK_EX | LOCK_NB) == 0, e = errno;
+    if (!locked && e != EWOULDBLOCK) {
+        close(fd);
+        return cohort_fail(err, COHORT_ERR_IO,
+                           "%s: cannot lock: %s (a filesystem without flock, such as Lustre "
+                           "mounted without -o flock?)",
+                           path, strerror(e));
+    } else if (!locked) {
         char pid[32] = "";
         ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
         pid[n > 0 ? n : 0] = 0;
