@@ -158,13 +158,7 @@ int cmd_predict(int argc, char **argv)
     sb_puts(&b, "\n");
     for (int64_t i = 0; i < all.n; i++) {
         const float *row = p + i * n_out;
-        int arg = 0;
-        for (int j = 1; j < n_out; j++)
-            if (row[j] > row[arg])
-                arg = j;
-        if (n_out == 1)
-            arg = (int)lrintf(row[0]);
-        sb_printf(&b, "%lld,%d,%d", (long long)i, arg, all.y[i]);
+        sb_printf(&b, "%lld,%d,%d", (long long)i, output_class(row, n_out), all.y[i]);
         for (int j = 0; j < n_out; j++)
             sb_printf(&b, ",%.6g", (double)row[j]);
         sb_puts(&b, "\n");

@@ -206,33 +206,6 @@ static void fill_history(model_entry *e, const json_value *h, int n)
     }
 }
 
-static int json_equal(const json_value *a, const json_value *b)
-{
-    if (!a || !b || a->type != b->type)
-        return a == b;
-    switch (a->type) {
-    case JSON_NULL: return 1;
-    case JSON_BOOL: return a->boolean == b->boolean;
-    case JSON_NUM: return a->num == b->num;
-    case JSON_STR: return strcmp(a->str, b->str) == 0;
-    case JSON_ARR:
-        if (a->n != b->n)
-            return 0;
-        for (size_t i = 0; i < a->n; i++)
-            if (!json_equal(&a->items[i], &b->items[i]))
-                return 0;
-        return 1;
-    case JSON_OBJ:
-        if (a->n != b->n)
-            return 0;
-        for (size_t i = 0; i < a->n; i++)
-            if (!json_equal(&a->items[i], json_get(b, a->keys[i])))
-                return 0;
-        return 1;
-    }
-    return 0;
-}
-
 /* The record's config is the model's config now. */
 static int same_config(const model_entry *e, const json_value *config)
 {
@@ -319,10 +292,10 @@ cohort_status run_resume(cohort_run *run, cohort_error *err)
 
 /* ---- the lock ----------------------------------------------------------------- */
 
-cohort_status run_lock(cohort_run *run, cohort_error *err)
+cohort_status out_dir_lock(const char *dir, int *fd_out, cohort_error *err)
 {
     char path[COHORT_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/.lock", run->out_dir);
+    snprintf(path, sizeof path, "%s/.lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
@@ -344,7 +317,7 @@ cohort_status run_lock(cohort_run *run, cohort_error *err)
         return cohort_fail(err, COHORT_ERR_USAGE,
                            "%s is in use by another cohort train (pid %s); wait for it to end, "
                            "or train into another --out directory",
-                           run->out_dir, pid[0] ? pid : "unknown");
+                           dir, pid[0] ? pid : "unknown");
     }
     char pid[32];
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
@@ -352,22 +325,35 @@ cohort_status run_lock(cohort_run *run, cohort_error *err)
         close(fd);
         return cohort_fail(err, COHORT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
-    run->lock_fd = fd;
+    *fd_out = fd;
+    return COHORT_OK;
+}
+
+void out_dir_remove_temporaries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (strstr(de->d_name, ".tmp.")) {
+            char p[2 * COHORT_PATH_MAX];
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+    if (d)
+        closedir(d);
+}
+
+cohort_status run_lock(cohort_run *run, cohort_error *err)
+{
+    cohort_status st = out_dir_lock(run->out_dir, &run->lock_fd, err);
+    if (st)
+        return st;
     /* Holding the lock, any temporary file left here is from a killed run. */
     const char *subs[] = {"", "/checkpoints", "/models", "/history"};
     for (int i = 0; i < 4; i++) {
         char dir[COHORT_PATH_MAX + 16];
         snprintf(dir, sizeof dir, "%s%s", run->out_dir, subs[i]);
-        DIR *d = opendir(dir);
-        struct dirent *de;
-        while (d && (de = readdir(d)))
-            if (strstr(de->d_name, ".tmp.")) {
-                char p[2 * COHORT_PATH_MAX];
-                snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-                unlink(p);
-            }
-        if (d)
-            closedir(d);
+        out_dir_remove_temporaries(dir);
     }
     return COHORT_OK;
 }

@@ -261,41 +261,10 @@ static void on_event(const cohort_event *ev, void *user)
 
 static cohort_status lock_dir(cohort_mpi *m, cohort_error *err)
 {
-    char path[COHORT_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/.lock", m->dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        char pid[32] = "";
-        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = 0;
-        pid[strcspn(pid, "\n")] = 0;
-        close(fd);
-        return cohort_fail(err, COHORT_ERR_USAGE,
-                           "%s is in use by another cohort train (pid %s); wait for it to end, "
-                           "or train into another --out directory",
-                           m->dir, pid[0] ? pid : "unknown");
-    }
-    char pid[32];
-    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
-        close(fd);
-        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    }
-    m->lock_fd = fd;
-    /* Holding the lock, a temporary file here is a killed run's. */
-    DIR *d = opendir(m->dir);
-    struct dirent *de;
-    while (d && (de = readdir(d)))
-        if (strstr(de->d_name, ".tmp.")) {
-            char p[2 * COHORT_PATH_MAX];
-            snprintf(p, sizeof p, "%s/%s", m->dir, de->d_name);
-            unlink(p);
-        }
-    if (d)
-        closedir(d);
-    return COHORT_OK;
+    cohort_status st = out_dir_lock(m->dir, &m->lock_fd, err);
+    if (!st)
+        out_dir_remove_temporaries(m->dir); /* holding the lock: a killed run's */
+    return st;
 }
 
 /* The rank numbers R of dir/.ranks/R that exist, into *out (malloc'd). */

@@ -84,8 +84,13 @@ cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, co
 void ckpt_free(ckpt *c);
 /* --resume: take the finished models of DIR/results.json. */
 cohort_status run_resume(cohort_run *run, cohort_error *err);
-/* Lock the output directory (flock on DIR/.lock); refuses when another run
- * holds it. */
+/* Lock directory dir (flock on dir/.lock, holding our pid); *fd receives
+ * the lock, held until closed. Refuses (COHORT_ERR_USAGE) when another
+ * process holds it; a lock left by a killed process is taken over. */
+cohort_status out_dir_lock(const char *dir, int *fd, cohort_error *err);
+/* Remove the temporary files (NAME.tmp.PID) a killed writer left in dir. */
+void out_dir_remove_temporaries(const char *dir);
+/* Lock the run's output directory and clear what killed runs left there. */
 cohort_status run_lock(cohort_run *run, cohort_error *err);
 
 /* Apply a plan's devices: section (splits, policies, limits) to r; errors

@@ -298,13 +298,7 @@ static void confusion_of(cohort_run *run, train_group *g, int k, int64_t *conf)
         return;
     group_predict(g, k, &run->test, p);
     for (int64_t i = 0; i < run->test.n; i++) {
-        const float *row = p + i * n_out;
-        int arg = 0;
-        for (int j = 1; j < n_out; j++)
-            if (row[j] > row[arg])
-                arg = j;
-        if (n_out == 1)
-            arg = (int)lrintf(row[0]);
+        int arg = output_class(p + i * n_out, n_out);
         if (arg >= 0 && arg < C)
             conf[run->test.y[i] * C + arg]++;
     }

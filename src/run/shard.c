@@ -1,5 +1,6 @@
 /* Shares of a plan: the split by cost, a run's share, and merging shares' results.json. */
 #include "run/shard.h"
+#include "util/json.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -181,28 +182,6 @@ static void put_record(strbuf *b, const json_value *r, const shard_source *src)
     sb_puts(b, "\n    }");
 }
 
-static int json_same(const json_value *a, const json_value *b)
-{
-    if (!a || !b || a->type != b->type)
-        return a == b;
-    switch (a->type) {
-    case JSON_NULL: return 1;
-    case JSON_BOOL: return a->boolean == b->boolean;
-    case JSON_NUM: return a->num == b->num;
-    case JSON_STR: return strcmp(a->str, b->str) == 0;
-    case JSON_ARR:
-    case JSON_OBJ:
-        if (a->n != b->n)
-            return 0;
-        for (size_t i = 0; i < a->n; i++) {
-            const json_value *o = a->type == JSON_ARR ? &b->items[i] : json_get(b, a->keys[i]);
-            if (!json_same(&a->items[i], o))
-                return 0;
-        }
-        return 1;
-    }
-    return 0;
-}
 
 /* ---- merging -------------------------------------------------------------------- */
 
@@ -250,7 +229,7 @@ cohort_status shard_merge(const shard_source *src, int n, int flags, const char 
         if (strcmp(p0, ps))
             return cohort_fail(err, COHORT_ERR_INPUT, "%s and %s are shards of different plans "
                                "('%s' and '%s')", src[0].name, src[s].name, p0, ps);
-        if (!json_same(json_get(first, "data"), json_get(src[s].results, "data")))
+        if (!json_equal(json_get(first, "data"), json_get(src[s].results, "data")))
             return cohort_fail(err, COHORT_ERR_INPUT, "%s and %s are shards of different plans: "
                                "their data differ", src[0].name, src[s].name);
         total += models->n;

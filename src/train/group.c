@@ -385,6 +385,17 @@ void group_predict(train_group *g, int k, const data_view *d, float *out)
     free(ix);
 }
 
+int output_class(const float *row, int n_out)
+{
+    if (n_out == 1)
+        return (int)lrintf(row[0]);
+    int arg = 0;
+    for (int j = 1; j < n_out; j++)
+        if (row[j] > row[arg])
+            arg = j;
+    return arg;
+}
+
 /* ---- fit ------------------------------------------------------------------ */
 
 static void shuffle_order(int64_t *order, int64_t n, uint64_t seed, int epoch, int shuffle)

@@ -108,6 +108,10 @@ void group_evaluate(train_group *g, const data_view *d, double *loss, double *ac
  * out is [d->n, n_out] host memory. */
 void group_predict(train_group *g, int k, const data_view *d, float *out);
 
+/* The class an output row stands for: the argmax, or for a single output
+ * (mse on the label as a number) that value rounded. */
+int output_class(const float *row, int n_out);
+
 /* Copy model k's parameters ([P], the layout's order) to or from host memory. */
 void group_get_params(train_group *g, int k, float *host);
 void group_set_params(train_group *g, int k, const float *host);

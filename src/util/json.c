@@ -591,3 +591,30 @@ int json_bool(const json_value *v, int fallback)
 {
     return v && v->type == JSON_BOOL ? v->boolean : fallback;
 }
+
+int json_equal(const json_value *a, const json_value *b)
+{
+    if (!a || !b || a->type != b->type)
+        return a == b;
+    switch (a->type) {
+    case JSON_NULL: return 1;
+    case JSON_BOOL: return a->boolean == b->boolean;
+    case JSON_NUM: return a->num == b->num;
+    case JSON_STR: return a->n == b->n && memcmp(a->str, b->str, a->n) == 0;
+    case JSON_ARR:
+        if (a->n != b->n)
+            return 0;
+        for (size_t i = 0; i < a->n; i++)
+            if (!json_equal(&a->items[i], &b->items[i]))
+                return 0;
+        return 1;
+    case JSON_OBJ:
+        if (a->n != b->n)
+            return 0;
+        for (size_t i = 0; i < a->n; i++)
+            if (!json_equal(&a->items[i], json_get(b, a->keys[i])))
+                return 0;
+        return 1;
+    }
+    return 0;
+}

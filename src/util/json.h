@@ -37,6 +37,9 @@ json_value *json_parse(const char *text, size_t len, char *errbuf, size_t errlen
 
 /* Free a tree from json_parse. NULL is a no-op. */
 void json_free(json_value *v);
+/* Deep equality: same types, numbers, strings, items; objects regardless of
+ * key order. NULL equals only NULL. */
+int json_equal(const json_value *a, const json_value *b);
 
 /* The value of key in obj (the first if repeated), or NULL when obj is
  * NULL, not an object, or lacks the key. */
