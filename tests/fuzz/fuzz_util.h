@@ -13,21 +13,34 @@
 #include <unistd.h>
 #include <zlib.h>
 
-/* The path of this process's scratch file number `slot` (0..3). */
-static const char *fuzz_path(int slot)
+static char fuzz_paths[4][96];
+
+/* Remove the scratch files at exit (libFuzzer exits normally at the end of
+ * -max_total_time or -runs). */
+static void fuzz_cleanup(void)
 {
-    static char paths[4][96];
-    if (!paths[slot][0]) {
+    for (int i = 0; i < 4; i++)
+        if (fuzz_paths[i][0])
+            unlink(fuzz_paths[i]);
+}
+
+/* The path of this process's scratch file number `slot` (0..3). */
+static inline const char *fuzz_path(int slot)
+{
+    if (!fuzz_paths[slot][0]) {
+        static int registered;
+        if (!registered++)
+            atexit(fuzz_cleanup);
         const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-        snprintf(paths[slot], sizeof paths[slot], "%s/cohort-fuzz-%ld-%d", dir, (long)getpid(),
-                 slot);
+        snprintf(fuzz_paths[slot], sizeof fuzz_paths[slot], "%s/cohort-fuzz-%ld-%d", dir,
+                 (long)getpid(), slot);
     }
-    return paths[slot];
+    return fuzz_paths[slot];
 }
 
 /* Write n bytes to scratch file `slot`, gzip-compressed when gz is set.
  * Aborts on failure: a harness that cannot write its input tests nothing. */
-static const char *fuzz_write(int slot, const uint8_t *data, size_t n, int gz)
+static inline const char *fuzz_write(int slot, const uint8_t *data, size_t n, int gz)
 {
     const char *path = fuzz_path(slot);
     if (gz) {
@@ -43,6 +56,6 @@ static const char *fuzz_write(int slot, const uint8_t *data, size_t n, int gz)
 }
 
 /* Little-endian 16-bit value at p. */
-static size_t fuzz_le16(const uint8_t *p) { return (size_t)p[0] | (size_t)p[1] << 8; }
+static inline size_t fuzz_le16(const uint8_t *p) { return (size_t)p[0] | (size_t)p[1] << 8; }
 
 #endif
