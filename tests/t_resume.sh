@@ -17,7 +17,7 @@ awk 'BEGIN { srand(3); for (i = 0; i < 3000; i++) { c = i % 4; line = "";
 head -n 400 "$T/d.csv" > "$T/t.csv"
 cat > "$T/plan.yaml" <<YAML
 data: {train: csv:$T/d.csv, test: csv:$T/t.csv, validation_split: 0.2}
-defaults: {epochs: 12, batch_size: 16, layers: [{dense: 48, activation: relu}, {dense: 4, activation: softmax}]}
+defaults: {epochs: 30, batch_size: 16, layers: [{dense: 48, activation: relu}, {dense: 4, activation: softmax}]}
 models:
   - {name: adam}
   - {name: drop, layers: [{dense: 48, activation: tanh}, {dropout: 0.3}, {dense: 4, activation: softmax}]}
@@ -44,12 +44,17 @@ for n in a:
 PY
 }
 
+t0=$(date +%s.%N)
 "$COHORT" train "$T/plan.yaml" --out "$T/ref" --quiet >/dev/null 2>&1 && ok || bad "reference run"
+t1=$(date +%s.%N)
+# Kill points are fractions of the reference run's wall time, so they land
+# inside the run on a fast machine and a slow (sanitized, loaded) one alike.
+at() { awk "BEGIN { printf \"%.3f\", ($t1 - $t0) * $1 }"; }
 ref_seconds=$(/usr/bin/python3 -c "import json,sys; print(sum(m['seconds'] for m in json.load(open(sys.argv[1]))['models']))" "$T/ref/results.json")
 
 # Kill points spread over the run; the last two inside slowed checkpoint writes.
-points="0.15 0.35 0.6 0.9 1.3 slow0.4 slow0.9"
-i=0
+points="$(at 0.1) $(at 0.25) $(at 0.4) $(at 0.55) $(at 0.75) slow$(at 0.3) slow$(at 0.6)"
+i=0 killed=0
 for p in $points; do
     i=$((i + 1))
     d="$T/kill$i"
@@ -61,7 +66,7 @@ for p in $points; do
     fi
     pid=$!
     sleep "$p"
-    kill -9 $pid 2>/dev/null
+    kill -9 $pid 2>/dev/null && killed=$((killed + 1))
     wait $pid 2>/dev/null
     [ -d "$d" ] || mkdir -p "$d"
     ls "$d"/checkpoints/*.tmp.* >/dev/null 2>&1 && echo "t_resume.sh: kill point $i: a half-written checkpoint was left (ignored on resume)"
@@ -71,10 +76,13 @@ for p in $points; do
     same_as_ref "$d" "kill point $i ($p s)"
 done
 
+# The kills must have hit running processes, not finished ones.
+[ $killed -ge 5 ] && ok || bad "only $killed of 7 kills hit a running process"
+
 # SIGTERM: the current step finishes, a checkpoint is written, exit 130; --resume finishes.
 "$COHORT" train "$T/plan.yaml" --out "$T/term" --quiet >/dev/null 2>&1 &
 pid=$!
-sleep 0.5
+sleep "$(at 0.4)"
 kill -TERM $pid
 wait $pid
 rc=$?
@@ -90,7 +98,7 @@ same_as_ref "$T/ref" "resume of a finished run"
 
 # A changed model refuses to resume from a checkpoint made for another config.
 "$COHORT" train "$T/plan.yaml" --out "$T/chg" --quiet >/dev/null 2>&1 &
-pid=$!; sleep 0.4; kill -9 $pid; wait $pid 2>/dev/null
+pid=$!; sleep "$(at 0.5)"; kill -9 $pid; wait $pid 2>/dev/null
 if ls "$T/chg/checkpoints/"*.safetensors >/dev/null 2>&1; then
     "$COHORT" train "$T/plan.yaml" --out "$T/chg" --resume --quiet --set defaults.batch_size=8 >/dev/null 2>"$T/chg.err"
     rc=$?
@@ -109,5 +117,5 @@ kill -9 $pid; wait $pid 2>/dev/null
 # The killed run's lock is stale now: a new run takes it over.
 "$COHORT" train "$T/plan.yaml" --out "$T/lock" --quiet --set defaults.epochs=1 >/dev/null 2>&1 && ok || bad "stale lock not taken over"
 
-echo "t_resume.sh: $pass passed, $fail failed (reference run ${ref_seconds}s of training)"
+echo "t_resume.sh: $pass passed, $fail failed ($killed runs killed with SIGKILL and resumed; reference run ${ref_seconds}s of training)"
 [ "$fail" -eq 0 ]
