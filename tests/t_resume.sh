@@ -105,6 +105,12 @@ if ls "$T/chg/checkpoints/"*.safetensors >/dev/null 2>&1; then
     [ $rc -eq 2 ] && grep -q "has changed since" "$T/chg.err" && ok || bad "changed config: exit $rc: $(cat "$T/chg.err")"
 fi
 
+# A results.json that is not what cohort wrote is refused, not trusted.
+mkdir -p "$T/corrupt" && echo '{"models": 3' > "$T/corrupt/results.json"
+"$COHORT" train "$T/plan.yaml" --out "$T/corrupt" --resume --quiet >/dev/null 2>"$T/corrupt.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "cannot resume: $T/corrupt/results.json: line 2" "$T/corrupt.err" && ok || bad "corrupt results.json: exit $rc: $(cat "$T/corrupt.err")"
+
 # The lock: a second run on the same directory is refused while one runs.
 "$COHORT" train "$T/plan.yaml" --out "$T/lock" --quiet --set defaults.epochs=200 >/dev/null 2>&1 &
 pid=$!

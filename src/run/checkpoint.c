@@ -9,6 +9,7 @@
  * random-number state needs saving: a resumed model continues exactly.
  */
 #include "io/io.h"
+#include "io/report.h"
 #include "run/run.h"
 #include "util/json.h"
 #include "util/util.h"
@@ -221,18 +222,12 @@ cohort_status run_resume(cohort_run *run, cohort_error *err)
 {
     char path[COHORT_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/results.json", run->out_dir);
-    char *text;
-    size_t len;
     if (access(path, F_OK) != 0)
         return COHORT_OK; /* nothing to resume: train everything */
-    cohort_status st = file_read_all(path, (size_t)1 << 30, &text, &len, err);
+    json_value *j;
+    cohort_status st = report_load_results(run->out_dir, &j, err);
     if (st)
-        return st;
-    char jerr[128];
-    json_value *j = json_parse(text, len, jerr, sizeof jerr);
-    free(text);
-    if (!j)
-        return cohort_fail(err, COHORT_ERR_INPUT, "%s: %s; cannot resume from it", path, jerr);
+        return cohort_fail_prefix(err, "cannot resume");
     const json_value *models = json_get(j, "models");
     for (size_t i = 0; models && i < models->n; i++) {
         const json_value *r = json_at(models, i);
