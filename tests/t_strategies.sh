@@ -50,6 +50,35 @@ for n in a:
 PY
 done
 
+# shared_order: every model draws one shuffle order, so a fused group loads
+# each batch once and trains it in blocks of steps; the weights must still be
+# those of each model trained alone with the same order, bit for bit, and a
+# member that diverges (lr 1e30) leaves the others untouched.
+sed 's/^models:/shared_order: true\nmodels:\n  - {name: m_big, optimizer: {name: adam, lr: 1.0e+30}}/' "$T/plan.yaml" > "$T/shared.yaml"
+for s in sequential fused; do
+    "$COHORT" train "$T/shared.yaml" --strategy $s --threads 1 --out "$T/shared-$s" --quiet >/dev/null 2>"$T/shared-$s.err"
+    [ $? -eq 1 ] && ok || bad "shared_order $s run: exit status should be 1 (m_big diverges): $(cat "$T/shared-$s.err")"
+done
+for m in m_adam m_sgd m_drop m_seed2 m_lr; do
+    cmp -s "$T/shared-sequential/models/$m.safetensors" "$T/shared-fused/models/$m.safetensors" && ok || bad "shared_order: fused weights of $m differ from sequential"
+done
+# The option is in effect: m_seed2 (seed 2) now draws the common order, so its
+# weights differ from those of the run without shared_order.
+cmp -s "$T/sequential/models/m_seed2.safetensors" "$T/shared-sequential/models/m_seed2.safetensors" && bad "shared_order changed nothing for m_seed2" || ok
+/usr/bin/python3 - "$T/shared-sequential/results.json" "$T/shared-fused/results.json" <<'PY' && ok || bad "shared_order: results differ"
+import json, sys
+a = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
+b = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}
+assert b["m_big"]["status"] == "diverged" and "lower the learning rate" in b["m_big"]["error"], b["m_big"]
+for n in a:
+    if n == "m_big":
+        continue
+    assert b[n]["config"]["shared_order"] is True, b[n]["config"]
+    for k in ("loss", "accuracy", "val_loss", "val_accuracy"):
+        assert a[n]["history"][k] == b[n]["history"][k], (n, k)
+    assert b[n]["status"] == "ok" and b[n]["planned_bytes"] == b[n]["peak_bytes"], b[n]
+PY
+
 # A killed worker fails its model alone.
 cat > "$T/long.yaml" <<YAML
 data: {train: csv:$T/d.csv}

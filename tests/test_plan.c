@@ -44,6 +44,13 @@ static const char *const SMALL_JSON =
     "\"beta_1\":0.9,\"beta_2\":0.999,\"epsilon\":1e-07},\"loss\":\"sparse_categorical_"
     "crossentropy\",\"epochs\":10,\"batch_size\":64,\"shuffle\":true,\"seed\":1,"
     "\"early_stopping\":null,\"device\":null,\"init_from\":null}";
+/* The same model in a plan with shared_order: true. */
+static const char *const SMALL_SHARED_JSON =
+    "{\"name\":\"small_model\",\"layers\":[{\"dense\":128,\"activation\":\"relu\"},"
+    "{\"dense\":10,\"activation\":\"softmax\"}],\"optimizer\":{\"name\":\"adam\",\"lr\":0.001,"
+    "\"beta_1\":0.9,\"beta_2\":0.999,\"epsilon\":1e-07},\"loss\":\"sparse_categorical_"
+    "crossentropy\",\"epochs\":10,\"batch_size\":64,\"shuffle\":true,\"seed\":1,"
+    "\"shared_order\":true,\"early_stopping\":null,\"device\":null,\"init_from\":null}";
 
 /* A minimal valid plan, with `extra` appended at top level. */
 static char *with(const char *extra)
@@ -243,7 +250,10 @@ static void test_json_plan(void)
     if (!p)
         return;
     CHECK(p->n_models == 2 && p->strategy == COHORT_STRATEGY_FUSED && p->shared_order == 1);
-    CHECK_MSG(strcmp(p->models[0].config_json, SMALL_JSON) == 0, "%s", p->models[0].config_json);
+    CHECK_MSG(strcmp(p->models[0].config_json, SMALL_SHARED_JSON) == 0, "%s",
+              p->models[0].config_json);
+    CHECK(p->models[0].shared_order && p->models[1].shared_order);
+    CHECK(model_order_seed(&p->models[0]) == model_order_seed(&p->models[1]));
     CHECK(p->models[0].line == 7 && p->models[1].line == 10);
     CHECK(p->models[1].opt.lr == 0.0005f && p->models[1].epochs == 3);
     cohort_plan_free(p);

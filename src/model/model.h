@@ -60,6 +60,7 @@ typedef struct model_spec {
     int batch_size;
     int shuffle;
     uint64_t seed;
+    int shared_order;          /* the plan's shared_order: one shuffle order for every model */
     early_stop_spec early_stop;
     char device[32];           /* "" = placed by cohort */
     char init_from[COHORT_PATH_MAX]; /* "" = Glorot-uniform init */
@@ -68,6 +69,10 @@ typedef struct model_spec {
 
 /* Fill spec with the defaults a plan starts from (Keras's where one exists). */
 void model_spec_defaults(model_spec *spec);
+/* The seed of the model's shuffle orders: its own seed, or under the plan's
+ * shared_order one seed common to every model, so that a fused group loads
+ * each batch once and a model trained alone still sees the same order. */
+uint64_t model_order_seed(const model_spec *spec);
 /* JSON object of the spec (malloc'd), as stored in results and weights. */
 char *model_spec_to_json(const model_spec *spec);
 

@@ -81,6 +81,11 @@ static void sb_str_or_null(strbuf *b, const char *s)
 
 /* The spec as one JSON object, malloc'd (the caller frees it); NULL on out
  * of memory. Only the optimizer fields that apply to its kind are written. */
+uint64_t model_order_seed(const model_spec *spec)
+{
+    return spec->shared_order ? 0x5ea7ed0dULL : spec->seed;
+}
+
 char *model_spec_to_json(const model_spec *spec)
 {
     strbuf b;
@@ -134,6 +139,8 @@ char *model_spec_to_json(const model_spec *spec)
     sb_printf(&b, ",\"epochs\":%d,\"batch_size\":%d,\"shuffle\":%s,\"seed\":%llu", spec->epochs,
               spec->batch_size, spec->shuffle ? "true" : "false",
               (unsigned long long)spec->seed);
+    if (spec->shared_order)
+        sb_puts(&b, ",\"shared_order\":true");
 
     sb_key(&b, "early_stopping");
     const early_stop_spec *es = &spec->early_stop;

@@ -916,6 +916,7 @@ static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
             if (st == COHORT_OK)
                 st = build_model(c, t, full, &plan->data, s);
             if (st == COHORT_OK) {
+                s->shared_order = plan->shared_order;
                 if ((s->config_json = model_spec_to_json(s)))
                     plan->n_models++;
                 else

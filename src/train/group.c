@@ -31,6 +31,11 @@ struct train_group {
     int64_t *order; /* [K, n] shuffle orders for the current fit */
     float *host;    /* [P] host scratch */
     int stats_every; /* steps between metric reads */
+    int model_major; /* one model's whole step after another (CPU), not op by op over K */
+    int can_share;   /* the first layer is dense: K models can read one input copy */
+    int shared;      /* every member draws the same shuffle order (shared_order) */
+    int in_shared;   /* the batch in the input region is one copy read by all K */
+    int in_slot;     /* with in_shared: which of the K input slots holds the batch */
 };
 
 const char *model_state_str(model_state s)
@@ -136,6 +141,16 @@ cohort_status group_create(const model_spec *const *specs, int K, int n_in, int 
     g->dev = dev;
     g->be = dev->be;
     g->stats_every = strcmp(dev->be->name, "cpu") ? 16 : 1;
+    /* On a CPU each model's step runs start to end before the next one's, so
+     * its gradients are still in cache when the optimizer reads them; a GPU
+     * gets every op batched over the whole group instead. */
+    g->model_major = !strcmp(dev->be->name, "cpu");
+    g->can_share = specs[0]->n_layers > 0 && specs[0]->layers[0].kind == LAYER_DENSE;
+    g->shared = g->can_share;
+    for (int k = 1; k < K; k++)
+        if (specs[k]->shuffle != specs[0]->shuffle ||
+            model_order_seed(specs[k]) != model_order_seed(specs[0]))
+            g->shared = 0;
     for (int k = 0; k < K; k++) {
         const model_spec *s = specs[k];
         g->spec[k] = s;
@@ -236,32 +251,54 @@ static size_t layer_width(const train_group *g, int i)
     return end - g->L.act_off[i];
 }
 
+/* Models [k0, k0 + kc) of the group; every op below works on such a range. */
+typedef struct krange {
+    int k0, kc;
+} krange;
+
+/* Model k0's part of a [K, ...] buffer whose per-model stride is s floats. */
+#define AT(p, s, r) ((p) + (size_t)(r).k0 * (s))
+
+/* Activation region i of models r, and its per-model stride: the input is
+ * one copy for all (stride 0) when the batch was loaded shared. */
+static float *act_at(train_group *g, int i, krange r, size_t *stride)
+{
+    *stride = (size_t)g->L.B * layer_width(g, i);
+    if (i == 0 && g->in_shared) {
+        *stride = 0;
+        return act_region(g, 0) + (size_t)g->in_slot * (size_t)g->L.B * (size_t)g->L.n_in;
+    }
+    return AT(act_region(g, i), *stride, r);
+}
+
 /* Forward pass of `rows` rows already in the input region. `counter` makes
  * dropout masks unique per step; training=0 disables dropout. */
-static void forward(train_group *g, int rows, int training, uint64_t counter)
+static void forward(train_group *g, krange r, int rows, int training, uint64_t counter)
 {
     const model_layout *L = &g->L;
     const model_spec *s = g->spec[0];
     const backend_ops *be = g->be;
     size_t B = (size_t)L->B, P = L->n_params;
-    int K = g->K, j = 0;
+    int K = r.kc, j = 0;
     for (int i = 0; i < s->n_layers; i++) {
-        float *X = act_region(g, i), *Y = act_region(g, i + 1);
+        size_t sx, sy;
+        float *X = act_at(g, i, r, &sx), *Y = act_at(g, i + 1, r, &sy);
         if (s->layers[i].kind == LAYER_DENSE) {
             const dense_layout *d = &L->dense[j++];
-            be->gemm(g->ctx, 0, 1, rows, d->out, d->in, 1.0f, X, d->in, B * (size_t)d->in,
-                     g->params + d->w_off, d->in, P, 0.0f, Y, d->out, B * (size_t)d->out, K);
-            be->bias_act(g->ctx, Y, B * (size_t)d->out, g->params + d->b_off, P, rows, d->out,
-                         d->act, K);
+            be->gemm(g->ctx, 0, 1, rows, d->out, d->in, 1.0f, X, d->in, sx,
+                     AT(g->params, P, r) + d->w_off, d->in, P, 0.0f, Y, d->out, sy, K);
+            be->bias_act(g->ctx, Y, sy, AT(g->params, P, r) + d->b_off, P, rows, d->out, d->act,
+                         K);
         } else {
             size_t w = layer_width(g, i);
             if (training) {
-                for (int k = 0; k < K; k++) {
+                for (int k = r.k0; k < r.k0 + r.kc; k++) {
                     g->rate[k] = g->spec[k]->layers[i].rate;
                     g->key[k] = g->spec[k]->seed * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(i + 1);
                 }
-                be->dropout_fwd(g->ctx, Y, X, g->mask + (size_t)K * B * L->mask_off[i], B * w,
-                                (size_t)rows * w, g->rate, g->key, counter * B * w, K);
+                be->dropout_fwd(g->ctx, Y, X, AT(g->mask + (size_t)g->K * B * L->mask_off[i], B * w, r),
+                                B * w, (size_t)rows * w, g->rate + r.k0, g->key + r.k0,
+                                counter * B * w, K);
             } else {
                 be->copy(g->ctx, Y, X, B * w, (size_t)rows * w, K);
             }
@@ -271,64 +308,158 @@ static void forward(train_group *g, int rows, int training, uint64_t counter)
 
 /* Loss of the output against the labels; with grad, the output's gradient
  * goes to delta[0]. Adds to stats. */
-static void loss_pass(train_group *g, int rows, int grad)
+static void loss_pass(train_group *g, krange r, int rows, int grad)
 {
     const model_layout *L = &g->L;
-    size_t B = (size_t)L->B, sd = B * (size_t)L->max_width;
-    float *out = act_region(g, g->spec[0]->n_layers);
-    float *d = grad ? g->delta[0] : NULL;
+    size_t B = (size_t)L->B, sd = B * (size_t)L->max_width, so;
+    float *out = act_at(g, g->spec[0]->n_layers, r, &so);
+    float *d = grad ? AT(g->delta[0], sd, r) : NULL;
+    size_t sy = g->in_shared ? 0 : B;
+    const int32_t *y = g->labels + (g->in_shared ? (size_t)g->in_slot : (size_t)r.k0) * B;
     float scale = 1.0f / (float)rows;
     if (g->spec[0]->loss == LOSS_SCE)
-        g->be->softmax_xent(g->ctx, out, B * (size_t)L->n_out, g->labels, B, d, sd, g->stats, rows,
-                            L->n_out, scale, g->K);
+        g->be->softmax_xent(g->ctx, out, so, y, sy, d, sd, g->stats + 4 * r.k0, rows, L->n_out,
+                            scale, r.kc);
     else
-        g->be->mse(g->ctx, out, B * (size_t)L->n_out, g->labels, B, d, sd, g->stats, rows,
-                   L->n_out, scale, g->K);
+        g->be->mse(g->ctx, out, so, y, sy, d, sd, g->stats + 4 * r.k0, rows, L->n_out, scale,
+                   r.kc);
 }
 
-static void backward(train_group *g, int rows)
+static void backward(train_group *g, krange r, int rows)
 {
     const model_layout *L = &g->L;
     const model_spec *s = g->spec[0];
     const backend_ops *be = g->be;
     size_t B = (size_t)L->B, P = L->n_params, sd = B * (size_t)L->max_width;
-    int K = g->K, j = L->n_dense - 1, cur = 0;
+    int K = r.kc, j = L->n_dense - 1, cur = 0;
     int is_dz = s->loss == LOSS_SCE; /* softmax + cross-entropy give dZ directly */
+    float *W = AT(g->params, P, r), *G = AT(g->grads, P, r);
     for (int i = s->n_layers - 1; i >= 0; i--) {
-        float *d = g->delta[cur];
+        float *d = AT(g->delta[cur], sd, r);
         if (s->layers[i].kind == LAYER_DROPOUT) {
             size_t w = layer_width(g, i);
-            be->mul(g->ctx, d, sd, g->mask + (size_t)K * B * L->mask_off[i], B * w,
-                    (size_t)rows * w, K);
+            be->mul(g->ctx, d, sd, AT(g->mask + (size_t)g->K * B * L->mask_off[i], B * w, r),
+                    B * w, (size_t)rows * w, K);
             is_dz = 0;
             continue;
         }
         const dense_layout *dl = &L->dense[j];
+        size_t sx, sy;
+        float *X = act_at(g, i, r, &sx), *Y = act_at(g, i + 1, r, &sy);
         if (!is_dz)
-            be->act_backward(g->ctx, d, sd, act_region(g, i + 1), B * (size_t)dl->out,
-                             (size_t)rows * (size_t)dl->out, dl->act, K);
-        be->gemm(g->ctx, 1, 0, dl->out, dl->in, rows, 1.0f, d, dl->out, sd, act_region(g, i),
-                 dl->in, B * (size_t)dl->in, 0.0f, g->grads + dl->w_off, dl->in, P, K);
-        be->bias_grad(g->ctx, g->grads + dl->b_off, P, d, sd, rows, dl->out, K);
+            be->act_backward(g->ctx, d, sd, Y, sy, (size_t)rows * (size_t)dl->out, dl->act, K);
+        be->gemm(g->ctx, 1, 0, dl->out, dl->in, rows, 1.0f, d, dl->out, sd, X, dl->in, sx, 0.0f,
+                 G + dl->w_off, dl->in, P, K);
+        be->bias_grad(g->ctx, G + dl->b_off, P, d, sd, rows, dl->out, K);
         if (j == 0)
             break;
-        be->gemm(g->ctx, 0, 0, rows, dl->in, dl->out, 1.0f, d, dl->out, sd, g->params + dl->w_off,
-                 dl->in, P, 0.0f, g->delta[1 - cur], dl->in, sd, K);
+        be->gemm(g->ctx, 0, 0, rows, dl->in, dl->out, 1.0f, d, dl->out, sd, W + dl->w_off, dl->in,
+                 P, 0.0f, AT(g->delta[1 - cur], sd, r), dl->in, sd, K);
         cur = 1 - cur;
         j--;
         is_dz = 0;
     }
 }
 
-static void optimize(train_group *g)
+/* One optimizer step of models r; t is the step count after it. */
+static void optimize(train_group *g, krange r, int64_t t)
 {
-    optim_step o = {g->lr, g->momentum, g->beta1, g->beta2, g->eps, g->wd, g->nesterov, g->active,
-                    ++g->t};
+    int k0 = r.k0;
+    optim_step o = {g->lr + k0, g->momentum + k0, g->beta1 + k0, g->beta2 + k0, g->eps + k0,
+                    g->wd + k0, g->nesterov + k0, g->active + k0, t};
     size_t P = g->L.n_params;
     if (g->spec[0]->opt.kind == OPT_SGD)
-        g->be->sgd(g->ctx, g->params, g->grads, g->L.opt_slots ? g->opt_m : NULL, P, P, &o, g->K);
+        g->be->sgd(g->ctx, AT(g->params, P, r), AT(g->grads, P, r),
+                   g->L.opt_slots ? AT(g->opt_m, P, r) : NULL, P, P, &o, r.kc);
     else
-        g->be->adam(g->ctx, g->params, g->grads, g->opt_m, g->opt_v, P, P, &o, g->K);
+        g->be->adam(g->ctx, AT(g->params, P, r), AT(g->grads, P, r), AT(g->opt_m, P, r),
+                    AT(g->opt_v, P, r), P, P, &o, r.kc);
+}
+
+/* Forward and loss of the batch in the input region for every model: one
+ * model after another on a CPU, op by op over the group elsewhere. */
+static void infer_batch(train_group *g, int rows)
+{
+    int step = g->model_major ? 1 : g->K;
+    for (int k0 = 0; k0 < g->K; k0 += step) {
+        krange r = {k0, step};
+        forward(g, r, rows, 0, 0);
+        loss_pass(g, r, rows, 0);
+    }
+}
+
+/* One training step of every active model on the batch in the input region. */
+static void train_batch(train_group *g, int rows, uint64_t counter)
+{
+    int64_t t = ++g->t;
+    if (!g->model_major) {
+        krange r = {0, g->K};
+        forward(g, r, rows, 1, counter);
+        loss_pass(g, r, rows, 1);
+        backward(g, r, rows);
+        optimize(g, r, t);
+        return;
+    }
+    for (int k = 0; k < g->K; k++) {
+        krange r = {k, 1};
+        if (!g->active[k])
+            continue;
+        forward(g, r, rows, 1, counter);
+        loss_pass(g, r, rows, 1);
+        backward(g, r, rows);
+        optimize(g, r, t);
+    }
+}
+
+/* Load rows ix[k * stride + r] of d for the models: once for all when every
+ * model reads the same rows (stride 0) and the first layer allows it. */
+static void load_batch(train_group *g, const data_view *d, const int64_t *ix, size_t stride,
+                       int rows)
+{
+    g->in_shared = stride == 0 && g->can_share;
+    g->in_slot = 0;
+    int count = g->in_shared ? 1 : g->K;
+    g->be->load_rows(g->ctx, g->act, (size_t)g->L.B * (size_t)g->L.n_in, d->x, d->dim, ix, stride,
+                     rows, count);
+    g->be->load_labels(g->ctx, g->labels, (size_t)g->L.B, d->y, ix, stride, rows, count);
+}
+
+/*
+ * S steps from `step` of every active model of a shared-order group, on a
+ * CPU: the S batches are loaded once into the K input slots (S <= K), then
+ * each model takes its S steps in a row, so its parameters and optimizer
+ * state stay in cache for S steps instead of one, and the batches are read
+ * from the dataset once for the whole group. Each model computes exactly
+ * what it would step by step.
+ */
+static void train_block(train_group *g, const data_view *d, const int64_t *order, int64_t step,
+                        int S, uint64_t counter)
+{
+    size_t B = (size_t)g->L.B, in = (size_t)g->L.n_in;
+    int rows[64];
+    for (int s = 0; s < S; s++) {
+        int64_t left = d->n - (step + s) * (int64_t)B;
+        rows[s] = left < (int64_t)B ? (int)left : (int)B;
+        const int64_t *ix = order + (step + s) * (int64_t)B;
+        g->be->load_rows(g->ctx, g->act + (size_t)s * B * in, 0, d->x, d->dim, ix, 0, rows[s], 1);
+        g->be->load_labels(g->ctx, g->labels + (size_t)s * B, 0, d->y, ix, 0, rows[s], 1);
+    }
+    g->in_shared = 1;
+    int64_t t0 = g->t;
+    for (int k = 0; k < g->K; k++) {
+        krange r = {k, 1};
+        if (!g->active[k])
+            continue;
+        for (int s = 0; s < S; s++) {
+            g->in_slot = s;
+            forward(g, r, rows[s], 1, counter + (uint64_t)s);
+            loss_pass(g, r, rows[s], 1);
+            backward(g, r, rows[s]);
+            optimize(g, r, t0 + s + 1);
+        }
+    }
+    g->t = t0 + S;
+    g->in_slot = 0;
 }
 
 /* ---- evaluation ---------------------------------------------------------- */
@@ -349,11 +480,8 @@ void group_evaluate(train_group *g, const data_view *d, double *loss, double *ac
         int rows = (int)(d->n - r0 < B ? d->n - r0 : B);
         for (int r = 0; r < rows; r++)
             ix[r] = r0 + r;
-        g->be->load_rows(g->ctx, g->act, (size_t)B * (size_t)g->L.n_in, d->x, d->dim, ix, 0, rows,
-                         K);
-        g->be->load_labels(g->ctx, g->labels, (size_t)B, d->y, ix, 0, rows, K);
-        forward(g, rows, 0, 0);
-        loss_pass(g, rows, 0);
+        load_batch(g, d, ix, 0, rows);
+        infer_batch(g, rows);
     }
     if (ix != idx)
         free(ix);
@@ -375,11 +503,10 @@ void group_predict(train_group *g, int k, const data_view *d, float *out)
         int rows = (int)(d->n - r0 < B ? d->n - r0 : B);
         for (int r = 0; r < rows; r++)
             ix[r] = r0 + r;
-        g->be->load_rows(g->ctx, g->act, (size_t)B * (size_t)g->L.n_in, d->x, d->dim, ix, 0, rows,
-                         g->K);
-        g->be->load_labels(g->ctx, g->labels, (size_t)B, d->y, ix, 0, rows, g->K);
-        forward(g, rows, 0, 0);
-        loss_pass(g, rows, 0); /* applies softmax to the logits */
+        load_batch(g, d, ix, 0, rows);
+        krange one = {k, 1};
+        forward(g, one, rows, 0, 0);
+        loss_pass(g, one, rows, 0); /* applies softmax to the logits */
         g->be->copy_d2h(g->ctx, out + r0 * n_out, res, (size_t)rows * (size_t)n_out * sizeof(float));
     }
     free(ix);
@@ -443,7 +570,7 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
         if (g->spec[k]->epochs > max_epochs)
             max_epochs = g->spec[k]->epochs;
     free(g->order);
-    g->order = malloc((size_t)K * (size_t)(n > 0 ? n : 1) * sizeof *g->order);
+    g->order = malloc((size_t)(g->shared ? 1 : K) * (size_t)(n > 0 ? n : 1) * sizeof *g->order);
     for (int k = 0; k < K; k++) {
         if (!start) {
             epoch_metrics *h = res[k].history;
@@ -479,8 +606,8 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
         if (!any)
             break;
         double te = now_seconds();
-        for (int k = 0; k < K; k++)
-            shuffle_order(g->order + (size_t)k * (size_t)n, n, g->spec[k]->seed, epoch,
+        for (int k = 0; k < (g->shared ? 1 : K); k++)
+            shuffle_order(g->order + (size_t)k * (size_t)n, n, model_order_seed(g->spec[k]), epoch,
                           g->spec[k]->shuffle);
         int64_t first = epoch == e0 + 1 ? s0 : 0;
         for (int k = 0; k < K; k++) {
@@ -490,16 +617,19 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
         }
         g->be->copy_h2d(g->ctx, g->stats, st, (size_t)K * 4 * sizeof(double));
         for (int64_t step = first; step < steps; step++) {
-            int rows = (int)(n - step * B < B ? n - step * B : B);
-            const int64_t *ix = g->order + step * B;
-            g->be->load_rows(g->ctx, g->act, (size_t)B * (size_t)L->n_in, train->x, train->dim, ix,
-                             (size_t)n, rows, K);
-            g->be->load_labels(g->ctx, g->labels, (size_t)B, train->y, ix, (size_t)n, rows, K);
             uint64_t counter = (uint64_t)(epoch - 1) * (uint64_t)steps + (uint64_t)step;
-            forward(g, rows, 1, counter);
-            loss_pass(g, rows, 1);
-            backward(g, rows);
-            optimize(g);
+            int blocked = g->model_major && g->shared && K > 1;
+            if (blocked) {
+                /* The step index below is the block's last. */
+                int S = steps - step < K ? (int)(steps - step) : K;
+                train_block(g, train, g->order, step, S, counter);
+                step += S - 1;
+            } else {
+                int rows = (int)(n - step * B < B ? n - step * B : B);
+                load_batch(g, train, g->order + step * B, g->shared ? 0 : (size_t)n, rows);
+                train_batch(g, rows, counter);
+            }
+            int rows = (int)(n - step * B < B ? n - step * B : B);
             /* Reading the metrics back is a host sync on a GPU: there, every
              * 16 steps and at the end of the epoch; on the CPU, every step. */
             if (g->stats_every > 1 && (step + 1) % g->stats_every != 0 && step + 1 < steps &&
@@ -516,7 +646,7 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
                              "loss became %s at epoch %d, step %lld%s; lower the learning rate "
                              "(now %g)",
                              isnan(st[4 * k + 2]) ? "NaN" : "Inf", epoch, (long long)step + 1,
-                             g->stats_every > 1 ? " or before" : "", (double)g->lr[k]);
+                             g->stats_every > 1 || blocked ? " or before" : "", (double)g->lr[k]);
                     res[k].epochs_run = epoch - 1;
                     continue;
                 }
@@ -667,12 +797,12 @@ void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t c
     int64_t ix[1024];
     for (int r = 0; r < rows && r < 1024; r++)
         ix[r] = r;
-    g->be->load_rows(g->ctx, g->act, (size_t)B * (size_t)g->L.n_in, d->x, d->dim, ix, 0, rows, K);
-    g->be->load_labels(g->ctx, g->labels, (size_t)B, d->y, ix, 0, rows, K);
+    load_batch(g, d, ix, 0, rows);
     g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
-    forward(g, rows, dropout, counter);
-    loss_pass(g, rows, 1);
-    backward(g, rows);
+    krange all = {0, K};
+    forward(g, all, rows, dropout, counter);
+    loss_pass(g, all, rows, 1);
+    backward(g, all, rows);
     double st[64 * 4];
     read_stats(g, st);
     for (int k = 0; k < K; k++)
