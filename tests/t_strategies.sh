@@ -79,6 +79,21 @@ for n in a:
     assert b[n]["status"] == "ok" and b[n]["planned_bytes"] == b[n]["peak_bytes"], b[n]
 PY
 
+# cohort plan shows the groups: only same-shaped models with the same
+# optimizer are fused; on a CPU a group is cut into one part per thread.
+for n in 1 2; do
+    "$COHORT" plan "$T/shared.yaml" --strategy fused --threads $n --json > "$T/groups-$n.json" 2>&1 && ok || bad "plan --threads $n: $(cat "$T/groups-$n.json")"
+done
+/usr/bin/python3 - "$T/groups-1.json" "$T/groups-2.json" <<'PY' && ok || bad "plan: wrong groups"
+import json, sys
+one = sorted((sorted(g["models"]), g["shared_order"]) for g in json.load(open(sys.argv[1]))["groups"])
+assert one == [(["m_adam", "m_big", "m_lr", "m_seed2"], True), (["m_drop"], False), (["m_sgd"], False)], one
+two = [sorted(g["models"]) for g in json.load(open(sys.argv[2]))["groups"]]
+assert sorted(two) == [["m_adam", "m_lr"], ["m_big", "m_seed2"], ["m_drop"], ["m_sgd"]], two
+PY
+"$COHORT" plan "$T/shared.yaml" --threads 2 | grep -q "strategy fused (auto: fused, since same-shaped models share one data order" && ok || bad "auto should fuse under shared_order"
+"$COHORT" plan "$T/plan.yaml" --threads 2 | grep -q "strategy threads (auto: threads" && ok || bad "auto should pick threads without shared_order"
+
 # A killed worker fails its model alone.
 cat > "$T/long.yaml" <<YAML
 data: {train: csv:$T/d.csv}

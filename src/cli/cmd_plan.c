@@ -18,7 +18,11 @@ static const char *help =
     "options:\n"
     "  --json             print the same as JSON\n"
     "  --set KEY=VALUE    override a plan key by dotted path (repeatable)\n"
-    "  --strategy S       show the plan under strategy S\n";
+    "  --strategy S       show the plan under strategy S\n"
+    "  --threads N        as many CPU threads as `cohort train --threads N` would use\n"
+    "\n"
+    "Under the fused strategy it also lists the training groups: same-shaped models with the\n"
+    "same optimizer on one device, cut into one group per core on a CPU.\n";
 
 static void layers_str(const model_entry *e, char *buf, size_t n)
 {
@@ -37,7 +41,18 @@ static const char *buf_names[BUF_COUNT] = {"parameters", "gradients", "optimizer
                                            "deltas",     "dropout",   "labels",    "metrics",
                                            "best_weights"};
 
-static void print_json(const cohort_run *run)
+/* Every member of g draws the same shuffle order (shared_order). */
+static int group_shares_order(const cohort_run *run, const run_group_info *g)
+{
+    for (int k = 1; k < g->n; k++) {
+        const model_spec *a = run->m[g->idx[0]].spec, *b = run->m[g->idx[k]].spec;
+        if (a->shuffle != b->shuffle || model_order_seed(a) != model_order_seed(b))
+            return 0;
+    }
+    return g->n > 1;
+}
+
+static void print_json(const cohort_run *run, const run_group_info *g, int n_groups)
 {
     strbuf b;
     sb_init(&b);
@@ -88,12 +103,24 @@ static void print_json(const cohort_run *run)
         sb_printf(&b, ", \"limit_bytes\": %llu, \"planned_bytes\": %llu}",
                   (unsigned long long)pool_limit(dev->pool), (unsigned long long)planned);
     }
+    sb_puts(&b, "\n  ],\n  \"groups\": [");
+    for (int i = 0; i < n_groups; i++) {
+        sb_puts(&b, i ? ",\n    {\"device\": " : "\n    {\"device\": ");
+        sb_json_str(&b, run->devices->dev[g[i].device].info.name);
+        sb_puts(&b, ", \"models\": [");
+        for (int k = 0; k < g[i].n; k++) {
+            sb_puts(&b, k ? ", " : "");
+            sb_json_str(&b, run->m[g[i].idx[k]].spec->name);
+        }
+        sb_printf(&b, "], \"planned_bytes\": %llu, \"shared_order\": %s}",
+                  (unsigned long long)g[i].bytes, group_shares_order(run, &g[i]) ? "true" : "false");
+    }
     sb_puts(&b, "\n  ]\n}\n");
     fputs(b.data ? b.data : "", stdout);
     sb_free(&b);
 }
 
-static void print_text(const cohort_run *run)
+static void print_text(const cohort_run *run, const run_group_info *g, int n_groups)
 {
     char a[32], c[32];
     printf("plan %s: %d model%s, strategy %s%s%s%s\n", run->plan->path, run->n,
@@ -154,13 +181,31 @@ static void print_text(const cohort_run *run)
                    format_bytes(peak_concurrent, a, sizeof a));
         printf("\n");
     }
+    if (run->strategy != COHORT_STRATEGY_FUSED)
+        return;
+    int fused = 0;
+    for (int i = 0; i < n_groups; i++)
+        fused += g[i].n > 1;
+    printf("\ngroups (fused: each trains as one batched step; on a CPU a group is cut into "
+           "one part per core)%s\n",
+           fused ? ":" : ": none of two or more; no two models on a device have the same layers "
+                         "and optimizer");
+    for (int i = 0; fused && i < n_groups; i++) {
+        printf("  %-8s %d model%s, %s%s:", run->devices->dev[g[i].device].info.name, g[i].n,
+               g[i].n == 1 ? "" : "s", format_bytes(g[i].bytes, a, sizeof a),
+               g[i].n == 1 ? "" : group_shares_order(run, &g[i]) ? ", one shared order"
+                                                                 : ", an order each");
+        for (int k = 0; k < g[i].n; k++)
+            printf("%s%s", k ? ", " : " ", run->m[g[i].idx[k]].spec->name);
+        printf("\n");
+    }
 }
 
 int cmd_plan(int argc, char **argv)
 {
     const char *path = NULL, *strategy = NULL;
     const char **sets = calloc((size_t)argc, sizeof *sets);
-    int n_sets = 0, json = 0;
+    int n_sets = 0, json = 0, threads = 0;
     if (!sets)
         return 2;
     for (int i = 1; i < argc; i++) {
@@ -179,6 +224,14 @@ int cmd_plan(int argc, char **argv)
             sets[n_sets++] = v;
         } else if (cli_opt_value(argc, argv, &i, "--strategy", &v)) {
             strategy = v;
+        } else if (cli_opt_value(argc, argv, &i, "--threads", &v)) {
+            char *end;
+            long t = v ? strtol(v, &end, 10) : 0;
+            if (!v || *end || t < 1 || t > 4096) {
+                free(sets);
+                return cli_usage_error("plan", "--threads needs a whole number from 1 to 4096");
+            }
+            threads = (int)t;
         } else if (argv[i][0] == '-') {
             free(sets);
             return cli_usage_error("plan", "unknown option '%s' (see cohort plan --help)", argv[i]);
@@ -196,6 +249,7 @@ int cmd_plan(int argc, char **argv)
     }
     cohort_run_options opt;
     cohort_run_options_init(&opt);
+    opt.threads = threads;
     if (strategy) {
         int s = strategy_parse(strategy);
         if (s < 0) {
@@ -216,10 +270,18 @@ int cmd_plan(int argc, char **argv)
         cohort_plan_free(plan);
         return cli_usage_error(NULL, "%s", err.message);
     }
+    run_group_info *groups = NULL;
+    int n_groups = 0;
+    if ((st = run_plan_groups(run, &groups, &n_groups, &err))) {
+        cohort_run_free(run);
+        cohort_plan_free(plan);
+        return cli_usage_error(NULL, "%s", err.message);
+    }
     if (json)
-        print_json(run);
+        print_json(run, groups, n_groups);
     else
-        print_text(run);
+        print_text(run, groups, n_groups);
+    free(groups);
     int fits = 1;
     for (int i = 0; i < run->n; i++)
         fits &= !run->m[i].res.error[0];

@@ -100,6 +100,18 @@ cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, co
 /* Train every job of the run under its strategy (schedule.c). */
 cohort_status run_schedule(cohort_run *run, cohort_error *err);
 
+/* A training group as run_schedule forms it: the models (indices into
+ * run->m) trained as one group on one device, and the bytes it plans. */
+typedef struct run_group_info {
+    int device, n;
+    int idx[64];
+    uint64_t bytes;
+} run_group_info;
+
+/* The groups run_schedule would train, without training (cohort plan);
+ * *out is malloc'd, *n its length. Sets each model's group. */
+cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, cohort_error *err);
+
 /* Set by signal handlers; every strategy checks it between steps. */
 void cohort_run_request_stop(cohort_run *run);
 

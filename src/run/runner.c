@@ -206,25 +206,33 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
 /*
  * strategy: auto. What bench/ measured on CPUs: small models' GEMMs scale
  * badly over cores, so several models side by side, one core each (threads),
- * beat one model at a time on every core; fusing them on a CPU adds nothing
- * over that. On a GPU, fusing same-shaped models removes the per-model
- * launch overhead, so groups of two or more are fused there.
+ * beat one model at a time on every core. Fusing models that each draw their
+ * own order adds nothing over that on a CPU (each model's state must come
+ * back into cache every step); under shared_order a fused group loads each
+ * batch once and keeps a model's state in cache for a block of steps, which
+ * bench/fused measured at 1.1x the threads strategy for 32 models. On a GPU,
+ * fusing same-shaped models removes the per-model launch overhead, so groups
+ * of two or more are fused there.
  */
 static void choose_strategy(cohort_run *run)
 {
-    int trainable = 0, gpu_pairs = 0;
+    int trainable = 0, gpu_pairs = 0, shared_pairs = 0;
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
         if (e->done)
             continue;
         trainable++;
-        if (strcmp(run->devices->dev[e->device].info.kind, "cuda"))
+        int gpu = !strcmp(run->devices->dev[e->device].info.kind, "cuda");
+        if (!gpu && !e->spec->shared_order)
             continue;
         for (int j = 0; j < i; j++)
             if (!run->m[j].done && run->m[j].device == e->device &&
                 model_same_shape(run->m[j].spec, e->spec) &&
                 run->m[j].spec->opt.kind == e->spec->opt.kind) {
-                gpu_pairs++;
+                if (gpu)
+                    gpu_pairs++;
+                else
+                    shared_pairs++;
                 break;
             }
     }
@@ -233,6 +241,10 @@ static void choose_strategy(cohort_run *run)
         run->strategy = COHORT_STRATEGY_FUSED;
         snprintf(run->strategy_why, sizeof run->strategy_why,
                  "auto: fused, since same-shaped models share a GPU");
+    } else if (shared_pairs > 0) {
+        run->strategy = COHORT_STRATEGY_FUSED;
+        snprintf(run->strategy_why, sizeof run->strategy_why,
+                 "auto: fused, since same-shaped models share one data order (shared_order)");
     } else if (trainable > 1 && cores > 1) {
         run->strategy = COHORT_STRATEGY_THREADS;
         snprintf(run->strategy_why, sizeof run->strategy_why,

@@ -798,6 +798,47 @@ static cohort_status run_processes(sched *s, cohort_error *err)
 
 /* ---- entry --------------------------------------------------------------------- */
 
+static int threads_of(const cohort_run *run)
+{
+    int cores = run->devices->dev[0].info.threads;
+    return run->opt.threads > 0 ? run->opt.threads : cores;
+}
+
+/* The jobs of the run: one per model, or per fused group, cut over the
+ * cores on a CPU. */
+static cohort_status form_jobs(sched *s, int threads, cohort_error *err)
+{
+    cohort_status st = make_jobs(s, err);
+    if (!st && s->run->strategy == COHORT_STRATEGY_FUSED && threads > 1)
+        st = split_groups_over_cores(s, threads, err);
+    return st;
+}
+
+cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, cohort_error *err)
+{
+    sched s;
+    memset(&s, 0, sizeof s);
+    s.run = run;
+    *out = NULL;
+    *n = 0;
+    cohort_status st = form_jobs(&s, threads_of(run), err);
+    run_group_info *g = st ? NULL : calloc((size_t)(s.n_jobs ? s.n_jobs : 1), sizeof *g);
+    if (!st && !g)
+        st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    for (int i = 0; !st && i < s.n_jobs; i++) {
+        g[i].device = s.jobs[i].device;
+        g[i].n = s.jobs[i].n;
+        memcpy(g[i].idx, s.jobs[i].idx, (size_t)s.jobs[i].n * sizeof(int));
+        g[i].bytes = s.jobs[i].bytes;
+    }
+    if (!st) {
+        *out = g;
+        *n = s.n_jobs;
+    }
+    free(s.jobs);
+    return st;
+}
+
 cohort_status run_schedule(cohort_run *run, cohort_error *err)
 {
     sched s;
@@ -805,11 +846,8 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err)
     s.run = run;
     s.out_fd = -1;
     pthread_cond_init(&s.cond, NULL);
-    cohort_status st = make_jobs(&s, err);
-    int cores = run->devices->dev[0].info.threads;
-    int threads = run->opt.threads > 0 ? run->opt.threads : cores;
-    if (!st && run->strategy == COHORT_STRATEGY_FUSED && threads > 1)
-        st = split_groups_over_cores(&s, threads, err);
+    int threads = threads_of(run);
+    cohort_status st = form_jobs(&s, threads, err);
     switch (run->strategy) {
     case COHORT_STRATEGY_FUSED:
     case COHORT_STRATEGY_THREADS:
