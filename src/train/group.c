@@ -424,26 +424,33 @@ static void load_batch(train_group *g, const data_view *d, const int64_t *ix, si
     g->be->load_labels(g->ctx, g->labels, (size_t)g->L.B, d->y, ix, stride, rows, count);
 }
 
+/* Load batch `step` of `order` into input slot `slot`; returns its rows. */
+static int load_slot(train_group *g, const data_view *d, const int64_t *order, int64_t step,
+                     int slot)
+{
+    size_t B = (size_t)g->L.B, in = (size_t)g->L.n_in;
+    int64_t left = d->n - step * (int64_t)B;
+    int rows = left < (int64_t)B ? (int)left : (int)B;
+    const int64_t *ix = order + step * (int64_t)B;
+    g->be->load_rows(g->ctx, g->act + (size_t)slot * B * in, 0, d->x, d->dim, ix, 0, rows, 1);
+    g->be->load_labels(g->ctx, g->labels + (size_t)slot * B, 0, d->y, ix, 0, rows, 1);
+    return rows;
+}
+
 /*
- * S steps from `step` of every active model of a shared-order group, on a
- * CPU: the S batches are loaded once into the K input slots (S <= K), then
+ * S steps from `step` of every active model of a group, on a CPU (S <= K):
  * each model takes its S steps in a row, so its parameters and optimizer
- * state stay in cache for S steps instead of one, and the batches are read
- * from the dataset once for the whole group. Each model computes exactly
- * what it would step by step.
+ * state stay in cache for S steps instead of one. Under a shared order the
+ * S batches are loaded once, into the K input slots, for the whole group;
+ * otherwise each model loads its own batch into slot 0 before each step.
+ * Each model computes exactly what it would step by step.
  */
 static void train_block(train_group *g, const data_view *d, const int64_t *order, int64_t step,
                         int S, uint64_t counter)
 {
-    size_t B = (size_t)g->L.B, in = (size_t)g->L.n_in;
     int rows[64];
-    for (int s = 0; s < S; s++) {
-        int64_t left = d->n - (step + s) * (int64_t)B;
-        rows[s] = left < (int64_t)B ? (int)left : (int)B;
-        const int64_t *ix = order + (step + s) * (int64_t)B;
-        g->be->load_rows(g->ctx, g->act + (size_t)s * B * in, 0, d->x, d->dim, ix, 0, rows[s], 1);
-        g->be->load_labels(g->ctx, g->labels + (size_t)s * B, 0, d->y, ix, 0, rows[s], 1);
-    }
+    for (int s = 0; g->shared && s < S; s++)
+        rows[s] = load_slot(g, d, order, step + s, s);
     g->in_shared = 1;
     int64_t t0 = g->t;
     for (int k = 0; k < g->K; k++) {
@@ -451,7 +458,9 @@ static void train_block(train_group *g, const data_view *d, const int64_t *order
         if (!g->active[k])
             continue;
         for (int s = 0; s < S; s++) {
-            g->in_slot = s;
+            g->in_slot = g->shared ? s : 0;
+            if (!g->shared)
+                rows[s] = load_slot(g, d, order + (size_t)k * (size_t)d->n, step + s, 0);
             forward(g, r, rows[s], 1, counter + (uint64_t)s);
             loss_pass(g, r, rows[s], 1);
             backward(g, r, rows[s]);
@@ -618,7 +627,7 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
         g->be->copy_h2d(g->ctx, g->stats, st, (size_t)K * 4 * sizeof(double));
         for (int64_t step = first; step < steps; step++) {
             uint64_t counter = (uint64_t)(epoch - 1) * (uint64_t)steps + (uint64_t)step;
-            int blocked = g->model_major && g->shared && K > 1;
+            int blocked = g->model_major && K > 1;
             if (blocked) {
                 /* The step index below is the block's last. */
                 int S = steps - step < K ? (int)(steps - step) : K;
