@@ -424,6 +424,27 @@ static void load_batch(train_group *g, const data_view *d, const int64_t *ix, si
     g->be->load_labels(g->ctx, g->labels, (size_t)g->L.B, d->y, ix, stride, rows, count);
 }
 
+/* The most steps a block takes (train_block). */
+#define BLOCK_MAX 64
+
+/*
+ * Steps in the next block, at most `left`. A shared order needs one input
+ * slot per step of the block (K of them); own orders reuse slot 0, so their
+ * blocks may be longer (bench/fused: 64 steps ran 4% faster than 16 for 32
+ * models). A stop request (Ctrl-C) is seen between blocks, so a block holds
+ * at most BLOCK_FLOPS of work: a fraction of a second on one core.
+ */
+#define BLOCK_FLOPS 16e9
+static int block_steps(const train_group *g, int64_t left)
+{
+    int cap = g->shared ? g->K : BLOCK_MAX;
+    double step_flops = model_train_flops(&g->L, g->L.B) * g->K;
+    int by_work = step_flops > 0 ? (int)(BLOCK_FLOPS / step_flops) : cap;
+    if (by_work < cap)
+        cap = by_work < 1 ? 1 : by_work;
+    return left < cap ? (int)left : cap;
+}
+
 /* Load batch `step` of `order` into input slot `slot`; returns its rows. */
 static int load_slot(train_group *g, const data_view *d, const int64_t *order, int64_t step,
                      int slot)
@@ -438,7 +459,8 @@ static int load_slot(train_group *g, const data_view *d, const int64_t *order, i
 }
 
 /*
- * S steps from `step` of every active model of a group, on a CPU (S <= K):
+ * S steps from `step` of every active model of a group, on a CPU (S <= K
+ * under a shared order, S <= BLOCK_MAX otherwise):
  * each model takes its S steps in a row, so its parameters and optimizer
  * state stay in cache for S steps instead of one. Under a shared order the
  * S batches are loaded once, into the K input slots, for the whole group;
@@ -448,7 +470,7 @@ static int load_slot(train_group *g, const data_view *d, const int64_t *order, i
 static void train_block(train_group *g, const data_view *d, const int64_t *order, int64_t step,
                         int S, uint64_t counter)
 {
-    int rows[64];
+    int rows[BLOCK_MAX];
     for (int s = 0; g->shared && s < S; s++)
         rows[s] = load_slot(g, d, order, step + s, s);
     g->in_shared = 1;
@@ -630,7 +652,7 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
             int blocked = g->model_major && K > 1;
             if (blocked) {
                 /* The step index below is the block's last. */
-                int S = steps - step < K ? (int)(steps - step) : K;
+                int S = block_steps(g, steps - step);
                 train_block(g, train, g->order, step, S, counter);
                 step += S - 1;
             } else {
