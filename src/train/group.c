@@ -259,6 +259,13 @@ typedef struct krange {
 /* Model k0's part of a [K, ...] buffer whose per-model stride is s floats. */
 #define AT(p, s, r) ((p) + (size_t)(r).k0 * (s))
 
+/* Dropout mask of spec layer i (width w) for models r; stride B * w. */
+static float *mask_at(train_group *g, int i, size_t w, krange r)
+{
+    size_t B = (size_t)g->L.B;
+    return AT(g->mask + (size_t)g->K * B * g->L.mask_off[i], B * w, r);
+}
+
 /* Activation region i of models r, and its per-model stride: the input is
  * one copy for all (stride 0) when the batch was loaded shared. */
 static float *act_at(train_group *g, int i, krange r, size_t *stride)
@@ -296,9 +303,8 @@ static void forward(train_group *g, krange r, int rows, int training, uint64_t c
                     g->rate[k] = g->spec[k]->layers[i].rate;
                     g->key[k] = g->spec[k]->seed * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(i + 1);
                 }
-                be->dropout_fwd(g->ctx, Y, X, AT(g->mask + (size_t)g->K * B * L->mask_off[i], B * w, r),
-                                B * w, (size_t)rows * w, g->rate + r.k0, g->key + r.k0,
-                                counter * B * w, K);
+                be->dropout_fwd(g->ctx, Y, X, mask_at(g, i, w, r), B * w, (size_t)rows * w,
+                                g->rate + r.k0, g->key + r.k0, counter * B * w, K);
             } else {
                 be->copy(g->ctx, Y, X, B * w, (size_t)rows * w, K);
             }
@@ -338,8 +344,7 @@ static void backward(train_group *g, krange r, int rows)
         float *d = AT(g->delta[cur], sd, r);
         if (s->layers[i].kind == LAYER_DROPOUT) {
             size_t w = layer_width(g, i);
-            be->mul(g->ctx, d, sd, AT(g->mask + (size_t)g->K * B * L->mask_off[i], B * w, r),
-                    B * w, (size_t)rows * w, K);
+            be->mul(g->ctx, d, sd, mask_at(g, i, w, r), B * w, (size_t)rows * w, K);
             is_dz = 0;
             continue;
         }
@@ -388,27 +393,14 @@ static void infer_batch(train_group *g, int rows)
     }
 }
 
-/* One training step of every active model on the batch in the input region. */
-static void train_batch(train_group *g, int rows, uint64_t counter)
+/* One training step of models r on the batch in the input region; t is
+ * the step count after it. */
+static void train_step(train_group *g, krange r, int rows, uint64_t counter, int64_t t)
 {
-    int64_t t = ++g->t;
-    if (!g->model_major) {
-        krange r = {0, g->K};
-        forward(g, r, rows, 1, counter);
-        loss_pass(g, r, rows, 1);
-        backward(g, r, rows);
-        optimize(g, r, t);
-        return;
-    }
-    for (int k = 0; k < g->K; k++) {
-        krange r = {k, 1};
-        if (!g->active[k])
-            continue;
-        forward(g, r, rows, 1, counter);
-        loss_pass(g, r, rows, 1);
-        backward(g, r, rows);
-        optimize(g, r, t);
-    }
+    forward(g, r, rows, 1, counter);
+    loss_pass(g, r, rows, 1);
+    backward(g, r, rows);
+    optimize(g, r, t);
 }
 
 /* Load rows ix[k * stride + r] of d for the models: once for all when every
@@ -445,13 +437,18 @@ static int block_steps(const train_group *g, int64_t left)
     return left < cap ? (int)left : cap;
 }
 
+/* Rows in batch `step` of n samples in batches of B (the last may be short). */
+static int batch_rows(int64_t n, int64_t step, int B)
+{
+    return n - step * B < B ? (int)(n - step * B) : B;
+}
+
 /* Load batch `step` of `order` into input slot `slot`; returns its rows. */
 static int load_slot(train_group *g, const data_view *d, const int64_t *order, int64_t step,
                      int slot)
 {
     size_t B = (size_t)g->L.B, in = (size_t)g->L.n_in;
-    int64_t left = d->n - step * (int64_t)B;
-    int rows = left < (int64_t)B ? (int)left : (int)B;
+    int rows = batch_rows(d->n, step, g->L.B);
     const int64_t *ix = order + step * (int64_t)B;
     g->be->load_rows(g->ctx, g->act + (size_t)slot * B * in, 0, d->x, d->dim, ix, 0, rows, 1);
     g->be->load_labels(g->ctx, g->labels + (size_t)slot * B, 0, d->y, ix, 0, rows, 1);
@@ -483,10 +480,7 @@ static void train_block(train_group *g, const data_view *d, const int64_t *order
             g->in_slot = g->shared ? s : 0;
             if (!g->shared)
                 rows[s] = load_slot(g, d, order + (size_t)k * (size_t)d->n, step + s, 0);
-            forward(g, r, rows[s], 1, counter + (uint64_t)s);
-            loss_pass(g, r, rows[s], 1);
-            backward(g, r, rows[s]);
-            optimize(g, r, t0 + s + 1);
+            train_step(g, r, rows[s], counter + (uint64_t)s, t0 + s + 1);
         }
     }
     g->t = t0 + S;
@@ -620,6 +614,8 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
     }
     if (!g->order)
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of host memory");
+    /* On a CPU, groups of two or more train in blocks of steps (train_block). */
+    int blocked = g->model_major && K > 1;
     /* Every epoch takes every step, so the step count follows from the start. */
     g->t = (int64_t)e0 * steps + s0;
     double t0 = now_seconds(), st[64 * 4];
@@ -649,18 +645,18 @@ cohort_status group_fit(train_group *g, const data_view *train, const data_view 
         g->be->copy_h2d(g->ctx, g->stats, st, (size_t)K * 4 * sizeof(double));
         for (int64_t step = first; step < steps; step++) {
             uint64_t counter = (uint64_t)(epoch - 1) * (uint64_t)steps + (uint64_t)step;
-            int blocked = g->model_major && K > 1;
             if (blocked) {
                 /* The step index below is the block's last. */
                 int S = block_steps(g, steps - step);
                 train_block(g, train, g->order, step, S, counter);
                 step += S - 1;
             } else {
-                int rows = (int)(n - step * B < B ? n - step * B : B);
+                krange all = {0, K};
+                int rows = batch_rows(n, step, B);
                 load_batch(g, train, g->order + step * B, g->shared ? 0 : (size_t)n, rows);
-                train_batch(g, rows, counter);
+                train_step(g, all, rows, counter, ++g->t);
             }
-            int rows = (int)(n - step * B < B ? n - step * B : B);
+            int rows = batch_rows(n, step, B);
             /* Reading the metrics back is a host sync on a GPU: there, every
              * 16 steps and at the end of the epoch; on the CPU, every step. */
             if (g->stats_every > 1 && (step + 1) % g->stats_every != 0 && step + 1 < steps &&
