@@ -44,11 +44,9 @@ static const char *buf_names[BUF_COUNT] = {"parameters", "gradients", "optimizer
 /* Every member of g draws the same shuffle order (shared_order). */
 static int group_shares_order(const cohort_run *run, const run_group_info *g)
 {
-    for (int k = 1; k < g->n; k++) {
-        const model_spec *a = run->m[g->idx[0]].spec, *b = run->m[g->idx[k]].spec;
-        if (a->shuffle != b->shuffle || model_order_seed(a) != model_order_seed(b))
+    for (int k = 1; k < g->n; k++)
+        if (!model_same_order(run->m[g->idx[0]].spec, run->m[g->idx[k]].spec))
             return 0;
-    }
     return g->n > 1;
 }
 

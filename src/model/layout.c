@@ -98,9 +98,10 @@ cohort_status model_layout_make(const model_spec *spec, int n_in, int n_classes,
     return COHORT_OK;
 }
 
-int model_same_shape(const model_spec *a, const model_spec *b)
+int model_can_fuse(const model_spec *a, const model_spec *b)
 {
-    if (a->n_layers != b->n_layers || a->loss != b->loss || a->batch_size != b->batch_size)
+    if (a->n_layers != b->n_layers || a->loss != b->loss || a->batch_size != b->batch_size ||
+        a->opt.kind != b->opt.kind)
         return 0;
     for (int i = 0; i < a->n_layers; i++) {
         const layer_spec *x = &a->layers[i], *y = &b->layers[i];

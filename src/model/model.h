@@ -73,6 +73,8 @@ void model_spec_defaults(model_spec *spec);
  * shared_order one seed common to every model, so that a fused group loads
  * each batch once and a model trained alone still sees the same order. */
 uint64_t model_order_seed(const model_spec *spec);
+/* Two specs draw the same shuffle order every epoch. */
+int model_same_order(const model_spec *a, const model_spec *b);
 /* JSON object of the spec (malloc'd), as stored in results and weights. */
 char *model_spec_to_json(const model_spec *spec);
 
@@ -128,8 +130,9 @@ typedef struct model_layout {
 cohort_status model_layout_make(const model_spec *spec, int n_in, int n_classes, int K,
                                 model_layout *out, cohort_error *err);
 
-/* Two specs have the same layer shapes and can train as one group. */
-int model_same_shape(const model_spec *a, const model_spec *b);
+/* Two specs have the same layer shapes and optimizer kind: they can train
+ * as one group. */
+int model_can_fuse(const model_spec *a, const model_spec *b);
 
 /* FLOPs of one training epoch over n samples (dense layers, fwd + bwd). */
 double model_train_flops(const model_layout *L, int64_t n);

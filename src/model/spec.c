@@ -86,6 +86,11 @@ uint64_t model_order_seed(const model_spec *spec)
     return spec->shared_order ? 0x5ea7ed0dULL : spec->seed;
 }
 
+int model_same_order(const model_spec *a, const model_spec *b)
+{
+    return a->shuffle == b->shuffle && model_order_seed(a) == model_order_seed(b);
+}
+
 char *model_spec_to_json(const model_spec *spec)
 {
     strbuf b;

@@ -227,8 +227,7 @@ static void choose_strategy(cohort_run *run)
             continue;
         for (int j = 0; j < i; j++)
             if (!run->m[j].done && run->m[j].device == e->device &&
-                model_same_shape(run->m[j].spec, e->spec) &&
-                run->m[j].spec->opt.kind == e->spec->opt.kind) {
+                model_can_fuse(run->m[j].spec, e->spec)) {
                 if (gpu)
                     gpu_pairs++;
                 else

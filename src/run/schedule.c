@@ -427,11 +427,6 @@ static void job_run(sched *s, job *j)
 
 /* ---- jobs ------------------------------------------------------------------- */
 
-static int fusable(const model_spec *a, const model_spec *b)
-{
-    return model_same_shape(a, b) && a->opt.kind == b->opt.kind;
-}
-
 /* Planned bytes of a group of the given models, or 0 on error. */
 static uint64_t group_bytes(const cohort_run *run, const int *idx, int n)
 {
@@ -466,7 +461,7 @@ static cohort_status make_jobs(sched *s, cohort_error *err)
             for (int g = 0; g < s->n_jobs && !j; g++) {
                 job *c = &s->jobs[g];
                 const model_entry *f = &run->m[c->idx[0]];
-                if (c->device == e->device && c->n < MAX_GROUP && fusable(f->spec, e->spec) &&
+                if (c->device == e->device && c->n < MAX_GROUP && model_can_fuse(f->spec, e->spec) &&
                     f->start_epoch == e->start_epoch && f->start_step == e->start_step) {
                     c->idx[c->n] = i;
                     uint64_t b = group_bytes(run, c->idx, c->n + 1);

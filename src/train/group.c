@@ -122,7 +122,7 @@ cohort_status group_create(const model_spec *const *specs, int K, int n_in, int 
      * buffers any member needs. */
     model_spec merged = *specs[0];
     for (int k = 1; k < K; k++) {
-        if (!model_same_shape(specs[0], specs[k]) || specs[k]->opt.kind != specs[0]->opt.kind) {
+        if (!model_can_fuse(specs[0], specs[k])) {
             free(g);
             return cohort_fail(err, COHORT_ERR_USAGE, "models '%s' and '%s' cannot share a group",
                                specs[0]->name, specs[k]->name);
@@ -148,8 +148,7 @@ cohort_status group_create(const model_spec *const *specs, int K, int n_in, int 
     g->can_share = specs[0]->n_layers > 0 && specs[0]->layers[0].kind == LAYER_DENSE;
     g->shared = g->can_share;
     for (int k = 1; k < K; k++)
-        if (specs[k]->shuffle != specs[0]->shuffle ||
-            model_order_seed(specs[k]) != model_order_seed(specs[0]))
+        if (!model_same_order(specs[0], specs[k]))
             g->shared = 0;
     for (int k = 0; k < K; k++) {
         const model_spec *s = specs[k];
