@@ -12,17 +12,10 @@
 # "limit: KIB". Text cases are committed beside their sidecar; binary ones are
 # written at test time by tests/bad/{data,weights}/make.py.
 set -u
-COHORT=${COHORT_BIN:-build/cohort}
+. "$(dirname "$0")/lib.sh"
 SRC=${COHORT_SRC:-.}
-PY=/usr/bin/python3
-NAME=t_bad_inputs.sh
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
 [ -x "$PY" ] || { echo "$NAME: $PY missing; skipped"; exit 77; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "$NAME: FAILED: $*" >&2; }
 
 # An ASan build reserves terabytes of address space: ulimit -v cannot bound it,
 # so there the allocator itself refuses (and reports) any block over 1 GiB.
@@ -152,5 +145,4 @@ timeout 60 "$COHORT" train "$T/plan.yaml" --out "$T/goodrun" --quiet >"$T/out.tx
 rc=$?
 [ $rc -eq 0 ] && [ -s "$T/goodrun/models/m.safetensors" ] && ok || bad "the good plan: exit $rc: $(head -c 400 "$T/err")"
 
-echo "$NAME: $pass passed, $fail failed ($n_cases malformed inputs)"
-[ "$fail" -eq 0 ]
+finish "($n_cases malformed inputs)"

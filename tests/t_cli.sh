@@ -3,20 +3,7 @@
 # accuracy; outputs follow the contract; bad input gives exit status 2 with a
 # message naming the file and the problem; eval and predict use saved weights.
 set -u
-COHORT=${COHORT_BIN:-build/cohort}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()   { pass=$((pass + 1)); }
-bad()  { fail=$((fail + 1)); echo "t_cli.sh: FAILED: $*" >&2; }
-expect_status() { # expect_status WANT DESCRIPTION -- command...
-    local want=$1 what=$2; shift 3
-    "$@" >"$T/out" 2>"$T/err"; local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, wanted $want: $(head -c 600 "$T/err")"; fi
-}
-expect_err() { # expect_err FRAGMENT DESCRIPTION
-    if grep -qF -- "$1" "$T/err"; then ok; else bad "$2: stderr lacks '$1': $(head -c 600 "$T/err")"; fi
-}
+. "$(dirname "$0")/lib.sh"
 
 # Three well separated classes in 4 features: class c has feature c near 2.
 awk 'BEGIN { srand(7); print "f0,f1,f2,f3,label";
@@ -129,5 +116,4 @@ assert ms["fine"]["status"] == "ok", ms["fine"]
 assert ms["wild"]["status"] == "diverged" and "epoch 1" in ms["wild"]["error"], ms["wild"]
 PY
 
-echo "t_cli.sh: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -3,13 +3,8 @@
 # a plan; examples/seed.yaml is valid and plans to the exact bytes the
 # trainer later takes.
 set -u
+. "$(dirname "$0")/lib.sh"
 BUILD=${COHORT_BUILD:-build}
-COHORT=${COHORT_BIN:-$BUILD/cohort}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "t_examples.sh: FAILED: $*" >&2; }
 
 awk 'BEGIN { srand(9); for (i = 0; i < 500; i++) { c = i % 2; printf "%f,%f,%d\n", rand() + 2 * c, rand() - c, c } }' > "$T/d.csv"
 "$BUILD/train_many" examples/seed.yaml "data.train=csv:$T/d.csv" "data.test=csv:$T/d.csv" \
@@ -45,5 +40,4 @@ for n, m in r.items():
     assert m["planned_bytes"] == m["peak_bytes"] == p[n]["planned_bytes"], (n, m["planned_bytes"], m["peak_bytes"], p[n]["planned_bytes"])
 PY
 fi
-echo "t_examples.sh: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

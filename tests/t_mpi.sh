@@ -8,45 +8,25 @@
 # rank's models are failed and --resume trains them. Skipped without
 # mpirun or without an MPI build.
 set -u
-COHORT=${COHORT_BIN:-build/cohort}
-name=t_mpi.sh
+. "$(dirname "$0")/lib.sh"
 if ! command -v mpirun >/dev/null 2>&1; then
-    echo "$name: skipped: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
+    echo "$NAME: skipped: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
     exit 77
 fi
 if ! ldd "$COHORT" 2>/dev/null | grep -q libmpi; then
-    echo "$name: skipped: $COHORT is built without MPI (install libopenmpi-dev, configure again)"
+    echo "$NAME: skipped: $COHORT is built without MPI (install libopenmpi-dev, configure again)"
     exit 77
 fi
 if [ -n "${COHORT_SANITIZED:-}" ]; then
     # Open MPI leaves its own allocations (in plugins it unloads) at exit.
-    echo "$name: under the sanitizers without leak detection (Open MPI's own allocations)"
+    echo "$NAME: under the sanitizers without leak detection (Open MPI's own allocations)"
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
-T=$(mktemp -d)
-trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "$name: FAILED: $*" >&2; }
-PY=/usr/bin/python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
     OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 MPIRUN="mpirun --oversubscribe"
 
-awk 'BEGIN { srand(7); for (i = 0; i < 1200; i++) { c = i % 3; line = "";
-    for (j = 0; j < 12; j++) { v = rand() - 0.5 + (j % 3 == c ? 0.5 : 0); line = line v "," }
-    print line c } }' > "$T/d.csv"
-head -n 200 "$T/d.csv" > "$T/t.csv"
-cat > "$T/plan.yaml" <<YAML
-data: {train: csv:$T/d.csv, test: csv:$T/t.csv, validation_split: 0.2}
-defaults: {epochs: 3, batch_size: 32, layers: [{dense: 16, activation: relu}, {dense: 3, activation: softmax}]}
-models:
-  - {name: small}
-  - {name: wide, layers: [{dense: 96, activation: relu}, {dense: 3, activation: softmax}]}
-  - {name: drop, layers: [{dense: 32, activation: tanh}, {dropout: 0.3}, {dense: 3, activation: softmax}]}
-  - {name: sgd, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
-  - {name: long, epochs: 6}
-YAML
+mixed_plan 7
 
 same_as() { # same_as REF DIR WHAT MODELS
     local ref=$1 d=$2 what=$3 m
@@ -145,7 +125,7 @@ rc=$?
 st=$(status_of "$T/k1/results.json")
 case " $st " in *" first=ok "*) ok ;; *) bad "a killed rank: finished model 'first' not ok in results.json: $st" ;; esac
 case " $st " in *" big=ok "*) bad "a killed rank: 'big' cannot have finished yet: $st" ;; *) ok ;; esac
-echo "$name: killed rank 1 under the default: mpirun exit $rc; results.json: $st"
+echo "$NAME: killed rank 1 under the default: mpirun exit $rc; results.json: $st"
 unset COHORT_TEST_SLOW_WRITES_US
 # Resumed by more ranks than models: some have nothing to do.
 $MPIRUN -np 6 "$COHORT" train "$T/kill.yaml" --out "$T/k1" --threads 1 --quiet --resume >"$T/k1r.out" 2>&1
@@ -192,5 +172,4 @@ same_as "$T/kref" "$T/k2" "dead rank under --enable-recovery, resumed" "$kmodels
 "$COHORT" train "$T/kill.yaml" --out "$T/k2" --threads 1 --quiet --resume >/dev/null 2>&1 && ok || bad "single-process --resume of an MPI run's directory"
 same_as "$T/kref" "$T/k2" "single-process --resume of an MPI run" "$kmodels"
 
-echo "$name: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

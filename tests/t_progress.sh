@@ -3,13 +3,8 @@
 # line per running model is redrawn in place with a progress bar; through a
 # pipe only plain epoch lines appear; --quiet prints only the table.
 set -u
-COHORT=${COHORT_BIN:-build/cohort}
+. "$(dirname "$0")/lib.sh"
 command -v script >/dev/null || { echo "t_progress.sh: skipped: script(1) missing (bsdutils)"; exit 77; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "t_progress.sh: FAILED: $*" >&2; }
 awk 'BEGIN { srand(2); for (i = 0; i < 6000; i++) { c = i % 3; printf "%f,%f,%f,%f,%d\n", rand() + c, rand(), rand() - c, rand(), c } }' > "$T/d.csv"
 cat > "$T/plan.yaml" <<YAML
 data: {train: csv:$T/d.csv, validation_split: 0.2}
@@ -34,5 +29,4 @@ grep -q "^first  *ok" "$T/pipe.log" && ok || bad "no final table through a pipe"
 "$COHORT" train "$T/plan.yaml" --out "$T/quiet" --quiet > "$T/quiet.log" 2>&1
 [ "$(wc -l < "$T/quiet.log")" -eq 3 ] && ok || bad "--quiet printed more than the table: $(cat "$T/quiet.log")"
 
-echo "t_progress.sh: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

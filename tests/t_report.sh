@@ -5,26 +5,11 @@
 # 2 naming the file; headless Chromium renders the report to a non-blank
 # screenshot (skipped, and said so, where Chromium is missing).
 set -u
-COHORT=${COHORT_BIN:-build/cohort}
-PY=/usr/bin/python3
-NAME=t_report.sh
+. "$(dirname "$0")/lib.sh"
 if [ ! -x "$PY" ] || [ ! -x "$COHORT" ]; then
     echo "$NAME: skipped: needs $PY and $COHORT"
     exit 77
 fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()   { pass=$((pass + 1)); }
-bad()  { fail=$((fail + 1)); echo "$NAME: FAILED: $*" >&2; }
-expect_status() { # expect_status WANT DESCRIPTION -- command...
-    local want=$1 what=$2; shift 3
-    "$@" >"$T/out" 2>"$T/err"; local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, wanted $want: $(head -c 600 "$T/err")"; fi
-}
-expect_err() { # expect_err FRAGMENT DESCRIPTION
-    if grep -qF -- "$1" "$T/err"; then ok; else bad "$2: stderr lacks '$1': $(head -c 600 "$T/err")"; fi
-}
 
 # Three well separated classes in 4 features: class c has feature c near 2.
 awk 'BEGIN { srand(11); print "f0,f1,f2,f3,label";
@@ -352,5 +337,4 @@ else
     echo "$NAME: skipped the Chromium screenshot check: $CHROMIUM not found (apt-get install chromium)"
 fi
 
-echo "$NAME: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

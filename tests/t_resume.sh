@@ -4,12 +4,7 @@
 # bit, as a run never interrupted; SIGTERM checkpoints and exits 130; a
 # second run on the same directory is refused while the first holds it.
 set -u
-COHORT=${COHORT_BIN:-build/cohort}
-T=$(mktemp -d)
-trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "t_resume.sh: FAILED: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 
 awk 'BEGIN { srand(3); for (i = 0; i < 3000; i++) { c = i % 4; line = "";
     for (j = 0; j < 16; j++) { v = rand() - 0.5 + (j % 4 == c ? 0.6 : 0); line = line v "," }
@@ -123,5 +118,4 @@ kill -9 $pid; wait $pid 2>/dev/null
 # The killed run's lock is stale now: a new run takes it over.
 "$COHORT" train "$T/plan.yaml" --out "$T/lock" --quiet --set defaults.epochs=1 >/dev/null 2>&1 && ok || bad "stale lock not taken over"
 
-echo "t_resume.sh: $pass passed, $fail failed ($killed runs killed with SIGKILL and resumed; reference run ${ref_seconds}s of training)"
-[ "$fail" -eq 0 ]
+finish "($killed runs killed with SIGKILL and resumed; reference run ${ref_seconds}s of training)"

@@ -5,28 +5,9 @@
 # sides), the same histories and results, in plan order. Bad indices and
 # bad merges are refused with exit 2 and a message.
 set -u
-COHORT=${COHORT_BIN:-build/cohort}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "t_shard.sh: FAILED: $*" >&2; }
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 
-awk 'BEGIN { srand(5); for (i = 0; i < 1200; i++) { c = i % 3; line = "";
-    for (j = 0; j < 12; j++) { v = rand() - 0.5 + (j % 3 == c ? 0.5 : 0); line = line v "," }
-    print line c } }' > "$T/d.csv"
-head -n 200 "$T/d.csv" > "$T/t.csv"
-cat > "$T/plan.yaml" <<YAML
-data: {train: csv:$T/d.csv, test: csv:$T/t.csv, validation_split: 0.2}
-defaults: {epochs: 3, batch_size: 32, layers: [{dense: 16, activation: relu}, {dense: 3, activation: softmax}]}
-models:
-  - {name: small}
-  - {name: wide, layers: [{dense: 96, activation: relu}, {dense: 3, activation: softmax}]}
-  - {name: drop, layers: [{dense: 32, activation: tanh}, {dropout: 0.3}, {dense: 3, activation: softmax}]}
-  - {name: sgd, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
-  - {name: long, epochs: 6}
-YAML
+mixed_plan 5
 models="small wide drop sgd long"
 sed 's/name: small}/name: other}/' "$T/plan.yaml" > "$T/other.yaml"
 
@@ -156,5 +137,4 @@ if ! ldd "$COHORT" 2>/dev/null | grep -q libmpi; then
     [ ! -e "$T/z" ] && ok || bad "a refused MPI launch wrote $T/z"
 fi
 
-echo "t_shard.sh: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -4,12 +4,7 @@
 # killed with SIGKILL fails its model alone; Ctrl-C stops cleanly with exit
 # status 130; placement packs within limits and refuses an impossible pin.
 set -u
-COHORT=${COHORT_BIN:-build/cohort}
-T=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "t_strategies.sh: FAILED: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 
 awk 'BEGIN { srand(11); print "a,b,c,d,e,f,label";
   for (i = 0; i < 900; i++) { c = i % 3; line = "";
@@ -172,5 +167,4 @@ rc=$?
 [ $rc -eq 2 ] && ok || bad "oversized split: exit $rc, wanted 2"
 grep -q "more than the" "$T/split.err" && ok || bad "oversized split message: $(cat "$T/split.err")"
 
-echo "t_strategies.sh: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,0 +1,58 @@
+# tests/lib.sh: what the shell tests share. Each test sources it right after
+# `set -u`:  . "$(dirname "$0")/lib.sh"
+#
+# It sets NAME (the test's file name), COHORT (COHORT_BIN, else
+# ${COHORT_BUILD:-build}/cohort), PY (Debian's python3, which has numpy and
+# torch) and T (a temporary directory, removed at exit after any background
+# job is killed), and defines:
+#   ok / bad MESSAGE                 count a check that passed / failed (bad says why)
+#   expect_status WANT WHAT -- CMD   run CMD (stdout to $T/out, stderr to $T/err) and
+#                                    check its exit status
+#   expect_err FRAGMENT WHAT         check that $T/err holds FRAGMENT
+#   mixed_plan SEED                  $T/d.csv (1200 rows, 12 features, 3 classes),
+#                                    $T/t.csv (its first 200 rows) and $T/plan.yaml: five
+#                                    models of different shapes, optimizers and epochs
+#   finish [NOTE]                    print "NAME: N passed, N failed[ NOTE]"; exit status 0
+#                                    only when nothing failed
+NAME=$(basename "$0")
+COHORT=${COHORT_BIN:-${COHORT_BUILD:-build}/cohort}
+PY=/usr/bin/python3
+T=$(mktemp -d)
+trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+pass=0 fail=0
+
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "$NAME: FAILED: $*" >&2; }
+
+expect_status() {
+    local want=$1 what=$2; shift 3
+    "$@" >"$T/out" 2>"$T/err"; local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, wanted $want: $(head -c 600 "$T/err")"; fi
+}
+
+expect_err() {
+    if grep -qF -- "$1" "$T/err"; then ok; else bad "$2: stderr lacks '$1': $(head -c 600 "$T/err")"; fi
+}
+
+mixed_plan() {
+    awk -v seed="$1" 'BEGIN { srand(seed); for (i = 0; i < 1200; i++) { c = i % 3; line = "";
+        for (j = 0; j < 12; j++) { v = rand() - 0.5 + (j % 3 == c ? 0.5 : 0); line = line v "," }
+        print line c } }' > "$T/d.csv"
+    head -n 200 "$T/d.csv" > "$T/t.csv"
+    cat > "$T/plan.yaml" <<YAML
+data: {train: csv:$T/d.csv, test: csv:$T/t.csv, validation_split: 0.2}
+defaults: {epochs: 3, batch_size: 32, layers: [{dense: 16, activation: relu}, {dense: 3, activation: softmax}]}
+models:
+  - {name: small}
+  - {name: wide, layers: [{dense: 96, activation: relu}, {dense: 3, activation: softmax}]}
+  - {name: drop, layers: [{dense: 32, activation: tanh}, {dropout: 0.3}, {dense: 3, activation: softmax}]}
+  - {name: sgd, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+  - {name: long, epochs: 6}
+YAML
+}
+
+finish() {
+    echo "$NAME: $pass passed, $fail failed${1:+ $1}"
+    [ "$fail" -eq 0 ]
+    exit
+}
