@@ -79,6 +79,10 @@ PY
 for n in 1 2; do
     "$COHORT" plan "$T/shared.yaml" --strategy fused --threads $n --json > "$T/groups-$n.json" 2>&1 && ok || bad "plan --threads $n: $(cat "$T/groups-$n.json")"
 done
+expect_status 2 "plan --threads 0" -- "$COHORT" plan "$T/shared.yaml" --threads 0
+expect_err "cohort plan: --threads must be a positive integer, not '0'" "plan --threads 0"
+expect_status 2 "plan --threads" -- "$COHORT" plan "$T/shared.yaml" --threads
+expect_err "cohort plan: --threads is missing its value" "plan --threads"
 /usr/bin/python3 - "$T/groups-1.json" "$T/groups-2.json" <<'PY' && ok || bad "plan: wrong groups"
 import json, sys
 one = sorted((sorted(g["models"]), g["shared_order"]) for g in json.load(open(sys.argv[1]))["groups"])

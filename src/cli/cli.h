@@ -27,6 +27,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_exit_status(cohort_status st);
 /* argv[i] is "--name" and a value follows, or "--name=value": set *val. */
 int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
+/* The value of --threads (1 to 4096), or -1 when v is not one. */
+int cli_threads(const char *v);
 
 /* Progress display. */
 typedef struct progress progress;

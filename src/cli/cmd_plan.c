@@ -223,13 +223,12 @@ int cmd_plan(int argc, char **argv)
         } else if (cli_opt_value(argc, argv, &i, "--strategy", &v)) {
             strategy = v;
         } else if (cli_opt_value(argc, argv, &i, "--threads", &v)) {
-            char *end;
-            long t = v ? strtol(v, &end, 10) : 0;
-            if (!v || *end || t < 1 || t > 4096) {
+            if ((threads = cli_threads(v)) < 0) {
                 free(sets);
-                return cli_usage_error("plan", "--threads needs a whole number from 1 to 4096");
+                return v ? cli_usage_error("plan", "--threads must be a positive integer, not "
+                                                   "'%s'", v)
+                         : cli_usage_error("plan", "--threads is missing its value");
             }
-            threads = (int)t;
         } else if (argv[i][0] == '-') {
             free(sets);
             return cli_usage_error("plan", "unknown option '%s' (see cohort plan --help)", argv[i]);

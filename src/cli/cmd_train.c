@@ -105,15 +105,9 @@ int cmd_train(int argc, char **argv)
         }
         opt.strategy = (cohort_strategy)s;
     }
-    if (threads) {
-        char *end;
-        long t = strtol(threads, &end, 10);
-        if (*end || t < 1 || t > 4096) {
-            free(sets);
-            return cli_usage_error("train", "--threads must be a positive integer, not '%s'",
-                                   threads);
-        }
-        opt.threads = (int)t;
+    if (threads && (opt.threads = cli_threads(threads)) < 0) {
+        free(sets);
+        return cli_usage_error("train", "--threads must be a positive integer, not '%s'", threads);
     }
     opt.resume = resume;
     if (shard) {

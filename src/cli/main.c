@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *usage =
@@ -66,6 +67,13 @@ int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **
     }
     *val = argv[++*i];
     return 1;
+}
+
+int cli_threads(const char *v)
+{
+    char *end;
+    long t = v ? strtol(v, &end, 10) : 0;
+    return v && *v && !*end && t >= 1 && t <= 4096 ? (int)t : -1;
 }
 
 int main(int argc, char **argv)
