@@ -9,6 +9,9 @@
 #   expect_status WANT WHAT -- CMD   run CMD (stdout to $T/out, stderr to $T/err) and
 #                                    check its exit status
 #   expect_err FRAGMENT WHAT         check that $T/err holds FRAGMENT
+#   blobs SEED ROWS SPREAD           $T/train.csv: ROWS rows with a header, 4 features and
+#                                    3 well separated classes (class c has feature c near 2,
+#                                    noise of width SPREAD); $T/test.csv: its first quarter
 #   mixed_plan SEED                  $T/d.csv (1200 rows, 12 features, 3 classes),
 #                                    $T/t.csv (its first 200 rows) and $T/plan.yaml: five
 #                                    models of different shapes, optimizers and epochs
@@ -32,6 +35,14 @@ expect_status() {
 
 expect_err() {
     if grep -qF -- "$1" "$T/err"; then ok; else bad "$2: stderr lacks '$1': $(head -c 600 "$T/err")"; fi
+}
+
+blobs() {
+    awk -v seed="$1" -v rows="$2" -v spread="$3" 'BEGIN { srand(seed); print "f0,f1,f2,f3,label";
+      for (i = 0; i < rows; i++) { c = i % 3; line = "";
+        for (j = 0; j < 4; j++) { v = (rand() - 0.5) * spread + (j == c ? 2 : 0); line = line (j ? "," : "") v }
+        print line "," c } }' > "$T/train.csv"
+    head -n $(($2 / 4 + 1)) "$T/train.csv" > "$T/test.csv"
 }
 
 mixed_plan() {

@@ -5,12 +5,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-# Three well separated classes in 4 features: class c has feature c near 2.
-awk 'BEGIN { srand(7); print "f0,f1,f2,f3,label";
-  for (i = 0; i < 600; i++) { c = i % 3; line = "";
-    for (j = 0; j < 4; j++) { v = (rand() - 0.5) * 0.8 + (j == c ? 2 : 0); line = line (j ? "," : "") v }
-    print line "," c } }' > "$T/train.csv"
-head -n 151 "$T/train.csv" > "$T/test.csv"
+blobs 7 600 0.8
 
 cat > "$T/plan.yaml" <<YAML
 data:

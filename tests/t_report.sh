@@ -11,12 +11,7 @@ if [ ! -x "$PY" ] || [ ! -x "$COHORT" ]; then
     exit 77
 fi
 
-# Three well separated classes in 4 features: class c has feature c near 2.
-awk 'BEGIN { srand(11); print "f0,f1,f2,f3,label";
-  for (i = 0; i < 480; i++) { c = i % 3; line = "";
-    for (j = 0; j < 4; j++) { v = (rand() - 0.5) * 0.9 + (j == c ? 2 : 0); line = line (j ? "," : "") v }
-    print line "," c } }' > "$T/train.csv"
-head -n 121 "$T/train.csv" > "$T/test.csv"
+blobs 11 480 0.9
 cat > "$T/plan.yaml" <<YAML
 data:
   train: csv:$T/train.csv
