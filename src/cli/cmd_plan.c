@@ -8,7 +8,7 @@
 #include <string.h>
 
 static const char *help =
-    "usage: cohort plan PLAN [--json] [--set KEY=VALUE]...\n"
+    "usage: cohort plan PLAN [--json] [--set KEY=VALUE]... [--strategy S] [--threads N]\n"
     "\n"
     "Read PLAN and its datasets, expand defaults and sweeps, and show for every model its\n"
     "layers, parameter count, the exact bytes it needs on its device (parameters, gradients,\n"
