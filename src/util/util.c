@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 /* ---- errors ---------------------------------------------------------- */
 
@@ -414,6 +417,21 @@ cohort_status dir_make(const char *path, cohort_error *err)
     }
     return COHORT_OK;
 }
+
+#if defined(__SSE2__)
+/* MXCSR bits: flush-to-zero (15) and denormals-are-zero (6). */
+#define FP_FTZ_DAZ 0x8040u
+unsigned fp_flush_denormals(void)
+{
+    unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | FP_FTZ_DAZ);
+    return saved;
+}
+void fp_restore(unsigned saved) { _mm_setcsr(saved); }
+#else
+unsigned fp_flush_denormals(void) { return 0; }
+void fp_restore(unsigned saved) { (void)saved; }
+#endif
 
 double now_seconds(void)
 {

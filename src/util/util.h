@@ -73,4 +73,10 @@ cohort_status dir_make(const char *path, cohort_error *err);
 
 double now_seconds(void);
 
+/* The calling thread's floating-point mode with denormals flushed to zero
+ * (inputs and results), as TensorFlow runs its CPU kernels; returns the mode
+ * to hand back to fp_restore. A no-op where the processor has no such mode. */
+unsigned fp_flush_denormals(void);
+void fp_restore(unsigned saved);
+
 #endif
