@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 1
+#define COHORT_BACKEND_API_VERSION 2
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -97,6 +97,16 @@ typedef struct backend_ops {
                 const optim_step *o, int count);
     void (*adam)(backend_ctx *ctx, float *w, const float *g, float *m, float *v, size_t s,
                  size_t n, const optim_step *o, int count); /* adam and adamw */
+    /* Optional (NULL, or a return of 0: gemm into the gradients, then sgd
+     * or adam): the weight gradient of a dense layer taken by the optimizer
+     * at once; returns 1 when done. For
+     * each active model k, G = dZᵀ·X (dZ rows x n_out, leading dimension ldd;
+     * X rows x n_in, ldx) updates W (n_out x n_in) and its optimizer slots s1
+     * (velocity or Adam's m) and s2 (Adam's v; NULL for SGD) exactly as sgd or
+     * adam would from G, without storing G. Strides: sW for W, s1 and s2. */
+    int (*dense_step)(backend_ctx *ctx, opt_kind kind, float *W, float *s1, float *s2, size_t sW,
+                      const float *dZ, int ldd, size_t sdZ, const float *X, int ldx, size_t sX,
+                      int rows, int n_out, int n_in, const optim_step *o, int count);
 } backend_ops;
 
 const backend_ops *backend_cpu(void);

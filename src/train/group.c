@@ -330,15 +330,35 @@ static void loss_pass(train_group *g, krange r, int rows, int grad)
                    r.kc);
 }
 
-static void backward(train_group *g, krange r, int rows)
+/* The optimizer settings of models r for the step that makes the count t. */
+static optim_step optim_of(train_group *g, krange r, int64_t t)
+{
+    int k0 = r.k0;
+    optim_step o = {g->lr + k0, g->momentum + k0, g->beta1 + k0, g->beta2 + k0, g->eps + k0,
+                    g->wd + k0, g->nesterov + k0, g->active + k0, t};
+    return o;
+}
+
+/*
+ * Gradients of models r from delta[0]. With t > 0 (the step count after
+ * this step) the weights of each dense layer take their optimizer step as
+ * soon as their gradient is known, where the backend can fuse the two
+ * (dense_step); returns 1 when it did, and optimize() then steps the biases
+ * alone. The input gradient of a layer is taken first: it needs the weights
+ * before their step.
+ */
+static int backward(train_group *g, krange r, int rows, int64_t t)
 {
     const model_layout *L = &g->L;
     const model_spec *s = g->spec[0];
     const backend_ops *be = g->be;
     size_t B = (size_t)L->B, P = L->n_params, sd = B * (size_t)L->max_width;
-    int K = r.kc, j = L->n_dense - 1, cur = 0;
+    int K = r.kc, j = L->n_dense - 1, cur = 0, stepped = 0;
     int is_dz = s->loss == LOSS_SCE; /* softmax + cross-entropy give dZ directly */
     float *W = AT(g->params, P, r), *G = AT(g->grads, P, r);
+    optim_step o = optim_of(g, r, t);
+    float *s1 = L->opt_slots ? AT(g->opt_m, P, r) : NULL;
+    float *s2 = g->opt_v ? AT(g->opt_v, P, r) : NULL;
     for (int i = s->n_layers - 1; i >= 0; i--) {
         float *d = AT(g->delta[cur], sd, r);
         if (s->layers[i].kind == LAYER_DROPOUT) {
@@ -348,36 +368,47 @@ static void backward(train_group *g, krange r, int rows)
             continue;
         }
         const dense_layout *dl = &L->dense[j];
-        size_t sx, sy;
+        size_t sx, sy, w = dl->w_off;
         float *X = act_at(g, i, r, &sx), *Y = act_at(g, i + 1, r, &sy);
         if (!is_dz)
             be->act_backward(g->ctx, d, sd, Y, sy, (size_t)rows * (size_t)dl->out, dl->act, K);
-        be->gemm(g->ctx, 1, 0, dl->out, dl->in, rows, 1.0f, d, dl->out, sd, X, dl->in, sx, 0.0f,
-                 G + dl->w_off, dl->in, P, K);
         be->bias_grad(g->ctx, G + dl->b_off, P, d, sd, rows, dl->out, K);
+        if (j > 0)
+            be->gemm(g->ctx, 0, 0, rows, dl->in, dl->out, 1.0f, d, dl->out, sd, W + w, dl->in, P,
+                     0.0f, AT(g->delta[1 - cur], sd, r), dl->in, sd, K);
+        stepped = t > 0 && be->dense_step &&
+                  be->dense_step(g->ctx, s->opt.kind, W + w, s1 ? s1 + w : NULL,
+                                 s2 ? s2 + w : NULL, P, d, dl->out, sd, X, dl->in, sx, rows,
+                                 dl->out, dl->in, &o, K);
+        if (!stepped)
+            be->gemm(g->ctx, 1, 0, dl->out, dl->in, rows, 1.0f, d, dl->out, sd, X, dl->in, sx,
+                     0.0f, G + w, dl->in, P, K);
         if (j == 0)
             break;
-        be->gemm(g->ctx, 0, 0, rows, dl->in, dl->out, 1.0f, d, dl->out, sd, W + dl->w_off, dl->in,
-                 P, 0.0f, AT(g->delta[1 - cur], sd, r), dl->in, sd, K);
         cur = 1 - cur;
         j--;
         is_dz = 0;
     }
+    return stepped;
 }
 
-/* One optimizer step of models r; t is the step count after it. */
-static void optimize(train_group *g, krange r, int64_t t)
+/* One optimizer step of models r; t is the step count after it. With
+ * biases_only, the weights took theirs in backward(). */
+static void optimize(train_group *g, krange r, int64_t t, int biases_only)
 {
-    int k0 = r.k0;
-    optim_step o = {g->lr + k0, g->momentum + k0, g->beta1 + k0, g->beta2 + k0, g->eps + k0,
-                    g->wd + k0, g->nesterov + k0, g->active + k0, t};
+    optim_step o = optim_of(g, r, t);
     size_t P = g->L.n_params;
-    if (g->spec[0]->opt.kind == OPT_SGD)
-        g->be->sgd(g->ctx, AT(g->params, P, r), AT(g->grads, P, r),
-                   g->L.opt_slots ? AT(g->opt_m, P, r) : NULL, P, P, &o, r.kc);
-    else
-        g->be->adam(g->ctx, AT(g->params, P, r), AT(g->grads, P, r), AT(g->opt_m, P, r),
-                    AT(g->opt_v, P, r), P, P, &o, r.kc);
+    float *w = AT(g->params, P, r), *gr = AT(g->grads, P, r);
+    float *m = g->L.opt_slots ? AT(g->opt_m, P, r) : NULL;
+    float *v = g->opt_v ? AT(g->opt_v, P, r) : NULL;
+    for (int j = 0; j < (biases_only ? g->L.n_dense : 1); j++) {
+        size_t off = biases_only ? g->L.dense[j].b_off : 0;
+        size_t n = biases_only ? (size_t)g->L.dense[j].out : P;
+        if (g->spec[0]->opt.kind == OPT_SGD)
+            g->be->sgd(g->ctx, w + off, gr + off, m ? m + off : NULL, P, n, &o, r.kc);
+        else
+            g->be->adam(g->ctx, w + off, gr + off, m + off, v + off, P, n, &o, r.kc);
+    }
 }
 
 /* Forward and loss of the batch in the input region for every model: one
@@ -398,8 +429,7 @@ static void train_step(train_group *g, krange r, int rows, uint64_t counter, int
 {
     forward(g, r, rows, 1, counter);
     loss_pass(g, r, rows, 1);
-    backward(g, r, rows);
-    optimize(g, r, t);
+    optimize(g, r, t, backward(g, r, rows, t));
 }
 
 /* Load rows ix[k * stride + r] of d for the models: once for all when every
@@ -846,7 +876,7 @@ void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t c
     krange all = {0, K};
     forward(g, all, rows, dropout, counter);
     loss_pass(g, all, rows, 1);
-    backward(g, all, rows);
+    backward(g, all, rows, 0);
     double st[64 * 4];
     read_stats(g, st);
     for (int k = 0; k < K; k++)

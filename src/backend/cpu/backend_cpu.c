@@ -3,17 +3,106 @@
  * that gcc vectorizes (-O3 -fno-math-errno). Device memory is host memory.
  */
 #include "backend/backend_impl.h"
+#include "backend/cpu/dense_step.h"
 #include "backend/cpu/kernels.h"
 #include "util/util.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * A context's own threads, for the kernels that are not OpenBLAS's: the
+ * runner gives a context `threads` cores; threads - 1 workers wait here and
+ * the caller is the last. One job at a time: run() returns once every part
+ * is done.
+ */
+#define POOL_MAX 64
+typedef void (*pool_fn)(void *arg, int part, int parts);
+
 struct backend_ctx {
     int threads;
+    cpu_isa isa;
+    pthread_t worker[POOL_MAX];
+    int n_workers;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t job;  /* bumped for each job */
+    int pending;   /* workers still on the current job */
+    int quit;
+    pool_fn fn;
+    void *arg;
 };
+
+typedef struct worker_arg {
+    backend_ctx *c;
+    int part;
+} worker_arg;
+
+static void *pool_worker(void *p)
+{
+    worker_arg a = *(worker_arg *)p;
+    free(p);
+    backend_ctx *c = a.c;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (c->job == seen && !c->quit)
+            pthread_cond_wait(&c->go, &c->mu);
+        if (c->quit)
+            break;
+        seen = c->job;
+        pool_fn fn = c->fn;
+        void *arg = c->arg;
+        pthread_mutex_unlock(&c->mu);
+        fn(arg, a.part, c->n_workers + 1);
+        pthread_mutex_lock(&c->mu);
+        if (--c->pending == 0)
+            pthread_cond_signal(&c->done);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static void pool_run(backend_ctx *c, pool_fn fn, void *arg)
+{
+    if (c->n_workers == 0) {
+        fn(arg, 0, 1);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->fn = fn;
+    c->arg = arg;
+    c->pending = c->n_workers;
+    c->job++;
+    pthread_cond_broadcast(&c->go);
+    pthread_mutex_unlock(&c->mu);
+    fn(arg, c->n_workers, c->n_workers + 1);
+    pthread_mutex_lock(&c->mu);
+    while (c->pending > 0)
+        pthread_cond_wait(&c->done, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void cpu_ctx_free(backend_ctx *c)
+{
+    if (!c)
+        return;
+    if (c->n_workers) {
+        pthread_mutex_lock(&c->mu);
+        c->quit = 1;
+        pthread_cond_broadcast(&c->go);
+        pthread_mutex_unlock(&c->mu);
+        for (int i = 0; i < c->n_workers; i++)
+            pthread_join(c->worker[i], NULL);
+    }
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->go);
+    pthread_cond_destroy(&c->done);
+    free(c);
+}
 
 static cohort_status cpu_ctx_create(int device, int threads, backend_ctx **out, cohort_error *err)
 {
@@ -22,11 +111,27 @@ static cohort_status cpu_ctx_create(int device, int threads, backend_ctx **out, 
     if (!c)
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory creating a CPU context");
     c->threads = threads > 0 ? threads : 1;
+    c->isa = cpu_isa_detect();
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->go, NULL);
+    pthread_cond_init(&c->done, NULL);
+    /* Workers only where a kernel of ours will use them. */
+    int want = c->isa != ISA_NONE ? c->threads - 1 : 0;
+    for (int i = 0; i < want && i < POOL_MAX; i++) {
+        worker_arg *a = malloc(sizeof *a);
+        if (!a)
+            break;
+        a->c = c;
+        a->part = i;
+        if (pthread_create(&c->worker[i], NULL, pool_worker, a) != 0) {
+            free(a);
+            break;
+        }
+        c->n_workers++;
+    }
     *out = c;
     return COHORT_OK;
 }
-
-static void cpu_ctx_free(backend_ctx *c) { free(c); }
 
 static void *cpu_mem_alloc(int device, size_t bytes)
 {
@@ -180,6 +285,61 @@ static void cpu_adam(backend_ctx *c, float *w, const float *g, float *m, float *
     }
 }
 
+/* The arguments of one dense_step call, split over the pool by rows of W. */
+typedef struct dense_job {
+    cpu_isa isa;
+    float *W, *s1, *s2;
+    size_t sW, sdZ, sX, ldd, ldx;
+    const float *dZ, *X;
+    int rows, n_out, n_in, count;
+    const unsigned char *active;
+    step_scalars o[64];
+} dense_job;
+
+/* Rows of one part: whole tiles of 6 rows, so that the split changes no sum. */
+static void dense_part(void *p, int part, int parts)
+{
+    const dense_job *j = p;
+    int tiles = (j->n_out + 5) / 6;
+    for (int k = 0; k < j->count; k++) {
+        if (!j->active[k])
+            continue;
+        int t0 = tiles * part / parts, t1 = tiles * (part + 1) / parts;
+        int r0 = t0 * 6, r1 = t1 * 6 < j->n_out ? t1 * 6 : j->n_out;
+        if (r0 >= r1)
+            continue;
+        size_t w = k * j->sW;
+        kern_dense_step(j->isa, j->W + w, j->s1 ? j->s1 + w : NULL, j->s2 ? j->s2 + w : NULL,
+                        j->dZ + k * j->sdZ, j->ldd, j->X + k * j->sX, j->ldx, j->rows, j->n_in, r0,
+                        r1, &j->o[k]);
+    }
+}
+
+static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, float *s2,
+                          size_t sW, const float *dZ, int ldd, size_t sdZ, const float *X, int ldx,
+                          size_t sX, int rows, int n_out, int n_in, const optim_step *o, int count)
+{
+    if (c->isa == ISA_NONE || count > 64)
+        return 0;
+    dense_job j = {c->isa, W, s1, s2, sW, sdZ, sX, (size_t)ldd, (size_t)ldx, dZ, X, rows,
+                   n_out, n_in, count, o->active, {{0}}};
+    for (int k = 0; k < count && k < 64; k++) {
+        step_scalars *q = &j.o[k];
+        if (kind == OPT_SGD) {
+            q->lr = o->lr[k];
+            q->momentum = o->momentum[k];
+            q->kind = !s1 || q->momentum == 0.0f ? STEP_SGD
+                      : o->nesterov[k]       ? STEP_NESTEROV
+                                             : STEP_MOMENTUM;
+        } else {
+            adam_scalars(o->lr[k], o->beta1[k], o->beta2[k], o->eps[k], o->weight_decay[k], o->t,
+                         q);
+        }
+    }
+    pool_run(c, dense_part, &j);
+    return 1;
+}
+
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .api_version = COHORT_BACKEND_API_VERSION,
@@ -204,6 +364,7 @@ static const backend_ops cpu_ops = {
     .mse = cpu_mse,
     .sgd = cpu_sgd,
     .adam = cpu_adam,
+    .dense_step = cpu_dense_step,
 };
 
 const backend_ops *backend_cpu(void) { return &cpu_ops; }

@@ -1,4 +1,5 @@
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/dense_step.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -167,12 +168,11 @@ void kern_sgd(float *w, const float *g, float *v, size_t n, float lr, float mome
 void kern_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                float beta2, float eps, float weight_decay, int64_t t)
 {
-    double b1t = pow((double)beta1, (double)t), b2t = pow((double)beta2, (double)t);
-    float alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
-    /* 1 - beta in double, then rounded once, as Keras computes it. */
-    float c1 = (float)(1.0 - (double)beta1), c2 = (float)(1.0 - (double)beta2);
-    if (weight_decay != 0.0f) {
-        float d = weight_decay * lr;
+    step_scalars o;
+    adam_scalars(lr, beta1, beta2, eps, weight_decay, t, &o);
+    float alpha = o.alpha, c1 = o.c1, c2 = o.c2;
+    if (o.decay != 0.0f) {
+        float d = o.decay;
         for (size_t i = 0; i < n; i++)
             w[i] -= w[i] * d;
     }

@@ -1,0 +1,163 @@
+#include "backend/cpu/dense_step.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void adam_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  step_scalars *s)
+{
+    double b1t = pow((double)beta1, (double)t), b2t = pow((double)beta2, (double)t);
+    s->kind = STEP_ADAM;
+    s->alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
+    /* 1 - beta in double, then rounded once, as Keras computes it. */
+    s->c1 = (float)(1.0 - (double)beta1);
+    s->c2 = (float)(1.0 - (double)beta2);
+    s->eps = eps;
+    s->decay = weight_decay != 0.0f ? weight_decay * lr : 0.0f;
+    s->lr = lr;
+    s->momentum = 0.0f;
+}
+
+/* One weight's step from its gradient g: kern_sgd's and kern_adam's
+ * arithmetic for one element. */
+static void update1(float *w, float *s1, float *s2, float g, const step_scalars *o)
+{
+    switch (o->kind) {
+    case STEP_SGD:
+        *w -= o->lr * g;
+        break;
+    case STEP_MOMENTUM:
+        *s1 = o->momentum * *s1 - o->lr * g;
+        *w += *s1;
+        break;
+    case STEP_NESTEROV:
+        *s1 = o->momentum * *s1 - o->lr * g;
+        *w += o->momentum * *s1 - o->lr * g;
+        break;
+    case STEP_ADAM:
+        if (o->decay != 0.0f)
+            *w -= *w * o->decay;
+        *s1 += (g - *s1) * o->c1;
+        *s2 += (g * g - *s2) * o->c2;
+        *w -= o->alpha * *s1 / (sqrtf(*s2) + o->eps);
+        break;
+    }
+}
+
+/* Columns [c0, n_in) of rows [j0, j1), one element at a time. */
+static void dense_step_scalar(float *W, float *s1, float *s2, const float *dZ, size_t ldd,
+                              const float *X, size_t ldx, int rows, int n_in, int c0, int j0,
+                              int j1, const step_scalars *o)
+{
+    for (int j = j0; j < j1; j++)
+        for (int c = c0; c < n_in; c++) {
+            float g = 0.0f;
+            for (int r = 0; r < rows; r++)
+                g = fmaf(dZ[(size_t)r * ldd + (size_t)j], X[(size_t)r * ldx + (size_t)c], g);
+            size_t i = (size_t)j * (size_t)n_in + (size_t)c;
+            update1(W + i, s1 ? s1 + i : NULL, s2 ? s2 + i : NULL, g, o);
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define SFX avx512
+#define TGT __attribute__((target("avx512f")))
+#define VT __m512
+#define VL 16
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, x) _mm512_storeu_ps(p, x)
+#define VSET1(x) _mm512_set1_ps(x)
+#define VZERO() _mm512_setzero_ps()
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VSUB(a, b) _mm512_sub_ps(a, b)
+#define VMUL(a, b) _mm512_mul_ps(a, b)
+#define VDIV(a, b) _mm512_div_ps(a, b)
+#define VSQRT(a) _mm512_sqrt_ps(a)
+#include "backend/cpu/dense_step_isa.h"
+#undef SFX
+#undef TGT
+#undef VT
+#undef VL
+#undef VLOAD
+#undef VSTORE
+#undef VSET1
+#undef VZERO
+#undef VFMA
+#undef VADD
+#undef VSUB
+#undef VMUL
+#undef VDIV
+#undef VSQRT
+
+#define SFX avx2
+#define TGT __attribute__((target("avx2,fma")))
+#define VT __m256
+#define VL 8
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, x) _mm256_storeu_ps(p, x)
+#define VSET1(x) _mm256_set1_ps(x)
+#define VZERO() _mm256_setzero_ps()
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VSUB(a, b) _mm256_sub_ps(a, b)
+#define VMUL(a, b) _mm256_mul_ps(a, b)
+#define VDIV(a, b) _mm256_div_ps(a, b)
+#define VSQRT(a) _mm256_sqrt_ps(a)
+#include "backend/cpu/dense_step_isa.h"
+
+static cpu_isa isa_of_processor(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return ISA_AVX2;
+    return ISA_NONE;
+}
+#else
+static cpu_isa isa_of_processor(void) { return ISA_NONE; }
+#endif
+
+cpu_isa cpu_isa_detect(void)
+{
+    cpu_isa best = isa_of_processor();
+    const char *want = getenv("COHORT_CPU_KERNELS");
+    if (!want || !*want)
+        return best;
+    cpu_isa w = !strcmp(want, "avx512") ? ISA_AVX512 : !strcmp(want, "avx2") ? ISA_AVX2 : ISA_NONE;
+    return w < best ? w : best;
+}
+
+const char *cpu_isa_name(cpu_isa isa)
+{
+    switch (isa) {
+    case ISA_AVX512: return "avx512";
+    case ISA_AVX2: return "avx2";
+    case ISA_NONE: break;
+    }
+    return "blas";
+}
+
+void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *dZ, size_t ldd,
+                     const float *X, size_t ldx, int rows, int n_in, int j0, int j1,
+                     const step_scalars *o)
+{
+    int done = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa == ISA_AVX512) {
+        dense_step_avx512(W, s1, s2, dZ, ldd, X, ldx, rows, n_in, j0, j1, o);
+        done = n_in / 16 * 16;
+    } else if (isa == ISA_AVX2) {
+        dense_step_avx2(W, s1, s2, dZ, ldd, X, ldx, rows, n_in, j0, j1, o);
+        done = n_in / 8 * 8;
+    }
+#else
+    (void)isa;
+#endif
+    if (done < n_in)
+        dense_step_scalar(W, s1, s2, dZ, ldd, X, ldx, rows, n_in, done, j0, j1, o);
+}

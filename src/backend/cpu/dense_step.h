@@ -1,0 +1,48 @@
+/*
+ * The weight gradient of a dense layer fused with the optimizer step on its
+ * weights, for the CPU: G = dZᵀ·X is computed one register tile at a time
+ * and each tile goes straight into the update of W and the optimizer state,
+ * so G is never written to memory, nor zeroed, nor read back. Per element,
+ * the update is exactly kern_sgd's or kern_adam's (same operations, same
+ * order, no contraction); G's sums run over the rows in order, one fused
+ * multiply-add per row, whatever the vector width.
+ */
+#ifndef COHORT_DENSE_STEP_H
+#define COHORT_DENSE_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Which kernels: AVX-512, AVX2 (with FMA), or none (OpenBLAS and the
+ * separate optimizer pass). */
+typedef enum { ISA_NONE, ISA_AVX2, ISA_AVX512 } cpu_isa;
+
+/* The best the processor has, or what COHORT_CPU_KERNELS asks for
+ * ("avx512", "avx2", "blas"), never more than the processor has. */
+cpu_isa cpu_isa_detect(void);
+const char *cpu_isa_name(cpu_isa isa);
+
+typedef enum { STEP_SGD, STEP_MOMENTUM, STEP_NESTEROV, STEP_ADAM } step_kind;
+
+/* One model's optimizer step as scalars, computed once per step. */
+typedef struct step_scalars {
+    step_kind kind;
+    float lr, momentum;        /* SGD */
+    float alpha, c1, c2, eps;  /* Adam: alpha = lr sqrt(1-b2^t)/(1-b1^t), c = 1 - beta */
+    float decay;               /* AdamW: w -= w * decay before the step; else 0 */
+} step_scalars;
+
+/* Adam's scalars at step t, exactly as kern_adam computes them. */
+void adam_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  step_scalars *s);
+
+/*
+ * Rows [j0, j1) of one dense layer: G[j][c] = sum over r < rows of
+ * dZ[r*ldd + j] * X[r*ldx + c], c < n_in, and the step on W[j*n_in + c] with
+ * slots s1 (momentum velocity or Adam's m) and s2 (Adam's v), laid out as W.
+ */
+void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *dZ, size_t ldd,
+                     const float *X, size_t ldx, int rows, int n_in, int j0, int j1,
+                     const step_scalars *o);
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * The fused weight-gradient and optimizer step (kern_dense_step) against
+ * the two-pass reference: G = dZᵀ·X summed over the rows in order with one
+ * fused multiply-add each, then kern_sgd or kern_adam over G. Every vector
+ * width the processor has must give the reference bit for bit, for every
+ * optimizer, over shapes with and without vector tails, for row ranges
+ * split anywhere on a tile boundary, over several steps. The reference G
+ * itself is checked against sums in double.
+ */
+#include "backend/cpu/dense_step.h"
+#include "backend/cpu/kernels.h"
+#include "check.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+
+typedef struct opt_case {
+    const char *name;
+    int adam;
+    float lr, momentum, weight_decay;
+    int nesterov;
+} opt_case;
+
+static const opt_case cases[] = {
+    {"sgd", 0, 0.05f, 0.0f, 0.0f, 0},     {"momentum", 0, 0.05f, 0.9f, 0.0f, 0},
+    {"nesterov", 0, 0.05f, 0.9f, 0.0f, 1}, {"adam", 1, 0.01f, 0.0f, 0.0f, 0},
+    {"adamw", 1, 0.01f, 0.0f, 0.004f, 0},
+};
+
+static void fill(float *p, size_t n, rng_state *r, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (2.0f * rng_uniform(r) - 1.0f) * scale;
+}
+
+static void scalars_of(const opt_case *c, int64_t t, step_scalars *o)
+{
+    if (c->adam) {
+        adam_scalars(c->lr, 0.9f, 0.999f, 1e-7f, c->weight_decay, t, o);
+        return;
+    }
+    o->kind = c->momentum == 0.0f ? STEP_SGD : c->nesterov ? STEP_NESTEROV : STEP_MOMENTUM;
+    o->lr = c->lr;
+    o->momentum = c->momentum;
+}
+
+/* Three steps of one shape, optimizer and vector width; 0 when every
+ * weight and state value equals the reference's bit for bit. */
+static int run_case(cpu_isa isa, const opt_case *c, int rows, int n_out, int n_in, int split)
+{
+    size_t nw = (size_t)n_out * (size_t)n_in;
+    rng_state r;
+    rng_seed(&r, 7, (uint64_t)(rows * 1000 + n_out * 10 + n_in));
+    float *X = malloc((size_t)rows * n_in * sizeof(float));
+    float *dZ = malloc((size_t)rows * n_out * sizeof(float));
+    float *G = malloc(nw * sizeof(float));
+    float *w[2], *s1[2], *s2[2];
+    for (int i = 0; i < 2; i++) {
+        w[i] = malloc(nw * sizeof(float));
+        s1[i] = calloc(nw, sizeof(float));
+        s2[i] = calloc(nw, sizeof(float));
+    }
+    fill(w[0], nw, &r, 0.5f);
+    memcpy(w[1], w[0], nw * sizeof(float));
+    int bad = 0;
+    double worst_g = 0.0;
+    for (int64_t t = 1; t <= 3 && !bad; t++) {
+        fill(X, (size_t)rows * n_in, &r, 1.0f);
+        fill(dZ, (size_t)rows * n_out, &r, 0.1f);
+        /* The reference: G in row order, then the optimizer's own pass. */
+        for (int j = 0; j < n_out; j++)
+            for (int col = 0; col < n_in; col++) {
+                float g = 0.0f;
+                double exact = 0.0;
+                for (int k = 0; k < rows; k++) {
+                    float a = dZ[(size_t)k * n_out + j], b = X[(size_t)k * n_in + col];
+                    g = fmaf(a, b, g);
+                    exact += (double)a * b;
+                }
+                G[(size_t)j * n_in + col] = g;
+                double e = fabs(g - exact);
+                worst_g = e > worst_g ? e : worst_g;
+            }
+        if (c->adam)
+            kern_adam(w[0], G, s1[0], s2[0], nw, c->lr, 0.9f, 0.999f, 1e-7f, c->weight_decay, t);
+        else
+            kern_sgd(w[0], G, c->momentum != 0.0f ? s1[0] : NULL, nw, c->lr, c->momentum,
+                     c->nesterov);
+        step_scalars o;
+        memset(&o, 0, sizeof o);
+        scalars_of(c, t, &o);
+        /* The fused step, its rows cut at `split` (a multiple of 6). */
+        int cut = split < n_out ? split : n_out;
+        kern_dense_step(isa, w[1], s1[1], c->adam ? s2[1] : NULL, dZ, (size_t)n_out, X,
+                        (size_t)n_in, rows, n_in, 0, cut, &o);
+        kern_dense_step(isa, w[1], s1[1], c->adam ? s2[1] : NULL, dZ, (size_t)n_out, X,
+                        (size_t)n_in, rows, n_in, cut, n_out, &o);
+        bad = memcmp(w[0], w[1], nw * sizeof(float)) != 0 ||
+              memcmp(s1[0], s1[1], nw * sizeof(float)) != 0 ||
+              memcmp(s2[0], s2[1], nw * sizeof(float)) != 0;
+    }
+    /* |G - exact| is float rounding of at most `rows` terms below 0.1. */
+    CHECK_MSG(worst_g <= 1e-6 * rows, "reference G off by %g", worst_g);
+    CHECK_MSG(!bad, "%s %s rows %d, %d x %d, split %d: differs from the reference",
+              cpu_isa_name(isa), c->name, rows, n_out, n_in, split);
+    free(X);
+    free(dZ);
+    free(G);
+    for (int i = 0; i < 2; i++) {
+        free(w[i]);
+        free(s1[i]);
+        free(s2[i]);
+    }
+    return bad;
+}
+
+int main(void)
+{
+    /* The processor's best, and each narrower one. */
+    cpu_isa best = cpu_isa_detect();
+    cpu_isa isas[3] = {ISA_NONE, ISA_AVX2, ISA_AVX512};
+    int rows_of[] = {1, 7, 64};
+    int out_of[] = {1, 6, 13};
+    int in_of[] = {784, 37, 16, 5, 1};
+    int tried = 0;
+    for (int a = 0; a < 3; a++) {
+        if (isas[a] > best)
+            continue;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 3; j++)
+                    for (int k = 0; k < 5; k++) {
+                        run_case(isas[a], &cases[c], rows_of[i], out_of[j], in_of[k], 6);
+                        tried++;
+                    }
+    }
+    printf("test_dense_step: %d cases, widths up to %s\n", tried, cpu_isa_name(best));
+    if (best == ISA_NONE)
+        printf("test_dense_step: this processor has no AVX2: only the scalar path was tested\n");
+    return check_done("test_dense_step");
+}
