@@ -5,7 +5,8 @@
  * width the processor has must give the reference bit for bit, for every
  * optimizer, over shapes with and without vector tails, for row ranges
  * split anywhere on a tile boundary, over several steps. The reference G
- * itself is checked against sums in double.
+ * itself is checked against sums in double. The forward kernel
+ * (kern_dense_fwd, from the input transposed) likewise against its sums.
  */
 #include "backend/cpu/dense_step.h"
 #include "backend/cpu/kernels.h"
@@ -114,6 +115,51 @@ static int run_case(cpu_isa isa, const opt_case *c, int rows, int n_out, int n_i
     return bad;
 }
 
+/* The forward kernel against the same sums in plain C; 0 when equal bit
+ * for bit. XT comes from kern_transpose, checked element by element. */
+static int run_forward(cpu_isa isa, int rows, int n_out, int n_in)
+{
+    rng_state r;
+    rng_seed(&r, 11, (uint64_t)(rows * 1000 + n_out * 10 + n_in));
+    int ldt = kern_dense_fwd_ld(isa, rows);
+    float *X = malloc((size_t)rows * n_in * sizeof(float));
+    float *XT = malloc((size_t)ldt * n_in * sizeof(float));
+    float *W = malloc((size_t)n_out * n_in * sizeof(float));
+    float *Y = malloc((size_t)rows * n_out * sizeof(float));
+    float *ref = malloc((size_t)rows * n_out * sizeof(float));
+    fill(X, (size_t)rows * n_in, &r, 1.0f);
+    fill(W, (size_t)n_out * n_in, &r, 0.5f);
+    /* Columns past `rows` hold NaN: they must not reach Y. */
+    for (size_t i = 0; i < (size_t)ldt * n_in; i++)
+        XT[i] = NAN;
+    kern_transpose(XT, (size_t)ldt, X, (size_t)n_in, rows, n_in);
+    int bad_t = 0;
+    for (int i = 0; i < rows; i++)
+        for (int c = 0; c < n_in; c++)
+            bad_t += XT[(size_t)c * ldt + i] != X[(size_t)i * n_in + c];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < n_out; j++) {
+            float y = 0.0f;
+            for (int c = 0; c < n_in; c++)
+                y = fmaf(W[(size_t)j * n_in + c], X[(size_t)i * n_in + c], y);
+            ref[(size_t)i * n_out + j] = y;
+        }
+    /* Two calls, cut after the first tile of rows of W. */
+    int cut = n_out < 6 ? n_out : 6;
+    kern_dense_fwd(isa, Y, (size_t)n_out, W, XT, (size_t)ldt, rows, n_in, 0, cut);
+    kern_dense_fwd(isa, Y, (size_t)n_out, W, XT, (size_t)ldt, rows, n_in, cut, n_out);
+    int bad = memcmp(Y, ref, (size_t)rows * n_out * sizeof(float)) != 0;
+    CHECK_MSG(bad_t == 0, "kern_transpose: %d elements wrong (%d x %d)", bad_t, rows, n_in);
+    CHECK_MSG(!bad, "%s forward rows %d, %d x %d: differs from the reference", cpu_isa_name(isa),
+              rows, n_out, n_in);
+    free(X);
+    free(XT);
+    free(W);
+    free(Y);
+    free(ref);
+    return bad;
+}
+
 int main(void)
 {
     /* The processor's best, and each narrower one. */
@@ -133,6 +179,17 @@ int main(void)
                         run_case(isas[a], &cases[c], rows_of[i], out_of[j], in_of[k], 6);
                         tried++;
                     }
+    }
+    int fwd_rows[] = {1, 7, 64, 70};
+    for (int a = 0; a < 3; a++) {
+        if (isas[a] > best)
+            continue;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 3; j++)
+                for (int k = 0; k < 5; k++) {
+                    run_forward(isas[a], fwd_rows[i], out_of[j], in_of[k]);
+                    tried++;
+                }
     }
     printf("test_dense_step: %d cases, widths up to %s\n", tried, cpu_isa_name(best));
     if (best == ISA_NONE)

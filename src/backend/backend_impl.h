@@ -107,6 +107,15 @@ typedef struct backend_ops {
     int (*dense_step)(backend_ctx *ctx, opt_kind kind, float *W, float *s1, float *s2, size_t sW,
                       const float *dZ, int ldd, size_t sdZ, const float *X, int ldx, size_t sX,
                       int rows, int n_out, int n_in, const optim_step *o, int count);
+    /* Optional (NULL, or xt_ld returning 0: gemm): a dense layer's forward
+     * pass for one model from its input transposed. xt_ld: the columns XT
+     * needs for `rows` rows; transpose: XT[c*ldt + r] = X[r*ldx + c];
+     * dense_forward: Y = X·Wᵀ (Y rows x n_out, leading dimension ldy). */
+    int (*xt_ld)(backend_ctx *ctx, int rows);
+    void (*transpose)(backend_ctx *ctx, float *XT, int ldt, const float *X, int ldx, int rows,
+                      int cols);
+    void (*dense_forward)(backend_ctx *ctx, float *Y, int ldy, const float *XT, int ldt,
+                          const float *W, int rows, int n_out, int n_in);
 } backend_ops;
 
 const backend_ops *backend_cpu(void);

@@ -36,6 +36,12 @@ struct train_group {
     int shared;      /* every member draws the same shuffle order (shared_order) */
     int in_shared;   /* the batch in the input region is one copy read by all K */
     int in_slot;     /* with in_shared: which of the K input slots holds the batch */
+    /* The first layer's forward pass from its input transposed (the
+     * backend's dense_forward): ldt columns; 0 where unused. Input slot s's
+     * transpose is kept in model s's weight gradient, which the fused step
+     * (dense_step) never writes; xt_ready[s] says it is current. */
+    int xt_ldt;
+    unsigned char xt_ready[64];
 };
 
 const char *model_state_str(model_state s)
@@ -167,6 +173,10 @@ cohort_status group_create(const model_spec *const *specs, int K, int n_in, int 
         free(g);
         return st;
     }
+    const dense_layout *d0 = &g->L.dense[0];
+    int ldt = g->be->xt_ld ? g->be->xt_ld(g->ctx, g->L.B) : 0;
+    if (ldt > 0 && g->model_major && g->can_share && (size_t)ldt <= (size_t)d0->out)
+        g->xt_ldt = ldt;
     const model_layout *L = &g->L;
     g->slab = pool_alloc(dev->pool, L->total_bytes, &g->acct, specs[0]->name, err);
     if (!g->slab) {
@@ -277,6 +287,23 @@ static float *act_at(train_group *g, int i, krange r, size_t *stride)
     return AT(act_region(g, i), *stride, r);
 }
 
+/* The input of model r.k0 transposed, for dense_forward, made if it is not
+ * current; NULL where the group does not use it. */
+static float *input_transposed(train_group *g, krange r, int rows)
+{
+    if (!g->xt_ldt)
+        return NULL;
+    int slot = g->in_shared ? g->in_slot : r.k0;
+    size_t sx;
+    const float *X = act_at(g, 0, r, &sx);
+    float *xt = g->grads + (size_t)slot * g->L.n_params + g->L.dense[0].w_off;
+    if (!g->xt_ready[slot]) {
+        g->be->transpose(g->ctx, xt, g->xt_ldt, X, g->L.n_in, rows, g->L.n_in);
+        g->xt_ready[slot] = 1;
+    }
+    return xt;
+}
+
 /* Forward pass of `rows` rows already in the input region. `counter` makes
  * dropout masks unique per step; training=0 disables dropout. */
 static void forward(train_group *g, krange r, int rows, int training, uint64_t counter)
@@ -291,8 +318,13 @@ static void forward(train_group *g, krange r, int rows, int training, uint64_t c
         float *X = act_at(g, i, r, &sx), *Y = act_at(g, i + 1, r, &sy);
         if (s->layers[i].kind == LAYER_DENSE) {
             const dense_layout *d = &L->dense[j++];
-            be->gemm(g->ctx, 0, 1, rows, d->out, d->in, 1.0f, X, d->in, sx,
-                     AT(g->params, P, r) + d->w_off, d->in, P, 0.0f, Y, d->out, sy, K);
+            float *xt = i == 0 && K == 1 ? input_transposed(g, r, rows) : NULL;
+            if (xt)
+                be->dense_forward(g->ctx, Y, d->out, xt, g->xt_ldt,
+                                  AT(g->params, P, r) + d->w_off, rows, d->out, d->in);
+            else
+                be->gemm(g->ctx, 0, 1, rows, d->out, d->in, 1.0f, X, d->in, sx,
+                         AT(g->params, P, r) + d->w_off, d->in, P, 0.0f, Y, d->out, sy, K);
             be->bias_act(g->ctx, Y, sy, AT(g->params, P, r) + d->b_off, P, rows, d->out, d->act,
                          K);
         } else {
@@ -380,9 +412,12 @@ static int backward(train_group *g, krange r, int rows, int64_t t)
                   be->dense_step(g->ctx, s->opt.kind, W + w, s1 ? s1 + w : NULL,
                                  s2 ? s2 + w : NULL, P, d, dl->out, sd, X, dl->in, sx, rows,
                                  dl->out, dl->in, &o, K);
-        if (!stepped)
+        if (!stepped) {
+            /* The gradients overwrite the transposed inputs kept there. */
             be->gemm(g->ctx, 1, 0, dl->out, dl->in, rows, 1.0f, d, dl->out, sd, X, dl->in, sx,
                      0.0f, G + w, dl->in, P, K);
+            memset(g->xt_ready, 0, sizeof g->xt_ready);
+        }
         if (j == 0)
             break;
         cur = 1 - cur;
@@ -439,6 +474,7 @@ static void load_batch(train_group *g, const data_view *d, const int64_t *ix, si
 {
     g->in_shared = stride == 0 && g->can_share;
     g->in_slot = 0;
+    memset(g->xt_ready, 0, sizeof g->xt_ready);
     int count = g->in_shared ? 1 : g->K;
     g->be->load_rows(g->ctx, g->act, (size_t)g->L.B * (size_t)g->L.n_in, d->x, d->dim, ix, stride,
                      rows, count);
@@ -479,6 +515,7 @@ static int load_slot(train_group *g, const data_view *d, const int64_t *order, i
     size_t B = (size_t)g->L.B, in = (size_t)g->L.n_in;
     int rows = batch_rows(d->n, step, g->L.B);
     const int64_t *ix = order + step * (int64_t)B;
+    g->xt_ready[slot] = 0;
     g->be->load_rows(g->ctx, g->act + (size_t)slot * B * in, 0, d->x, d->dim, ix, 0, rows, 1);
     g->be->load_labels(g->ctx, g->labels + (size_t)slot * B, 0, d->y, ix, 0, rows, 1);
     return rows;

@@ -340,6 +340,43 @@ static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, fl
     return 1;
 }
 
+static int cpu_xt_ld(backend_ctx *c, int rows)
+{
+    return c->isa == ISA_NONE ? 0 : kern_dense_fwd_ld(c->isa, rows);
+}
+
+static void cpu_transpose(backend_ctx *c, float *XT, int ldt, const float *X, int ldx, int rows,
+                          int cols)
+{
+    (void)c;
+    kern_transpose(XT, (size_t)ldt, X, (size_t)ldx, rows, cols);
+}
+
+typedef struct fwd_job {
+    cpu_isa isa;
+    float *Y;
+    const float *XT, *W;
+    int ldy, ldt, rows, n_out, n_in;
+} fwd_job;
+
+static void fwd_part(void *p, int part, int parts)
+{
+    const fwd_job *j = p;
+    int tiles = (j->n_out + 5) / 6;
+    int t0 = tiles * part / parts, t1 = tiles * (part + 1) / parts;
+    int r0 = t0 * 6, r1 = t1 * 6 < j->n_out ? t1 * 6 : j->n_out;
+    if (r0 < r1)
+        kern_dense_fwd(j->isa, j->Y, (size_t)j->ldy, j->W, j->XT, (size_t)j->ldt, j->rows, j->n_in,
+                       r0, r1);
+}
+
+static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, const float *XT, int ldt,
+                              const float *W, int rows, int n_out, int n_in)
+{
+    fwd_job j = {c->isa, Y, XT, W, ldy, ldt, rows, n_out, n_in};
+    pool_run(c, fwd_part, &j);
+}
+
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .api_version = COHORT_BACKEND_API_VERSION,
@@ -365,6 +402,9 @@ static const backend_ops cpu_ops = {
     .sgd = cpu_sgd,
     .adam = cpu_adam,
     .dense_step = cpu_dense_step,
+    .xt_ld = cpu_xt_ld,
+    .transpose = cpu_transpose,
+    .dense_forward = cpu_dense_forward,
 };
 
 const backend_ops *backend_cpu(void) { return &cpu_ops; }

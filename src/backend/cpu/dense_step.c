@@ -161,3 +161,43 @@ void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *d
     if (done < n_in)
         dense_step_scalar(W, s1, s2, dZ, ldd, X, ldx, rows, n_in, done, j0, j1, o);
 }
+
+int kern_dense_fwd_ld(cpu_isa isa, int rows)
+{
+    int vl = isa == ISA_AVX512 ? 16 : 8;
+    return (rows + vl - 1) / vl * vl;
+}
+
+void kern_transpose(float *XT, size_t ldt, const float *X, size_t ldx, int rows, int cols)
+{
+    /* 8 x 8 blocks: each read and written line is used 8 times while hot. */
+    for (int r0 = 0; r0 < rows; r0 += 8)
+        for (int c0 = 0; c0 < cols; c0 += 8) {
+            int r1 = r0 + 8 < rows ? r0 + 8 : rows, c1 = c0 + 8 < cols ? c0 + 8 : cols;
+            for (int c = c0; c < c1; c++)
+                for (int r = r0; r < r1; r++)
+                    XT[(size_t)c * ldt + (size_t)r] = X[(size_t)r * ldx + (size_t)c];
+        }
+}
+
+void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const float *XT, size_t ldt,
+                    int rows, int n_in, int j0, int j1)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa == ISA_AVX512) {
+        dense_fwd_avx512(Y, ldy, W, XT, ldt, rows, n_in, j0, j1);
+        return;
+    }
+    if (isa == ISA_AVX2) {
+        dense_fwd_avx2(Y, ldy, W, XT, ldt, rows, n_in, j0, j1);
+        return;
+    }
+#endif
+    for (int r = 0; r < rows; r++)
+        for (int j = j0; j < j1; j++) {
+            float y = 0.0f;
+            for (int c = 0; c < n_in; c++)
+                y = fmaf(W[(size_t)j * (size_t)n_in + (size_t)c], XT[(size_t)c * ldt + (size_t)r], y);
+            Y[(size_t)r * ldy + (size_t)j] = y;
+        }
+}

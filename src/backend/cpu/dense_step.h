@@ -45,4 +45,16 @@ void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *d
                      const float *X, size_t ldx, int rows, int n_in, int j0, int j1,
                      const step_scalars *o);
 
+/*
+ * The forward pass of a dense layer from its input transposed:
+ * Y[r*ldy + j] = sum over c < n_in, in order, of W[j*n_in + c] * XT[c*ldt + r]
+ * (one fused multiply-add each), for r < rows and j in [j0, j1). XT holds
+ * kern_dense_fwd_ld(isa, rows) columns: ldt at least that, and the columns
+ * past `rows` are read but never affect Y.
+ */
+int kern_dense_fwd_ld(cpu_isa isa, int rows);
+void kern_transpose(float *XT, size_t ldt, const float *X, size_t ldx, int rows, int cols);
+void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const float *XT, size_t ldt,
+                    int rows, int n_in, int j0, int j1);
+
 #endif

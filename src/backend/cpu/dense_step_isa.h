@@ -125,6 +125,76 @@ static TGT void FN(dense_step)(float *W, float *s1, float *s2, const float *dZ, 
     }
 }
 
+/*
+ * Forward tile: Y[r][j + a] = sum over c < n_in of W[(j + a) * n_in + c] *
+ * XT[c * ldt + r] for a < nj, r in [r0, r0 + nv * VL) (rows past `rows`
+ * are computed and dropped).
+ */
+static inline __attribute__((always_inline)) TGT void
+FN(fwd_tile)(float *Y, size_t ldy, const float *W, int n_in, const float *XT, size_t ldt, int r0,
+             int rows, const int nj, const int nv)
+{
+    VT acc[TILE_J][TILE_V];
+    for (int a = 0; a < nj; a++)
+        for (int q = 0; q < nv; q++)
+            acc[a][q] = VZERO();
+    for (int c = 0; c < n_in; c++) {
+        const float *x = XT + (size_t)c * ldt + r0;
+        VT xv[TILE_V];
+        for (int q = 0; q < nv; q++)
+            xv[q] = VLOAD(x + q * VL);
+        for (int a = 0; a < nj; a++) {
+            VT b = VSET1(W[(size_t)a * (size_t)n_in + (size_t)c]);
+            for (int q = 0; q < nv; q++)
+                acc[a][q] = VFMA(b, xv[q], acc[a][q]);
+        }
+    }
+    float buf[TILE_J][TILE_V * VL];
+    for (int a = 0; a < nj; a++)
+        for (int q = 0; q < nv; q++)
+            VSTORE(buf[a] + q * VL, acc[a][q]);
+    int end = r0 + nv * VL < rows ? r0 + nv * VL : rows;
+    for (int r = r0; r < end; r++)
+        for (int a = 0; a < nj; a++)
+            Y[(size_t)r * ldy + (size_t)a] = buf[a][r - r0];
+}
+
+static inline __attribute__((always_inline)) TGT void
+FN(fwd_rows)(float *Y, size_t ldy, const float *W, int n_in, const float *XT, size_t ldt, int rows,
+             const int nj)
+{
+    int nvec = (rows + VL - 1) / VL, q = 0;
+    for (; q + TILE_V <= nvec; q += TILE_V)
+        FN(fwd_tile)(Y, ldy, W, n_in, XT, ldt, q * VL, rows, nj, TILE_V);
+    switch (nvec - q) {
+    case 3: FN(fwd_tile)(Y, ldy, W, n_in, XT, ldt, q * VL, rows, nj, 3); break;
+    case 2: FN(fwd_tile)(Y, ldy, W, n_in, XT, ldt, q * VL, rows, nj, 2); break;
+    case 1: FN(fwd_tile)(Y, ldy, W, n_in, XT, ldt, q * VL, rows, nj, 1); break;
+    default: break;
+    }
+}
+
+/* Columns [j0, j1) of Y = X·Wᵀ, X given transposed (XT: n_in x ldt, ldt a
+ * multiple of VL at least rows). */
+static TGT void FN(dense_fwd)(float *Y, size_t ldy, const float *W, const float *XT, size_t ldt,
+                              int rows, int n_in, int j0, int j1)
+{
+    for (int j = j0; j < j1;) {
+        int nj = j1 - j < TILE_J ? j1 - j : TILE_J;
+        const float *w = W + (size_t)j * (size_t)n_in;
+        float *y = Y + j;
+        switch (nj) {
+        case 6: FN(fwd_rows)(y, ldy, w, n_in, XT, ldt, rows, 6); break;
+        case 5: FN(fwd_rows)(y, ldy, w, n_in, XT, ldt, rows, 5); break;
+        case 4: FN(fwd_rows)(y, ldy, w, n_in, XT, ldt, rows, 4); break;
+        case 3: FN(fwd_rows)(y, ldy, w, n_in, XT, ldt, rows, 3); break;
+        case 2: FN(fwd_rows)(y, ldy, w, n_in, XT, ldt, rows, 2); break;
+        default: FN(fwd_rows)(y, ldy, w, n_in, XT, ldt, rows, 1); break;
+        }
+        j += nj;
+    }
+}
+
 #undef TILE_J
 #undef TILE_V
 #undef FN
