@@ -132,7 +132,7 @@ static int run_forward(cpu_isa isa, int rows, int n_out, int n_in)
     /* Columns past `rows` hold NaN: they must not reach Y. */
     for (size_t i = 0; i < (size_t)ldt * n_in; i++)
         XT[i] = NAN;
-    kern_transpose(XT, (size_t)ldt, X, (size_t)n_in, rows, n_in);
+    kern_transpose(isa, XT, (size_t)ldt, X, (size_t)n_in, rows, n_in);
     int bad_t = 0;
     for (int i = 0; i < rows; i++)
         for (int c = 0; c < n_in; c++)

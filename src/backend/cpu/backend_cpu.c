@@ -348,8 +348,7 @@ static int cpu_xt_ld(backend_ctx *c, int rows)
 static void cpu_transpose(backend_ctx *c, float *XT, int ldt, const float *X, int ldx, int rows,
                           int cols)
 {
-    (void)c;
-    kern_transpose(XT, (size_t)ldt, X, (size_t)ldx, rows, cols);
+    kern_transpose(c->isa, XT, (size_t)ldt, X, (size_t)ldx, rows, cols);
 }
 
 typedef struct fwd_job {

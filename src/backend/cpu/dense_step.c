@@ -168,16 +168,51 @@ int kern_dense_fwd_ld(cpu_isa isa, int rows)
     return (rows + vl - 1) / vl * vl;
 }
 
-void kern_transpose(float *XT, size_t ldt, const float *X, size_t ldx, int rows, int cols)
+#if defined(__x86_64__) && defined(__GNUC__)
+/* dst (8 x 8, leading dimension ldd) = src (8 x 8, lds) transposed. */
+__attribute__((target("avx"))) static void transpose8(float *dst, size_t ldd, const float *src,
+                                                      size_t lds)
 {
-    /* 8 x 8 blocks: each read and written line is used 8 times while hot. */
-    for (int r0 = 0; r0 < rows; r0 += 8)
-        for (int c0 = 0; c0 < cols; c0 += 8) {
-            int r1 = r0 + 8 < rows ? r0 + 8 : rows, c1 = c0 + 8 < cols ? c0 + 8 : cols;
-            for (int c = c0; c < c1; c++)
-                for (int r = r0; r < r1; r++)
-                    XT[(size_t)c * ldt + (size_t)r] = X[(size_t)r * ldx + (size_t)c];
-        }
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps(src + (size_t)i * lds);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(dst + (size_t)i * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (size_t)(i + 4) * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+}
+#endif
+
+void kern_transpose(cpu_isa isa, float *XT, size_t ldt, const float *X, size_t ldx, int rows,
+                    int cols)
+{
+    int r8 = 0, c8 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa != ISA_NONE) {
+        r8 = rows / 8 * 8;
+        c8 = cols / 8 * 8;
+        for (int r0 = 0; r0 < r8; r0 += 8)
+            for (int c0 = 0; c0 < c8; c0 += 8)
+                transpose8(XT + (size_t)c0 * ldt + (size_t)r0, ldt,
+                           X + (size_t)r0 * ldx + (size_t)c0, ldx);
+    }
+#else
+    (void)isa;
+#endif
+    /* What the 8 x 8 blocks left: the last rows, then the last columns. */
+    for (int c = 0; c < cols; c++)
+        for (int r = c < c8 ? r8 : 0; r < rows; r++)
+            XT[(size_t)c * ldt + (size_t)r] = X[(size_t)r * ldx + (size_t)c];
 }
 
 void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const float *XT, size_t ldt,

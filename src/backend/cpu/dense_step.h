@@ -53,7 +53,8 @@ void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *d
  * past `rows` are read but never affect Y.
  */
 int kern_dense_fwd_ld(cpu_isa isa, int rows);
-void kern_transpose(float *XT, size_t ldt, const float *X, size_t ldx, int rows, int cols);
+void kern_transpose(cpu_isa isa, float *XT, size_t ldt, const float *X, size_t ldx, int rows,
+                    int cols);
 void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const float *XT, size_t ldt,
                     int rows, int n_in, int j0, int j1);
 
