@@ -171,6 +171,9 @@ def main():
                                                       "/usr/share/datasets/fashion-mnist"))
     ap.add_argument("--out", help="write the JSON here (default: stdout)")
     ap.add_argument("--models", help="comma-separated subset of model names (for testing)")
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True): denormals flushed to zero, as cohort "
+                         "trains")
     args = ap.parse_args()
     if args.epochs < 1 or args.batch < 1:
         ap.error("--epochs and --batch must be at least 1")
@@ -181,6 +184,8 @@ def main():
             torch.set_num_threads(int(args.threads))
         except ValueError:
             ap.error(f"--threads: expected a number or 'default', got {args.threads!r}")
+
+    flushed = torch.set_flush_denormal(True) if args.flush_denormal else False
 
     t_load = time.perf_counter()
     try:
@@ -208,6 +213,7 @@ def main():
         "threads_requested": args.threads,
         "torch_default_threads": default_threads,
         "torch_threads": torch.get_num_threads(),
+        "flush_denormal": flushed,
         "openblas_num_threads_env": os.environ.get("OPENBLAS_NUM_THREADS"),
         "omp_num_threads_env": os.environ.get("OMP_NUM_THREADS"),
         "memory_measure": ("VmHWM per model (reset via /proc/self/clear_refs)" if reset_ok
