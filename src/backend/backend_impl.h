@@ -119,6 +119,11 @@ typedef struct backend_ops {
 } backend_ops;
 
 const backend_ops *backend_cpu(void);
+/* OpenBLAS's thread count for CPU contexts of `threads` cores: 1 where the
+ * CPU backend's own kernels split the big products over a context's own
+ * threads (OpenBLAS's idle workers spin, and would take the cores from
+ * them), else `threads`. */
+int backend_cpu_blas_threads(int threads);
 /* The CUDA backend if the plugin is built, loads and finds a GPU; else NULL
  * with the reason in why. Loading it initializes CUDA in this process. */
 const backend_ops *backend_cuda(char *why, size_t why_len);

@@ -10,6 +10,7 @@
  * sent down a pipe by a worker process and applied by the parent. A job
  * starts only when its device has room for its planned bytes.
  */
+#include "backend/backend_impl.h"
 #include "io/report.h"
 #include "run/run.h"
 #include "util/util.h"
@@ -654,7 +655,7 @@ static int launch(sched *s, job *j, int threads)
             pool_rebind(d->pool, 0);
         }
         s->threads_per_job = threads;
-        openblas_set_num_threads(threads);
+        openblas_set_num_threads(backend_cpu_blas_threads(threads));
         s->out_fd = fds[1];
         job_run(s, j);
         close(fds[1]);
@@ -859,7 +860,7 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err)
     }
     /* OpenBLAS's thread count is global: the runner sets it once, for all. */
     int threaded = run->strategy == COHORT_STRATEGY_THREADS || run->strategy == COHORT_STRATEGY_FUSED;
-    openblas_set_num_threads(threaded ? 1 : s.threads_per_job);
+    openblas_set_num_threads(threaded ? 1 : backend_cpu_blas_threads(s.threads_per_job));
     if (!st) {
         if (threaded && s.concurrency > 1)
             st = run_threads(&s, err);

@@ -10,16 +10,20 @@
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 /*
  * A context's own threads, for the kernels that are not OpenBLAS's: the
  * runner gives a context `threads` cores; threads - 1 workers wait here and
- * the caller is the last. One job at a time: run() returns once every part
- * is done.
+ * the caller is the last. One job at a time: pool_run returns once every
+ * part is done. Workers spin a while on the job counter before they sleep:
+ * on a virtual machine, waking a sleeping thread took longer than most of
+ * the jobs (a two-thread run ran at half the speed of one thread).
  */
 #define POOL_MAX 64
+#define POOL_SPINS 4000 /* pause instructions before a worker sleeps: ~0.1 ms */
 typedef void (*pool_fn)(void *arg, int part, int parts);
 
 struct backend_ctx {
@@ -28,10 +32,11 @@ struct backend_ctx {
     pthread_t worker[POOL_MAX];
     int n_workers;
     pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    uint64_t job;  /* bumped for each job */
-    int pending;   /* workers still on the current job */
-    int quit;
+    pthread_cond_t go;
+    int sleepers;          /* workers waiting on go, under mu */
+    _Atomic uint64_t job;  /* bumped for each job (release), after fn and arg */
+    _Atomic int pending;   /* workers still on the current job */
+    _Atomic int quit;
     pool_fn fn;
     void *arg;
 };
@@ -41,49 +46,73 @@ typedef struct worker_arg {
     int part;
 } worker_arg;
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* The next job after `seen`, or `seen` when the pool quits. */
+static uint64_t pool_wait(backend_ctx *c, uint64_t seen)
+{
+    for (int spin = 0; spin < POOL_SPINS; spin++) {
+        uint64_t j = atomic_load_explicit(&c->job, memory_order_acquire);
+        if (j != seen || atomic_load_explicit(&c->quit, memory_order_acquire))
+            return j;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&c->mu);
+    c->sleepers++;
+    uint64_t j;
+    while ((j = atomic_load_explicit(&c->job, memory_order_acquire)) == seen &&
+           !atomic_load_explicit(&c->quit, memory_order_acquire))
+        pthread_cond_wait(&c->go, &c->mu);
+    c->sleepers--;
+    pthread_mutex_unlock(&c->mu);
+    return j;
+}
+
 static void *pool_worker(void *p)
 {
     worker_arg a = *(worker_arg *)p;
     free(p);
     backend_ctx *c = a.c;
     uint64_t seen = 0;
-    pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (c->job == seen && !c->quit)
-            pthread_cond_wait(&c->go, &c->mu);
-        if (c->quit)
-            break;
-        seen = c->job;
-        pool_fn fn = c->fn;
-        void *arg = c->arg;
-        pthread_mutex_unlock(&c->mu);
-        fn(arg, a.part, c->n_workers + 1);
-        pthread_mutex_lock(&c->mu);
-        if (--c->pending == 0)
-            pthread_cond_signal(&c->done);
+        uint64_t j = pool_wait(c, seen);
+        if (j == seen)
+            break; /* quit */
+        seen = j;
+        c->fn(c->arg, a.part, c->n_workers + 1);
+        atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
     }
-    pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
-static void pool_run(backend_ctx *c, pool_fn fn, void *arg)
+/* Jobs below this many multiply-adds run on the calling thread alone: waking
+ * a worker costs more than it saves. */
+#define POOL_MIN_WORK 1e6
+
+static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
 {
-    if (c->n_workers == 0) {
+    if (c->n_workers == 0 || work < POOL_MIN_WORK) {
         fn(arg, 0, 1);
         return;
     }
-    pthread_mutex_lock(&c->mu);
     c->fn = fn;
     c->arg = arg;
-    c->pending = c->n_workers;
-    c->job++;
-    pthread_cond_broadcast(&c->go);
+    atomic_store_explicit(&c->pending, c->n_workers, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->job, 1, memory_order_release);
+    /* A worker about to sleep holds mu while it looks at job once more, so
+     * it either sees the new job or is counted in sleepers here. */
+    pthread_mutex_lock(&c->mu);
+    if (c->sleepers)
+        pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->mu);
     fn(arg, c->n_workers, c->n_workers + 1);
-    pthread_mutex_lock(&c->mu);
-    while (c->pending > 0)
-        pthread_cond_wait(&c->done, &c->mu);
-    pthread_mutex_unlock(&c->mu);
+    while (atomic_load_explicit(&c->pending, memory_order_acquire) > 0)
+        cpu_relax();
 }
 
 static void cpu_ctx_free(backend_ctx *c)
@@ -91,8 +120,8 @@ static void cpu_ctx_free(backend_ctx *c)
     if (!c)
         return;
     if (c->n_workers) {
+        atomic_store_explicit(&c->quit, 1, memory_order_release);
         pthread_mutex_lock(&c->mu);
-        c->quit = 1;
         pthread_cond_broadcast(&c->go);
         pthread_mutex_unlock(&c->mu);
         for (int i = 0; i < c->n_workers; i++)
@@ -100,7 +129,6 @@ static void cpu_ctx_free(backend_ctx *c)
     }
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->go);
-    pthread_cond_destroy(&c->done);
     free(c);
 }
 
@@ -114,7 +142,6 @@ static cohort_status cpu_ctx_create(int device, int threads, backend_ctx **out, 
     c->isa = cpu_isa_detect();
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->go, NULL);
-    pthread_cond_init(&c->done, NULL);
     /* Workers only where a kernel of ours will use them. */
     int want = c->isa != ISA_NONE ? c->threads - 1 : 0;
     for (int i = 0; i < want && i < POOL_MAX; i++) {
@@ -336,7 +363,7 @@ static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, fl
                          q);
         }
     }
-    pool_run(c, dense_part, &j);
+    pool_run(c, dense_part, &j, (double)rows * n_out * n_in * count);
     return 1;
 }
 
@@ -373,7 +400,7 @@ static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, const float *XT
                               const float *W, int rows, int n_out, int n_in)
 {
     fwd_job j = {c->isa, Y, XT, W, ldy, ldt, rows, n_out, n_in};
-    pool_run(c, fwd_part, &j);
+    pool_run(c, fwd_part, &j, (double)rows * n_out * n_in);
 }
 
 static const backend_ops cpu_ops = {
@@ -407,3 +434,5 @@ static const backend_ops cpu_ops = {
 };
 
 const backend_ops *backend_cpu(void) { return &cpu_ops; }
+
+int backend_cpu_blas_threads(int threads) { return cpu_isa_detect() != ISA_NONE ? 1 : threads; }
