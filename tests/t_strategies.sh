@@ -171,4 +171,36 @@ rc=$?
 [ $rc -eq 2 ] && ok || bad "oversized split: exit $rc, wanted 2"
 grep -q "more than the" "$T/split.err" && ok || bad "oversized split message: $(cat "$T/split.err")"
 
+# The CPU backend's own kernels (dense_step, and dense_forward, which needs a
+# first layer at least as wide as the batch): the weights do not depend on
+# the thread count (work is split by whole tiles), the strategy, or the
+# vector width (COHORT_CPU_KERNELS=avx2 on an AVX-512 machine). Two same-shaped
+# Adam models under shared_order make a fused group that reads shared inputs.
+# 160 inputs into 256 units at batch 32: big enough (over 1e6 multiply-adds)
+# that a two-thread context splits the products between its threads.
+awk 'BEGIN { srand(13); for (i = 0; i < 400; i++) { c = i % 3; line = "";
+    for (j = 0; j < 160; j++) line = line (j ? "," : "") (rand() - 0.5 + (j % 3 == c ? 0.8 : 0))
+    print line "," c } }' > "$T/wide.csv"
+cat > "$T/kern.yaml" <<YAML
+data: {train: csv:$T/wide.csv, validation_split: 0.2}
+defaults: {epochs: 2, batch_size: 32, layers: [{dense: 256, activation: relu}, {dense: 3, activation: softmax}]}
+shared_order: true
+models:
+  - {name: k_adam}
+  - {name: k_adam2, seed: 2}
+  - {name: k_nesterov, optimizer: {name: sgd, lr: 0.05, momentum: 0.9, nesterov: true}}
+  - {name: k_adamw, optimizer: {name: adamw, lr: 0.01, weight_decay: 0.01}}
+YAML
+"$COHORT" train "$T/kern.yaml" --strategy sequential --threads 1 --out "$T/kern-ref" --quiet >/dev/null 2>&1 && ok || bad "kernels: reference run"
+for v in "sequential 2" "fused 2" "threads 2"; do
+    set -- $v
+    "$COHORT" train "$T/kern.yaml" --strategy $1 --threads $2 --out "$T/kern-$1" --quiet >/dev/null 2>&1 && ok || bad "kernels: $1 --threads $2 run"
+done
+COHORT_CPU_KERNELS=avx2 "$COHORT" train "$T/kern.yaml" --strategy sequential --threads 1 --out "$T/kern-avx2" --quiet >/dev/null 2>&1 && ok || bad "kernels: avx2 run"
+for run in sequential fused threads avx2; do
+    for m in k_adam k_adam2 k_nesterov k_adamw; do
+        cmp -s "$T/kern-ref/models/$m.safetensors" "$T/kern-$run/models/$m.safetensors" && ok || bad "kernels: weights of $m under $run differ from sequential --threads 1"
+    done
+done
+
 finish
