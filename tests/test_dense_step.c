@@ -36,13 +36,10 @@ static void fill(float *p, size_t n, rng_state *r, float scale)
 
 static void scalars_of(const opt_case *c, int64_t t, step_scalars *o)
 {
-    if (c->adam) {
+    if (c->adam)
         adam_scalars(c->lr, 0.9f, 0.999f, 1e-7f, c->weight_decay, t, o);
-        return;
-    }
-    o->kind = c->momentum == 0.0f ? STEP_SGD : c->nesterov ? STEP_NESTEROV : STEP_MOMENTUM;
-    o->lr = c->lr;
-    o->momentum = c->momentum;
+    else
+        sgd_scalars(c->lr, c->momentum, c->nesterov, 1, o);
 }
 
 /* Three steps of one shape, optimizer and vector width; 0 when every
@@ -90,7 +87,7 @@ static int run_case(cpu_isa isa, const opt_case *c, int rows, int n_out, int n_i
         step_scalars o;
         memset(&o, 0, sizeof o);
         scalars_of(c, t, &o);
-        /* The fused step, its rows cut at `split` (a multiple of 6). */
+        /* The fused step, its rows cut at `split` (a multiple of DENSE_TILE_ROWS). */
         int cut = split < n_out ? split : n_out;
         kern_dense_step(isa, w[1], s1[1], c->adam ? s2[1] : NULL, dZ, (size_t)n_out, X,
                         (size_t)n_in, rows, n_in, 0, cut, &o);
@@ -145,7 +142,7 @@ static int run_forward(cpu_isa isa, int rows, int n_out, int n_in)
             ref[(size_t)i * n_out + j] = y;
         }
     /* Two calls, cut after the first tile of rows of W. */
-    int cut = n_out < 6 ? n_out : 6;
+    int cut = n_out < DENSE_TILE_ROWS ? n_out : DENSE_TILE_ROWS;
     kern_dense_fwd(isa, Y, (size_t)n_out, W, XT, (size_t)ldt, rows, n_in, 0, cut);
     kern_dense_fwd(isa, Y, (size_t)n_out, W, XT, (size_t)ldt, rows, n_in, cut, n_out);
     int bad = memcmp(Y, ref, (size_t)rows * n_out * sizeof(float)) != 0;
@@ -176,7 +173,8 @@ int main(void)
             for (int i = 0; i < 3; i++)
                 for (int j = 0; j < 3; j++)
                     for (int k = 0; k < 5; k++) {
-                        run_case(isas[a], &cases[c], rows_of[i], out_of[j], in_of[k], 6);
+                        run_case(isas[a], &cases[c], rows_of[i], out_of[j], in_of[k],
+                                 DENSE_TILE_ROWS);
                         tried++;
                     }
     }

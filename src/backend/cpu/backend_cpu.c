@@ -323,17 +323,14 @@ typedef struct dense_job {
     step_scalars o[64];
 } dense_job;
 
-/* Rows of one part: whole tiles of 6 rows, so that the split changes no sum. */
+/* One part's rows of W, for every active model. */
 static void dense_part(void *p, int part, int parts)
 {
     const dense_job *j = p;
-    int tiles = (j->n_out + 5) / 6;
-    for (int k = 0; k < j->count; k++) {
+    int r0, r1;
+    dense_part_rows(j->n_out, part, parts, &r0, &r1);
+    for (int k = 0; k < j->count && r0 < r1; k++) {
         if (!j->active[k])
-            continue;
-        int t0 = tiles * part / parts, t1 = tiles * (part + 1) / parts;
-        int r0 = t0 * 6, r1 = t1 * 6 < j->n_out ? t1 * 6 : j->n_out;
-        if (r0 >= r1)
             continue;
         size_t w = k * j->sW;
         kern_dense_step(j->isa, j->W + w, j->s1 ? j->s1 + w : NULL, j->s2 ? j->s2 + w : NULL,
@@ -350,18 +347,12 @@ static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, fl
         return 0;
     dense_job j = {c->isa, W, s1, s2, sW, sdZ, sX, (size_t)ldd, (size_t)ldx, dZ, X, rows,
                    n_out, n_in, count, o->active, {{0}}};
-    for (int k = 0; k < count && k < 64; k++) {
-        step_scalars *q = &j.o[k];
-        if (kind == OPT_SGD) {
-            q->lr = o->lr[k];
-            q->momentum = o->momentum[k];
-            q->kind = !s1 || q->momentum == 0.0f ? STEP_SGD
-                      : o->nesterov[k]       ? STEP_NESTEROV
-                                             : STEP_MOMENTUM;
-        } else {
+    for (int k = 0; k < count; k++) {
+        if (kind == OPT_SGD)
+            sgd_scalars(o->lr[k], o->momentum[k], o->nesterov[k], s1 != NULL, &j.o[k]);
+        else
             adam_scalars(o->lr[k], o->beta1[k], o->beta2[k], o->eps[k], o->weight_decay[k], o->t,
-                         q);
-        }
+                         &j.o[k]);
     }
     pool_run(c, dense_part, &j, (double)rows * n_out * n_in * count);
     return 1;
@@ -388,9 +379,8 @@ typedef struct fwd_job {
 static void fwd_part(void *p, int part, int parts)
 {
     const fwd_job *j = p;
-    int tiles = (j->n_out + 5) / 6;
-    int t0 = tiles * part / parts, t1 = tiles * (part + 1) / parts;
-    int r0 = t0 * 6, r1 = t1 * 6 < j->n_out ? t1 * 6 : j->n_out;
+    int r0, r1;
+    dense_part_rows(j->n_out, part, parts, &r0, &r1);
     if (r0 < r1)
         kern_dense_fwd(j->isa, j->Y, (size_t)j->ldy, j->W, j->XT, (size_t)j->ldt, j->rows, j->n_in,
                        r0, r1);

@@ -19,44 +19,42 @@ void adam_scalars(float lr, float beta1, float beta2, float eps, float weight_de
     s->momentum = 0.0f;
 }
 
-/* One weight's step from its gradient g: kern_sgd's and kern_adam's
- * arithmetic for one element. */
-static void update1(float *w, float *s1, float *s2, float g, const step_scalars *o)
+void dense_part_rows(int n_out, int part, int parts, int *r0, int *r1)
 {
-    switch (o->kind) {
-    case STEP_SGD:
-        *w -= o->lr * g;
-        break;
-    case STEP_MOMENTUM:
-        *s1 = o->momentum * *s1 - o->lr * g;
-        *w += *s1;
-        break;
-    case STEP_NESTEROV:
-        *s1 = o->momentum * *s1 - o->lr * g;
-        *w += o->momentum * *s1 - o->lr * g;
-        break;
-    case STEP_ADAM:
-        if (o->decay != 0.0f)
-            *w -= *w * o->decay;
-        *s1 += (g - *s1) * o->c1;
-        *s2 += (g * g - *s2) * o->c2;
-        *w -= o->alpha * *s1 / (sqrtf(*s2) + o->eps);
-        break;
-    }
+    int tiles = (n_out + DENSE_TILE_ROWS - 1) / DENSE_TILE_ROWS;
+    int end = tiles * (part + 1) / parts * DENSE_TILE_ROWS;
+    *r0 = tiles * part / parts * DENSE_TILE_ROWS;
+    *r1 = end < n_out ? end : n_out;
 }
 
-/* Columns [c0, n_in) of rows [j0, j1), one element at a time. */
+void sgd_scalars(float lr, float momentum, int nesterov, int has_slot, step_scalars *s)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = !has_slot || momentum == 0.0f ? STEP_SGD : nesterov ? STEP_NESTEROV : STEP_MOMENTUM;
+    s->lr = lr;
+    s->momentum = momentum;
+}
+
+/* Columns [c0, n_in) of rows [j0, j1): G a chunk of columns at a time, then
+ * kern_step over the chunk. */
 static void dense_step_scalar(float *W, float *s1, float *s2, const float *dZ, size_t ldd,
                               const float *X, size_t ldx, int rows, int n_in, int c0, int j0,
                               int j1, const step_scalars *o)
 {
+    enum { CHUNK = 64 };
+    float g[CHUNK];
     for (int j = j0; j < j1; j++)
-        for (int c = c0; c < n_in; c++) {
-            float g = 0.0f;
-            for (int r = 0; r < rows; r++)
-                g = fmaf(dZ[(size_t)r * ldd + (size_t)j], X[(size_t)r * ldx + (size_t)c], g);
-            size_t i = (size_t)j * (size_t)n_in + (size_t)c;
-            update1(W + i, s1 ? s1 + i : NULL, s2 ? s2 + i : NULL, g, o);
+        for (int c1 = c0; c1 < n_in; c1 += CHUNK) {
+            int n = n_in - c1 < CHUNK ? n_in - c1 : CHUNK;
+            for (int c = 0; c < n; c++) {
+                const float *x = X + c1 + c;
+                float acc = 0.0f;
+                for (int r = 0; r < rows; r++)
+                    acc = fmaf(dZ[(size_t)r * ldd + (size_t)j], x[(size_t)r * ldx], acc);
+                g[c] = acc;
+            }
+            size_t i = (size_t)j * (size_t)n_in + (size_t)c1;
+            kern_step(W + i, g, s1 ? s1 + i : NULL, s2 ? s2 + i : NULL, (size_t)n, o);
         }
 }
 
@@ -230,9 +228,10 @@ void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const flo
 #endif
     for (int r = 0; r < rows; r++)
         for (int j = j0; j < j1; j++) {
+            const float *w = W + (size_t)j * (size_t)n_in;
             float y = 0.0f;
             for (int c = 0; c < n_in; c++)
-                y = fmaf(W[(size_t)j * (size_t)n_in + (size_t)c], XT[(size_t)c * ldt + (size_t)r], y);
+                y = fmaf(w[c], XT[(size_t)c * ldt + (size_t)r], y);
             Y[(size_t)r * ldy + (size_t)j] = y;
         }
 }

@@ -22,6 +22,13 @@ typedef enum { ISA_NONE, ISA_AVX2, ISA_AVX512 } cpu_isa;
 cpu_isa cpu_isa_detect(void);
 const char *cpu_isa_name(cpu_isa isa);
 
+/* Rows of W per register tile of both kernels: a split of the rows between
+ * threads on multiples of it changes no sum. */
+#define DENSE_TILE_ROWS 6
+
+/* Rows [*r0, *r1) of n_out for part `part` of `parts`, on tile boundaries. */
+void dense_part_rows(int n_out, int part, int parts, int *r0, int *r1);
+
 typedef enum { STEP_SGD, STEP_MOMENTUM, STEP_NESTEROV, STEP_ADAM } step_kind;
 
 /* One model's optimizer step as scalars, computed once per step. */
@@ -35,6 +42,15 @@ typedef struct step_scalars {
 /* Adam's scalars at step t, exactly as kern_adam computes them. */
 void adam_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
                   step_scalars *s);
+
+/* SGD's scalars: plain, with momentum or Nesterov, as kern_sgd picks them
+ * (has_slot: there is a velocity buffer). */
+void sgd_scalars(float lr, float momentum, int nesterov, int has_slot, step_scalars *s);
+
+/* The step of n weights w from their gradients g, slots s1 and s2 as in
+ * kern_dense_step: the element-wise arithmetic of kern_sgd and kern_adam,
+ * which call it, and of every vector width of kern_dense_step. */
+void kern_step(float *w, const float *g, float *s1, float *s2, size_t n, const step_scalars *o);
 
 /*
  * Rows [j0, j1) of one dense layer: G[j][c] = sum over r < rows of

@@ -12,7 +12,7 @@
 #define FN(name) CAT(name, SFX)
 
 /* The rows of one register tile; columns go by NV vectors. */
-#define TILE_J 6
+#define TILE_J DENSE_TILE_ROWS
 #define TILE_V 4
 
 /* The optimizer step of VL consecutive weights from their gradient g. */

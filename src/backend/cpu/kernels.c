@@ -145,24 +145,49 @@ void kern_mse(const float *Y, const int32_t *y, float *dY, double *stats, int ro
     stats[2] = rows ? loss / rows : 0.0;
 }
 
-void kern_sgd(float *w, const float *g, float *v, size_t n, float lr, float momentum, int nesterov)
+void kern_step(float *w, const float *g, float *s1, float *s2, size_t n, const step_scalars *o)
 {
-    if (!v || momentum == 0.0f) {
+    float lr = o->lr, momentum = o->momentum;
+    switch (o->kind) {
+    case STEP_SGD:
         for (size_t i = 0; i < n; i++)
             w[i] -= lr * g[i];
-        return;
-    }
-    if (nesterov) {
+        break;
+    case STEP_MOMENTUM:
         for (size_t i = 0; i < n; i++) {
-            v[i] = momentum * v[i] - lr * g[i];
-            w[i] += momentum * v[i] - lr * g[i];
+            s1[i] = momentum * s1[i] - lr * g[i];
+            w[i] += s1[i];
         }
-    } else {
+        break;
+    case STEP_NESTEROV:
         for (size_t i = 0; i < n; i++) {
-            v[i] = momentum * v[i] - lr * g[i];
-            w[i] += v[i];
+            s1[i] = momentum * s1[i] - lr * g[i];
+            w[i] += momentum * s1[i] - lr * g[i];
         }
+        break;
+    case STEP_ADAM: {
+        float alpha = o->alpha, c1 = o->c1, c2 = o->c2, eps = o->eps;
+        if (o->decay != 0.0f) {
+            float d = o->decay;
+            for (size_t i = 0; i < n; i++)
+                w[i] -= w[i] * d;
+        }
+        for (size_t i = 0; i < n; i++) {
+            float gi = g[i];
+            s1[i] += (gi - s1[i]) * c1;
+            s2[i] += (gi * gi - s2[i]) * c2;
+            w[i] -= alpha * s1[i] / (sqrtf(s2[i]) + eps);
+        }
+        break;
     }
+    }
+}
+
+void kern_sgd(float *w, const float *g, float *v, size_t n, float lr, float momentum, int nesterov)
+{
+    step_scalars o;
+    sgd_scalars(lr, momentum, nesterov, v != NULL, &o);
+    kern_step(w, g, v, NULL, n, &o);
 }
 
 void kern_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
@@ -170,16 +195,5 @@ void kern_adam(float *w, const float *g, float *m, float *v, size_t n, float lr,
 {
     step_scalars o;
     adam_scalars(lr, beta1, beta2, eps, weight_decay, t, &o);
-    float alpha = o.alpha, c1 = o.c1, c2 = o.c2;
-    if (o.decay != 0.0f) {
-        float d = o.decay;
-        for (size_t i = 0; i < n; i++)
-            w[i] -= w[i] * d;
-    }
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        m[i] += (gi - m[i]) * c1;
-        v[i] += (gi * gi - v[i]) * c2;
-        w[i] -= alpha * m[i] / (sqrtf(v[i]) + eps);
-    }
+    kern_step(w, g, m, v, n, &o);
 }
