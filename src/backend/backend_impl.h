@@ -99,7 +99,8 @@ typedef struct backend_ops {
                  size_t n, const optim_step *o, int count); /* adam and adamw */
     /* Optional (NULL, or a return of 0: gemm into the gradients, then sgd
      * or adam): the weight gradient of a dense layer taken by the optimizer
-     * at once; returns 1 when done. For
+     * at once; returns 1 when done, the same answer for every call on one
+     * context (the trainer then steps only the biases itself). For
      * each active model k, G = dZᵀ·X (dZ rows x n_out, leading dimension ldd;
      * X rows x n_in, ldx) updates W (n_out x n_in) and its optimizer slots s1
      * (velocity or Adam's m) and s2 (Adam's v; NULL for SGD) exactly as sgd or
