@@ -114,6 +114,49 @@ static void test_idx(void)
     check_small_idx(ds);
     data_free(ds);
 
+    /* Two gzip members (header, then data), as `cat a.gz b.gz` makes: read
+     * through zlib, since libdeflate takes one member at a time. */
+    {
+        unsigned char buf[64];
+        uint32_t d3[3] = {3, 2, 2};
+        size_t len = make_idx(buf, 0x803, d3, 3, IMG, 12);
+        write_gz(tpath(b, "part2_gz"), buf + 16, len - 16);
+        write_gz(a, buf, 16);
+        FILE *f = fopen(a, "ab"), *g = fopen(b, "rb");
+        CHECK(f && g);
+        if (f && g) {
+            unsigned char tmp[256];
+            size_t n = fread(tmp, 1, sizeof tmp, g);
+            CHECK(fwrite(tmp, 1, n, f) == n);
+        }
+        if (f)
+            fclose(f);
+        if (g)
+            fclose(g);
+        write_idx_pair(tpath(b, "img_unused"), tpath(b, "lbl"), 0, 3, 12, 3);
+        CHECK(data_read_idx(a, b, &ds, &err) == COHORT_OK);
+        check_small_idx(ds);
+        data_free(ds);
+    }
+
+    /* A gzip trailer whose length is wrong: corrupt, whichever inflater. */
+    {
+        unsigned char buf[64];
+        uint32_t d3[3] = {3, 2, 2};
+        write_gz(a, buf, make_idx(buf, 0x803, d3, 3, IMG, 12));
+        FILE *f = fopen(a, "r+b");
+        CHECK(f != NULL);
+        if (f) {
+            unsigned char one = 0x01; /* ISIZE's low byte: 28 becomes 1 */
+            fseek(f, -4, SEEK_END);
+            fwrite(&one, 1, 1, f);
+            fclose(f);
+        }
+        CHECK(data_read_idx(a, b, &ds, &err) == COHORT_ERR_INPUT);
+        CHECK_CONTAINS(err.message, "corrupt gzip data");
+        CHECK(ds == NULL);
+    }
+
     /* A gzip stream larger than the first read buffer. */
     {
         const uint32_t n = 3000;
@@ -1180,7 +1223,7 @@ static void test_load(void)
 
 static void cleanup(void)
 {
-    static const char *files[] = {"img", "lbl", "img_gz", "lbl_gz", "big_gz", "big_lbl_gz",
+    static const char *files[] = {"img", "lbl", "img_gz", "lbl_gz", "big_gz", "big_lbl_gz", "part2_gz",
                                   "img_unused", "t.csv", "x.npy", "y.npy", "t.npz"};
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)

@@ -19,6 +19,9 @@
 
 /* COHORT_ERR_INPUT, naming `path`, when n * dim floats overflow or pass
  * DATA_MAX_X_BYTES; COHORT_OK otherwise. Allocates nothing. */
+/* bytes, 64-byte aligned (huge pages asked for when large), for free(). */
+void *data_alloc_block(size_t bytes);
+
 cohort_status data_check_x(uint64_t n, uint64_t dim, const char *path, cohort_error *err);
 
 /*

@@ -9,15 +9,25 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
-static void *alloc_aligned(size_t bytes)
+/* 64-byte aligned; a large block on 2 MiB boundaries, marked for huge
+ * pages: filling Fashion-MNIST's 188 MB of floats took 0.1 s of page faults
+ * with 4 KiB pages. */
+void *data_alloc_block(size_t bytes)
 {
+    enum { HUGE = 2 << 20 };
     void *p = NULL;
     if (bytes == 0)
         bytes = 64;
-    if (posix_memalign(&p, 64, bytes) != 0)
+    int big = bytes >= 2 * (size_t)HUGE;
+    if (posix_memalign(&p, big ? HUGE : 64, bytes) != 0)
         return NULL;
+#ifdef MADV_HUGEPAGE
+    if (big)
+        madvise(p, bytes / HUGE * HUGE, MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
     return p;
 }
 
@@ -44,7 +54,7 @@ cohort_status data_alloc_x(uint64_t n, uint64_t dim, const char *path, float **x
     if (bytes > SIZE_MAX)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: %llu bytes do not fit in memory", path,
                            (unsigned long long)bytes);
-    *x = alloc_aligned((size_t)bytes);
+    *x = data_alloc_block((size_t)bytes);
     if (!*x)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory allocating %llu bytes",
                            path, (unsigned long long)bytes);
@@ -61,7 +71,7 @@ cohort_status data_alloc_y(uint64_t n, const char *path, int32_t **y, cohort_err
     if (bytes > SIZE_MAX)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: %llu bytes do not fit in memory", path,
                            (unsigned long long)bytes);
-    *y = alloc_aligned((size_t)bytes);
+    *y = data_alloc_block((size_t)bytes);
     if (!*y)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory allocating %llu bytes",
                            path, (unsigned long long)bytes);
