@@ -197,6 +197,21 @@ for v in "sequential 2" "fused 2" "threads 2"; do
     "$COHORT" train "$T/kern.yaml" --strategy $1 --threads $2 --out "$T/kern-$1" --quiet >/dev/null 2>&1 && ok || bad "kernels: $1 --threads $2 run"
 done
 COHORT_CPU_KERNELS=avx2 "$COHORT" train "$T/kern.yaml" --strategy sequential --threads 1 --out "$T/kern-avx2" --quiet >/dev/null 2>&1 && ok || bad "kernels: avx2 run"
+# A thread with nothing left to start helps a running model (threads): here
+# the small model ends at once and its thread then takes part in most of the
+# large model's steps. The large model's weights must not change.
+cat > "$T/help.yaml" <<YAML
+data: {train: csv:$T/wide.csv, validation_split: 0.2}
+defaults: {batch_size: 32}
+models:
+  - {name: h_large, epochs: 30, layers: [{dense: 256, activation: relu}, {dense: 3, activation: softmax}]}
+  - {name: h_small, epochs: 1, layers: [{dense: 4, activation: relu}, {dense: 3, activation: softmax}]}
+YAML
+"$COHORT" train "$T/help.yaml" --strategy sequential --threads 1 --out "$T/help-ref" --quiet >/dev/null 2>&1 && ok || bad "kernels: helper reference run"
+"$COHORT" train "$T/help.yaml" --strategy threads --threads 2 --out "$T/help-thr" --quiet >/dev/null 2>&1 && ok || bad "kernels: helper threads run"
+for m in h_large h_small; do
+    cmp -s "$T/help-ref/models/$m.safetensors" "$T/help-thr/models/$m.safetensors" && ok || bad "kernels: weights of $m with a helper thread differ from sequential --threads 1"
+done
 for run in sequential fused threads avx2; do
     for m in k_adam k_adam2 k_nesterov k_adamw; do
         cmp -s "$T/kern-ref/models/$m.safetensors" "$T/kern-$run/models/$m.safetensors" && ok || bad "kernels: weights of $m under $run differ from sequential --threads 1"

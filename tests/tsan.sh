@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the threads strategy, and one model on a two-thread pool, under ThreadSanitizer: usage tests/tsan.sh TSAN_COHORT_BINARY.
+# Run the threads strategy, one model on a two-thread pool, and a thread helping another's model, under ThreadSanitizer: usage tests/tsan.sh TSAN_COHORT_BINARY.
 # Fails on any ThreadSanitizer report.
 set -u
 COHORT=$1
@@ -11,12 +11,26 @@ data: {train: csv:$T/d.csv, test: csv:$T/d.csv, validation_split: 0.25}
 defaults: {epochs: 3, batch_size: 16, layers: [{dense: 16, activation: relu}, {dropout: 0.1}, {dense: 3, activation: softmax}]}
 models: [{name: a}, {name: b, seed: 2}, {name: c, optimizer: {name: sgd, lr: 0.1, momentum: 0.9}}, {name: d, seed: 4}]
 YAML
+# A small model that ends first, then its thread helps the large one, whose
+# products (160 inputs into 256 units at batch 32) are big enough to split.
+awk 'BEGIN { srand(7); for (i = 0; i < 300; i++) { c = i % 3; line = "";
+    for (j = 0; j < 160; j++) line = line (j ? "," : "") (rand() - 0.5 + (j % 3 == c ? 0.8 : 0))
+    print line "," c } }' > "$T/wide.csv"
+cat > "$T/help.yaml" <<YAML
+data: {train: csv:$T/wide.csv, validation_split: 0.2}
+defaults: {batch_size: 32}
+models:
+  - {name: large, epochs: 4, layers: [{dense: 256, activation: relu}, {dense: 3, activation: softmax}]}
+  - {name: small, epochs: 1, layers: [{dense: 4, activation: relu}, {dense: 3, activation: softmax}]}
+YAML
 # threads: two models side by side; sequential --threads 2: one model at a
 # time with the CPU context's own two-thread pool (dense_step, dense_forward).
 pass=0
 fail=0
-for s in threads sequential; do
-    TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$COHORT" train "$T/plan.yaml" --strategy $s --threads 2 --out "$T/out-$s" >"$T/log" 2>&1
+for s in threads sequential help; do
+    plan=$T/plan.yaml strategy=$s
+    [ $s = help ] && plan=$T/help.yaml strategy=threads
+    TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$COHORT" train "$plan" --strategy $strategy --threads 2 --out "$T/out-$s" >"$T/log" 2>&1
     rc=$?
     if grep -q "ThreadSanitizer" "$T/log"; then
         grep -m 40 -A 30 "WARNING: ThreadSanitizer" "$T/log" >&2
@@ -28,5 +42,5 @@ for s in threads sequential; do
         pass=$((pass + 1))
     fi
 done
-echo "tsan.sh: $pass passed, $fail failed (threads and sequential --threads 2 under ThreadSanitizer)"
+echo "tsan.sh: $pass passed, $fail failed (threads, sequential --threads 2, and a helper thread, under ThreadSanitizer)"
 [ $fail -eq 0 ]

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 2
+#define COHORT_BACKEND_API_VERSION 3
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -117,6 +117,14 @@ typedef struct backend_ops {
                       int cols);
     void (*dense_forward)(backend_ctx *ctx, float *Y, int ldy, const float *XT, int ldt,
                           const float *W, int rows, int n_out, int n_in);
+    /* Optional (NULL, or help_join returning -1: no helpers): a thread of the
+     * runner with nothing left to start lends itself to a running context.
+     * help_join counts it in and returns its slot; the caller must keep ctx
+     * alive meanwhile and must not call it twice at once on one ctx.
+     * help_run then takes a part of ctx's jobs until ctx_free, and returns;
+     * ctx_free waits for it. No result depends on the number of helpers. */
+    int (*help_join)(backend_ctx *ctx);
+    void (*help_run)(backend_ctx *ctx, int slot);
 } backend_ops;
 
 const backend_ops *backend_cpu(void);

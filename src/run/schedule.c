@@ -39,6 +39,7 @@ typedef struct job {
     int fd;
     int finals;      /* models whose final report arrived */
     int failed_start;
+    train_group *live; /* threads: the group while it exists, under run->lock */
 } job;
 
 typedef struct sched {
@@ -332,6 +333,11 @@ static void job_run(sched *s, job *j)
     err.message[0] = 0;
     cohort_status st = group_create(specs, j->n, run->n_in, run->n_classes, dev,
                                     s->threads_per_job, &c.g, &err);
+    if (c.g) {
+        pthread_mutex_lock(&run->lock);
+        j->live = c.g;
+        pthread_mutex_unlock(&run->lock);
+    }
     size_t P = c.g ? group_layout(c.g)->n_params : 0;
     if (!st) {
         c.host = malloc(P * sizeof(float));
@@ -423,6 +429,9 @@ static void job_run(sched *s, job *j)
     free(conf);
     free(c.host);
     free(c.scratch);
+    pthread_mutex_lock(&run->lock);
+    j->live = NULL; /* no helper joins it from here on */
+    pthread_mutex_unlock(&run->lock);
     group_free(c.g);
 }
 
@@ -566,8 +575,25 @@ static void *thread_main(void *arg)
                 break;
             }
         }
-        if (run->stop || pending == 0)
+        if (run->stop)
             break;
+        if (pending == 0) {
+            /* Nothing left to start: help a job still running (one that
+             * started first may be the largest), and then look again. */
+            job *h = NULL;
+            int slot = -1;
+            for (int i = 0; i < s->n_jobs && !h; i++)
+                if (s->jobs[i].state == 1 && s->jobs[i].live &&
+                    (slot = group_help_join(s->jobs[i].live)) >= 0)
+                    h = &s->jobs[i];
+            if (!h)
+                break;
+            train_group *g = h->live;
+            pthread_mutex_unlock(&run->lock);
+            group_help_run(g, slot);
+            pthread_mutex_lock(&run->lock);
+            continue;
+        }
         if (!pick) {
             /* Everything left waits for memory another job holds. */
             if (s->running == 0)

@@ -218,6 +218,13 @@ cohort_status group_create(const model_spec *const *specs, int K, int n_in, int 
     return COHORT_OK;
 }
 
+int group_help_join(train_group *g)
+{
+    return g->be->help_join && g->be->help_run ? g->be->help_join(g->ctx) : -1;
+}
+
+void group_help_run(train_group *g, int slot) { g->be->help_run(g->ctx, slot); }
+
 void group_free(train_group *g)
 {
     if (!g)

@@ -79,6 +79,13 @@ cohort_status group_create(const model_spec *const *specs, int K, int n_in, int 
                            cohort_device *dev, int threads, train_group **out, cohort_error *err);
 void group_free(train_group *g);
 
+/* Lend the calling thread to g's kernels (the backend's help_join and
+ * help_run): group_help_join, while g is kept alive by the caller's lock,
+ * returns a slot, or -1 where g's device takes no helpers; group_help_run
+ * then works until group_free. Results do not change. */
+int group_help_join(train_group *g);
+void group_help_run(train_group *g, int slot);
+
 const model_layout *group_layout(const train_group *g);
 /* The bytes the group's account peaked at in its pool. */
 uint64_t group_peak_bytes(const train_group *g);

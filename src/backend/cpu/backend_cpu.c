@@ -18,12 +18,20 @@
  * A context's own threads, for the kernels that are not OpenBLAS's: the
  * runner gives a context `threads` cores; threads - 1 workers wait here and
  * the caller is the last. One job at a time: pool_run returns once every
- * part is done. Workers spin a while on the job counter before they sleep:
+ * part is done. Workers spin a while on the job word before they sleep:
  * on a virtual machine, waking a sleeping thread took longer than most of
  * the jobs (a two-thread run ran at half the speed of one thread).
+ *
+ * Helpers: a thread of the runner with nothing left to start joins a
+ * running context (help_join, help_run) and takes a part of its jobs from
+ * the next job on, until the context is freed. A job's parts are fixed when
+ * it is posted, in the job word with its number, so a helper that joins
+ * meanwhile sits that job out. The kernels split on tile boundaries, which
+ * changes no sum: the results are the same with or without helpers.
  */
 #define POOL_MAX 64
 #define POOL_SPINS 4000 /* pause instructions before a worker sleeps: ~0.1 ms */
+#define JOB_PARTS(word) ((int)((word) & 0xffff))
 typedef void (*pool_fn)(void *arg, int part, int parts);
 
 struct backend_ctx {
@@ -33,10 +41,13 @@ struct backend_ctx {
     int n_workers;
     pthread_mutex_t mu;
     pthread_cond_t go;
-    int sleepers;          /* workers waiting on go, under mu */
-    _Atomic uint64_t job;  /* bumped for each job (release), after fn and arg */
-    _Atomic int pending;   /* workers still on the current job */
+    int sleepers;           /* threads waiting on go, under mu */
+    _Atomic uint64_t job;   /* job number << 16 | parts, stored (release) after fn and arg */
+    _Atomic int pending;    /* parts other than the caller's still running */
     _Atomic int quit;
+    _Atomic int helpers;    /* helpers that joined: parts n_workers .. n_workers + helpers - 1 */
+    _Atomic int helpers_in; /* helpers that have not yet left for good */
+    uint64_t help_seen[POOL_MAX]; /* the job word when each helper joined */
     pool_fn fn;
     void *arg;
 };
@@ -53,7 +64,7 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* The next job after `seen`, or `seen` when the pool quits. */
+/* The next job word after `seen`, or `seen` when the pool quits. */
 static uint64_t pool_wait(backend_ctx *c, uint64_t seen)
 {
     for (int spin = 0; spin < POOL_SPINS; spin++) {
@@ -73,20 +84,28 @@ static uint64_t pool_wait(backend_ctx *c, uint64_t seen)
     return j;
 }
 
-static void *pool_worker(void *p)
+/* Take part `part` of every job posted after `seen` that counts it in. */
+static void pool_serve(backend_ctx *c, int part, uint64_t seen)
 {
-    worker_arg a = *(worker_arg *)p;
-    free(p);
-    backend_ctx *c = a.c;
-    uint64_t seen = 0;
     for (;;) {
         uint64_t j = pool_wait(c, seen);
         if (j == seen)
             break; /* quit */
         seen = j;
-        c->fn(c->arg, a.part, c->n_workers + 1);
+        int parts = JOB_PARTS(j);
+        if (part >= parts - 1)
+            continue; /* joined after this job was posted */
+        /* The caller waits for this part, so fn and arg stay this job's. */
+        c->fn(c->arg, part, parts);
         atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
     }
+}
+
+static void *pool_worker(void *p)
+{
+    worker_arg a = *(worker_arg *)p;
+    free(p);
+    pool_serve(a.c, a.part, 0);
     return NULL;
 }
 
@@ -96,37 +115,60 @@ static void *pool_worker(void *p)
 
 static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
 {
-    if (c->n_workers == 0 || work < POOL_MIN_WORK) {
+    int parts = 1 + c->n_workers + atomic_load(&c->helpers);
+    if (parts == 1 || work < POOL_MIN_WORK) {
         fn(arg, 0, 1);
         return;
     }
     c->fn = fn;
     c->arg = arg;
-    atomic_store_explicit(&c->pending, c->n_workers, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->job, 1, memory_order_release);
-    /* A worker about to sleep holds mu while it looks at job once more, so
+    atomic_store_explicit(&c->pending, parts - 1, memory_order_relaxed);
+    uint64_t next = ((atomic_load_explicit(&c->job, memory_order_relaxed) >> 16) + 1) << 16;
+    atomic_store_explicit(&c->job, next | (uint64_t)parts, memory_order_release);
+    /* A thread about to sleep holds mu while it looks at job once more, so
      * it either sees the new job or is counted in sleepers here. */
     pthread_mutex_lock(&c->mu);
     if (c->sleepers)
         pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->mu);
-    fn(arg, c->n_workers, c->n_workers + 1);
+    fn(arg, parts - 1, parts);
     while (atomic_load_explicit(&c->pending, memory_order_acquire) > 0)
         cpu_relax();
+}
+
+/* A helper counts itself in (while the runner keeps c alive): its slot, or
+ * -1 where c has no kernels to share. */
+static int cpu_help_join(backend_ctx *c)
+{
+    if (c->isa == ISA_NONE || atomic_load(&c->helpers) >= POOL_MAX - c->n_workers)
+        return -1;
+    uint64_t seen = atomic_load(&c->job); /* before it is counted: see pool_run */
+    atomic_fetch_add(&c->helpers_in, 1);
+    int h = atomic_load(&c->helpers);
+    c->help_seen[h] = seen;
+    atomic_store(&c->helpers, h + 1); /* joins are serialized by the runner's lock */
+    return h;
+}
+
+/* The helper in slot h works c's jobs until c is freed. */
+static void cpu_help_run(backend_ctx *c, int h)
+{
+    pool_serve(c, c->n_workers + h, c->help_seen[h]);
+    atomic_fetch_sub(&c->helpers_in, 1); /* the last touch of c */
 }
 
 static void cpu_ctx_free(backend_ctx *c)
 {
     if (!c)
         return;
-    if (c->n_workers) {
-        atomic_store_explicit(&c->quit, 1, memory_order_release);
-        pthread_mutex_lock(&c->mu);
-        pthread_cond_broadcast(&c->go);
-        pthread_mutex_unlock(&c->mu);
-        for (int i = 0; i < c->n_workers; i++)
-            pthread_join(c->worker[i], NULL);
-    }
+    atomic_store_explicit(&c->quit, 1, memory_order_release);
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_broadcast(&c->go);
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < c->n_workers; i++)
+        pthread_join(c->worker[i], NULL);
+    while (atomic_load(&c->helpers_in) > 0)
+        cpu_relax(); /* helpers leave at once: they saw quit */
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->go);
     free(c);
@@ -421,6 +463,8 @@ static const backend_ops cpu_ops = {
     .xt_ld = cpu_xt_ld,
     .transpose = cpu_transpose,
     .dense_forward = cpu_dense_forward,
+    .help_join = cpu_help_join,
+    .help_run = cpu_help_run,
 };
 
 const backend_ops *backend_cpu(void) { return &cpu_ops; }
