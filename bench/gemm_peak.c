@@ -4,6 +4,7 @@
  *
  * Build: gcc -O2 -I/usr/include/x86_64-linux-gnu/openblas-pthread bench/gemm_peak.c -lopenblas
  * Usage: gemm_peak [--quick]      (--quick: smaller sizes, fewer repetitions; for testing)
+ *        gemm_peak --spot         (square 2048 with every thread only, best of 6: about a second)
  */
 #define _POSIX_C_SOURCE 199309L
 #include <cblas.h>
@@ -80,14 +81,25 @@ static double measure(const gemm_shape *s, int reps, double min_seconds)
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-    if (argc > 2 || (argc == 2 && !quick)) {
-        fprintf(stderr, "usage: gemm_peak [--quick]\n");
+    int spot = argc > 1 && strcmp(argv[1], "--spot") == 0;
+    if (argc > 2 || (argc == 2 && !quick && !spot)) {
+        fprintf(stderr, "usage: gemm_peak [--quick | --spot]\n");
         return 2;
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int all = cores > 0 ? (int)cores : 1;
     int max_threads = openblas_get_num_threads();
     if (max_threads > 0 && max_threads < all) all = max_threads;
+
+    /* --spot: the all-threads square-2048 rate alone, in about a second, taken
+     * right before and after each timed run (bench/run). */
+    if (spot) {
+        gemm_shape s = {"square", 2048, 2048, 2048, 0, 0};
+        openblas_set_num_threads(all);
+        printf("{\"threads_all\": %d, \"n\": 2048, \"gflops_all_threads\": %.2f}\n", all,
+               measure(&s, 6, 0.0));
+        return 0;
+    }
 
     /* Square peaks: each call lasts long (0.1 s to a few s), so one call per round. */
     static const int square_full[] = {2048, 4096};
