@@ -39,7 +39,7 @@ typedef struct job {
     int fd;
     int finals;      /* models whose final report arrived */
     int failed_start;
-    train_group *live; /* threads: the group while it exists, under run->lock */
+    train_group *live; /* the group while it exists (not in a worker process), under run->lock */
 } job;
 
 typedef struct sched {
@@ -333,7 +333,8 @@ static void job_run(sched *s, job *j)
     err.message[0] = 0;
     cohort_status st = group_create(specs, j->n, run->n_in, run->n_classes, dev,
                                     s->threads_per_job, &c.g, &err);
-    if (c.g) {
+    int share = c.g && s->out_fd < 0; /* a worker process has no helpers, nor their lock */
+    if (share) {
         pthread_mutex_lock(&run->lock);
         j->live = c.g;
         pthread_mutex_unlock(&run->lock);
@@ -429,9 +430,11 @@ static void job_run(sched *s, job *j)
     free(conf);
     free(c.host);
     free(c.scratch);
-    pthread_mutex_lock(&run->lock);
-    j->live = NULL; /* no helper joins it from here on */
-    pthread_mutex_unlock(&run->lock);
+    if (share) {
+        pthread_mutex_lock(&run->lock);
+        j->live = NULL; /* no helper joins it from here on */
+        pthread_mutex_unlock(&run->lock);
+    }
     group_free(c.g);
 }
 
