@@ -333,8 +333,8 @@ static void job_run(sched *s, job *j)
     err.message[0] = 0;
     cohort_status st = group_create(specs, j->n, run->n_in, run->n_classes, dev,
                                     s->threads_per_job, &c.g, &err);
-    int share = c.g && s->out_fd < 0; /* a worker process has no helpers, nor their lock */
-    if (share) {
+    int helpable = c.g && s->out_fd < 0; /* a worker process has no helpers, nor their lock */
+    if (helpable) {
         pthread_mutex_lock(&run->lock);
         j->live = c.g;
         pthread_mutex_unlock(&run->lock);
@@ -430,7 +430,7 @@ static void job_run(sched *s, job *j)
     free(conf);
     free(c.host);
     free(c.scratch);
-    if (share) {
+    if (helpable) {
         pthread_mutex_lock(&run->lock);
         j->live = NULL; /* no helper joins it from here on */
         pthread_mutex_unlock(&run->lock);
