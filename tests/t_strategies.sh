@@ -178,9 +178,7 @@ grep -q "more than the" "$T/split.err" && ok || bad "oversized split message: $(
 # Adam models under shared_order make a fused group that reads shared inputs.
 # 160 inputs into 256 units at batch 32: big enough (over 1e6 multiply-adds)
 # that a two-thread context splits the products between its threads.
-awk 'BEGIN { srand(13); for (i = 0; i < 400; i++) { c = i % 3; line = "";
-    for (j = 0; j < 160; j++) line = line (j ? "," : "") (rand() - 0.5 + (j % 3 == c ? 0.8 : 0))
-    print line "," c } }' > "$T/wide.csv"
+awk -v rows=400 -v seed=13 -f "$(dirname "$0")/wide_csv.awk" > "$T/wide.csv"
 cat > "$T/kern.yaml" <<YAML
 data: {train: csv:$T/wide.csv, validation_split: 0.2}
 defaults: {epochs: 2, batch_size: 32, layers: [{dense: 256, activation: relu}, {dense: 3, activation: softmax}]}

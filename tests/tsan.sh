@@ -13,9 +13,7 @@ models: [{name: a}, {name: b, seed: 2}, {name: c, optimizer: {name: sgd, lr: 0.1
 YAML
 # A small model that ends first, then its thread helps the large one, whose
 # products (160 inputs into 256 units at batch 32) are big enough to split.
-awk 'BEGIN { srand(7); for (i = 0; i < 300; i++) { c = i % 3; line = "";
-    for (j = 0; j < 160; j++) line = line (j ? "," : "") (rand() - 0.5 + (j % 3 == c ? 0.8 : 0))
-    print line "," c } }' > "$T/wide.csv"
+awk -v rows=300 -v seed=7 -f "$(dirname "$0")/wide_csv.awk" > "$T/wide.csv"
 cat > "$T/help.yaml" <<YAML
 data: {train: csv:$T/wide.csv, validation_split: 0.2}
 defaults: {batch_size: 32}
