@@ -101,7 +101,7 @@ int cmd_eval(int argc, char **argv)
         return rc;
     double loss, acc;
     data_view all = data_view_all(l.run->train_ds);
-    group_evaluate(l.g, &all, &loss, &acc);
+    group_evaluate(l.g, &all, &loss, &acc, NULL);
     if (json)
         printf("{\"weights\": \"%s\", \"data\": \"%s\", \"samples\": %lld, \"loss\": %.6f, "
                "\"accuracy\": %.6f}\n",

@@ -291,22 +291,6 @@ static int on_checkpoint(void *user, int epoch, int64_t step, const train_result
     return 0;
 }
 
-static void confusion_of(cohort_run *run, train_group *g, int k, int64_t *conf)
-{
-    int n_out = group_layout(g)->n_out, C = run->n_classes;
-    float *p = malloc((size_t)run->test.n * (size_t)n_out * sizeof(float) + 1);
-    memset(conf, 0, (size_t)C * (size_t)C * sizeof *conf);
-    if (!p)
-        return;
-    group_predict(g, k, &run->test, p);
-    for (int64_t i = 0; i < run->test.n; i++) {
-        int arg = output_class(p + i * n_out, n_out);
-        if (arg >= 0 && arg < C)
-            conf[run->test.y[i] * C + arg]++;
-    }
-    free(p);
-}
-
 /* Train job j here: create its group, fit, evaluate on the test set, save
  * weights, report each model's outcome, release every byte. */
 static void job_run(sched *s, job *j)
@@ -382,11 +366,13 @@ static void job_run(sched *s, job *j)
     int C = run->n_classes;
     int n_conf = run->has_test && C <= MAX_CONFUSION_CLASSES ? C * C : 0;
     int64_t *conf = n_conf ? malloc((size_t)n_conf * sizeof *conf) : NULL;
+    /* The classes the test pass gives, for the confusion matrices: one pass for both. */
+    int32_t *pred = conf ? malloc((size_t)j->n * (size_t)run->test.n * sizeof *pred + 1) : NULL;
     uint64_t share = c.g ? (group_peak_bytes(c.g) + (uint64_t)j->n - 1) / (uint64_t)j->n : 0;
     uint64_t planned = (j->bytes + (uint64_t)j->n - 1) / (uint64_t)j->n;
     double tl[MAX_GROUP], ta[MAX_GROUP];
     if (!st && run->has_test)
-        group_evaluate(c.g, &run->test, tl, ta);
+        group_evaluate(c.g, &run->test, tl, ta, pred);
     for (int k = 0; k < j->n; k++) {
         memset(&m, 0, sizeof m);
         m.type = MSG_FINAL;
@@ -410,8 +396,12 @@ static void job_run(sched *s, job *j)
             if (r->state == MODEL_OK && run->has_test) {
                 m.test_loss = tl[k];
                 m.test_accuracy = ta[k];
-                if (conf) {
-                    confusion_of(run, c.g, k, conf);
+                if (conf && pred) {
+                    memset(conf, 0, (size_t)n_conf * sizeof *conf);
+                    const int32_t *pk = pred + (size_t)k * (size_t)run->test.n;
+                    for (int64_t i = 0; i < run->test.n; i++)
+                        if (pk[i] >= 0 && pk[i] < C)
+                            conf[run->test.y[i] * C + pk[i]]++;
                     m.n_confusion = n_conf;
                 }
             }
@@ -428,6 +418,7 @@ static void job_run(sched *s, job *j)
     for (int k = 0; k < j->n; k++)
         free(res[k].history);
     free(conf);
+    free(pred);
     free(c.host);
     free(c.scratch);
     if (helpable) {

@@ -567,20 +567,36 @@ static void read_stats(train_group *g, double *host)
     g->be->copy_d2h(g->ctx, host, g->stats, (size_t)g->K * 4 * sizeof(double));
 }
 
-void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy)
+void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy,
+                    int32_t *pred)
 {
-    int K = g->K, B = g->L.B;
+    int K = g->K, B = g->L.B, n_out = g->L.n_out;
     int64_t idx[1024];
     double st[64 * 4];
     g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
     int64_t *ix = B <= 1024 ? idx : malloc((size_t)B * sizeof *ix);
+    /* The outputs (probabilities after loss_pass) of every model, per batch. */
+    size_t out_n = (size_t)K * (size_t)B * (size_t)n_out;
+    float *out = pred ? malloc(out_n * sizeof *out) : NULL;
+    const float *res = act_region(g, g->spec[0]->n_layers);
+    if (pred && !out)
+        for (int64_t i = 0; i < (int64_t)K * d->n; i++)
+            pred[i] = -1; /* out of memory: no class rather than a wrong one */
     for (int64_t r0 = 0; ix && r0 < d->n; r0 += B) {
         int rows = (int)(d->n - r0 < B ? d->n - r0 : B);
         for (int r = 0; r < rows; r++)
             ix[r] = r0 + r;
         load_batch(g, d, ix, 0, rows);
         infer_batch(g, rows);
+        if (!out)
+            continue;
+        g->be->copy_d2h(g->ctx, out, res, out_n * sizeof *out);
+        for (int k = 0; k < K; k++)
+            for (int r = 0; r < rows; r++)
+                pred[(int64_t)k * d->n + r0 + r] =
+                    output_class(out + ((size_t)k * (size_t)B + (size_t)r) * (size_t)n_out, n_out);
     }
+    free(out);
     if (ix != idx)
         free(ix);
     read_stats(g, st);
@@ -771,7 +787,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
             break;
         double vl[64], va[64];
         if (has_val)
-            group_evaluate(g, val, vl, va);
+            group_evaluate(g, val, vl, va, NULL);
         double secs = now_seconds() - te;
         for (int k = 0; k < K; k++) {
             if (!g->active[k])

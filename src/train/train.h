@@ -108,8 +108,11 @@ void group_set_state(train_group *g, int k, const float *params, const float *m,
 int group_opt_slots(const train_group *g);
 int group_keeps_best(const train_group *g);
 
-/* Mean loss and accuracy of every model on d (no dropout). */
-void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy);
+/* Mean loss and accuracy of every model on d (no dropout). pred: NULL, or
+ * [K * d->n] host memory for the class (output_class) each model gives each
+ * sample, pred[k * d->n + i], taken from the same pass. */
+void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy,
+                    int32_t *pred);
 
 /* Output probabilities (or values, for mse) of model k for all of d:
  * out is [d->n, n_out] host memory. */
