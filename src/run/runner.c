@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,17 +16,46 @@ void cohort_run_options_init(cohort_run_options *opt)
     opt->strategy = COHORT_STRATEGY_AUTO;
 }
 
+/* The test and validation sets, read on a thread of their own while the
+ * training set is read (Fashion-MNIST's test set took 0.04 s of the start). */
+typedef struct side_load {
+    cohort_run *run;
+    const data_options *opt;
+    cohort_status st;
+    cohort_error err;
+} side_load;
+
+static void *load_side(void *p)
+{
+    side_load *l = p;
+    const data_spec *d = &l->run->plan->data;
+    l->st = COHORT_OK;
+    if (d->test[0])
+        l->st = data_load(d->test, l->opt, &l->run->test_ds, &l->err);
+    if (!l->st && d->validation[0])
+        l->st = data_load(d->validation, l->opt, &l->run->val_ds, &l->err);
+    return NULL;
+}
+
 static cohort_status load_data(cohort_run *run, cohort_error *err)
 {
     const data_spec *d = &run->plan->data;
     data_options dopt = {d->label_column[0] ? d->label_column : NULL};
+    side_load side = {run, &dopt, COHORT_OK, {0}};
+    pthread_t t;
+    int threaded = (d->test[0] || d->validation[0]) && pthread_create(&t, NULL, load_side, &side) == 0;
+    if (!threaded)
+        load_side(&side);
     cohort_status st = data_load(d->train, &dopt, &run->train_ds, err);
+    if (threaded)
+        pthread_join(t, NULL);
+    /* The training set's error first, as when they were read in turn. */
     if (st)
         return st;
-    if (d->test[0] && (st = data_load(d->test, &dopt, &run->test_ds, err)))
-        return st;
-    if (d->validation[0] && (st = data_load(d->validation, &dopt, &run->val_ds, err)))
-        return st;
+    if (side.st) {
+        *err = side.err;
+        return side.st;
+    }
     if (run->val_ds) {
         run->train = data_view_all(run->train_ds);
         run->val = data_view_all(run->val_ds);
