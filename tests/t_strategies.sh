@@ -216,4 +216,32 @@ for run in sequential fused threads avx2; do
     done
 done
 
+# The test pass gives the loss, the accuracy and the classes behind each
+# model's confusion matrix at once, for groups of one and fused groups (the
+# two same-shaped models share one under fused): each matrix must count
+# every test sample once, and its diagonal must be the test accuracy.
+cat > "$T/conf.yaml" <<YAML
+data: {train: csv:$T/wide.csv, test: csv:$T/wide.csv, validation_split: 0.2}
+defaults: {epochs: 2, batch_size: 32, layers: [{dense: 64, activation: relu}, {dense: 3, activation: softmax}]}
+shared_order: true
+models:
+  - {name: c_a}
+  - {name: c_b, seed: 5}
+  - {name: c_c, layers: [{dense: 8, activation: relu}, {dense: 3, activation: softmax}]}
+YAML
+for st in sequential fused; do
+    "$COHORT" train "$T/conf.yaml" --strategy $st --out "$T/conf-$st" --quiet >/dev/null 2>&1 && ok || bad "confusion: $st run"
+    "$PY" - "$T/conf-$st/results.json" <<'PYEOF' && ok || bad "confusion: matrices under $st do not match the test results"
+import json, sys
+r = json.load(open(sys.argv[1]))
+n = r["data"]["test_samples"]
+for m in r["models"]:
+    c = m["confusion"]
+    total = sum(map(sum, c))
+    diag = sum(c[i][i] for i in range(len(c)))
+    assert total == n, (m["name"], total, n)
+    assert abs(diag / n - m["test"]["accuracy"]) < 1e-9, (m["name"], diag / n, m["test"]["accuracy"])
+PYEOF
+done
+
 finish
