@@ -17,11 +17,11 @@
 /* The largest label: 1 + it must still fit n_classes (int32). */
 #define DATA_MAX_LABEL (INT32_MAX - 1)
 
-/* COHORT_ERR_INPUT, naming `path`, when n * dim floats overflow or pass
- * DATA_MAX_X_BYTES; COHORT_OK otherwise. Allocates nothing. */
 /* bytes, 64-byte aligned (huge pages asked for when large), for free(). */
 void *data_alloc_block(size_t bytes);
 
+/* COHORT_ERR_INPUT, naming `path`, when n * dim floats overflow or pass
+ * DATA_MAX_X_BYTES; COHORT_OK otherwise. Allocates nothing. */
 cohort_status data_check_x(uint64_t n, uint64_t dim, const char *path, cohort_error *err);
 
 /*

@@ -17,16 +17,16 @@
  * with 4 KiB pages. */
 void *data_alloc_block(size_t bytes)
 {
-    enum { HUGE = 2 << 20 };
+    enum { HUGE_PAGE = 2 << 20 }; /* not HUGE: <math.h> has a macro of that name */
     void *p = NULL;
     if (bytes == 0)
         bytes = 64;
-    int big = bytes >= 2 * (size_t)HUGE;
-    if (posix_memalign(&p, big ? HUGE : 64, bytes) != 0)
+    int big = bytes >= 2 * (size_t)HUGE_PAGE;
+    if (posix_memalign(&p, big ? HUGE_PAGE : 64, bytes) != 0)
         return NULL;
 #ifdef MADV_HUGEPAGE
-    if (big)
-        madvise(p, bytes / HUGE * HUGE, MADV_HUGEPAGE); /* advice only: failure is harmless */
+    if (big) /* advice only: failure is harmless */
+        madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
 #endif
     return p;
 }

@@ -94,7 +94,12 @@ static int idx_inflate_all(idx_file *f)
         (uint64_t)sb.st_size > SIZE_MAX)
         goto done;
     size_t n = (size_t)sb.st_size;
-    if (!(in = malloc(n)) || fread(in, 1, n, fp) != n || in[0] != 0x1f || in[1] != 0x8b)
+    unsigned char magic[2];
+    /* A plain file goes to zlib unread: it is read once, there. */
+    if (fread(magic, 1, 2, fp) != 2 || magic[0] != 0x1f || magic[1] != 0x8b)
+        goto done;
+    rewind(fp);
+    if (!(in = malloc(n)) || fread(in, 1, n, fp) != n)
         goto done;
     /* ISIZE, the size mod 2^32: deflate inflates at most 1032:1, so a
      * larger claim is corrupt or wrapped, and zlib will say which. */
@@ -183,25 +188,32 @@ static cohort_status idx_open(idx_file *f, const char *path, int labels, cohort_
     return COHORT_OK;
 }
 
+static cohort_status idx_truncated(const idx_file *f, uint64_t total, uint64_t got,
+                                   cohort_error *err)
+{
+    return cohort_fail(err, COHORT_ERR_INPUT,
+                       "%s: truncated: expected %llu bytes of %s data, got %llu", f->path,
+                       (unsigned long long)total, f->ndims == 1 ? "label" : "image",
+                       (unsigned long long)got);
+}
+
 /*
  * The `total` bytes of data after the header, in *out, which f owns until
- * idx_close: in place when the file was inflated at once. A plain file is checked against its size before anything is
- * allocated; a gzip stream cannot be, so the buffer grows as data arrives
- * and a short stream fails without a huge allocation.
+ * idx_close: in place when the file was inflated at once. A plain file is
+ * checked against its size before anything is allocated; a gzip stream
+ * cannot be, so the buffer grows as data arrives and a short stream fails
+ * without a huge allocation.
  */
 static cohort_status idx_read_data(idx_file *f, uint64_t total, const unsigned char **out,
                                    cohort_error *err)
 {
-    const char *what = f->ndims == 1 ? "label" : "image";
     *out = NULL;
     if (total > SIZE_MAX)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: too large for this machine", f->path);
     if (f->mem) {
         size_t have = f->mem_len - f->mem_pos;
         if (have < total)
-            return cohort_fail(err, COHORT_ERR_INPUT,
-                               "%s: truncated: expected %llu bytes of %s data, got %llu", f->path,
-                               (unsigned long long)total, what, (unsigned long long)have);
+            return idx_truncated(f, total, have, err);
         *out = f->mem + f->mem_pos;
         f->mem_pos += (size_t)total;
         return COHORT_OK;
@@ -212,9 +224,7 @@ static cohort_status idx_read_data(idx_file *f, uint64_t total, const unsigned c
         uint64_t head = 4 + 4 * (uint64_t)f->ndims;
         uint64_t have = (uint64_t)sb.st_size > head ? (uint64_t)sb.st_size - head : 0;
         if (have < total)
-            return cohort_fail(err, COHORT_ERR_INPUT,
-                               "%s: truncated: expected %llu bytes of %s data, got %llu", f->path,
-                               (unsigned long long)total, what, (unsigned long long)have);
+            return idx_truncated(f, total, have, err);
         sized = 1;
     }
     /* Known to be there: all at once. A stream: 1 MiB, doubled as it comes. */
@@ -249,9 +259,7 @@ static cohort_status idx_read_data(idx_file *f, uint64_t total, const unsigned c
     }
     if (len < total) {
         free(buf);
-        return cohort_fail(err, COHORT_ERR_INPUT,
-                           "%s: truncated: expected %llu bytes of %s data, got %llu", f->path,
-                           (unsigned long long)total, what, (unsigned long long)len);
+        return idx_truncated(f, total, len, err);
     }
     free(f->data);
     f->data = buf;
