@@ -241,7 +241,8 @@ typedef struct rows_job {
 static void rows_part(void *p, int part, int parts)
 {
     const rows_job *j = p;
-    int r0 = j->rows * part / parts, r1 = j->rows * (part + 1) / parts;
+    int r0, r1;
+    part_range(j->rows, 1, part, parts, &r0, &r1);
     for (int k = 0; k < j->count; k++)
         for (int r = r0; r < r1; r++)
             memcpy(j->dst + k * j->dst_stride + (size_t)r * j->dim,
@@ -392,7 +393,7 @@ static void dense_part(void *p, int part, int parts)
 {
     const dense_job *j = p;
     int r0, r1;
-    dense_part_rows(j->n_out, part, parts, &r0, &r1);
+    part_range(j->n_out, DENSE_TILE_ROWS, part, parts, &r0, &r1);
     for (int k = 0; k < j->count && r0 < r1; k++) {
         if (!j->active[k])
             continue;
@@ -438,10 +439,8 @@ typedef struct transpose_job {
 static void transpose_part(void *p, int part, int parts)
 {
     const transpose_job *j = p;
-    int blocks = (j->cols + 7) / 8;
-    int c0 = blocks * part / parts * 8, c1 = blocks * (part + 1) / parts * 8;
-    if (c1 > j->cols)
-        c1 = j->cols;
+    int c0, c1;
+    part_range(j->cols, 8, part, parts, &c0, &c1);
     if (c0 < c1)
         kern_transpose(j->isa, j->XT + (size_t)c0 * (size_t)j->ldt, (size_t)j->ldt, j->X + c0,
                        (size_t)j->ldx, j->rows, c1 - c0);
@@ -471,7 +470,7 @@ static void fwd_part(void *p, int part, int parts)
 {
     const fwd_job *j = p;
     int r0, r1;
-    dense_part_rows(j->n_out, part, parts, &r0, &r1);
+    part_range(j->n_out, DENSE_TILE_ROWS, part, parts, &r0, &r1);
     if (r0 < r1)
         kern_dense_fwd(j->isa, j->Y, (size_t)j->ldy, j->W, j->XT, (size_t)j->ldt, j->rows, j->n_in,
                        r0, r1);

@@ -19,12 +19,12 @@ void adam_scalars(float lr, float beta1, float beta2, float eps, float weight_de
     s->momentum = 0.0f;
 }
 
-void dense_part_rows(int n_out, int part, int parts, int *r0, int *r1)
+void part_range(int n, int unit, int part, int parts, int *a, int *b)
 {
-    int tiles = (n_out + DENSE_TILE_ROWS - 1) / DENSE_TILE_ROWS;
-    int end = tiles * (part + 1) / parts * DENSE_TILE_ROWS;
-    *r0 = tiles * part / parts * DENSE_TILE_ROWS;
-    *r1 = end < n_out ? end : n_out;
+    int units = (n + unit - 1) / unit;
+    int end = units * (part + 1) / parts * unit;
+    *a = units * part / parts * unit;
+    *b = end < n ? end : n;
 }
 
 void sgd_scalars(float lr, float momentum, int nesterov, int has_slot, step_scalars *s)

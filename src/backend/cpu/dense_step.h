@@ -26,8 +26,10 @@ const char *cpu_isa_name(cpu_isa isa);
  * threads on multiples of it changes no sum. */
 #define DENSE_TILE_ROWS 6
 
-/* Rows [*r0, *r1) of n_out for part `part` of `parts`, on tile boundaries. */
-void dense_part_rows(int n_out, int part, int parts, int *r0, int *r1);
+/* Part `part` of `parts` of [0, n), cut on multiples of `unit`: [*a, *b).
+ * The CPU pool's split of every job: rows of W by DENSE_TILE_ROWS, columns
+ * of a transpose by its 8 x 8 blocks, batch rows one by one. */
+void part_range(int n, int unit, int part, int parts, int *a, int *b);
 
 typedef enum { STEP_SGD, STEP_MOMENTUM, STEP_NESTEROV, STEP_ADAM } step_kind;
 
