@@ -43,7 +43,8 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
     data_options dopt = {d->label_column[0] ? d->label_column : NULL};
     side_load side = {run, &dopt, COHORT_OK, {0}};
     pthread_t t;
-    int threaded = (d->test[0] || d->validation[0]) && pthread_create(&t, NULL, load_side, &side) == 0;
+    int threaded =
+        (d->test[0] || d->validation[0]) && pthread_create(&t, NULL, load_side, &side) == 0;
     if (!threaded)
         load_side(&side);
     cohort_status st = data_load(d->train, &dopt, &run->train_ds, err);
@@ -240,7 +241,9 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
  * own order adds nothing over that on a CPU (each model's state must come
  * back into cache every step); under shared_order a fused group loads each
  * batch once and keeps a model's state in cache for a block of steps, which
- * bench/fused measured at 1.1x the threads strategy for 32 models. On a GPU,
+ * bench/fused measured at 1.1x the threads strategy for 32 models before
+ * idle threads helped running models; since then (2026-12-02) the two are
+ * level within noise, 0.91x to 1.07x for 1 to 64 models. On a GPU,
  * fusing same-shaped models removes the per-model launch overhead, so groups
  * of two or more are fused there.
  */
