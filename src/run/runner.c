@@ -243,7 +243,7 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
  * batch once and keeps a model's state in cache for a block of steps, which
  * bench/fused measured at 1.1x the threads strategy for 32 models before
  * idle threads helped running models; since then (2026-12-02) the two are
- * level within noise, 0.91x to 1.07x for 1 to 64 models. On a GPU,
+ * level within noise, 0.91x to 1.09x for 1 to 64 models. On a GPU,
  * fusing same-shaped models removes the per-model launch overhead, so groups
  * of two or more are fused there.
  */
