@@ -77,6 +77,13 @@ static size_t make_idx(unsigned char *buf, uint32_t magic, const uint32_t *dims,
 static const unsigned char IMG[12] = {0, 200, 255, 1, 2, 3, 4, 5, 6, 7, 8, 9};
 static const unsigned char LBL[3] = {1, 0, 2};
 
+/* The three 2 x 2 images of IMG as an IDX file in buf (28 bytes); its size. */
+static size_t small_images(unsigned char *buf)
+{
+    uint32_t d3[3] = {3, 2, 2};
+    return make_idx(buf, 0x803, d3, 3, IMG, 12);
+}
+
 static void write_idx_pair(const char *img_path, const char *lbl_path, int gz, uint32_t n_img,
                            size_t img_bytes, uint32_t n_lbl)
 {
@@ -133,8 +140,7 @@ static void test_idx(void)
      * last member's length, all the trailer tells, is the first's too). */
     {
         unsigned char buf[64];
-        uint32_t d3[3] = {3, 2, 2};
-        size_t len = make_idx(buf, 0x803, d3, 3, IMG, 12);
+        size_t len = small_images(buf);
         write_gz(a, buf, len / 2);
         gz_to(a, "ab", buf + len / 2, len - len / 2);
         write_idx_pair(tpath(b, "img_unused"), tpath(b, "lbl"), 0, 3, 12, 3);
@@ -146,8 +152,7 @@ static void test_idx(void)
     /* A gzip trailer whose length is wrong: corrupt, whichever inflater. */
     {
         unsigned char buf[64];
-        uint32_t d3[3] = {3, 2, 2};
-        write_gz(a, buf, make_idx(buf, 0x803, d3, 3, IMG, 12));
+        write_gz(a, buf, small_images(buf));
         unsigned char one = 0x01; /* ISIZE's low byte: 28 becomes 1 */
         patch_file(a, -4, SEEK_END, &one, 1);
         CHECK(data_read_idx(a, b, &ds, &err) == COHORT_ERR_INPUT);
@@ -234,8 +239,8 @@ static void test_idx(void)
         write_file(a, buf, make_idx(buf, 0x0d03, d3, 3, IMG, 12));
         CHECK(data_read_idx(a, b, &ds, &err) == COHORT_ERR_INPUT);
         CHECK_CONTAINS(err.message, "IDX element type 0x0d is not supported");
-        write_file(a, buf, make_idx(buf, 0x803, d3, 3, IMG, 12));
-        write_file(b, buf, make_idx(buf, 0x803, d3, 3, IMG, 12));
+        write_file(a, buf, small_images(buf));
+        write_file(b, buf, small_images(buf));
         CHECK(data_read_idx(a, b, &ds, &err) == COHORT_ERR_INPUT);
         CHECK_CONTAINS(err.message, "not an IDX label file");
         write_file(a, "", 0);
@@ -275,10 +280,8 @@ static void test_idx(void)
 
     /* Corrupt gzip stream. */
     {
-        unsigned char buf[256];
-        uint32_t d3[3] = {3, 2, 2};
-        size_t len = make_idx(buf, 0x803, d3, 3, IMG, 12);
-        write_gz(a, buf, len);
+        unsigned char buf[64];
+        write_gz(a, buf, small_images(buf));
         unsigned char junk[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
         patch_file(a, 10, SEEK_SET, junk, sizeof junk);
         write_idx_pair(tpath(b, "img_unused"), tpath(b, "lbl"), 0, 3, 12, 3);
