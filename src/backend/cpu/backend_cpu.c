@@ -35,7 +35,6 @@
 typedef void (*pool_fn)(void *arg, int part, int parts);
 
 struct backend_ctx {
-    int threads;
     cpu_isa isa;
     pthread_t worker[POOL_MAX];
     int n_workers;
@@ -180,12 +179,11 @@ static cohort_status cpu_ctx_create(int device, int threads, backend_ctx **out, 
     backend_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory creating a CPU context");
-    c->threads = threads > 0 ? threads : 1;
     c->isa = cpu_isa_detect();
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->go, NULL);
     /* Workers only where a kernel of ours will use them. */
-    int want = c->isa != ISA_NONE ? c->threads - 1 : 0;
+    int want = c->isa != ISA_NONE && threads > 1 ? threads - 1 : 0;
     for (int i = 0; i < want && i < POOL_MAX; i++) {
         worker_arg *a = malloc(sizeof *a);
         if (!a)
