@@ -237,34 +237,29 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
 /*
  * strategy: auto. What bench/ measured on CPUs: small models' GEMMs scale
  * badly over cores, so several models side by side, one core each (threads),
- * beat one model at a time on every core. Fusing models that each draw their
- * own order adds nothing over that on a CPU (each model's state must come
- * back into cache every step); under shared_order a fused group loads each
- * batch once and keeps a model's state in cache for a block of steps, which
- * bench/fused measured at 1.1x the threads strategy for 32 models before
- * idle threads helped running models; since then (2026-12-02) the two are
- * level within noise, 0.91x to 1.09x for 1 to 64 models. On a GPU,
- * fusing same-shaped models removes the per-model launch overhead, so groups
- * of two or more are fused there.
+ * beat one model at a time on every core. A fused group shares no arithmetic
+ * on a CPU (each model has its own weights), and since idle threads help
+ * running models, threads and fused are level: bench/fused measured fused at
+ * 0.91x to 1.09x the threads strategy for 1 to 64 models, under shared_order
+ * too (2026-12-02; 0.94x and 0.91x for 32 and 64), and threads holds only as
+ * many models in memory as there are cores. So a CPU gets threads, fused or
+ * not. On a GPU, fusing same-shaped models removes the per-model launch
+ * overhead, so groups of two or more are fused there.
  */
 static void choose_strategy(cohort_run *run)
 {
-    int trainable = 0, gpu_pairs = 0, shared_pairs = 0;
+    int trainable = 0, gpu_pairs = 0;
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
         if (e->done)
             continue;
         trainable++;
-        int gpu = !strcmp(run->devices->dev[e->device].info.kind, "cuda");
-        if (!gpu && !e->spec->shared_order)
+        if (strcmp(run->devices->dev[e->device].info.kind, "cuda") != 0)
             continue;
         for (int j = 0; j < i; j++)
             if (!run->m[j].done && run->m[j].device == e->device &&
                 model_can_fuse(run->m[j].spec, e->spec)) {
-                if (gpu)
-                    gpu_pairs++;
-                else
-                    shared_pairs++;
+                gpu_pairs++;
                 break;
             }
     }
@@ -273,10 +268,6 @@ static void choose_strategy(cohort_run *run)
         run->strategy = COHORT_STRATEGY_FUSED;
         snprintf(run->strategy_why, sizeof run->strategy_why,
                  "auto: fused, since same-shaped models share a GPU");
-    } else if (shared_pairs > 0) {
-        run->strategy = COHORT_STRATEGY_FUSED;
-        snprintf(run->strategy_why, sizeof run->strategy_why,
-                 "auto: fused, since same-shaped models share one data order (shared_order)");
     } else if (trainable > 1 && cores > 1) {
         run->strategy = COHORT_STRATEGY_THREADS;
         snprintf(run->strategy_why, sizeof run->strategy_why,
