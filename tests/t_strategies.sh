@@ -96,20 +96,23 @@ PY
 # A killed worker fails its model alone.
 cat > "$T/long.yaml" <<YAML
 data: {train: csv:$T/d.csv}
-defaults: {epochs: 400, batch_size: 8, layers: [{dense: 64, activation: relu}, {dense: 3, activation: softmax}]}
+defaults: {epochs: 4000, batch_size: 8, layers: [{dense: 64, activation: relu}, {dense: 3, activation: softmax}]}
 models: [{name: w0}, {name: w1, seed: 2}, {name: w2, seed: 3}]
 YAML
-sed 's/epochs: 400/epochs: 4/' "$T/long.yaml" > "$T/short.yaml"
+# w0 would run for minutes: it is killed once w1 and w2 are done, whatever
+# the speed of the machine (a fixed sleep raced a fast one).
 "$COHORT" train "$T/long.yaml" --strategy processes --threads 2 --out "$T/kill" --quiet \
-    --set 'models=[{name: w0}, {name: w1, seed: 2, epochs: 3}, {name: w2, seed: 3, epochs: 3}]' >/dev/null 2>"$T/kill.err" &
+    --set 'models=[{name: w0, epochs: 100000}, {name: w1, seed: 2, epochs: 3}, {name: w2, seed: 3, epochs: 3}]' >/dev/null 2>"$T/kill.err" &
 main=$!
-victim=""
-for _ in $(seq 100); do
-    victim=$(pgrep -P $main | head -n 1)
-    [ -n "$victim" ] && break
+for _ in $(seq 600); do
+    /usr/bin/python3 - "$T/kill/results.json" 2>/dev/null <<'PY' && break
+import json, sys
+ms = json.load(open(sys.argv[1]))["models"]
+sys.exit(0 if sum(m["status"] == "ok" for m in ms) == 2 else 1)
+PY
     sleep 0.1
 done
-sleep 0.5
+victim=$(pgrep -P $main | head -n 1)
 [ -n "$victim" ] && kill -KILL "$victim"
 wait $main
 rc=$?
