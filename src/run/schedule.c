@@ -820,6 +820,38 @@ static int threads_of(const cohort_run *run)
     return run->opt.threads > 0 ? run->opt.threads : cores;
 }
 
+/* The work left in job j: its models' training FLOPs over their remaining epochs. */
+static double job_cost(const cohort_run *run, const job *j)
+{
+    double c = 0.0;
+    for (int k = 0; k < j->n; k++) {
+        const model_entry *e = &run->m[j->idx[k]];
+        c += model_train_flops(&e->L, run->train.n) * (double)(e->spec->epochs - e->start_epoch);
+    }
+    return c;
+}
+
+/*
+ * Where jobs run side by side, the largest start first (longest processing
+ * time first): a large job started last would run on alone at the end
+ * while the other cores only help it. Stable, so equal jobs keep plan order.
+ */
+static void largest_first(sched *s)
+{
+    cohort_run *run = s->run;
+    for (int i = 1; i < s->n_jobs; i++) {
+        job t = s->jobs[i];
+        double c = job_cost(run, &t);
+        int k = i;
+        for (; k > 0 && job_cost(run, &s->jobs[k - 1]) < c; k--)
+            s->jobs[k] = s->jobs[k - 1];
+        s->jobs[k] = t;
+    }
+    for (int i = 0; i < s->n_jobs; i++)
+        for (int k = 0; k < s->jobs[i].n; k++)
+            run->m[s->jobs[i].idx[k]].group = i;
+}
+
 /* The jobs of the run: one per model, or per fused group, cut over the
  * cores on a CPU. */
 static cohort_status form_jobs(sched *s, int threads, cohort_error *err)
@@ -878,6 +910,8 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err)
         s.threads_per_job = threads;
         break;
     }
+    if (!st && s.concurrency > 1)
+        largest_first(&s);
     /* OpenBLAS's thread count is global: the runner sets it once, for all. */
     int threaded = run->strategy == COHORT_STRATEGY_THREADS || run->strategy == COHORT_STRATEGY_FUSED;
     openblas_set_num_threads(threaded ? 1 : backend_cpu_blas_threads(s.threads_per_job));
