@@ -2,7 +2,8 @@
 # Strategies and placement: the same plan gives the same weights, bit for bit,
 # under sequential (one BLAS thread), threads, processes and fused; a worker
 # killed with SIGKILL fails its model alone; Ctrl-C stops cleanly with exit
-# status 130; placement packs within limits and refuses an impossible pin.
+# status 130; placement packs within limits and refuses an impossible pin;
+# side by side, the costliest model starts first.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -92,6 +93,20 @@ assert sorted(two) == [["m_adam", "m_lr"], ["m_big", "m_seed2"], ["m_drop"], ["m
 PY
 "$COHORT" plan "$T/shared.yaml" --threads 2 | grep -q "strategy threads (auto: threads" && ok || bad "auto should pick threads on a CPU under shared_order too"
 "$COHORT" plan "$T/plan.yaml" --threads 2 | grep -q "strategy threads (auto: threads" && ok || bad "auto should pick threads without shared_order"
+
+# Side by side, the costliest model starts first, whatever its place in the
+# plan; a worker's process name says which model it trains.
+"$COHORT" train "$T/plan.yaml" --strategy processes --threads 2 --out "$T/order" --quiet \
+    --set 'models=[{name: s1}, {name: s2}, {name: s3}, {name: big, epochs: 150, layers: [{dense: 256, activation: relu}, {dense: 3, activation: softmax}]}]' >/dev/null 2>"$T/order.err" &
+main=$!
+first=""
+for _ in $(seq 500); do
+    first=$(ps -o comm= --ppid $main 2>/dev/null | tr '\n' ' ')
+    [ -n "$first" ] && break
+    sleep 0.01
+done
+wait $main && ok || bad "largest first: run failed: $(cat "$T/order.err")"
+case " $first" in *" cohort:big "*) ok ;; *) bad "largest first: the first workers were '$first', wanted cohort:big among them" ;; esac
 
 # A killed worker fails its model alone.
 cat > "$T/long.yaml" <<YAML

@@ -660,6 +660,10 @@ static int launch(sched *s, job *j, int threads)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1)
             _exit(1);
+        /* ps and top name the model a worker trains (15 bytes at most). */
+        char title[16];
+        snprintf(title, sizeof title, "cohort:%.8s", s->run->m[j->idx[0]].spec->name);
+        prctl(PR_SET_NAME, title);
         close(fds[0]);
         for (int i = 0; i < s->n_jobs; i++)
             if (s->jobs[i].fd >= 0)
