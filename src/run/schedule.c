@@ -34,6 +34,7 @@ typedef struct job {
     int idx[MAX_GROUP];
     int device;
     uint64_t bytes;  /* the group's planned bytes */
+    double cost;     /* training FLOPs over the epochs left: the start order */
     int state;       /* 0 pending, 1 running, 2 done */
     pid_t pid;
     int fd;
@@ -824,33 +825,33 @@ static int threads_of(const cohort_run *run)
     return run->opt.threads > 0 ? run->opt.threads : cores;
 }
 
-/* The work left in job j: its models' training FLOPs over their remaining epochs. */
-static double job_cost(const cohort_run *run, const job *j)
+/* Costliest first; equal costs in the order the jobs were formed (plan order). */
+static int by_cost(const void *pa, const void *pb)
 {
-    double c = 0.0;
-    for (int k = 0; k < j->n; k++) {
-        const model_entry *e = &run->m[j->idx[k]];
-        c += model_train_flops(&e->L, run->train.n) * (double)(e->spec->epochs - e->start_epoch);
-    }
-    return c;
+    const job *a = pa, *b = pb;
+    if (a->cost != b->cost)
+        return a->cost > b->cost ? -1 : 1;
+    return a->idx[0] - b->idx[0];
 }
 
 /*
  * Where jobs run side by side, the largest start first (longest processing
  * time first): a large job started last would run on alone at the end
- * while the other cores only help it. Stable, so equal jobs keep plan order.
+ * while the other cores only help it.
  */
 static void largest_first(sched *s)
 {
     cohort_run *run = s->run;
-    for (int i = 1; i < s->n_jobs; i++) {
-        job t = s->jobs[i];
-        double c = job_cost(run, &t);
-        int k = i;
-        for (; k > 0 && job_cost(run, &s->jobs[k - 1]) < c; k--)
-            s->jobs[k] = s->jobs[k - 1];
-        s->jobs[k] = t;
+    for (int i = 0; i < s->n_jobs; i++) {
+        job *j = &s->jobs[i];
+        j->cost = 0.0;
+        for (int k = 0; k < j->n; k++) {
+            const model_entry *e = &run->m[j->idx[k]];
+            j->cost += model_train_flops(&e->L, run->train.n) *
+                       (double)(e->spec->epochs - e->start_epoch);
+        }
     }
+    qsort(s->jobs, (size_t)s->n_jobs, sizeof *s->jobs, by_cost);
     for (int i = 0; i < s->n_jobs; i++)
         for (int k = 0; k < s->jobs[i].n; k++)
             run->m[s->jobs[i].idx[k]].group = i;
