@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 3
+#define COHORT_BACKEND_API_VERSION 4
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -28,9 +28,31 @@ typedef struct optim_step {
     int64_t t;                   /* 1-based step number (Adam bias correction) */
 } optim_step;
 
+/*
+ * The geometry of a 2-D window over NHWC images (convolution, pooling):
+ * n images of h x w x c, a kh x kw window moved by (sh, sw), pad_top rows
+ * and pad_left columns of padding before the image (and what `same` needs
+ * after it), giving oh x ow outputs per channel.
+ */
+typedef struct window_geom {
+    int n, h, w, c;
+    int kh, kw, sh, sw, pad_top, pad_left;
+    int oh, ow;
+} window_geom;
+
+/* Per-model batch-normalization settings of one pass, host memory, [count]. */
+typedef struct bn_step {
+    const float *momentum, *epsilon;
+} bn_step;
+
 typedef struct backend_ops {
-    const char *name; /* "cpu", "cuda" */
+    const char *name; /* "cpu", "cuda": for messages only */
     int api_version;
+    /* Capabilities, read by the trainer instead of the name. */
+    int model_major; /* train a group one model's whole step after another
+                      * (a CPU: the model's tensors stay in cache), not op by
+                      * op over the group (a GPU) */
+    int stats_every; /* steps between reads of the metrics (a host sync) */
 
     /* -- contexts and memory -- */
     cohort_status (*ctx_create)(int device, int threads, backend_ctx **out, cohort_error *err);
@@ -97,6 +119,57 @@ typedef struct backend_ops {
                 const optim_step *o, int count);
     void (*adam)(backend_ctx *ctx, float *w, const float *g, float *m, float *v, size_t s,
                  size_t n, const optim_step *o, int count); /* adam and adamw */
+
+    /* -- image layers (NHWC). g describes one model's images; every op is
+     * batched over count models, model k at +k*s of each operand. -- */
+    /* col[(i*oh + y)*ow + x][(ky*kw + kx)*c + ch] = X[i][y*sh + ky - pad_top]
+     * [x*sw + kx - pad_left][ch], 0 where that is padding: the rows of an
+     * im2col matrix [n*oh*ow, kh*kw*c]. */
+    void (*im2col)(backend_ctx *ctx, float *col, size_t scol, const float *X, size_t sX,
+                   const window_geom *g, int count);
+    /* The adjoint: dX = 0, then every col element added to the input pixel
+     * it was read from. */
+    void (*col2im)(backend_ctx *ctx, float *dX, size_t sdX, const float *col, size_t scol,
+                   const window_geom *g, int count);
+    /* Y[i][y][x][ch] = max of the window over pixels inside the image;
+     * arg = the index (iy*w + ix) of the first largest pixel in scan order. */
+    void (*maxpool_fwd)(backend_ctx *ctx, float *Y, size_t sY, int32_t *arg, size_t sarg,
+                        const float *X, size_t sX, const window_geom *g, int count);
+    /* dX = 0, then dX[i][arg][ch] += dY[i][y][x][ch]. */
+    void (*maxpool_bwd)(backend_ctx *ctx, float *dX, size_t sdX, const float *dY, size_t sdY,
+                        const int32_t *arg, size_t sarg, const window_geom *g, int count);
+    /* Y = the mean of the window's pixels inside the image (padding is not
+     * counted, as TensorFlow's `same`); global pooling is the h x w window. */
+    void (*avgpool_fwd)(backend_ctx *ctx, float *Y, size_t sY, const float *X, size_t sX,
+                        const window_geom *g, int count);
+    /* dX = 0, then each dY spread evenly over its window's pixels inside the image. */
+    void (*avgpool_bwd)(backend_ctx *ctx, float *dX, size_t sdX, const float *dY, size_t sdY,
+                        const window_geom *g, int count);
+    /* Batch normalization over rows x C (the channel is the last axis), in
+     * training: mean and biased variance of each channel over the rows,
+     * Y = gamma * (X - mean) / sqrt(var + eps) + beta; saves mean and
+     * 1/sqrt(var + eps) in stat ([2, C]: mean, then inv_std; stride sst);
+     * moving = momentum * moving + (1 - momentum) * batch statistic for the
+     * moving mean and variance (Keras: the biased variance). gamma, beta and
+     * mov_mean, mov_var are [C] with stride sp. Sums in double. */
+    void (*bn_fwd_train)(backend_ctx *ctx, float *Y, size_t sY, const float *X, size_t sX,
+                         const float *gamma, const float *beta, float *mov_mean, float *mov_var,
+                         size_t sp, float *stat, size_t sst, int rows, int C, const bn_step *o,
+                         int count);
+    /* Inference: Y = gamma * (X - mov_mean) / sqrt(mov_var + eps) + beta. */
+    void (*bn_fwd_infer)(backend_ctx *ctx, float *Y, size_t sY, const float *X, size_t sX,
+                         const float *gamma, const float *beta, const float *mov_mean,
+                         const float *mov_var, size_t sp, int rows, int C, const bn_step *o,
+                         int count);
+    /* The gradients of bn_fwd_train from dY: dgamma, dbeta ([C], stride sg,
+     * overwritten) and, where dX is not NULL, dX (xhat = (X - mean) * inv_std
+     * from stat): dX = inv_std * (dY*gamma - mean(dY*gamma) - xhat *
+     * mean(dY*gamma*xhat)), means over the rows. Sums in double. */
+    void (*bn_bwd)(backend_ctx *ctx, float *dX, size_t sdX, const float *dY, size_t sdY,
+                   const float *X, size_t sX, const float *gamma, size_t sp, const float *stat,
+                   size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C,
+                   int count);
+
     /* Optional (NULL, or a return of 0: gemm into the gradients, then sgd
      * or adam): the weight gradient of a dense layer taken by the optimizer
      * at once; returns 1 when done, the same answer for every call on one

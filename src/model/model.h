@@ -16,19 +16,57 @@
 #define COHORT_PATH_MAX 1024
 
 typedef enum act_kind { ACT_LINEAR, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_SOFTMAX } act_kind;
-typedef enum layer_kind { LAYER_DENSE, LAYER_DROPOUT } layer_kind;
+/* Keras's layers. A new kind is one entry of the trainer's layer table
+ * (train/layer.h) and its plan syntax (plan.c); nothing else names it. */
+typedef enum layer_kind {
+    LAYER_DENSE,
+    LAYER_DROPOUT,
+    LAYER_CONV2D,
+    LAYER_MAX_POOL2D,
+    LAYER_AVG_POOL2D,
+    LAYER_GLOBAL_AVG_POOL2D,
+    LAYER_FLATTEN,
+    LAYER_BATCH_NORM,
+    LAYER_ACTIVATION,
+    LAYER_KIND_COUNT
+} layer_kind;
+typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
 typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
 typedef enum loss_kind { LOSS_SCE, LOSS_MSE } loss_kind;
 
 const char *act_name(act_kind a);
 const char *opt_name(opt_kind o);
 const char *loss_name(loss_kind l);
+/* The plan's name of a layer kind ("dense", "conv2d", "max_pooling2d", ...). */
+const char *layer_kind_name(layer_kind k);
+
+/* The groups of one run hold at most this many models. */
+#define COHORT_MAX_GROUP 64
+
+/* The shape of one sample: rank 1 is a flat vector of c features (h = w = 1);
+ * rank 3 is an image (h, w, c), stored channels last (NHWC, as Keras). */
+typedef struct sample_shape {
+    int rank;
+    int h, w, c;
+} sample_shape;
+
+static inline sample_shape shape_flat(int n) { return (sample_shape){1, 1, 1, n}; }
+static inline sample_shape shape_image(int h, int w, int c) { return (sample_shape){3, h, w, c}; }
+static inline size_t shape_size(sample_shape s) { return (size_t)s.h * (size_t)s.w * (size_t)s.c; }
+/* "(28, 28, 1)" or "(784)": the shape as cohort plan prints it. */
+void shape_format(sample_shape s, char *buf, size_t len);
 
 typedef struct layer_spec {
     layer_kind kind;
-    int units;      /* dense: output width */
-    act_kind act;   /* dense: activation */
-    float rate;     /* dropout: fraction dropped */
+    int units;       /* dense: output width; conv2d: filters */
+    act_kind act;    /* dense, conv2d, activation */
+    float rate;      /* dropout: fraction dropped */
+    int kh, kw;      /* conv2d: kernel_size; pooling: pool_size */
+    int sh, sw;      /* conv2d, pooling: strides (pooling: default the pool size) */
+    pad_kind pad;    /* conv2d, pooling: padding */
+    float momentum;  /* batch_normalization: Keras's momentum (0.99) */
+    float epsilon;   /* batch_normalization: 0.001 */
+    int line;        /* the plan line of the layer, for shape errors; 0: unknown */
 } layer_spec;
 
 typedef struct optim_spec {

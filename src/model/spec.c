@@ -170,3 +170,28 @@ char *model_spec_to_json(const model_spec *spec)
     }
     return b.data;
 }
+
+const char *layer_kind_name(layer_kind k)
+{
+    switch (k) {
+    case LAYER_DENSE: return "dense";
+    case LAYER_DROPOUT: return "dropout";
+    case LAYER_CONV2D: return "conv2d";
+    case LAYER_MAX_POOL2D: return "max_pooling2d";
+    case LAYER_AVG_POOL2D: return "average_pooling2d";
+    case LAYER_GLOBAL_AVG_POOL2D: return "global_average_pooling2d";
+    case LAYER_FLATTEN: return "flatten";
+    case LAYER_BATCH_NORM: return "batch_normalization";
+    case LAYER_ACTIVATION: return "activation";
+    case LAYER_KIND_COUNT: break;
+    }
+    return "unknown";
+}
+
+void shape_format(sample_shape s, char *buf, size_t len)
+{
+    if (s.rank == 3)
+        snprintf(buf, len, "(%d, %d, %d)", s.h, s.w, s.c);
+    else
+        snprintf(buf, len, "(%d)", s.c);
+}
