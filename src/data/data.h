@@ -7,6 +7,7 @@
 #define COHORT_DATA_H
 
 #include "cohort.h"
+#include "model/shape.h"
 
 #include <stdint.h>
 

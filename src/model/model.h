@@ -7,6 +7,7 @@
 #define COHORT_MODEL_H
 
 #include "cohort.h"
+#include "model/shape.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -42,19 +43,6 @@ const char *layer_kind_name(layer_kind k);
 
 /* The groups of one run hold at most this many models. */
 #define COHORT_MAX_GROUP 64
-
-/* The shape of one sample: rank 1 is a flat vector of c features (h = w = 1);
- * rank 3 is an image (h, w, c), stored channels last (NHWC, as Keras). */
-typedef struct sample_shape {
-    int rank;
-    int h, w, c;
-} sample_shape;
-
-static inline sample_shape shape_flat(int n) { return (sample_shape){1, 1, 1, n}; }
-static inline sample_shape shape_image(int h, int w, int c) { return (sample_shape){3, h, w, c}; }
-static inline size_t shape_size(sample_shape s) { return (size_t)s.h * (size_t)s.w * (size_t)s.c; }
-/* "(28, 28, 1)" or "(784)": the shape as cohort plan prints it. */
-void shape_format(sample_shape s, char *buf, size_t len);
 
 typedef struct layer_spec {
     layer_kind kind;
