@@ -458,10 +458,10 @@ static void spec_small(model_spec *s, uint64_t seed, opt_kind opt)
     s->opt.momentum = opt == OPT_SGD ? 0.9f : 0.0f;
     s->opt.weight_decay = opt == OPT_ADAMW ? 0.004f : 0.0f;
     s->n_layers = 4;
-    s->layers[0] = (layer_spec){LAYER_DENSE, 32, ACT_RELU, 0};
-    s->layers[1] = (layer_spec){LAYER_DROPOUT, 0, ACT_LINEAR, 0.2f};
-    s->layers[2] = (layer_spec){LAYER_DENSE, 16, ACT_TANH, 0};
-    s->layers[3] = (layer_spec){LAYER_DENSE, TCLASSES, ACT_SOFTMAX, 0};
+    s->layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 32, .act = ACT_RELU};
+    s->layers[1] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.2f};
+    s->layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = 16, .act = ACT_TANH};
+    s->layers[3] = (layer_spec){.kind = LAYER_DENSE, .units = TCLASSES, .act = ACT_SOFTMAX};
 }
 
 /* One epoch of a group of 3 on cpu:0 and on dg: the same weights to 1e-3,

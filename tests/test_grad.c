@@ -123,9 +123,9 @@ static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units
     s->batch_size = 16;
     s->loss = loss;
     s->n_layers = 3;
-    s->layers[0] = (layer_spec){LAYER_DENSE, 5, hidden, 0};
-    s->layers[1] = (layer_spec){LAYER_DENSE, 4, hidden, 0};
-    s->layers[2] = (layer_spec){LAYER_DENSE, out_units, out, 0};
+    s->layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 5, .act = hidden};
+    s->layers[1] = (layer_spec){.kind = LAYER_DENSE, .units = 4, .act = hidden};
+    s->layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = out_units, .act = out};
 }
 
 int main(void)
@@ -154,19 +154,19 @@ int main(void)
     spec_mlp(&s, ACT_SIGMOID, ACT_SOFTMAX, 3, LOSS_SCE);
     s.n_layers = 5;
     s.layers[4] = s.layers[2];
-    s.layers[3] = (layer_spec){LAYER_DROPOUT, 0, ACT_LINEAR, 0.3f};
+    s.layers[3] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.3f};
     s.layers[2] = s.layers[1];
-    s.layers[1] = (layer_spec){LAYER_DROPOUT, 0, ACT_LINEAR, 0.5f};
+    s.layers[1] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.5f};
     grad_check("dense/dropout/dense/dropout/dense", &s, 3, 1);
     s.n_layers = 3;
-    s.layers[0] = (layer_spec){LAYER_DROPOUT, 0, ACT_LINEAR, 0.25f};
-    s.layers[1] = (layer_spec){LAYER_DENSE, 5, ACT_TANH, 0};
-    s.layers[2] = (layer_spec){LAYER_DENSE, 3, ACT_SOFTMAX, 0};
+    s.layers[0] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.25f};
+    s.layers[1] = (layer_spec){.kind = LAYER_DENSE, .units = 5, .act = ACT_TANH};
+    s.layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
     grad_check("input dropout", &s, 3, 1);
     /* A single layer: softmax regression. */
     spec_mlp(&s, ACT_RELU, ACT_SOFTMAX, 3, LOSS_SCE);
     s.n_layers = 1;
-    s.layers[0] = (layer_spec){LAYER_DENSE, 3, ACT_SOFTMAX, 0};
+    s.layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
     grad_check("softmax regression", &s, 3, 0);
     devices_free(reg);
     return check_done("test_grad");

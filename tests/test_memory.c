@@ -20,8 +20,8 @@ static void spec_base(model_spec *s, int batch)
     str_copy(s->name, sizeof s->name, "m");
     s->batch_size = batch;
     s->n_layers = 2;
-    s->layers[0] = (layer_spec){LAYER_DENSE, 32, ACT_RELU, 0};
-    s->layers[1] = (layer_spec){LAYER_DENSE, 10, ACT_SOFTMAX, 0};
+    s->layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 32, .act = ACT_RELU};
+    s->layers[1] = (layer_spec){.kind = LAYER_DENSE, .units = 10, .act = ACT_SOFTMAX};
 }
 
 static void planned_equals_peak(void)
@@ -40,8 +40,8 @@ static void planned_equals_peak(void)
                 case 4:
                     s.n_layers = 4;
                     s.layers[3] = s.layers[1];
-                    s.layers[1] = (layer_spec){LAYER_DROPOUT, 0, ACT_LINEAR, 0.5f};
-                    s.layers[2] = (layer_spec){LAYER_DENSE, 16, ACT_TANH, 0};
+                    s.layers[1] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.5f};
+                    s.layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = 16, .act = ACT_TANH};
                     what = "dropout + tanh";
                     break;
                 case 5:

@@ -134,8 +134,8 @@ static void test_spec_helpers(void)
 
     str_copy(s.name, sizeof s.name, "q\"x");
     s.n_layers = 2;
-    s.layers[0] = (layer_spec){LAYER_DENSE, 64, ACT_TANH, 0};
-    s.layers[1] = (layer_spec){LAYER_DROPOUT, 0, ACT_LINEAR, 0.2f};
+    s.layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 64, .act = ACT_TANH};
+    s.layers[1] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.2f};
     s.opt.kind = OPT_SGD;
     s.opt.lr = 0.01f;
     s.opt.momentum = 0.9f;
