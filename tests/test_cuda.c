@@ -483,9 +483,9 @@ static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt)
     cohort_device *dc = devices_find(reg, "cpu:0");
     train_group *gcpu = NULL, *ggpu = NULL;
     cohort_error err;
-    cohort_status st = group_create(sp, 3, TDIM, TCLASSES, dc, 1, &gcpu, &err);
+    cohort_status st = group_create(sp, 3, shape_flat(TDIM), TCLASSES, dc, 1, &gcpu, &err);
     CHECK_MSG(st == COHORT_OK, "cpu group: %s", err.message);
-    st = group_create(sp, 3, TDIM, TCLASSES, dg, 1, &ggpu, &err);
+    st = group_create(sp, 3, shape_flat(TDIM), TCLASSES, dg, 1, &ggpu, &err);
     CHECK_MSG(st == COHORT_OK, "gpu group: %s", err.message);
     if (!gcpu || !ggpu) {
         group_free(gcpu);
@@ -553,13 +553,13 @@ static void test_pools(cohort_device *dg)
     const model_spec *sp[1] = {&s};
     model_layout L;
     cohort_error err;
-    CHECK(model_layout_make(&s, TDIM, TCLASSES, 1, &L, &err) == COHORT_OK);
+    CHECK(model_layout_make(&s, shape_flat(TDIM), TCLASSES, 1, &L, &err) == COHORT_OK);
     cohort_device d = *dg;
     train_group *g = NULL;
     /* One alignment unit short: refused before anything trains. */
     CHECK(pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes - 64, COHORT_MEM_GROW, &d.pool,
                       &err) == COHORT_OK);
-    cohort_status st = group_create(sp, 1, TDIM, TCLASSES, &d, 1, &g, &err);
+    cohort_status st = group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err);
     CHECK(st == COHORT_ERR_NOMEM && g == NULL);
     CHECK_CONTAINS(err.message, "only");
     CHECK(pool_in_use(d.pool) == 0);
@@ -568,7 +568,7 @@ static void test_pools(cohort_device *dg)
         cohort_mem_policy pol = policy ? COHORT_MEM_PREALLOCATE : COHORT_MEM_GROW;
         CHECK(pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes, pol, &d.pool, &err) ==
               COHORT_OK);
-        st = group_create(sp, 1, TDIM, TCLASSES, &d, 1, &g, &err);
+        st = group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err);
         CHECK_MSG(st == COHORT_OK, "%s pool of exactly the plan: %s", policy ? "preallocate" : "grow",
                   err.message);
         CHECK(pool_in_use(d.pool) == L.total_bytes && pool_peak(d.pool) == L.total_bytes);

@@ -43,7 +43,7 @@ static void grad_check(const char *what, model_spec *spec, int classes, int drop
     const model_spec *specs[2] = {spec, &s2};
     train_group *g;
     cohort_error err;
-    cohort_status st = group_create(specs, 2, 6, classes, &reg->dev[0], 1, &g, &err);
+    cohort_status st = group_create(specs, 2, shape_flat(6), classes, &reg->dev[0], 1, &g, &err);
     CHECK_MSG(st == COHORT_OK, "%s: %s", what, err.message);
     if (st)
         return;

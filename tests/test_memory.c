@@ -58,11 +58,11 @@ static void planned_equals_peak(void)
                 const model_spec *specs[3] = {&s, &s, &s};
                 model_layout L;
                 cohort_error err;
-                CHECK(model_layout_make(&s, 20, 10, K, &L, &err) == COHORT_OK);
+                CHECK(model_layout_make(&s, shape_flat(20), 10, K, &L, &err) == COHORT_OK);
                 cohort_pool *pool = reg->dev[0].pool;
                 uint64_t before = pool_in_use(pool);
                 train_group *g;
-                cohort_status st = group_create(specs, K, 20, 10, &reg->dev[0], 1, &g, &err);
+                cohort_status st = group_create(specs, K, shape_flat(20), 10, &reg->dev[0], 1, &g, &err);
                 CHECK_MSG(st == COHORT_OK, "%s: %s", what, err.message);
                 if (st)
                     continue;

@@ -61,7 +61,7 @@ static int load_model(const char *cmd, const char *weights, const char *data, lo
     }
     model_entry *e = &l->run->m[0];
     const model_spec *sp = e->spec;
-    st = group_create(&sp, 1, l->run->n_in, l->run->n_classes, &l->run->devices->dev[e->device], 0,
+    st = group_create(&sp, 1, l->run->in_shape, l->run->n_classes, &l->run->devices->dev[e->device], 0,
                       &l->g, &err);
     if (st) {
         loaded_free(l);

@@ -24,22 +24,36 @@ static const char *help =
     "Under the fused strategy it also lists the training groups: same-shaped models with the\n"
     "same optimizer on one device, cut into one group per core on a CPU.\n";
 
+/* A model's layers in short: "784-128relu-drop0.2-10softmax",
+ * "28x28x1-c32relu-mp2-flat-10softmax". */
 static void layers_str(const model_entry *e, char *buf, size_t n)
 {
-    int len = snprintf(buf, n, "%d", e->L.n_in);
+    sample_shape in = e->L.in_shape;
+    int len = in.rank == 3 ? snprintf(buf, n, "%dx%dx%d", in.h, in.w, in.c)
+                           : snprintf(buf, n, "%d", e->L.n_in);
     for (int i = 0; i < e->spec->n_layers && len >= 0 && (size_t)len < n; i++) {
         const layer_spec *l = &e->spec->layers[i];
-        if (l->kind == LAYER_DENSE)
-            len += snprintf(buf + len, n - (size_t)len, "-%d%s", l->units,
-                            l->act == ACT_LINEAR ? "" : act_name(l->act));
-        else
-            len += snprintf(buf + len, n - (size_t)len, "-drop%g", (double)l->rate);
+        const char *act = l->act == ACT_LINEAR ? "" : act_name(l->act);
+        char *p = buf + len;
+        size_t left = n - (size_t)len;
+        switch (l->kind) {
+        case LAYER_DENSE: len += snprintf(p, left, "-%d%s", l->units, act); break;
+        case LAYER_CONV2D: len += snprintf(p, left, "-c%d%s", l->units, act); break;
+        case LAYER_DROPOUT: len += snprintf(p, left, "-drop%g", (double)l->rate); break;
+        case LAYER_MAX_POOL2D: len += snprintf(p, left, "-mp%d", l->kh); break;
+        case LAYER_AVG_POOL2D: len += snprintf(p, left, "-ap%d", l->kh); break;
+        case LAYER_GLOBAL_AVG_POOL2D: len += snprintf(p, left, "-gap"); break;
+        case LAYER_FLATTEN: len += snprintf(p, left, "-flat"); break;
+        case LAYER_BATCH_NORM: len += snprintf(p, left, "-bn"); break;
+        case LAYER_ACTIVATION: len += snprintf(p, left, "-%s", act_name(l->act)); break;
+        default: len += snprintf(p, left, "-%s", layer_kind_name(l->kind)); break;
+        }
     }
 }
 
-static const char *buf_names[BUF_COUNT] = {"parameters", "gradients", "optimizer", "activations",
-                                           "deltas",     "dropout",   "labels",    "metrics",
-                                           "best_weights"};
+static const char *buf_names[BUF_COUNT] = {
+    "parameters", "gradients", "optimizer", "activations", "deltas",      "saved",
+    "layer_stats", "workspace", "labels",   "metrics",     "best_weights"};
 
 /* Every member of g draws the same shuffle order (shared_order). */
 static int group_shares_order(const cohort_run *run, const run_group_info *g)

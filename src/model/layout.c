@@ -1,4 +1,5 @@
 #include "model/model.h"
+#include "train/layer.h"
 #include "util/util.h"
 
 #include <string.h>
@@ -15,45 +16,84 @@ static int opt_slots(const optim_spec *o)
     return 0;
 }
 
-cohort_status model_layout_make(const model_spec *spec, int n_in, int n_classes, int K,
+/* Fail for layer i of spec with its line in the plan, the shape it sees and why. */
+static cohort_status layer_fail(cohort_error *err, const model_spec *spec, int i, const char *why)
+{
+    const layer_spec *ls = &spec->layers[i];
+    if (ls->line > 0)
+        return cohort_fail(err, COHORT_ERR_INPUT, "line %d: model '%s', layers.%d (%s): %s",
+                           ls->line, spec->name, i, layer_kind_name(ls->kind), why);
+    return cohort_fail(err, COHORT_ERR_INPUT, "model '%s', layers.%d (%s): %s", spec->name, i,
+                       layer_kind_name(ls->kind), why);
+}
+
+cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_classes, int K,
                                 model_layout *L, cohort_error *err)
 {
     memset(L, 0, sizeof *L);
+    int n_in = (int)shape_size(in);
     if (n_in <= 0 || K <= 0 || spec->batch_size <= 0 || spec->n_layers <= 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "model '%s': empty model or data", spec->name);
+    L->in_shape = in;
     L->n_in = n_in;
     L->K = K;
     L->B = spec->batch_size;
+    L->n_layers = spec->n_layers;
 
-    size_t width = (size_t)n_in, P = 0, act = (size_t)n_in, mask = 0;
-    int max_width = 0;
-    L->act_off[0] = 0;
+    /* Shapes and per-layer sizes from the table; then the offsets. */
+    sample_shape cur = in, flat_from = in;
+    size_t max_width = (size_t)n_in;
     for (int i = 0; i < spec->n_layers; i++) {
         const layer_spec *ls = &spec->layers[i];
-        if (ls->kind == LAYER_DENSE) {
-            dense_layout *d = &L->dense[L->n_dense++];
-            d->spec_index = i;
-            d->in = (int)width;
-            d->out = ls->units;
-            d->act = ls->act;
-            d->w_off = P;
-            P += (size_t)d->in * (size_t)d->out;
-            d->b_off = P;
-            P += (size_t)d->out;
-            width = (size_t)ls->units;
-        } else {
-            L->mask_off[i] = mask;
-            mask += width;
-        }
-        L->act_off[i + 1] = act;
-        act += width;
-        if ((int)width > max_width)
-            max_width = (int)width;
+        layer_plan *lp = &L->layers[i];
+        const layer_ops *ops = layer_ops_of(ls->kind);
+        lp->kind = ls->kind;
+        lp->index = i;
+        lp->in = cur;
+        if (cur.rank == 1 && flat_from.rank == 3 && shape_size(flat_from) == shape_size(cur))
+            lp->flat_from = flat_from;
+        else if (cur.rank == 3)
+            lp->flat_from = cur; /* a first dense layer flattens its image */
+        char why[256];
+        if (!ops)
+            return layer_fail(err, spec, i, "unknown layer kind");
+        if (ops->plan(ls, lp, why, sizeof why))
+            return layer_fail(err, spec, i, why);
+        if (lp->out.rank == 3 || shape_size(lp->out) != shape_size(cur))
+            flat_from = lp->out;
+        cur = lp->out;
+        if (shape_size(cur) > max_width)
+            max_width = shape_size(cur);
     }
-    if (L->n_dense == 0)
-        return cohort_fail(err, COHORT_ERR_INPUT, "model '%s': needs at least one dense layer",
-                           spec->name);
-    L->n_out = (int)width;
+    size_t P = 0, state = 0, act = (size_t)n_in, saved = 0, stat = 0, work = 0;
+    for (int i = 0; i < spec->n_layers; i++) {
+        layer_plan *lp = &L->layers[i];
+        lp->p_off = P;
+        P += lp->n_params;
+        lp->act_off = lp->alias ? (i ? L->layers[i - 1].act_off : 0) : act;
+        if (!lp->alias)
+            act += shape_size(lp->out);
+        lp->saved_off = saved;
+        saved += lp->n_saved;
+        lp->stat_off = stat;
+        stat += lp->n_stat;
+        if (lp->n_work > work)
+            work = lp->n_work;
+    }
+    L->n_trained = P;
+    for (int i = 0; i < spec->n_layers; i++) {
+        L->layers[i].s_off = P + state;
+        state += L->layers[i].n_state;
+    }
+    P += state;
+    L->n_out = (int)shape_size(cur);
+    if (cur.rank != 1) {
+        char s[48], why[160];
+        shape_format(cur, s, sizeof s);
+        snprintf(why, sizeof why, "the model's output is an image %s; end it with flatten (or "
+                                  "global_average_pooling2d) and a dense layer", s);
+        return layer_fail(err, spec, spec->n_layers - 1, why);
+    }
     if (spec->loss == LOSS_SCE && L->n_out != n_classes)
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "model '%s': the last layer has %d units but the data has %d classes;"
@@ -65,17 +105,20 @@ cohort_status model_layout_make(const model_spec *spec, int n_in, int n_classes,
                            " number) or %d (one per class), not %d",
                            spec->name, n_classes, L->n_out);
     L->act_width = act;
-    L->mask_width = mask;
-    L->max_width = max_width;
+    L->saved_width = saved;
+    L->stat_width = stat;
+    L->work_width = work;
+    L->max_width = (int)max_width;
     L->n_params = P;
     L->opt_slots = opt_slots(&spec->opt);
     L->keep_best = spec->early_stop.enabled && spec->early_stop.restore_best;
 
     /* Element counts can overflow only for absurd models; check in doubles. */
     double rows = (double)K * (double)L->B;
-    double need = (double)K * (double)P * (3.0 + L->opt_slots) * 4.0 +
-                  rows * ((double)act + 2.0 * max_width + (double)mask + 1.0) * 4.0;
-    if (need > 1e15)
+    double need = (double)K * (double)P * (3.0 + L->opt_slots) * 4.0 + (double)K * (double)stat * 4.0 +
+                  rows * ((double)act + 2.0 * (double)max_width + (double)saved + (double)work +
+                          1.0) * 4.0;
+    if (need > 1e15 || max_width > (size_t)1 << 30)
         return cohort_fail(err, COHORT_ERR_INPUT, "model '%s': needs %.3g bytes; too large",
                            spec->name, need);
 
@@ -84,8 +127,10 @@ cohort_status model_layout_make(const model_spec *spec, int n_in, int n_classes,
     L->buf_bytes[BUF_GRADS] = k * P * sizeof(float);
     L->buf_bytes[BUF_OPT] = k * P * (size_t)L->opt_slots * sizeof(float);
     L->buf_bytes[BUF_ACT] = k * b * act * sizeof(float);
-    L->buf_bytes[BUF_DELTA] = 2 * k * b * (size_t)max_width * sizeof(float);
-    L->buf_bytes[BUF_MASK] = k * b * mask * sizeof(float);
+    L->buf_bytes[BUF_DELTA] = 2 * k * b * max_width * sizeof(float);
+    L->buf_bytes[BUF_SAVED] = k * b * saved * sizeof(float);
+    L->buf_bytes[BUF_STAT] = k * stat * sizeof(float);
+    L->buf_bytes[BUF_WORK] = k * b * work * sizeof(float);
     L->buf_bytes[BUF_LABELS] = k * b * sizeof(int32_t);
     L->buf_bytes[BUF_STATS] = k * 4 * sizeof(double);
     L->buf_bytes[BUF_BEST] = L->keep_best ? k * P * sizeof(float) : 0;
@@ -98,29 +143,63 @@ cohort_status model_layout_make(const model_spec *spec, int n_in, int n_classes,
     return COHORT_OK;
 }
 
+void model_group_spec(const model_spec *const *specs, int n, model_spec *out)
+{
+    *out = *specs[0];
+    for (int k = 1; k < n; k++) {
+        const model_spec *s = specs[k];
+        if (s->opt.momentum > out->opt.momentum)
+            out->opt.momentum = s->opt.momentum;
+        if (s->early_stop.enabled && s->early_stop.restore_best)
+            out->early_stop = s->early_stop;
+    }
+}
+
+/* Two layers of fusable models: the same kind and shapes (hyper-parameters
+ * such as the dropout rate or the batch-norm momentum may differ). */
+static int same_layer(const layer_spec *x, const layer_spec *y)
+{
+    if (x->kind != y->kind)
+        return 0;
+    switch (x->kind) {
+    case LAYER_DENSE: return x->units == y->units && x->act == y->act;
+    case LAYER_CONV2D:
+        return x->units == y->units && x->act == y->act && x->kh == y->kh && x->kw == y->kw &&
+               x->sh == y->sh && x->sw == y->sw && x->pad == y->pad;
+    case LAYER_MAX_POOL2D:
+    case LAYER_AVG_POOL2D:
+        return x->kh == y->kh && x->kw == y->kw && x->sh == y->sh && x->sw == y->sw &&
+               x->pad == y->pad;
+    case LAYER_ACTIVATION: return x->act == y->act;
+    default: return 1;
+    }
+}
+
 int model_can_fuse(const model_spec *a, const model_spec *b)
 {
     if (a->n_layers != b->n_layers || a->loss != b->loss || a->batch_size != b->batch_size ||
         a->opt.kind != b->opt.kind)
         return 0;
-    for (int i = 0; i < a->n_layers; i++) {
-        const layer_spec *x = &a->layers[i], *y = &b->layers[i];
-        if (x->kind != y->kind)
+    for (int i = 0; i < a->n_layers; i++)
+        if (!same_layer(&a->layers[i], &b->layers[i]))
             return 0;
-        if (x->kind == LAYER_DENSE && (x->units != y->units || x->act != y->act))
-            return 0;
-    }
     return 1;
 }
 
 double model_train_flops(const model_layout *L, int64_t n)
 {
-    /* Forward 2*in*out per sample; backward 2*in*out for the weight gradient
-     * and another 2*in*out for the input gradient, except in the first layer. */
+    /* Forward 2 flops a multiply-add per sample; backward 2 for the weight
+     * gradient and 2 for the input gradient, except in the first layer with
+     * weights, whose input gradient is never taken. */
     double f = 0;
-    for (int i = 0; i < L->n_dense; i++) {
-        double mac = (double)L->dense[i].in * (double)L->dense[i].out;
-        f += (i == 0 ? 4.0 : 6.0) * mac;
+    int first = 1;
+    for (int i = 0; i < L->n_layers; i++) {
+        const layer_ops *ops = layer_ops_of(L->layers[i].kind);
+        double mac = ops && ops->macs ? ops->macs(&L->layers[i]) : 0.0;
+        if (mac > 0) {
+            f += (first ? 4.0 : 6.0) * mac;
+            first = 0;
+        }
     }
     return f * (double)n;
 }

@@ -104,22 +104,41 @@ int model_same_order(const model_spec *a, const model_spec *b);
 /* JSON object of the spec (malloc'd), as stored in results and weights. */
 char *model_spec_to_json(const model_spec *spec);
 
-/* One dense layer in the parameter layout (offsets in floats, per model). */
-typedef struct dense_layout {
-    int spec_index;   /* index in model_spec.layers, for weight names */
-    int in, out;
-    act_kind act;
-    size_t w_off, b_off;
-} dense_layout;
+/*
+ * One layer of a model in the group's layout: what the layer table's plan
+ * op (train/layer.h) gives. Offsets and counts are floats per model; "per
+ * row" ones are per sample of a batch.
+ */
+typedef struct layer_plan {
+    layer_kind kind;
+    int index;             /* in model_spec.layers: the weight names' layers.{i} */
+    sample_shape in, out;
+    sample_shape flat_from; /* rank 3: the image a flat input was flattened from, whose
+                             * channels-first order a dense layer's weight file keeps */
+    size_t p_off, n_params; /* trained parameters, in the trained region of BUF_PARAMS */
+    size_t n_fused;        /* the first n_fused of them may take their step in backward
+                            * (the backend's dense_step); 0: none */
+    size_t s_off, n_state; /* non-trained state (moving statistics), after the trained region */
+    size_t act_off;        /* per row: its output in BUF_ACT; an alias's is its input's */
+    int alias;             /* its output is its input, unchanged (flatten) */
+    size_t saved_off, n_saved; /* per row: kept from forward to backward (BUF_SAVED) */
+    size_t stat_off, n_stat;   /* per model: kept from forward to backward (BUF_STAT) */
+    size_t n_work;         /* per row: scratch of one pass (BUF_WORK), shared by all layers */
+    /* conv2d, pooling: the window, strides and the padding before the first
+     * row and column (TensorFlow's `same` puts the odd pixel after the last) */
+    int kh, kw, sh, sw, pad_top, pad_left;
+} layer_plan;
 
 /* Buffers of a group, carved from one allocation. */
 enum {
-    BUF_PARAMS,  /* [K, P] */
+    BUF_PARAMS,  /* [K, P]: trained parameters [0, n_trained), then state */
     BUF_GRADS,   /* [K, P] */
     BUF_OPT,     /* [K, P * opt_slots] */
     BUF_ACT,     /* [K, B, act_width] activations, input included */
     BUF_DELTA,   /* [2, K, B, max_width] back-propagated gradients */
-    BUF_MASK,    /* [K, B, mask_width] dropout masks */
+    BUF_SAVED,   /* [K, B, saved_width] kept from forward to backward (masks, im2col, argmax) */
+    BUF_STAT,    /* [K, stat_width] per-model tensors kept from forward to backward */
+    BUF_WORK,    /* [K, B, work_width] scratch of one layer's pass */
     BUF_LABELS,  /* [K, B] int32 */
     BUF_STATS,   /* [K, 4] per-model loss and accuracy sums (doubles) */
     BUF_BEST,    /* [K, P] the best epoch's parameters (restore_best_weights) */
@@ -127,17 +146,16 @@ enum {
 };
 
 typedef struct model_layout {
+    sample_shape in_shape;
     int n_in, n_out;      /* input width, output width */
     int K, B;             /* group size, batch size */
-    int n_dense;
-    dense_layout dense[COHORT_MAX_LAYERS];
-    /* per spec layer: offset (floats, per model per row) of its output in BUF_ACT */
-    size_t act_off[COHORT_MAX_LAYERS + 1]; /* [0] is the input */
-    size_t act_width;     /* sum of widths, input included */
-    size_t mask_off[COHORT_MAX_LAYERS];
-    size_t mask_width;
-    int max_width;
-    size_t n_params;      /* P: per model */
+    int n_layers;
+    layer_plan layers[COHORT_MAX_LAYERS];
+    size_t act_width;     /* per row: sum of the activation widths, input included */
+    size_t saved_width, stat_width, work_width;
+    int max_width;        /* the widest activation */
+    size_t n_params;      /* P: per model, trained and state */
+    size_t n_trained;     /* the trained ones: [0, n_trained) of each model's P */
     int opt_slots;        /* floats of optimizer state per parameter */
     int keep_best;        /* BUF_BEST is allocated */
     size_t buf_off[BUF_COUNT];   /* byte offsets in the slab */
@@ -149,18 +167,27 @@ typedef struct model_layout {
 
 /*
  * Compute shapes, parameter offsets and the memory plan of a group of K
- * models of `spec`'s structure with n_in inputs and n_classes classes.
- * Fails with a message naming the model when shapes do not agree (say an
- * output layer whose width is not the number of classes).
+ * models of `spec`'s structure with samples of shape `in` and n_classes
+ * classes. Fails with a message naming the model, the layer and the shape it
+ * sees when shapes do not agree (a kernel larger than its input, Dense on an
+ * image without Flatten, an output layer whose width is not the number of
+ * classes). err may be NULL.
  */
-cohort_status model_layout_make(const model_spec *spec, int n_in, int n_classes, int K,
+cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_classes, int K,
                                 model_layout *out, cohort_error *err);
+
+/* The spec a group of specs[0..n) is laid out from: the first one's shapes
+ * with the union of the buffers any member needs (momentum slots, the best
+ * weights). The trainer and the scheduler both plan from it, so reserved and
+ * allocated bytes cannot drift apart. */
+void model_group_spec(const model_spec *const *specs, int n, model_spec *out);
 
 /* Two specs have the same layer shapes and optimizer kind: they can train
  * as one group. */
 int model_can_fuse(const model_spec *a, const model_spec *b);
 
-/* FLOPs of one training epoch over n samples (dense layers, fwd + bwd). */
+/* FLOPs of training on n samples (the products of dense and conv2d layers,
+ * forward and backward). */
 double model_train_flops(const model_layout *L, int64_t n);
 
 #endif

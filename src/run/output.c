@@ -1,6 +1,7 @@
 /* The output directory: results.json, weights, per-model history. */
 #include "io/io.h"
 #include "run/run.h"
+#include "train/layer.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -149,33 +150,47 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
                                 int best, char *rel, cohort_error *err)
 {
     const model_layout *L = &e->L;
-    st_tensor t[2 * COHORT_MAX_LAYERS];
+    st_tensor t[4 * COHORT_MAX_LAYERS];
     int n = 0;
-    for (int j = 0; j < L->n_dense; j++) {
-        const dense_layout *d = &L->dense[j];
-        st_tensor *w = &t[n++], *bias = &t[n++];
-        memset(w, 0, sizeof *w);
-        memset(bias, 0, sizeof *bias);
-        snprintf(w->name, sizeof w->name, "layers.%d.weight", d->spec_index);
-        w->ndim = 2;
-        w->shape[0] = d->out;
-        w->shape[1] = d->in;
-        w->data = (float *)(params + d->w_off);
-        snprintf(bias->name, sizeof bias->name, "layers.%d.bias", d->spec_index);
-        bias->ndim = 1;
-        bias->shape[0] = d->out;
-        bias->data = (float *)(params + d->b_off);
+    /* Each layer's tensors in the file's layout, converted into one copy. */
+    float *file = malloc((L->n_params ? L->n_params : 1) * sizeof(float));
+    if (!file)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "model '%s': out of memory writing its weights",
+                           e->spec->name);
+    size_t at = 0;
+    for (int i = 0; i < L->n_layers; i++) {
+        const layer_plan *lp = &L->layers[i];
+        const layer_ops *ops = layer_ops_of(lp->kind);
+        layer_tensor lt[4];
+        int m = ops->tensors ? ops->tensors(lp, lt) : 0;
+        for (int j = 0; j < m; j++) {
+            st_tensor *w = &t[n++];
+            memset(w, 0, sizeof *w);
+            snprintf(w->name, sizeof w->name, "layers.%d.%s", lp->index, lt[j].suffix);
+            w->ndim = lt[j].ndim;
+            for (int d = 0; d < lt[j].ndim; d++)
+                w->shape[d] = lt[j].shape[d];
+            if (ops->convert)
+                ops->convert(lp, j, (float *)params, file + at, 1);
+            else
+                memcpy(file + at, params + lt[j].off, lt[j].n * sizeof(float));
+            w->data = file + at;
+            at += lt[j].n;
+        }
     }
-    char n_in[32], classes[32];
-    snprintf(n_in, sizeof n_in, "%d", L->n_in);
+    char shape[64], classes[32];
+    shape_format(L->in_shape, shape, sizeof shape);
     snprintf(classes, sizeof classes, "%d", run->n_classes);
+    char n_in[32];
+    snprintf(n_in, sizeof n_in, "%d", L->n_in);
     const char *meta[] = {"format", "cohort", "cohort_version", COHORT_VERSION,
                           "spec", e->spec->config_json ? e->spec->config_json : "{}",
-                          "inputs", n_in, "classes", classes};
+                          "inputs", n_in, "input_shape", shape, "classes", classes};
     snprintf(rel, COHORT_PATH_MAX, "models/%s%s.safetensors", e->spec->name, best ? ".best" : "");
     char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", run->out_dir, rel);
-    cohort_status st = st_write(path, t, n, meta, 5, err);
+    cohort_status st = st_write(path, t, n, meta, 6, err);
+    free(file);
     if (st)
         rel[0] = 0;
     return st;

@@ -53,6 +53,7 @@ struct cohort_run {
     data_view train, val, test;
     int has_val, has_test;
     int n_in, n_classes;
+    sample_shape in_shape; /* of one sample, as the first layer sees it */
     device_registry *devices;
     int own_devices;       /* devices was discovered here, and is freed here */
     int n;
@@ -104,7 +105,7 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err);
  * run->m) trained as one group on one device, and the bytes it plans. */
 typedef struct run_group_info {
     int device, n;
-    int idx[64];
+    int idx[COHORT_MAX_GROUP];
     uint64_t bytes;
 } run_group_info;
 

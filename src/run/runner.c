@@ -72,6 +72,7 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: no training samples left after the "
                            "validation split of %g", d->train, d->validation_split);
     run->n_in = (int)run->train_ds->dim;
+    run->in_shape = shape_flat(run->n_in);
     run->n_classes = run->train_ds->n_classes;
     const cohort_dataset *other[2] = {run->test_ds, run->val_ds};
     for (int i = 0; i < 2; i++) {
@@ -127,7 +128,7 @@ static void refuse(cohort_run *run, model_entry *e, const cohort_device *d)
         model_spec s = *e->spec;
         model_layout L;
         s.batch_size = (int)b;
-        if (model_layout_make(&s, run->n_in, run->n_classes, 1, &L, NULL) == COHORT_OK &&
+        if (model_layout_make(&s, run->in_shape, run->n_classes, 1, &L, NULL) == COHORT_OK &&
             L.total_bytes <= limit) {
             fit = b;
             break;
@@ -319,7 +320,7 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         e->device = -1;
         e->test_loss = e->test_accuracy = NAN;
         e->res.state = MODEL_PENDING;
-        st = model_layout_make(e->spec, run->n_in, run->n_classes, 1, &e->L, err);
+        st = model_layout_make(e->spec, run->in_shape, run->n_classes, 1, &e->L, err);
         if (st)
             cohort_fail_prefix(err, "%s:%d", plan->path, e->spec->line);
         e->planned_bytes = e->L.total_bytes;

@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_GROUP 64
+#define MAX_GROUP COHORT_MAX_GROUP
 #define MAX_CONFUSION_CLASSES 256
 
 typedef struct job {
@@ -316,7 +316,7 @@ static void job_run(sched *s, job *j)
     }
     cohort_error err;
     err.message[0] = 0;
-    cohort_status st = group_create(specs, j->n, run->n_in, run->n_classes, dev,
+    cohort_status st = group_create(specs, j->n, run->in_shape, run->n_classes, dev,
                                     s->threads_per_job, &c.g, &err);
     int helpable = c.g && s->out_fd < 0; /* a worker process has no helpers, nor their lock */
     if (helpable) {
@@ -435,16 +435,13 @@ static void job_run(sched *s, job *j)
 /* Planned bytes of a group of the given models, or 0 on error. */
 static uint64_t group_bytes(const cohort_run *run, const int *idx, int n)
 {
-    model_spec merged = *run->m[idx[0]].spec;
-    for (int k = 1; k < n; k++) {
-        const model_spec *s = run->m[idx[k]].spec;
-        if (s->opt.momentum > merged.opt.momentum)
-            merged.opt.momentum = s->opt.momentum;
-        if (s->early_stop.enabled && s->early_stop.restore_best)
-            merged.early_stop = s->early_stop;
-    }
+    const model_spec *specs[MAX_GROUP];
+    for (int k = 0; k < n; k++)
+        specs[k] = run->m[idx[k]].spec;
+    model_spec merged;
+    model_group_spec(specs, n, &merged);
     model_layout L;
-    if (model_layout_make(&merged, run->n_in, run->n_classes, n, &L, NULL))
+    if (model_layout_make(&merged, run->in_shape, run->n_classes, n, &L, NULL))
         return 0;
     return L.total_bytes;
 }

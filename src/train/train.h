@@ -75,7 +75,7 @@ typedef struct train_group train_group;
  * Glorot-uniform from each model's seed or loaded from its init_from file.
  * On error nothing stays allocated and err names the model.
  */
-cohort_status group_create(const model_spec *const *specs, int K, int n_in, int n_classes,
+cohort_status group_create(const model_spec *const *specs, int K, sample_shape in, int n_classes,
                            cohort_device *dev, int threads, train_group **out, cohort_error *err);
 void group_free(train_group *g);
 

@@ -484,6 +484,8 @@ static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, const float *XT
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .api_version = COHORT_BACKEND_API_VERSION,
+    .model_major = 1,
+    .stats_every = 1,
     .ctx_create = cpu_ctx_create,
     .ctx_free = cpu_ctx_free,
     .mem_alloc = cpu_mem_alloc,

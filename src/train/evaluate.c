@@ -1,0 +1,96 @@
+/*
+ * Evaluation and prediction: the forward pass in inference mode (no
+ * dropout, batch normalization from the moving statistics) over a dataset
+ * in batches, with the loss and accuracy of every model of the group.
+ */
+#include "train/group_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Forward and loss of the batch in the input region for every model: one
+ * model after another on a CPU, op by op over the group elsewhere. */
+static void infer_batch(train_group *g, int rows)
+{
+    int step = g->be->model_major ? 1 : g->K;
+    for (int k0 = 0; k0 < g->K; k0 += step) {
+        krange r = {k0, step};
+        group_forward(g, r, rows, 0, 0);
+        group_loss_pass(g, r, rows, 0);
+    }
+}
+
+void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy,
+                    int32_t *pred)
+{
+    int K = g->K, B = g->L.B, n_out = g->L.n_out;
+    int64_t idx[1024];
+    double st[COHORT_MAX_GROUP * 4];
+    g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
+    int64_t *ix = B <= 1024 ? idx : malloc((size_t)B * sizeof *ix);
+    /* The outputs (probabilities after loss_pass) of every model, per batch. */
+    size_t out_n = (size_t)K * (size_t)B * (size_t)n_out;
+    float *out = pred ? malloc(out_n * sizeof *out) : NULL;
+    krange all = {0, K};
+    size_t so;
+    const float *res = group_act(g, g->L.n_layers, all, &so);
+    if (pred && !out)
+        for (int64_t i = 0; i < (int64_t)K * d->n; i++)
+            pred[i] = -1; /* out of memory: no class rather than a wrong one */
+    for (int64_t r0 = 0; ix && r0 < d->n; r0 += B) {
+        int rows = (int)(d->n - r0 < B ? d->n - r0 : B);
+        for (int r = 0; r < rows; r++)
+            ix[r] = r0 + r;
+        group_load_batch(g, d, ix, 0, rows);
+        infer_batch(g, rows);
+        if (!out)
+            continue;
+        g->be->copy_d2h(g->ctx, out, res, out_n * sizeof *out);
+        for (int k = 0; k < K; k++)
+            for (int r = 0; r < rows; r++)
+                pred[(int64_t)k * d->n + r0 + r] =
+                    output_class(out + ((size_t)k * (size_t)B + (size_t)r) * (size_t)n_out, n_out);
+    }
+    free(out);
+    if (ix != idx)
+        free(ix);
+    group_read_stats(g, st);
+    for (int k = 0; k < K; k++) {
+        loss[k] = d->n ? st[4 * k] / (double)d->n : NAN;
+        accuracy[k] = d->n ? st[4 * k + 1] / (double)d->n : NAN;
+    }
+}
+
+void group_predict(train_group *g, int k, const data_view *d, float *out)
+{
+    int B = g->L.B, n_out = g->L.n_out;
+    int64_t *ix = malloc((size_t)B * sizeof *ix);
+    if (!ix)
+        return;
+    krange one = {k, 1};
+    size_t so;
+    float *res = group_act(g, g->L.n_layers, one, &so);
+    for (int64_t r0 = 0; r0 < d->n; r0 += B) {
+        int rows = (int)(d->n - r0 < B ? d->n - r0 : B);
+        for (int r = 0; r < rows; r++)
+            ix[r] = r0 + r;
+        group_load_batch(g, d, ix, 0, rows);
+        group_forward(g, one, rows, 0, 0);
+        group_loss_pass(g, one, rows, 0); /* applies softmax to the logits */
+        g->be->copy_d2h(g->ctx, out + r0 * n_out, res, (size_t)rows * (size_t)n_out * sizeof(float));
+    }
+    free(ix);
+}
+
+int output_class(const float *row, int n_out)
+{
+    if (n_out == 1)
+        return (int)lrintf(row[0]);
+    int arg = 0;
+    for (int j = 1; j < n_out; j++)
+        if (row[j] > row[arg])
+            arg = j;
+    return arg;
+}
+

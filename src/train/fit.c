@@ -1,0 +1,261 @@
+/*
+ * The fit loop and its policy: per-model shuffle orders, metrics read back
+ * from the device, divergence (a model whose loss or weights stop being
+ * finite stops alone), the best epoch, early stopping, checkpoints and
+ * interruption.
+ */
+#include "train/group_impl.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void shuffle_order(int64_t *order, int64_t n, uint64_t seed, int epoch, int shuffle)
+{
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
+    if (!shuffle)
+        return;
+    /* Each epoch's order depends on (seed, epoch) alone, so a resumed run
+     * draws exactly the orders an uninterrupted one would. */
+    rng_state r;
+    rng_seed(&r, seed, 0x5000 + (uint64_t)epoch);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+static int monitor_is_max(const char *monitor) { return strstr(monitor, "accuracy") != NULL; }
+
+static double monitor_value(const char *monitor, const epoch_metrics *m)
+{
+    if (strcmp(monitor, "loss") == 0)
+        return m->loss;
+    if (strcmp(monitor, "accuracy") == 0)
+        return m->accuracy;
+    if (strcmp(monitor, "val_accuracy") == 0)
+        return m->val_accuracy;
+    return m->val_loss;
+}
+
+static cohort_status fit(train_group *g, const data_view *train, const data_view *val,
+                         const train_callbacks *cb, const train_start *start, train_result *res,
+                         cohort_error *err)
+{
+    const model_layout *L = &g->L;
+    int K = g->K, B = L->B;
+    int64_t n = train->n, steps = (n + B - 1) / B;
+    int has_val = val && val->n > 0;
+    int max_epochs = 0, e0 = start ? start->epoch : 0;
+    int64_t s0 = start ? start->step : 0;
+    for (int k = 0; k < K; k++)
+        if (g->spec[k]->epochs > max_epochs)
+            max_epochs = g->spec[k]->epochs;
+    free(g->order);
+    g->order = malloc((size_t)(g->shared ? 1 : K) * (size_t)(n > 0 ? n : 1) * sizeof *g->order);
+    for (int k = 0; k < K; k++) {
+        if (!start) {
+            epoch_metrics *h = res[k].history;
+            memset(&res[k], 0, sizeof res[k]);
+            res[k].history = h;
+            res[k].best_value = NAN;
+        }
+        res[k].state = MODEL_RUNNING;
+        res[k].error[0] = 0;
+        g->active[k] = 1;
+        if (!res[k].history || !g->order) {
+            res[k].state = MODEL_FAILED;
+            str_copy(res[k].error, sizeof res[k].error, "out of host memory");
+            g->active[k] = 0;
+        }
+    }
+    if (!g->order)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of host memory");
+    int blocked = g->be->model_major && K > 1; /* steps taken in blocks */
+    int stats_every = g->be->stats_every > 1 ? g->be->stats_every : 1;
+    /* Every epoch takes every step, so the step count follows from the start. */
+    g->t = (int64_t)e0 * steps + s0;
+    double t0 = now_seconds(), st[COHORT_MAX_GROUP * 4];
+    cohort_status ret = COHORT_OK;
+
+    for (int epoch = e0 + 1; epoch <= max_epochs; epoch++) {
+        int any = 0;
+        for (int k = 0; k < K; k++) {
+            if (g->active[k] && epoch > g->spec[k]->epochs) {
+                g->active[k] = 0;
+                res[k].state = MODEL_OK;
+            }
+            any |= g->active[k];
+        }
+        if (!any)
+            break;
+        double te = now_seconds();
+        for (int k = 0; k < (g->shared ? 1 : K); k++)
+            shuffle_order(g->order + (size_t)k * (size_t)n, n, model_order_seed(g->spec[k]), epoch,
+                          g->spec[k]->shuffle);
+        int64_t first = epoch == e0 + 1 ? s0 : 0;
+        for (int k = 0; k < K; k++) {
+            st[4 * k] = first ? res[k].part_loss : 0.0;
+            st[4 * k + 1] = first ? res[k].part_correct : 0.0;
+            st[4 * k + 2] = st[4 * k + 3] = 0.0;
+        }
+        g->be->copy_h2d(g->ctx, g->stats, st, (size_t)K * 4 * sizeof(double));
+        for (int64_t step = first; step < steps; step++) {
+            uint64_t counter = (uint64_t)(epoch - 1) * (uint64_t)steps + (uint64_t)step;
+            /* The step index below is a block's last. */
+            step += group_train_steps(g, train, g->order, step, steps, counter) - 1;
+            int rows = group_batch_rows(n, step, B);
+            /* Reading the metrics back is a host sync on a GPU: there, every
+             * 16 steps and at the end of the epoch; on the CPU, every step. */
+            if (stats_every > 1 && (step + 1) % stats_every != 0 && step + 1 < steps &&
+                !(cb && cb->stop && *cb->stop))
+                continue;
+            group_read_stats(g, st);
+            for (int k = 0; k < K; k++) {
+                if (!g->active[k])
+                    continue;
+                if (!isfinite(st[4 * k + 2]) || !isfinite(st[4 * k])) {
+                    g->active[k] = 0;
+                    res[k].state = MODEL_DIVERGED;
+                    snprintf(res[k].error, sizeof res[k].error,
+                             "loss became %s at epoch %d, step %lld%s; lower the learning rate "
+                             "(now %g)",
+                             isnan(st[4 * k + 2]) ? "NaN" : "Inf", epoch, (long long)step + 1,
+                             stats_every > 1 || blocked ? " or before" : "", (double)g->lr[k]);
+                    res[k].epochs_run = epoch - 1;
+                    continue;
+                }
+                if (cb && cb->on_step) {
+                    int64_t done = step * B + rows;
+                    cb->on_step(cb->user, k, epoch, step + 1, steps, st[4 * k] / (double)done,
+                                st[4 * k + 1] / (double)done);
+                }
+            }
+            if (cb && cb->stop && *cb->stop && step + 1 < steps) {
+                for (int k = 0; k < K; k++) {
+                    res[k].part_loss = st[4 * k];
+                    res[k].part_correct = st[4 * k + 1];
+                }
+                if (cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch - 1, step + 1, res, err))
+                    return cohort_fail_prefix(err, "checkpoint");
+                ret = COHORT_ERR_INTERRUPTED;
+                break;
+            }
+        }
+        if (ret)
+            break;
+        double vl[COHORT_MAX_GROUP], va[COHORT_MAX_GROUP];
+        if (has_val)
+            group_evaluate(g, val, vl, va, NULL);
+        double secs = now_seconds() - te;
+        for (int k = 0; k < K; k++) {
+            if (!g->active[k])
+                continue;
+            /* A loss can stay finite while the weights run off to Inf (dead
+             * ReLUs, saturated outputs): check the weights too. */
+            group_get_params(g, k, g->host);
+            size_t bad = 0;
+            for (size_t i = 0; i < L->n_params; i++)
+                bad += !isfinite(g->host[i]);
+            if (bad) {
+                g->active[k] = 0;
+                res[k].state = MODEL_DIVERGED;
+                snprintf(res[k].error, sizeof res[k].error,
+                         "%zu weights became NaN or Inf in epoch %d; lower the learning rate "
+                         "(now %g)",
+                         bad, epoch, (double)g->lr[k]);
+                res[k].epochs_run = epoch - 1;
+                continue;
+            }
+            epoch_metrics *m = &res[k].history[epoch - 1];
+            m->loss = st[4 * k] / (double)n;
+            m->accuracy = st[4 * k + 1] / (double)n;
+            m->val_loss = has_val ? vl[k] : NAN;
+            m->val_accuracy = has_val ? va[k] : NAN;
+            m->seconds = secs;
+            res[k].epochs_run = epoch;
+            res[k].part_loss = res[k].part_correct = 0.0;
+            const early_stop_spec *es = &g->spec[k]->early_stop;
+            const char *mon = es->enabled ? es->monitor : has_val ? "val_loss" : "loss";
+            double v = monitor_value(mon, m), delta = es->enabled ? es->min_delta : 0.0;
+            double best = res[k].best_value;
+            int is_max = monitor_is_max(mon);
+            int improved = isfinite(v) &&
+                           (isnan(best) || (is_max ? v > best + delta : v < best - delta));
+            if (improved) {
+                res[k].best_value = v;
+                res[k].wait = 0;
+                res[k].best_epoch = epoch;
+                res[k].best = *m;
+                if (g->best)
+                    g->be->copy(g->ctx, g->best + (size_t)k * L->n_params,
+                                g->params + (size_t)k * L->n_params, 0, L->n_params, 1);
+            } else {
+                res[k].wait++;
+            }
+            if (cb && cb->on_epoch) {
+                cohort_error e;
+                e.message[0] = 0;
+                if (cb->on_epoch(cb->user, k, epoch, m, improved, &e)) {
+                    g->active[k] = 0;
+                    res[k].state = MODEL_FAILED;
+                    str_copy(res[k].error, sizeof res[k].error, e.message);
+                    continue;
+                }
+            }
+            /* Keras: stop once `patience` epochs in a row did not improve. */
+            if (es->enabled && !improved && res[k].wait >= es->patience &&
+                epoch < g->spec[k]->epochs) {
+                g->active[k] = 0;
+                res[k].state = MODEL_OK;
+                res[k].stopped_early = 1;
+            }
+        }
+        if (cb && cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch, 0, res, err)) {
+            ret = cohort_fail_prefix(err, "checkpoint");
+            break;
+        }
+        if (cb && cb->stop && *cb->stop && epoch < max_epochs) {
+            ret = COHORT_ERR_INTERRUPTED;
+            break;
+        }
+    }
+    double secs = now_seconds() - t0;
+    for (int k = 0; k < K; k++) {
+        if (res[k].state == MODEL_RUNNING)
+            res[k].state = ret ? MODEL_FAILED : MODEL_OK;
+        if (ret == COHORT_ERR_INTERRUPTED && res[k].state == MODEL_FAILED && !res[k].error[0])
+            str_copy(res[k].error, sizeof res[k].error, "interrupted");
+        else if (ret && res[k].state == MODEL_FAILED && !res[k].error[0])
+            str_copy(res[k].error, sizeof res[k].error, err->message);
+        if (res[k].state == MODEL_OK && g->best && res[k].best_epoch > 0 &&
+            g->spec[k]->early_stop.enabled && g->spec[k]->early_stop.restore_best)
+            g->be->copy(g->ctx, g->params + (size_t)k * L->n_params,
+                        g->best + (size_t)k * L->n_params, 0, L->n_params, 1);
+        res[k].seconds += secs;
+    }
+    return ret;
+}
+
+/*
+ * Denormals are flushed to zero while a group trains. Adam's first moment of
+ * a weight whose gradient is always zero (a border pixel of every image)
+ * decays by beta1 each step into the denormal range, where each vector op on
+ * it takes a microcode assist of a hundred cycles or more: measured, 3% of
+ * the large seed model's m was denormal after one epoch. Such values shift a
+ * weight by less than 1e-30 of its size, so the results do not change.
+ */
+cohort_status group_fit(train_group *g, const data_view *train, const data_view *val,
+                        const train_callbacks *cb, const train_start *start, train_result *res,
+                        cohort_error *err)
+{
+    unsigned fp = fp_flush_denormals();
+    cohort_status st = fit(g, train, val, cb, start, res, err);
+    fp_restore(fp);
+    return st;
+}
+

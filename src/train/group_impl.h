@@ -1,0 +1,82 @@
+/*
+ * The training group's insides, shared by the trainer's files: group.c
+ * (create, free, parameter I/O), step.c (one step: forward, loss, backward,
+ * optimizer), evaluate.c (evaluation and prediction) and fit.c (the epoch
+ * loop and its policy: metrics, divergence, early stopping, checkpoints).
+ * K same-shaped models whose every array is [K, ...], so that each op is one
+ * batched call; one slab holds all of it (model/layout.c).
+ */
+#ifndef COHORT_GROUP_IMPL_H
+#define COHORT_GROUP_IMPL_H
+
+#include "train/layer.h"
+#include "train/train.h"
+
+struct train_group {
+    model_layout L;
+    int K;
+    const model_spec *spec[COHORT_MAX_GROUP];
+    cohort_device *dev;
+    const backend_ops *be;
+    backend_ctx *ctx;
+    pool_account acct;
+    char *slab;
+    float *params, *grads, *opt_m, *opt_v, *act, *delta[2], *saved, *stat, *work, *best;
+    int32_t *labels;
+    double *stats;
+    /* host-side, [K] each */
+    float lr[COHORT_MAX_GROUP], momentum[COHORT_MAX_GROUP], beta1[COHORT_MAX_GROUP],
+        beta2[COHORT_MAX_GROUP], eps[COHORT_MAX_GROUP], wd[COHORT_MAX_GROUP];
+    int nesterov[COHORT_MAX_GROUP];
+    unsigned char active[COHORT_MAX_GROUP];
+    uint64_t seed[COHORT_MAX_GROUP];
+    float hp[4 * COHORT_MAX_GROUP]; /* the layers' per-model settings of one pass */
+    int64_t t;      /* optimizer steps taken */
+    int64_t *order; /* [K, n] shuffle orders for the current fit */
+    float *host;    /* [P] host scratch */
+    int first_trained; /* the first layer with parameters: backward stops there */
+    int can_share;     /* the first layers can read one input copy for all K models */
+    int shared;        /* every member draws the same shuffle order (shared_order) */
+    int in_shared;     /* the batch in the input region is one copy read by all K */
+    int in_slot;       /* with in_shared: which of the K input slots holds the batch */
+    /* The first layer's forward pass from its input transposed (uses_xt):
+     * ldt columns; 0 where unused. Input slot s's transpose is kept in model
+     * s's gradient of that layer, which the fused step never writes;
+     * xt_ready[s] says it is current. */
+    int xt_ldt;
+    unsigned char xt_ready[COHORT_MAX_GROUP];
+};
+
+/* Models [k0, k0 + count) of the group; every op works on such a range. */
+typedef struct krange {
+    int k0, count;
+} krange;
+
+/* Model k0's part of a [K, ...] buffer whose per-model stride is s floats. */
+#define AT(p, s, r) ((p) + (size_t)(r).k0 * (s))
+
+/* The activations of region i (0: the input; i + 1: layer i's output) for
+ * models r, and their per-model stride (0: one input copy read by all). */
+float *group_act(train_group *g, int i, krange r, size_t *stride);
+
+/* Load rows ix[k * stride + r] of d for the models (once for all where
+ * stride is 0 and the first layers allow it). */
+void group_load_batch(train_group *g, const data_view *d, const int64_t *ix, size_t stride,
+                      int rows);
+/* Forward pass of `rows` rows in the input region; training 0: inference. */
+void group_forward(train_group *g, krange r, int rows, int training, uint64_t counter);
+/* The loss of the output against the labels, added to the stats; with grad,
+ * the output's gradient goes to delta[0]. */
+void group_loss_pass(train_group *g, krange r, int rows, int grad);
+/* Gradients from delta[0]; with t > 0 the weights that can take their step
+ * at once do (stepped[i] says which layers did). */
+void group_backward(train_group *g, krange r, int rows, int64_t t, unsigned char *stepped);
+/* One training step of every active model of the group at `step` of the
+ * epoch (or a block of steps on a CPU); returns the steps taken. */
+int group_train_steps(train_group *g, const data_view *d, const int64_t *order, int64_t step,
+                      int64_t steps, uint64_t counter);
+void group_read_stats(train_group *g, double *host);
+/* Rows in batch `step` of n samples in batches of B (the last may be short). */
+int group_batch_rows(int64_t n, int64_t step, int B);
+
+#endif

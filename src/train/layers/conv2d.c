@@ -1,0 +1,138 @@
+/*
+ * Conv2D over NHWC images as im2col + GEMM: the im2col matrix col
+ * [n*oh*ow, kh*kw*c] is kept from forward to backward (the weight gradient
+ * reads it), Y = col·Wᵀ + b with W [filters, kh, kw, c], and backward takes
+ * dcol = dY·W into the workspace and folds it back with col2im. The weight
+ * file holds W as torch.nn.Conv2d does: [filters, c, kh, kw].
+ */
+#include "train/layer.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Columns of the im2col matrix. */
+static size_t patch(const layer_plan *lp) { return (size_t)lp->kh * (size_t)lp->kw * (size_t)lp->in.c; }
+
+static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    char s[48];
+    shape_format(lp->in, s, sizeof s);
+    if (lp->in.rank != 3) {
+        snprintf(msg, len, "conv2d needs images, but gets flat samples %s; give the data's "
+                           "shape with data.input_shape: [H, W, C]", s);
+        return 1;
+    }
+    int oh, ow;
+    window_dim(lp->in.h, ls->kh, ls->sh, ls->pad, &oh, &lp->pad_top);
+    window_dim(lp->in.w, ls->kw, ls->sw, ls->pad, &ow, &lp->pad_left);
+    if (oh < 1 || ow < 1) {
+        snprintf(msg, len, "conv2d's %dx%d kernel is larger than its input %s; use padding: same "
+                           "or a smaller kernel_size", ls->kh, ls->kw, s);
+        return 1;
+    }
+    lp->kh = ls->kh, lp->kw = ls->kw, lp->sh = ls->sh, lp->sw = ls->sw;
+    lp->out = shape_image(oh, ow, ls->units);
+    size_t pixels = (size_t)oh * (size_t)ow;
+    lp->n_params = (size_t)ls->units * patch(lp) + (size_t)ls->units;
+    lp->n_saved = pixels * patch(lp);
+    /* The first layer's input gradient is never taken: no dcol. */
+    lp->n_work = lp->index > 0 ? pixels * patch(lp) : 0;
+    return 0;
+}
+
+/* Keras: glorot_uniform over fan_in = kh*kw*c, fan_out = kh*kw*filters. */
+static void conv_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
+{
+    size_t n = (size_t)ls->units * patch(lp);
+    float fan_in = (float)patch(lp), fan_out = (float)(lp->kh * lp->kw * ls->units);
+    rng_state r;
+    rng_seed(&r, seed, 1000 + (uint64_t)lp->index);
+    float limit = sqrtf(6.0f / (fan_in + fan_out));
+    float *W = P + lp->p_off;
+    for (size_t i = 0; i < n; i++)
+        W[i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
+    memset(W + n, 0, (size_t)ls->units * sizeof(float));
+}
+
+static void conv_forward(const layer_pass *p)
+{
+    const layer_plan *lp = p->lp;
+    window_geom g = layer_window(lp, p->rows);
+    int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
+    const float *W = p->W + lp->p_off, *b = W + (size_t)F * (size_t)kc;
+    p->be->im2col(p->ctx, p->saved, p->s_saved, p->X, p->sX, &g, p->count);
+    p->be->gemm(p->ctx, 0, 1, M, F, kc, 1.0f, p->saved, kc, p->s_saved, W, kc, p->sP, 0.0f, p->Y,
+                F, p->sY, p->count);
+    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, M, F, p->ls[0]->act, p->count);
+}
+
+static int conv_backward(const layer_pass *p)
+{
+    const layer_plan *lp = p->lp;
+    const backend_ops *be = p->be;
+    window_geom g = layer_window(lp, p->rows);
+    int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
+    float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
+    be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, p->ls[0]->act,
+                     p->count);
+    be->bias_grad(p->ctx, G + (size_t)F * (size_t)kc, p->sP, p->dY, p->sd, M, F, p->count);
+    if (p->dX) {
+        be->gemm(p->ctx, 0, 0, M, kc, F, 1.0f, p->dY, F, p->sd, W, kc, p->sP, 0.0f, p->work, kc,
+                 p->s_work, p->count);
+        be->col2im(p->ctx, p->dX, p->sd, p->work, p->s_work, &g, p->count);
+    }
+    be->gemm(p->ctx, 1, 0, F, kc, M, 1.0f, p->dY, F, p->sd, p->saved, kc, p->s_saved, 0.0f, G, kc,
+             p->sP, p->count);
+    return 0;
+}
+
+static int conv_tensors(const layer_plan *lp, layer_tensor *t)
+{
+    int64_t F = lp->out.c, kc = (int64_t)patch(lp);
+    t[0] = (layer_tensor){"weight", 4, {F, lp->in.c, lp->kh, lp->kw}, lp->p_off, (size_t)(F * kc)};
+    t[1] = (layer_tensor){"bias", 1, {F}, lp->p_off + (size_t)(F * kc), (size_t)F};
+    return 2;
+}
+
+/* The model's [F, kh, kw, c] to the file's [F, c, kh, kw], or back. */
+static void conv_convert(const layer_plan *lp, int i, float *P, float *file, int to_file)
+{
+    layer_tensor t[2];
+    conv_tensors(lp, t);
+    float *W = P + t[i].off;
+    if (i == 1) {
+        if (to_file)
+            memcpy(file, W, t[1].n * sizeof(float));
+        else
+            memcpy(W, file, t[1].n * sizeof(float));
+        return;
+    }
+    size_t F = (size_t)lp->out.c, C = (size_t)lp->in.c, kk = (size_t)lp->kh * (size_t)lp->kw;
+    for (size_t f = 0; f < F; f++)
+        for (size_t q = 0; q < kk; q++)
+            for (size_t c = 0; c < C; c++) {
+                float *mine = &W[(f * kk + q) * C + c], *theirs = &file[(f * C + c) * kk + q];
+                if (to_file)
+                    *theirs = *mine;
+                else
+                    *mine = *theirs;
+            }
+}
+
+static double conv_macs(const layer_plan *lp)
+{
+    return (double)lp->out.h * lp->out.w * lp->out.c * (double)patch(lp);
+}
+
+const layer_ops layer_conv2d_ops = {
+    .plan = conv_plan,
+    .init = conv_init,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .shares_input = 1,
+    .tensors = conv_tensors,
+    .convert = conv_convert,
+    .macs = conv_macs,
+};

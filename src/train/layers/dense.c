@@ -1,0 +1,130 @@
+/*
+ * The Dense layer: Y = act(X·Wᵀ + b), W [out, in] as torch.nn.Linear. Its
+ * weight gradient may take the optimizer step at once (the backend's
+ * dense_step), and as a first layer its forward may run from the input
+ * transposed (dense_forward). On an image as the first layer it flattens it,
+ * as cohort always has; elsewhere an image needs a Flatten first.
+ */
+#include "train/layer.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int dense_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    if (lp->in.rank == 3 && lp->index > 0) {
+        char s[48];
+        shape_format(lp->in, s, sizeof s);
+        snprintf(msg, len, "dense gets an image %s; put a flatten (or global_average_pooling2d) "
+                           "before it", s);
+        return 1;
+    }
+    size_t in = shape_size(lp->in);
+    lp->out = shape_flat(ls->units);
+    lp->n_params = in * (size_t)ls->units + (size_t)ls->units;
+    lp->n_fused = in * (size_t)ls->units;
+    return 0;
+}
+
+/* Keras: glorot_uniform kernel, zero bias. */
+static void dense_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
+{
+    size_t in = shape_size(lp->in), out = (size_t)ls->units;
+    rng_state r;
+    rng_seed(&r, seed, 1000 + (uint64_t)lp->index);
+    float limit = sqrtf(6.0f / (float)(in + out));
+    float *W = P + lp->p_off;
+    for (size_t i = 0; i < in * out; i++)
+        W[i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
+    memset(W + in * out, 0, out * sizeof(float));
+}
+
+static void dense_forward(const layer_pass *p)
+{
+    const layer_plan *lp = p->lp;
+    int in = (int)shape_size(lp->in), out = lp->out.c;
+    const float *W = p->W + lp->p_off, *b = W + (size_t)in * (size_t)out;
+    if (p->XT)
+        p->be->dense_forward(p->ctx, p->Y, out, p->XT, p->ldt, W, p->rows, out, in);
+    else
+        p->be->gemm(p->ctx, 0, 1, p->rows, out, in, 1.0f, p->X, in, p->sX, W, in, p->sP, 0.0f,
+                    p->Y, out, p->sY, p->count);
+    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, p->rows, out, p->ls[0]->act, p->count);
+}
+
+/* The gradients from dY (dZ once the activation's derivative is applied):
+ * the input gradient first, since it needs the weights before their step. */
+static int dense_backward(const layer_pass *p)
+{
+    const layer_plan *lp = p->lp;
+    const backend_ops *be = p->be;
+    int in = (int)shape_size(lp->in), out = lp->out.c, rows = p->rows;
+    size_t nw = (size_t)in * (size_t)out;
+    float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
+    be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)rows * (size_t)out,
+                     p->ls[0]->act, p->count);
+    be->bias_grad(p->ctx, G + nw, p->sP, p->dY, p->sd, rows, out, p->count);
+    if (p->dX)
+        be->gemm(p->ctx, 0, 0, rows, in, out, 1.0f, p->dY, out, p->sd, W, in, p->sP, 0.0f, p->dX,
+                 in, p->sd, p->count);
+    if (p->step && be->dense_step &&
+        be->dense_step(p->ctx, p->opt, W, p->s1 ? p->s1 + lp->p_off : NULL,
+                       p->s2 ? p->s2 + lp->p_off : NULL, p->sP, p->dY, out, p->sd, p->X, in,
+                       p->sX, rows, out, in, p->step, p->count))
+        return 1;
+    be->gemm(p->ctx, 1, 0, out, in, rows, 1.0f, p->dY, out, p->sd, p->X, in, p->sX, 0.0f, G, in,
+             p->sP, p->count);
+    return 0;
+}
+
+static int dense_tensors(const layer_plan *lp, layer_tensor *t)
+{
+    int64_t in = (int64_t)shape_size(lp->in), out = lp->out.c;
+    t[0] = (layer_tensor){"weight", 2, {out, in}, lp->p_off, (size_t)(out * in)};
+    t[1] = (layer_tensor){"bias", 1, {out}, lp->p_off + (size_t)(out * in), (size_t)out};
+    return 2;
+}
+
+/* After a flatten of an image (h, w, c), the file's columns are in torch's
+ * (c, h, w) order; the model's follow the activations' (h, w, c). */
+static void dense_convert(const layer_plan *lp, int i, float *P, float *file, int to_file)
+{
+    sample_shape f = lp->flat_from;
+    size_t in = shape_size(lp->in), out = (size_t)lp->out.c;
+    float *W = P + lp->p_off;
+    if (i != 0 || f.rank != 3 || f.c == 1) {
+        layer_tensor t[2];
+        dense_tensors(lp, t);
+        if (to_file)
+            memcpy(file, P + t[i].off, t[i].n * sizeof(float));
+        else
+            memcpy(P + t[i].off, file, t[i].n * sizeof(float));
+        return;
+    }
+    size_t hw = (size_t)f.h * (size_t)f.w, c = (size_t)f.c;
+    for (size_t j = 0; j < out; j++)
+        for (size_t px = 0; px < hw; px++)
+            for (size_t ch = 0; ch < c; ch++) {
+                float *mine = &W[j * in + px * c + ch], *theirs = &file[j * in + ch * hw + px];
+                if (to_file)
+                    *theirs = *mine;
+                else
+                    *mine = *theirs;
+            }
+}
+
+static double dense_macs(const layer_plan *lp) { return (double)shape_size(lp->in) * lp->out.c; }
+
+const layer_ops layer_dense_ops = {
+    .plan = dense_plan,
+    .init = dense_init,
+    .forward = dense_forward,
+    .backward = dense_backward,
+    .shares_input = 1,
+    .uses_xt = 1,
+    .tensors = dense_tensors,
+    .convert = dense_convert,
+    .macs = dense_macs,
+};

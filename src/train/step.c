@@ -1,0 +1,316 @@
+/*
+ * One training step of a group: the batch gathered into the input region,
+ * every layer's forward pass from the layer table, the loss, the backward
+ * pass (layers that can fuse their optimizer step into their weight
+ * gradient do) and the optimizer over the rest. On a CPU each model's steps
+ * run start to end before the next model's (model_major), so its tensors
+ * stay in cache; elsewhere each op is batched over the whole group.
+ */
+#include "train/group_impl.h"
+#include "util/util.h"
+
+#include <string.h>
+
+/* Width of activation region i (0: the input; i + 1: layer i's output). */
+static size_t region_width(const train_group *g, int i)
+{
+    return i == 0 ? (size_t)g->L.n_in : shape_size(g->L.layers[i - 1].out);
+}
+
+float *group_act(train_group *g, int i, krange r, size_t *stride)
+{
+    const model_layout *L = &g->L;
+    while (i > 0 && L->layers[i - 1].alias)
+        i--; /* an alias's output is its input */
+    size_t B = (size_t)L->B, off = i == 0 ? 0 : L->layers[i - 1].act_off;
+    *stride = B * region_width(g, i);
+    if (i == 0 && g->in_shared) {
+        *stride = 0;
+        return g->act + (size_t)g->in_slot * B * (size_t)L->n_in;
+    }
+    return AT(g->act + (size_t)g->K * B * off, *stride, r);
+}
+
+/* The input of model r.k0 transposed, for the first layer's forward pass,
+ * made if it is not current; NULL where the group does not use it. */
+static const float *input_transposed(train_group *g, krange r, int rows)
+{
+    if (!g->xt_ldt || r.count != 1)
+        return NULL;
+    int slot = g->in_shared ? g->in_slot : r.k0;
+    size_t sx;
+    const float *X = group_act(g, 0, r, &sx);
+    float *xt = g->grads + (size_t)slot * g->L.n_params + g->L.layers[0].p_off;
+    if (!g->xt_ready[slot]) {
+        g->be->transpose(g->ctx, xt, g->xt_ldt, X, g->L.n_in, rows, g->L.n_in);
+        g->xt_ready[slot] = 1;
+    }
+    return xt;
+}
+
+/* Layer i's pass over models r: its tensors and their strides. */
+static layer_pass pass_of(train_group *g, int i, krange r, int rows, const layer_spec **ls)
+{
+    const model_layout *L = &g->L;
+    const layer_plan *lp = &L->layers[i];
+    size_t B = (size_t)L->B, K = (size_t)g->K, P = L->n_params;
+    for (int k = 0; k < r.count; k++)
+        ls[k] = &g->spec[r.k0 + k]->layers[i];
+    layer_pass p;
+    memset(&p, 0, sizeof p);
+    p.be = g->be;
+    p.ctx = g->ctx;
+    p.lp = lp;
+    p.ls = ls;
+    p.seed = g->seed + r.k0;
+    p.count = r.count;
+    p.rows = rows;
+    p.batch = L->B;
+    p.X = group_act(g, i, r, &p.sX);
+    p.Y = group_act(g, i + 1, r, &p.sY);
+    p.sP = P;
+    p.W = AT(g->params, P, r);
+    p.G = AT(g->grads, P, r);
+    p.s_saved = B * lp->n_saved;
+    p.saved = AT(g->saved + K * B * lp->saved_off, p.s_saved, r);
+    p.s_stat = L->stat_width;
+    p.stat = AT(g->stat, p.s_stat, r) + lp->stat_off;
+    p.s_work = B * L->work_width;
+    p.work = AT(g->work, p.s_work, r);
+    p.sd = B * (size_t)L->max_width;
+    p.host = g->hp;
+    return p;
+}
+
+void group_forward(train_group *g, krange r, int rows, int training, uint64_t counter)
+{
+    const layer_spec *ls[COHORT_MAX_GROUP];
+    for (int i = 0; i < g->L.n_layers; i++) {
+        layer_pass p = pass_of(g, i, r, rows, ls);
+        p.training = training;
+        p.counter = counter;
+        if (i == 0) {
+            p.XT = input_transposed(g, r, rows);
+            p.ldt = g->xt_ldt;
+        }
+        layer_ops_of(g->L.layers[i].kind)->forward(&p);
+    }
+}
+
+void group_loss_pass(train_group *g, krange r, int rows, int grad)
+{
+    const model_layout *L = &g->L;
+    size_t B = (size_t)L->B, sd = B * (size_t)L->max_width, so;
+    float *out = group_act(g, L->n_layers, r, &so);
+    float *d = grad ? AT(g->delta[0], sd, r) : NULL;
+    size_t sy = g->in_shared ? 0 : B;
+    const int32_t *y = g->labels + (g->in_shared ? (size_t)g->in_slot : (size_t)r.k0) * B;
+    float scale = 1.0f / (float)rows;
+    if (g->spec[0]->loss == LOSS_SCE)
+        g->be->softmax_xent(g->ctx, out, so, y, sy, d, sd, g->stats + 4 * r.k0, rows, L->n_out,
+                            scale, r.count);
+    else
+        g->be->mse(g->ctx, out, so, y, sy, d, sd, g->stats + 4 * r.k0, rows, L->n_out, scale,
+                   r.count);
+}
+
+/* The optimizer settings of models r for the step that makes the count t. */
+static optim_step optim_of(train_group *g, krange r, int64_t t)
+{
+    int k0 = r.k0;
+    optim_step o = {g->lr + k0, g->momentum + k0, g->beta1 + k0, g->beta2 + k0, g->eps + k0,
+                    g->wd + k0, g->nesterov + k0, g->active + k0, t};
+    return o;
+}
+
+void group_backward(train_group *g, krange r, int rows, int64_t t, unsigned char *stepped)
+{
+    const model_layout *L = &g->L;
+    const layer_spec *ls[COHORT_MAX_GROUP];
+    size_t P = L->n_params;
+    optim_step o = optim_of(g, r, t);
+    int cur = 0;
+    memset(stepped, 0, (size_t)L->n_layers);
+    for (int i = L->n_layers - 1; i >= g->first_trained; i--) {
+        const layer_ops *ops = layer_ops_of(L->layers[i].kind);
+        layer_pass p = pass_of(g, i, r, rows, ls);
+        p.dY = AT(g->delta[cur], p.sd, r);
+        if (i > g->first_trained)
+            p.dX = ops->grad_in_place ? p.dY : AT(g->delta[1 - cur], p.sd, r);
+        if (t > 0) {
+            p.step = &o;
+            p.opt = g->spec[0]->opt.kind;
+            p.s1 = L->opt_slots ? AT(g->opt_m, P, r) : NULL;
+            p.s2 = g->opt_v ? AT(g->opt_v, P, r) : NULL;
+        }
+        stepped[i] = (unsigned char)ops->backward(&p);
+        if (p.dX && p.dX != p.dY)
+            cur = 1 - cur;
+    }
+    /* A stored gradient overwrites the transposed input kept there. */
+    if (g->xt_ldt && !stepped[0])
+        memset(g->xt_ready, 0, sizeof g->xt_ready);
+}
+
+/* One optimizer step of models r over what backward did not step; t is the
+ * step count after it. */
+static void optimize(train_group *g, krange r, int64_t t, const unsigned char *stepped)
+{
+    const model_layout *L = &g->L;
+    optim_step o = optim_of(g, r, t);
+    size_t P = L->n_params;
+    float *w = AT(g->params, P, r), *gr = AT(g->grads, P, r);
+    float *m = L->opt_slots ? AT(g->opt_m, P, r) : NULL;
+    float *v = g->opt_v ? AT(g->opt_v, P, r) : NULL;
+    int any = 0;
+    for (int i = 0; i < L->n_layers; i++)
+        any |= stepped[i];
+    /* Every trained parameter in one call, or each layer's unstepped part. */
+    for (int i = 0; i < (any ? L->n_layers : 1); i++) {
+        const layer_plan *lp = &L->layers[i];
+        size_t off = any ? lp->p_off + (stepped[i] ? lp->n_fused : 0) : 0;
+        size_t n = any ? lp->p_off + lp->n_params - off : L->n_trained;
+        if (n == 0)
+            continue;
+        if (g->spec[0]->opt.kind == OPT_SGD)
+            g->be->sgd(g->ctx, w + off, gr + off, m ? m + off : NULL, P, n, &o, r.count);
+        else
+            g->be->adam(g->ctx, w + off, gr + off, m + off, v + off, P, n, &o, r.count);
+    }
+}
+
+/* One training step of models r on the batch in the input region; t is
+ * the step count after it. */
+static void train_step(train_group *g, krange r, int rows, uint64_t counter, int64_t t)
+{
+    unsigned char stepped[COHORT_MAX_LAYERS];
+    group_forward(g, r, rows, 1, counter);
+    group_loss_pass(g, r, rows, 1);
+    group_backward(g, r, rows, t, stepped);
+    optimize(g, r, t, stepped);
+}
+
+void group_load_batch(train_group *g, const data_view *d, const int64_t *ix, size_t stride,
+                      int rows)
+{
+    g->in_shared = stride == 0 && g->can_share;
+    g->in_slot = 0;
+    memset(g->xt_ready, 0, sizeof g->xt_ready);
+    int count = g->in_shared ? 1 : g->K;
+    g->be->load_rows(g->ctx, g->act, (size_t)g->L.B * (size_t)g->L.n_in, d->x, d->dim, ix, stride,
+                     rows, count);
+    g->be->load_labels(g->ctx, g->labels, (size_t)g->L.B, d->y, ix, stride, rows, count);
+}
+
+/* The most steps a block takes (train_block). */
+#define BLOCK_MAX 64
+
+/*
+ * Steps in the next block, at most `left`. A shared order needs one input
+ * slot per step of the block (K of them); own orders reuse slot 0, so their
+ * blocks may be longer (bench/fused: 64 steps ran 4% faster than 16 for 32
+ * models). A stop request (Ctrl-C) is seen between blocks, so a block holds
+ * at most BLOCK_FLOPS of work: a fraction of a second on one core.
+ */
+#define BLOCK_FLOPS 16e9
+static int block_steps(const train_group *g, int64_t left)
+{
+    int cap = g->shared ? g->K : BLOCK_MAX;
+    double step_flops = model_train_flops(&g->L, g->L.B) * g->K;
+    int by_work = step_flops > 0 ? (int)(BLOCK_FLOPS / step_flops) : cap;
+    if (by_work < cap)
+        cap = by_work < 1 ? 1 : by_work;
+    return left < cap ? (int)left : cap;
+}
+
+int group_batch_rows(int64_t n, int64_t step, int B)
+{
+    return n - step * B < B ? (int)(n - step * B) : B;
+}
+
+/* Load batch `step` of `order` into input slot `slot`; returns its rows. */
+static int load_slot(train_group *g, const data_view *d, const int64_t *order, int64_t step,
+                     int slot)
+{
+    size_t B = (size_t)g->L.B, in = (size_t)g->L.n_in;
+    int rows = group_batch_rows(d->n, step, g->L.B);
+    const int64_t *ix = order + step * (int64_t)B;
+    g->xt_ready[slot] = 0;
+    g->be->load_rows(g->ctx, g->act + (size_t)slot * B * in, 0, d->x, d->dim, ix, 0, rows, 1);
+    g->be->load_labels(g->ctx, g->labels + (size_t)slot * B, 0, d->y, ix, 0, rows, 1);
+    return rows;
+}
+
+/*
+ * S steps from `step` of every active model of a group, on a CPU (S <= K
+ * under a shared order, S <= BLOCK_MAX otherwise):
+ * each model takes its S steps in a row, so its parameters and optimizer
+ * state stay in cache for S steps instead of one. Under a shared order the
+ * S batches are loaded once, into the K input slots, for the whole group;
+ * otherwise each model loads its own batch into slot 0 before each step.
+ * Each model computes exactly what it would step by step.
+ */
+static void train_block(train_group *g, const data_view *d, const int64_t *order, int64_t step,
+                        int S, uint64_t counter)
+{
+    int rows[BLOCK_MAX];
+    for (int s = 0; g->shared && s < S; s++)
+        rows[s] = load_slot(g, d, order, step + s, s);
+    g->in_shared = 1;
+    int64_t t0 = g->t;
+    for (int k = 0; k < g->K; k++) {
+        krange r = {k, 1};
+        if (!g->active[k])
+            continue;
+        for (int s = 0; s < S; s++) {
+            g->in_slot = g->shared ? s : 0;
+            if (!g->shared)
+                rows[s] = load_slot(g, d, order + (size_t)k * (size_t)d->n, step + s, 0);
+            train_step(g, r, rows[s], counter + (uint64_t)s, t0 + s + 1);
+        }
+    }
+    g->t = t0 + S;
+    g->in_slot = 0;
+}
+
+int group_train_steps(train_group *g, const data_view *d, const int64_t *order, int64_t step,
+                      int64_t steps, uint64_t counter)
+{
+    /* On a CPU, groups of two or more train in blocks of steps. */
+    if (g->be->model_major && g->K > 1) {
+        int S = block_steps(g, steps - step);
+        train_block(g, d, order, step, S, counter);
+        return S;
+    }
+    krange all = {0, g->K};
+    int rows = group_batch_rows(d->n, step, g->L.B);
+    group_load_batch(g, d, order + step * g->L.B, g->shared ? 0 : (size_t)d->n, rows);
+    train_step(g, all, rows, counter, ++g->t);
+    return 1;
+}
+
+void group_read_stats(train_group *g, double *host)
+{
+    g->be->copy_d2h(g->ctx, host, g->stats, (size_t)g->K * 4 * sizeof(double));
+}
+
+void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t counter,
+                     double *loss, float *grad)
+{
+    int K = g->K, B = g->L.B, rows = (int)(d->n < B ? d->n : B);
+    int64_t ix[1024];
+    for (int r = 0; r < rows && r < 1024; r++)
+        ix[r] = r;
+    group_load_batch(g, d, ix, 0, rows);
+    g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
+    krange all = {0, K};
+    unsigned char stepped[COHORT_MAX_LAYERS];
+    group_forward(g, all, rows, dropout, counter);
+    group_loss_pass(g, all, rows, 1);
+    group_backward(g, all, rows, 0, stepped);
+    double st[COHORT_MAX_GROUP * 4];
+    group_read_stats(g, st);
+    for (int k = 0; k < K; k++)
+        loss[k] = st[4 * k] / rows;
+    g->be->copy_d2h(g->ctx, grad, g->grads, (size_t)K * g->L.n_params * sizeof(float));
+}
