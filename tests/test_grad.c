@@ -10,40 +10,46 @@
 
 static device_registry *reg;
 
+/* 16 samples: flat ones of 6 features, or images of up to 7 x 5 x 2. */
+#define TINY_N 16
+#define TINY_DIM 70
 typedef struct tiny_data {
     cohort_dataset ds;
-    float x[16 * 6];
-    int32_t y[16];
+    float x[TINY_N * TINY_DIM];
+    int32_t y[TINY_N];
 } tiny_data;
 
-static void make_data(tiny_data *t, int classes)
+static void make_data(tiny_data *t, sample_shape in, int classes)
 {
     rng_state r;
     rng_seed(&r, 42, 0);
     memset(&t->ds, 0, sizeof t->ds);
-    t->ds.n = 16;
-    t->ds.dim = 6;
+    t->ds.n = TINY_N;
+    t->ds.dim = (int64_t)shape_size(in);
     t->ds.x = t->x;
     t->ds.y = t->y;
     t->ds.n_classes = classes;
-    for (int i = 0; i < 16 * 6; i++)
+    for (int i = 0; i < TINY_N * t->ds.dim; i++)
         t->x[i] = 2.0f * rng_uniform(&r) - 1.0f;
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < TINY_N; i++)
         t->y[i] = (int32_t)(i % classes);
 }
 
-/* Compare analytic and central-difference gradients for every parameter. */
-static void grad_check(const char *what, model_spec *spec, int classes, int dropout)
+/* Compare analytic and central-difference gradients for every parameter of
+ * models on samples of shape `in`; training 1: dropout masks and batch
+ * statistics, as in a training step. */
+static void grad_check_shape(const char *what, model_spec *spec, sample_shape in, int classes,
+                             int training)
 {
     tiny_data t;
-    make_data(&t, classes);
+    make_data(&t, in, classes);
     data_view v = data_view_all(&t.ds);
     model_spec s2 = *spec;
     s2.seed = spec->seed + 7;
     const model_spec *specs[2] = {spec, &s2};
     train_group *g;
     cohort_error err;
-    cohort_status st = group_create(specs, 2, shape_flat(6), classes, &reg->dev[0], 1, &g, &err);
+    cohort_status st = group_create(specs, 2, in, classes, &reg->dev[0], 1, &g, &err);
     CHECK_MSG(st == COHORT_OK, "%s: %s", what, err.message);
     if (st)
         return;
@@ -62,7 +68,7 @@ static void grad_check(const char *what, model_spec *spec, int classes, int drop
             p[i] += 0.2f * (rng_uniform(&r) - 0.5f);
         group_set_params(g, k, p);
     }
-    group_loss_grad(g, &v, dropout, 3, loss, grad);
+    group_loss_grad(g, &v, training, 3, loss, grad);
     int bad = 0, kinks = 0;
     double worst = 0;
     for (int k = 0; k < 2; k++) {
@@ -78,10 +84,10 @@ static void grad_check(const char *what, model_spec *spec, int classes, int drop
                 float hs = s ? h * 0.5f : h;
                 p[i] = keep + hs;
                 group_set_params(g, k, p);
-                group_loss_grad(g, &v, dropout, 3, lp, dummy);
+                group_loss_grad(g, &v, training, 3, lp, dummy);
                 p[i] = keep - hs;
                 group_set_params(g, k, p);
-                group_loss_grad(g, &v, dropout, 3, lm, dummy);
+                group_loss_grad(g, &v, training, 3, lm, dummy);
                 num[s] = (lp[k] - lm[k]) / (2.0 * (double)hs);
             }
             p[i] = keep;
@@ -114,6 +120,74 @@ static void grad_check(const char *what, model_spec *spec, int classes, int drop
     free(dummy);
     free(p);
     group_free(g);
+}
+
+static void grad_check(const char *what, model_spec *spec, int classes, int training)
+{
+    grad_check_shape(what, spec, shape_flat(6), classes, training);
+}
+
+/* A layer of an image model. */
+static layer_spec conv(int filters, int k, int stride, pad_kind pad, act_kind act)
+{
+    return (layer_spec){.kind = LAYER_CONV2D, .units = filters, .act = act, .kh = k, .kw = k,
+                        .sh = stride, .sw = stride, .pad = pad};
+}
+static layer_spec pool(layer_kind kind, int k, int stride, pad_kind pad)
+{
+    return (layer_spec){.kind = kind, .kh = k, .kw = k, .sh = stride, .sw = stride, .pad = pad};
+}
+static layer_spec plain(layer_kind kind) { return (layer_spec){.kind = kind}; }
+static layer_spec bnorm(void)
+{
+    return (layer_spec){.kind = LAYER_BATCH_NORM, .momentum = 0.9f, .epsilon = 1e-3f};
+}
+
+static void image_check(const char *what, sample_shape in, int training, int n,
+                        const layer_spec *layers)
+{
+    model_spec s;
+    model_spec_defaults(&s);
+    str_copy(s.name, sizeof s.name, "img");
+    s.batch_size = TINY_N;
+    s.n_layers = n + 1;
+    for (int i = 0; i < n; i++)
+        s.layers[i] = layers[i];
+    s.layers[n] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
+    grad_check_shape(what, &s, in, 3, training);
+}
+
+/* Every image layer, both paddings, strides 1 and 2, odd sizes (7 x 5). */
+static void image_checks(void)
+{
+    sample_shape odd = shape_image(7, 5, 2), one = shape_image(5, 4, 1);
+    image_check("conv valid 3x3 s1 + flatten", odd, 0, 2,
+                (layer_spec[]){conv(3, 3, 1, PAD_VALID, ACT_TANH), plain(LAYER_FLATTEN)});
+    image_check("conv same 3x3 s2 + max pool 2", odd, 0, 3,
+                (layer_spec[]){conv(3, 3, 2, PAD_SAME, ACT_SIGMOID),
+                               pool(LAYER_MAX_POOL2D, 2, 2, PAD_VALID), plain(LAYER_FLATTEN)});
+    image_check("conv same 2x2 s1 + avg pool 3 s2 same + global avg", odd, 0, 3,
+                (layer_spec[]){conv(4, 2, 1, PAD_SAME, ACT_TANH),
+                               pool(LAYER_AVG_POOL2D, 3, 2, PAD_SAME),
+                               plain(LAYER_GLOBAL_AVG_POOL2D)});
+    image_check("conv valid s2 + max pool same s1", odd, 0, 3,
+                (layer_spec[]){conv(3, 3, 2, PAD_VALID, ACT_LINEAR),
+                               pool(LAYER_MAX_POOL2D, 2, 1, PAD_SAME), plain(LAYER_FLATTEN)});
+    image_check("conv + conv (input gradient of a conv)", odd, 0, 3,
+                (layer_spec[]){conv(3, 2, 1, PAD_VALID, ACT_TANH),
+                               conv(2, 3, 2, PAD_SAME, ACT_TANH), plain(LAYER_FLATTEN)});
+    image_check("conv + batch norm (training) + relu + max pool", odd, 1, 5,
+                (layer_spec[]){conv(3, 3, 1, PAD_SAME, ACT_LINEAR), bnorm(),
+                               (layer_spec){.kind = LAYER_ACTIVATION, .act = ACT_TANH},
+                               pool(LAYER_MAX_POOL2D, 2, 2, PAD_SAME), plain(LAYER_FLATTEN)});
+    image_check("conv + batch norm (inference)", odd, 0, 3,
+                (layer_spec[]){conv(2, 3, 1, PAD_VALID, ACT_LINEAR), bnorm(),
+                               plain(LAYER_FLATTEN)});
+    image_check("dense on an image (flattened) + batch norm + dropout", one, 1, 3,
+                (layer_spec[]){(layer_spec){.kind = LAYER_DENSE, .units = 6, .act = ACT_TANH},
+                               bnorm(), (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.3f}});
+    image_check("batch norm on the input", one, 1, 3,
+                (layer_spec[]){bnorm(), conv(2, 3, 1, PAD_SAME, ACT_TANH), plain(LAYER_FLATTEN)});
 }
 
 static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units, loss_kind loss)
@@ -168,6 +242,7 @@ int main(void)
     s.n_layers = 1;
     s.layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
     grad_check("softmax regression", &s, 3, 0);
+    image_checks();
     devices_free(reg);
     return check_done("test_grad");
 }

@@ -82,8 +82,8 @@ typedef struct backend_ops {
                  const float *A, int lda, size_t sA, const float *B, int ldb, size_t sB, float beta,
                  float *C, int ldc, size_t sC, int count);
     /* Y[r][j] = act(Y[r][j] + bias[j]) in place; Y rows x cols (stride sY per
-     * model), bias stride sb. ACT_SOFTMAX adds the bias only (the loss applies
-     * softmax). */
+     * model), bias stride sb; bias NULL: the activation alone. ACT_SOFTMAX
+     * adds the bias only (the loss applies softmax). */
     void (*bias_act)(backend_ctx *ctx, float *Y, size_t sY, const float *bias, size_t sb, int rows,
                      int cols, act_kind act, int count);
     /* dZ = dY * act'(from the activation output Y), in place on d. */

@@ -284,7 +284,7 @@ static void cpu_bias_act(backend_ctx *c, float *Y, size_t sY, const float *bias,
 {
     (void)c;
     for (int k = 0; k < count; k++)
-        kern_bias_act(Y + k * sY, bias + k * sb, rows, cols, act);
+        kern_bias_act(Y + k * sY, bias ? bias + k * sb : NULL, rows, cols, act);
 }
 
 static void cpu_act_backward(backend_ctx *c, float *d, size_t sd, const float *Y, size_t sY,

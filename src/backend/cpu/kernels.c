@@ -6,6 +6,11 @@
 
 void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act)
 {
+    if (!bias) {
+        /* No bias (the Activation layer): the rows are one run of values. */
+        kern_bias_act_flat(Y, (size_t)rows * (size_t)cols, act);
+        return;
+    }
     for (int r = 0; r < rows; r++) {
         float *y = Y + (size_t)r * (size_t)cols;
         switch (act) {
@@ -29,6 +34,27 @@ void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act
                 y[j] += bias[j];
             break;
         }
+    }
+}
+
+void kern_bias_act_flat(float *Y, size_t n, act_kind act)
+{
+    switch (act) {
+    case ACT_RELU:
+        for (size_t i = 0; i < n; i++)
+            Y[i] = Y[i] > 0.0f ? Y[i] : 0.0f;
+        break;
+    case ACT_SIGMOID:
+        for (size_t i = 0; i < n; i++)
+            Y[i] = 1.0f / (1.0f + expf(-Y[i]));
+        break;
+    case ACT_TANH:
+        for (size_t i = 0; i < n; i++)
+            Y[i] = tanhf(Y[i]);
+        break;
+    case ACT_LINEAR:
+    case ACT_SOFTMAX:
+        break;
     }
 }
 

@@ -13,6 +13,8 @@
 
 /* Y is (rows, cols), bias (cols): Y = act(Y + bias); softmax: bias only. */
 void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act);
+/* The activation alone, over n values: kern_bias_act with bias NULL. */
+void kern_bias_act_flat(float *Y, size_t n, act_kind act);
 /* d, Y are (n): d *= act'(z) written in terms of the output Y = act(z). */
 void kern_act_backward(float *d, const float *Y, size_t n, act_kind act);
 /* dZ is (rows, cols), db (cols): db = column sums. */

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Parity of convolutional models with PyTorch, and weight files that load into torch.
+
+Two CNNs on 10 x 9 x 2 images (NPY [n, H, W, C], channels last as Keras):
+  A: conv2d valid, batch_normalization, relu, max_pooling2d, conv2d same,
+     average_pooling2d same (padding not counted), flatten, dense softmax;
+  B: conv2d same with stride 2 (TensorFlow pads the odd row after the image:
+     0 above, 1 below), batch_normalization, relu, global_average_pooling2d,
+     dense softmax.
+From the same initial weights (init_from, moving statistics included), one
+unshuffled epoch with SGD-momentum and with Adam (Keras's formula) must give
+the same weights and moving statistics in cohort and in torch, to
+|cohort - torch| <= 2e-5 + 1e-4 |torch|. Batch normalization is Keras's:
+batch statistics in training, moving = momentum * moving + (1 - momentum) *
+batch statistic with the biased variance (torch's own running_var update
+uses the unbiased one, so it is written out here).
+
+Then cohort's weight files are loaded into the equivalent torch
+nn.Sequential (Conv2d, BatchNorm2d, ReLU, MaxPool2d, AvgPool2d, Flatten,
+Linear) in eval mode, which must predict what `cohort predict` prints, to
+1e-5. Needs /usr/bin/python3 with numpy and torch (else skipped, 77)."""
+import csv
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+NAME = "t_cnn_torch.py"
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:
+    print(f"{NAME}: skipped: {e.name} missing (apt-get install python3-torch python3-numpy)")
+    sys.exit(77)
+
+passed = failed = 0
+H, W, C, CLASSES, N, BATCH = 10, 9, 2, 3, 120, 32
+MOMENTUM, EPS = 0.9, 1e-3
+
+
+def check(cond, msg):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, arr in tensors.items():
+        b = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + a:8 + n + b], dtype="<f4").reshape(info["shape"])
+    return out
+
+
+# Each model: its plan layers and the torch modules of the same network (in
+# eval mode: the loading check). "pad" is F.pad's (left, right, top, bottom).
+MODELS = {
+    "A": {
+        "layers": [{"conv2d": 4, "kernel_size": 3},
+                   {"batch_normalization": {"momentum": MOMENTUM, "epsilon": EPS}},
+                   {"activation": "relu"},
+                   {"max_pooling2d": 2},
+                   {"conv2d": 5, "kernel_size": 3, "padding": "same", "activation": "tanh"},
+                   {"average_pooling2d": 3, "strides": 1, "padding": "same"},
+                   "flatten",
+                   {"dense": CLASSES, "activation": "softmax"}],
+        "shapes": {0: ("conv", 4, C, 3), 1: ("bn", 4), 4: ("conv", 5, 4, 3), 7: ("dense", CLASSES, 5 * 4 * 3)},
+    },
+    "B": {
+        "layers": [{"conv2d": 4, "kernel_size": 3, "strides": 2, "padding": "same"},
+                   {"batch_normalization": {"momentum": MOMENTUM, "epsilon": EPS}},
+                   {"activation": "relu"},
+                   "global_average_pooling2d",
+                   {"dense": CLASSES, "activation": "softmax"}],
+        "shapes": {0: ("conv", 4, C, 3), 1: ("bn", 4), 4: ("dense", CLASSES, 4)},
+    },
+}
+
+
+def init_weights(rng, shapes):
+    w = {}
+    for i, s in shapes.items():
+        if s[0] == "conv":
+            _, f, c, k = s
+            lim = np.sqrt(6 / (k * k * c + k * k * f))
+            w[f"layers.{i}.weight"] = rng.uniform(-lim, lim, (f, c, k, k))
+            w[f"layers.{i}.bias"] = rng.uniform(-0.1, 0.1, f)
+        elif s[0] == "bn":
+            f = s[1]
+            w[f"layers.{i}.weight"] = rng.uniform(0.8, 1.2, f)
+            w[f"layers.{i}.bias"] = rng.uniform(-0.1, 0.1, f)
+            w[f"layers.{i}.running_mean"] = rng.uniform(-0.2, 0.2, f)
+            w[f"layers.{i}.running_var"] = rng.uniform(0.5, 1.5, f)
+        else:
+            _, o, n = s
+            lim = np.sqrt(6 / (o + n))
+            w[f"layers.{i}.weight"] = rng.uniform(-lim, lim, (o, n))
+            w[f"layers.{i}.bias"] = rng.uniform(-0.1, 0.1, o)
+    return {k: v.astype(np.float32) for k, v in w.items()}
+
+
+def bn_train(h, p, i):
+    """Keras's BatchNormalization in training, moving statistics updated in place."""
+    mean = h.mean(dim=(0, 2, 3))
+    var = h.var(dim=(0, 2, 3), unbiased=False)
+    with torch.no_grad():
+        p[f"layers.{i}.running_mean"].mul_(MOMENTUM).add_((1 - MOMENTUM) * mean)
+        p[f"layers.{i}.running_var"].mul_(MOMENTUM).add_((1 - MOMENTUM) * var)
+    xhat = (h - mean[None, :, None, None]) / torch.sqrt(var[None, :, None, None] + EPS)
+    return xhat * p[f"layers.{i}.weight"][None, :, None, None] + p[f"layers.{i}.bias"][None, :, None, None]
+
+
+def forward_train(model, p, x):
+    """The training forward pass of model A or B, written with torch functions."""
+    if model == "A":
+        h = F.conv2d(x, p["layers.0.weight"], p["layers.0.bias"])
+        h = torch.relu(bn_train(h, p, 1))
+        h = F.max_pool2d(h, 2)
+        h = torch.tanh(F.conv2d(h, p["layers.4.weight"], p["layers.4.bias"], padding=1))
+        h = F.avg_pool2d(h, 3, stride=1, padding=1, count_include_pad=False)
+        h = h.permute(0, 1, 2, 3).reshape(h.shape[0], -1)  # torch's (C, H, W) flatten
+        return h @ p["layers.7.weight"].T + p["layers.7.bias"]
+    h = F.conv2d(F.pad(x, (1, 1, 0, 1)), p["layers.0.weight"], p["layers.0.bias"], stride=2)
+    h = torch.relu(bn_train(h, p, 1))
+    h = h.mean(dim=(2, 3))
+    return h @ p["layers.4.weight"].T + p["layers.4.bias"]
+
+
+def torch_train(model, init, x, y, opt):
+    p = {k: torch.tensor(v.copy()) for k, v in init.items()}
+    trained = [k for k in p if "running" not in k]
+    for k in trained:
+        p[k].requires_grad_(True)
+    params = [p[k] for k in trained]
+    if opt["name"] == "sgd":
+        o = torch.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"])
+    state = [(torch.zeros_like(q), torch.zeros_like(q)) for q in params]
+    X = torch.tensor(x).permute(0, 3, 1, 2).contiguous()  # NHWC -> NCHW
+    Y = torch.tensor(y, dtype=torch.long)
+    t = 0
+    for s in range(0, len(x), BATCH):
+        loss = F.cross_entropy(forward_train(model, p, X[s:s + BATCH]), Y[s:s + BATCH])
+        for q in params:
+            q.grad = None
+        loss.backward()
+        t += 1
+        if opt["name"] == "sgd":
+            o.step()
+        else:
+            with torch.no_grad():
+                lr, b1, b2, eps = opt["lr"], 0.9, 0.999, 1e-7
+                alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                for q, (m, v) in zip(params, state):
+                    m += (q.grad - m) * (1 - b1)
+                    v += (q.grad * q.grad - v) * (1 - b2)
+                    q -= alpha * m / (torch.sqrt(v) + eps)
+    return {k: v.detach().numpy() for k, v in p.items()}
+
+
+def torch_module(model, w):
+    """The equivalent nn.Sequential, loaded from a cohort weight file, in eval mode."""
+    def conv(i, f, c, pad=0, stride=1):
+        m = nn.Conv2d(c, f, 3, stride=stride, padding=pad)
+        m.weight.data = torch.tensor(w[f"layers.{i}.weight"].copy())
+        m.bias.data = torch.tensor(w[f"layers.{i}.bias"].copy())
+        return m
+
+    def bn(i, f):
+        m = nn.BatchNorm2d(f, eps=EPS, momentum=1 - MOMENTUM)
+        m.load_state_dict({k: torch.tensor(w[f"layers.{i}.{k}"].copy()) for k in
+                           ("weight", "bias", "running_mean", "running_var")} |
+                          {"num_batches_tracked": torch.tensor(0)})
+        return m
+
+    def linear(i, o, n):
+        m = nn.Linear(n, o)
+        m.weight.data = torch.tensor(w[f"layers.{i}.weight"].copy())
+        m.bias.data = torch.tensor(w[f"layers.{i}.bias"].copy())
+        return m
+
+    if model == "A":
+        seq = nn.Sequential(conv(0, 4, C), bn(1, 4), nn.ReLU(), nn.MaxPool2d(2),
+                            conv(4, 5, 4, pad=1), nn.Tanh(),
+                            nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
+                            nn.Flatten(), linear(7, CLASSES, 60), nn.Softmax(dim=1))
+    else:
+        seq = nn.Sequential(nn.ZeroPad2d((1, 1, 0, 1)), conv(0, 4, C, stride=2), bn(1, 4),
+                            nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                            linear(4, CLASSES, 4), nn.Softmax(dim=1))
+    return seq.eval()
+
+
+def main():
+    cohort = os.environ.get("COHORT_BIN", "build/cohort")
+    if not os.path.exists(cohort):
+        print(f"{NAME}: FAILED: {cohort} not found (build first)")
+        return 1
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((N, H, W, C)).astype(np.float32)
+    score = x[:, :, :, 0].reshape(N, -1)[:, :CLASSES * 4].reshape(N, CLASSES, 4).sum(axis=2)
+    y = np.argmax(score + 0.5 * rng.standard_normal((N, CLASSES)), axis=1).astype(np.int64)
+    optimizers = {"sgd": {"name": "sgd", "lr": 0.05, "momentum": 0.9},
+                  "adam": {"name": "adam", "lr": 0.01}}
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(f"{tmp}/x.npy", x)
+        np.save(f"{tmp}/y.npy", y)
+        inits, models = {}, []
+        for m, spec in MODELS.items():
+            inits[m] = init_weights(rng, spec["shapes"])
+            write_safetensors(f"{tmp}/init_{m}.safetensors", inits[m])
+            for o, opt in optimizers.items():
+                models.append({"name": f"{m}_{o}", "layers": spec["layers"], "optimizer": opt,
+                               "init_from": f"{tmp}/init_{m}.safetensors"})
+        plan = {"data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy"},
+                "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False},
+                "models": models}
+        with open(f"{tmp}/plan.json", "w") as f:
+            json.dump(plan, f)
+        r = subprocess.run([cohort, "train", f"{tmp}/plan.json", "--out", f"{tmp}/out", "--quiet"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"cohort train exited {r.returncode}: {r.stderr}")
+        if r.returncode != 0:
+            print(f"{NAME}: {passed} passed, {failed} failed")
+            return 1
+        for m in MODELS:
+            for o, opt in optimizers.items():
+                name = f"{m}_{o}"
+                want = torch_train(m, inits[m], x, y, opt)
+                got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
+                check(sorted(got) == sorted(want), f"{name}: tensors {sorted(got)} != {sorted(want)}")
+                worst = 0.0
+                for k, w in want.items():
+                    if k not in got:
+                        continue
+                    check(got[k].shape == w.shape, f"{name} {k}: shape {got[k].shape} != {w.shape}")
+                    if got[k].shape != w.shape:
+                        continue
+                    diff = np.abs(got[k] - w)
+                    worst = max(worst, float(diff.max()))
+                    check(np.all(diff <= 2e-5 + 1e-4 * np.abs(w)),
+                          f"{name} {k}: differs from torch by up to {diff.max():.3g}")
+                    moved = float(np.max(np.abs(w - inits[m][k])))
+                    check(moved > 1e-3, f"{name} {k}: training moved it by only {moved:.3g}")
+                print(f"{NAME}: {name}: max |cohort - torch| = {worst:.3g}")
+
+                # The file loads into torch and predicts what cohort predicts.
+                r = subprocess.run([cohort, "predict", f"{tmp}/out/models/{name}.safetensors",
+                                    "--data", f"npy:{tmp}/x.npy,{tmp}/y.npy",
+                                    "--out", f"{tmp}/pred_{name}.csv"],
+                                   capture_output=True, text=True)
+                check(r.returncode == 0, f"{name}: cohort predict exited {r.returncode}: {r.stderr}")
+                if r.returncode != 0:
+                    continue
+                with open(f"{tmp}/pred_{name}.csv") as f:
+                    rows = list(csv.DictReader(f))
+                mine = np.array([[float(row[f"p{j}"]) for j in range(CLASSES)] for row in rows])
+                with torch.no_grad():
+                    theirs = torch_module(m, got)(torch.tensor(x).permute(0, 3, 1, 2)).numpy()
+                d = float(np.max(np.abs(mine - theirs)))
+                check(mine.shape == theirs.shape and d <= 1e-5,
+                      f"{name}: torch on cohort's weights predicts up to {d:.3g} apart")
+                print(f"{NAME}: {name}: max |predict - torch| = {d:.3g}")
+    print(f"{NAME}: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
