@@ -145,4 +145,19 @@ timeout 60 "$COHORT" train "$T/plan.yaml" --out "$T/goodrun" --quiet >"$T/out.tx
 rc=$?
 [ $rc -eq 0 ] && [ -s "$T/goodrun/models/m.safetensors" ] && ok || bad "the good plan: exit $rc: $(head -c 400 "$T/err")"
 
+# data.input_shape must hold as many values as a sample: checked where the data
+# are read, at the plan's line of input_shape. The same shape's size passes.
+shape_case() { # shape_case SHAPE: the plan $T/shape.yaml over good.csv (2 features)
+    printf 'data:\n  train: "csv:%s"\n  input_shape: %s\nmodels: [{name: m, layers: [{dense: 3, activation: softmax}]}]\n' \
+        "$T/good.csv" "$1" >"$T/shape.yaml"
+    timeout 30 "$COHORT" plan "$T/shape.yaml" >"$T/out.txt" 2>"$T/err"
+}
+shape_case "[2, 2, 1]"
+check_run "input_shape" "$T/shape.yaml" $?
+grep -qF "shape.yaml:3: data.input_shape (2, 2, 1) has 4 values, but a sample of csv:$T/good.csv has 2" "$T/err" &&
+    ok || bad "input_shape: $(head -c 400 "$T/err")"
+shape_case "[2]"
+rc=$?
+[ $rc -eq 0 ] && ok || bad "input_shape [2]: exit $rc: $(head -c 400 "$T/err")"
+
 finish "($n_cases malformed inputs)"

@@ -6,6 +6,7 @@
  */
 #include "check.h"
 #include "data/data.h"
+#include "data/data_impl.h"
 #include "util/util.h"
 
 #include <stdint.h>
@@ -330,6 +331,7 @@ static void test_fashion_mnist(void)
     printf("test_data: fashion-mnist:train loaded in %.3f s\n", t);
     CHECK(ds->n == 60000);
     CHECK(ds->dim == 784);
+    CHECK(ds->shape.rank == 3 && ds->shape.h == 28 && ds->shape.w == 28 && ds->shape.c == 1);
     CHECK(ds->n_classes == 10);
     CHECK(strcmp(ds->source, "fashion-mnist:train") == 0);
     check_counts(ds, 60000, 6000);
@@ -1109,6 +1111,158 @@ static void test_npz(void)
     unlink(tpath(p, "bad.npz"));
 }
 
+/* ---- sample shapes --------------------------------------------------- */
+
+static int shape_is(sample_shape s, int rank, int h, int w, int c)
+{
+    return s.rank == rank && s.h == h && s.w == w && s.c == c;
+}
+
+static void check_shape_at(int line, const cohort_dataset *ds, int rank, int h, int w, int c)
+{
+    if (ds && shape_is(ds->shape, rank, h, w, c)) {
+        check_passed++;
+        return;
+    }
+    check_failed++;
+    fprintf(stderr, "%s:%d: want shape of rank %d (%d, %d, %d), got ", __FILE__, line, rank, h, w,
+            c);
+    if (ds)
+        fprintf(stderr, "rank %d (%d, %d, %d)\n", ds->shape.rank, ds->shape.h, ds->shape.w,
+                ds->shape.c);
+    else
+        fprintf(stderr, "no dataset\n");
+}
+#define CHECK_SHAPE(ds, rank, h, w, c) check_shape_at(__LINE__, ds, rank, h, w, c)
+
+/* Each reader keeps the shape of a sample: images (H, W, C), channels last;
+ * the rest flat. dim stays the product. */
+static void test_shapes(void)
+{
+    char a[512], b[512];
+    unsigned char buf[256];
+    cohort_error err;
+    cohort_dataset *ds;
+
+    /* IDX [3, 2, 2] is (2, 2, 1), as Keras reads MNIST. */
+    write_idx_pair(tpath(a, "simg"), tpath(b, "slbl"), 1, 3, 12, 3);
+    ds = NULL;
+    CHECK(data_read_idx(a, b, &ds, &err) == COHORT_OK);
+    CHECK_SHAPE(ds, 3, 2, 2, 1);
+    data_free(ds);
+    /* IDX [3, 4] is flat; [3, 1, 2, 2] is (1, 2, 2); [3, 1, 1, 2, 2] is flattened. */
+    {
+        uint32_t d2[2] = {3, 4}, d4[4] = {3, 1, 2, 2}, d5[5] = {3, 1, 1, 2, 2};
+        tpath(a, "simg_other");
+        write_file(a, buf, make_idx(buf, 0x802, d2, 2, IMG, 12));
+        ds = NULL;
+        CHECK(data_read_idx(a, b, &ds, &err) == COHORT_OK);
+        CHECK_SHAPE(ds, 1, 1, 1, 4);
+        CHECK(ds && ds->dim == 4);
+        data_free(ds);
+        write_file(a, buf, make_idx(buf, 0x804, d4, 4, IMG, 12));
+        ds = NULL;
+        CHECK(data_read_idx(a, b, &ds, &err) == COHORT_OK);
+        CHECK_SHAPE(ds, 3, 1, 2, 2);
+        data_free(ds);
+        write_file(a, buf, make_idx(buf, 0x805, d5, 5, IMG, 12));
+        ds = NULL;
+        CHECK(data_read_idx(a, b, &ds, &err) == COHORT_OK);
+        CHECK_SHAPE(ds, 1, 1, 1, 4);
+        data_free(ds);
+    }
+
+    /* NPY: [n, H, W] is (H, W, 1), [n, H, W, C] is (H, W, C), [n, d] and [n] flat. */
+    const char *y3 = "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }";
+    static const struct {
+        const char *shape;
+        int rank, h, w, c;
+    } npys[] = {
+        {"(3, 2, 2)", 3, 2, 2, 1},    {"(3, 1, 2, 2)", 3, 1, 2, 2}, {"(3, 2, 1, 2)", 3, 2, 1, 2},
+        {"(3, 4)", 1, 1, 1, 4},       {"(3, 4, 1)", 3, 4, 1, 1},    {"(3, 1, 1, 2, 2)", 1, 1, 1, 4},
+    };
+    for (size_t i = 0; i < sizeof npys / sizeof npys[0]; i++) {
+        char dict[128];
+        snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }",
+                 npys[i].shape);
+        ds = npy_pair(dict, XF, sizeof XF, y3, YI8, sizeof YI8, COHORT_OK, &err);
+        CHECK_MSG(ds && shape_is(ds->shape, npys[i].rank, npys[i].h, npys[i].w, npys[i].c) &&
+                      ds->dim == 4,
+                  "npy %s: shape of rank %d (%d, %d, %d)", npys[i].shape, ds ? ds->shape.rank : -1,
+                  ds ? ds->shape.h : -1, ds ? ds->shape.w : -1, ds ? ds->shape.c : -1);
+        data_free(ds);
+    }
+    {
+        float x1[3] = {1, 2, 3};
+        ds = npy_pair("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", x1, sizeof x1,
+                      y3, YI8, sizeof YI8, COHORT_OK, &err);
+        CHECK_SHAPE(ds, 1, 1, 1, 1);
+        data_free(ds);
+    }
+
+    /* NPZ: the same rules; a flat x stays flat. */
+    unsigned char img[512];
+    size_t img_len = make_npy(img, 1, "{'descr': '<f4', 'fortran_order': False, "
+                                      "'shape': (3, 2, 1, 2), }",
+                              XF, sizeof XF);
+    npy_len = make_npy(npy_, 1, y3, YI8, sizeof YI8);
+    zmember im[2] = {{"x.npy", img, img_len, 1, 0, 0}, {"y.npy", npy_, npy_len, 0, 0, 0}};
+    ds = npz(im, 2, COHORT_OK, &err);
+    CHECK_SHAPE(ds, 3, 2, 1, 2);
+    data_free(ds);
+    img_len = make_npy(img, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2, 2), }",
+                       XF, sizeof XF);
+    ds = npz(im, 2, COHORT_OK, &err);
+    CHECK_SHAPE(ds, 3, 2, 2, 1);
+    data_free(ds);
+    img_len = make_npy(img, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", XF,
+                       sizeof XF);
+    zmember flat[2] = {{"x.npy", img, img_len, 0, 0, 0}, {"y.npy", npy_, npy_len, 0, 0, 0}};
+    ds = npz(flat, 2, COHORT_OK, &err);
+    CHECK_SHAPE(ds, 1, 1, 1, 4);
+    data_free(ds);
+
+    /* CSV is flat, through data_load too. */
+    ds = csv("label,a,b,c\n1,2,3,4\n0,5,6,7\n", NULL, COHORT_OK, &err);
+    CHECK_SHAPE(ds, 1, 1, 1, 3);
+    data_free(ds);
+
+    /* The split and views keep the shape. */
+    ds = NULL;
+    char spec[1200], c2[512];
+    snprintf(spec, sizeof spec, "idx:%s,%s", tpath(a, "simg"), tpath(c2, "slbl"));
+    CHECK(data_load(spec, NULL, &ds, &err) == COHORT_OK);
+    CHECK_SHAPE(ds, 3, 2, 2, 1);
+    if (ds) {
+        data_view tr, va, all = data_view_all(ds);
+        data_split(ds, 0.34, &tr, &va);
+        CHECK(tr.n == 1 && va.n == 2);
+        CHECK(shape_is(tr.shape, 3, 2, 2, 1) && shape_is(va.shape, 3, 2, 2, 1));
+        CHECK(shape_is(all.shape, 3, 2, 2, 1));
+    }
+    data_free(ds);
+
+    /* The shape helper, and data_make's checks. */
+    uint64_t dims[3] = {5, 6, 7};
+    CHECK(shape_is(data_shape_of(dims, 0), 1, 1, 1, 1));
+    CHECK(shape_is(data_shape_of(dims, 1), 1, 1, 1, 5));
+    CHECK(shape_is(data_shape_of(dims, 2), 3, 5, 6, 1));
+    CHECK(shape_is(data_shape_of(dims, 3), 3, 5, 6, 7));
+    uint64_t big[2] = {65536, 65536};
+    CHECK(data_shape_of(big, 2).rank == 0);
+    ds = (cohort_dataset *)1;
+    CHECK(data_make(NULL, NULL, 0, (int64_t)INT32_MAX + 1, NULL, "t", &ds, &err) ==
+          COHORT_ERR_INPUT);
+    CHECK(ds == NULL);
+    CHECK_CONTAINS(err.message, "t: a sample holds 2147483648 values, more than the 2147483647 a "
+                                "model input can take");
+    sample_shape s = shape_image(2, 2, 1);
+    CHECK(data_make(NULL, NULL, 0, 5, &s, "t", &ds, &err) == COHORT_ERR_INTERNAL);
+    CHECK(data_make(NULL, NULL, 0, 4, &s, "t", &ds, &err) == COHORT_OK);
+    CHECK_SHAPE(ds, 3, 2, 2, 1);
+    data_free(ds);
+}
+
 /* ---- split and dispatch ---------------------------------------------- */
 
 static void test_split(void)
@@ -1144,6 +1298,7 @@ static void test_split(void)
     CHECK(tr.n == 7 && va.n == 0);
     data_view all = data_view_all(&ds);
     CHECK(all.n == 7 && all.x == x && all.y == y && all.dim == 2);
+    CHECK(all.shape.rank == 1 && all.shape.c == 2); /* made without a shape: flat */
     all = data_view_all(NULL);
     CHECK(all.n == 0 && all.x == NULL);
     data_free(NULL);
@@ -1219,7 +1374,8 @@ static void test_load(void)
 static void cleanup(void)
 {
     static const char *files[] = {"img", "lbl", "img_gz", "lbl_gz", "big_gz", "big_lbl_gz",
-                                  "img_unused", "t.csv", "x.npy", "y.npy", "t.npz"};
+                                  "img_unused", "t.csv", "x.npy", "y.npy", "t.npz",
+                                  "simg", "slbl", "simg_other"};
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         unlink(tpath(p, files[i]));
@@ -1240,6 +1396,7 @@ int main(void)
     test_csv();
     test_npy();
     test_npz();
+    test_shapes();
     test_split();
     test_load();
     cleanup();

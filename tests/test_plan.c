@@ -429,17 +429,17 @@ static void test_layers(void)
     EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n"
                "      - {dense: 64, activation: relu}\n"
                "      - {dense: 10, activation: relu}\n",
-               "plan.yaml:6: model 'm': loss sparse_categorical_crossentropy needs the last layer "
-               "to be dense with activation softmax (it is dense with activation relu)");
+               "plan.yaml:6: model 'm': loss sparse_categorical_crossentropy needs the model's "
+               "output to be a softmax, but the last layer is dense with activation relu; make it "
+               "{dense: 10, activation: softmax}");
     EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n"
                "      - {dense: 10}\n      - {dropout: 0.1}\n",
-               "plan.yaml:6: model 'm': loss sparse_categorical_crossentropy needs the last layer "
-               "to be dense with activation softmax (it is dropout)");
+               "plan.yaml:6: model 'm': loss sparse_categorical_crossentropy needs the model's "
+               "output to be a softmax, but the last layer is dropout; end with {dense: CLASSES, "
+               "activation: softmax}");
     EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n      - {dropout: 1.5}\n"
                "      - {dense: 10, activation: softmax}\n",
                "plan.yaml:5: dropout rate of layers.0 must be a number in [0, 1), got '1.5'");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    loss: mse\n    layers: [{dropout: 0.1}]\n",
-               "plan.yaml:5: model 'm' has no dense layer");
     EXPECT_WITH("    loss: mse\n    layrs: []\n",
                 "plan.yaml:6: unknown key 'layrs' in model 'm' (did you mean 'layers'?)");
     EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 0, activation: softmax}]\n",
@@ -452,15 +452,23 @@ static void test_layers(void)
     EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 2, dropout: 0.1}]\n",
                "plan.yaml:4: layers.0 of model 'm' has both 'dense' and 'dropout'");
     EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{activation: relu}]\n",
-               "plan.yaml:4: layers.0 of model 'm' needs 'dense: UNITS' or 'dropout: RATE'");
+               "plan.yaml:4: model 'm': loss sparse_categorical_crossentropy needs the model's "
+               "output to be a softmax, but the last layer is activation relu; make it "
+               "{activation: softmax}");
+    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{kernel_size: 3}]\n",
+               "plan.yaml:4: layers.0 of model 'm' has no layer kind; give one of dense, dropout, "
+               "conv2d,");
     EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dropout: 0.1, activation: relu},"
                " {dense: 1, activation: softmax}]\n",
-               "plan.yaml:4: 'activation' applies only to dense layers");
+               "plan.yaml:4: 'activation' applies only to dense, conv2d and activation layers "
+               "(layers.0 of model 'm' is dropout); put {activation: relu} after it as a layer of "
+               "its own");
     EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dens: 3}]\n",
                "plan.yaml:4: unknown key 'dens' in layers.0 of model 'm' (did you mean 'dense'?)");
     EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [3]\n",
                "plan.yaml:4: layers.0 of model 'm' must be a map like {dense: 10, activation: "
-               "softmax}, got '3'");
+               "softmax}, or the name of a layer without settings (flatten, "
+               "global_average_pooling2d, batch_normalization, max_pooling2d), got '3'");
 
     /* COHORT_MAX_LAYERS layers are fine, one more is not. */
     strbuf b;
@@ -476,6 +484,301 @@ static void test_layers(void)
     sb_puts(&b, "      - {dense: 2, activation: softmax}\n");
     EXPECT_ERR(b.data, "plan.yaml:37: model 'm' has 33 layers, more than the 32 allowed");
     sb_free(&b);
+}
+
+/* A plan whose one model m has the layers given, one per line from line 5. */
+static char *layers_plan(const char *loss, const char *layers)
+{
+    strbuf b;
+    sb_init(&b);
+    sb_printf(&b, "data: {train: x}\nmodels:\n  - name: m\n    layers:\n%s    loss: %s\n", layers,
+              loss);
+    return b.data;
+}
+
+static void expect_layers_at(int line, const char *layers, const char *frag)
+{
+    char *t = layers_plan("sparse_categorical_crossentropy", layers);
+    expect_at(line, t, NULL, 0, COHORT_ERR_INPUT, frag);
+    free(t);
+}
+#define EXPECT_LAYERS(layers, frag) expect_layers_at(__LINE__, layers, frag)
+
+/* Every field of two layer specs but the line. */
+static int same_layer(const layer_spec *a, const layer_spec *b)
+{
+    return a->kind == b->kind && a->units == b->units && a->act == b->act && a->rate == b->rate &&
+           a->kh == b->kh && a->kw == b->kw && a->sh == b->sh && a->sw == b->sw &&
+           a->pad == b->pad && a->momentum == b->momentum && a->epsilon == b->epsilon;
+}
+
+/* Every layer kind, its defaults and both spellings of each size. */
+static const char *const CNN_LAYERS =
+    "      - {conv2d: 32, kernel_size: 3, activation: relu}\n"                      /* 5 */
+    "      - {conv2d: 16, kernel_size: [3, 5], strides: [1, 2], padding: same}\n"   /* 6 */
+    "      - batch_normalization\n"                                                 /* 7 */
+    "      - {batch_normalization: {momentum: 0.123456789, epsilon: 1.2345678e-5}}\n" /* 8 */
+    "      - {activation: tanh}\n"                                                  /* 9 */
+    "      - {max_pooling2d: 2}\n"                                                  /* 10 */
+    "      - {average_pooling2d: [2, 3], strides: 1, padding: same}\n"              /* 11 */
+    "      - max_pooling2d\n"                                                       /* 12 */
+    "      - {flatten: null}\n"                                                     /* 13 */
+    "      - {global_average_pooling2d: {}}\n"                                      /* 14 */
+    "      - flatten\n"                                                             /* 15 */
+    "      - global_average_pooling2d\n"                                            /* 16 */
+    "      - {batch_normalization: {}}\n"                                           /* 17 */
+    "      - {dropout: 0.5}\n"                                                      /* 18 */
+    "      - {dense: 10, activation: softmax}\n";                                   /* 19 */
+
+static void test_image_layers(void)
+{
+    char *t = layers_plan("sparse_categorical_crossentropy", CNN_LAYERS);
+    cohort_plan *p = PARSE(t, NULL, 0);
+    free(t);
+    if (!p)
+        return;
+    const model_spec *s = &p->models[0];
+    const layer_spec *l = s->layers;
+    CHECK(s->n_layers == 15);
+    for (int i = 0; i < s->n_layers; i++)
+        CHECK_MSG(l[i].line == 5 + i, "layers.%d is at line %d", i, l[i].line);
+    CHECK(l[0].kind == LAYER_CONV2D && l[0].units == 32 && l[0].act == ACT_RELU);
+    CHECK(l[0].kh == 3 && l[0].kw == 3 && l[0].sh == 1 && l[0].sw == 1 && l[0].pad == PAD_VALID);
+    CHECK(l[1].kind == LAYER_CONV2D && l[1].units == 16 && l[1].act == ACT_LINEAR);
+    CHECK(l[1].kh == 3 && l[1].kw == 5 && l[1].sh == 1 && l[1].sw == 2 && l[1].pad == PAD_SAME);
+    CHECK(l[2].kind == LAYER_BATCH_NORM && l[2].momentum == 0.99f && l[2].epsilon == 0.001f);
+    CHECK(l[3].kind == LAYER_BATCH_NORM && l[3].momentum == 0.123456789f &&
+          l[3].epsilon == 1.2345678e-5f);
+    CHECK(l[4].kind == LAYER_ACTIVATION && l[4].act == ACT_TANH);
+    CHECK(l[5].kind == LAYER_MAX_POOL2D && l[5].kh == 2 && l[5].kw == 2);
+    CHECK(l[5].sh == 2 && l[5].sw == 2 && l[5].pad == PAD_VALID);
+    CHECK(l[6].kind == LAYER_AVG_POOL2D && l[6].kh == 2 && l[6].kw == 3);
+    CHECK(l[6].sh == 1 && l[6].sw == 1 && l[6].pad == PAD_SAME);
+    CHECK(l[7].kind == LAYER_MAX_POOL2D && l[7].kh == 2 && l[7].kw == 2 && l[7].sh == 2);
+    CHECK(l[8].kind == LAYER_FLATTEN && l[9].kind == LAYER_GLOBAL_AVG_POOL2D);
+    CHECK(l[10].kind == LAYER_FLATTEN && l[11].kind == LAYER_GLOBAL_AVG_POOL2D);
+    CHECK(l[12].kind == LAYER_BATCH_NORM && l[12].momentum == 0.99f);
+    CHECK(l[13].kind == LAYER_DROPOUT && l[13].rate == 0.5f);
+    CHECK(l[14].kind == LAYER_DENSE && l[14].units == 10 && l[14].act == ACT_SOFTMAX);
+    CHECK_CONTAINS(s->config_json,
+                   "\"layers\":[{\"conv2d\":32,\"kernel_size\":[3,3],\"strides\":[1,1],"
+                   "\"padding\":\"valid\",\"activation\":\"relu\"},"
+                   "{\"conv2d\":16,\"kernel_size\":[3,5],\"strides\":[1,2],\"padding\":\"same\","
+                   "\"activation\":\"linear\"},"
+                   "{\"batch_normalization\":{\"momentum\":0.99,\"epsilon\":0.001}},"
+                   "{\"batch_normalization\":{\"momentum\":0.12345679,\"epsilon\":1.2345678e-05}},"
+                   "{\"activation\":\"tanh\"},"
+                   "{\"max_pooling2d\":[2,2],\"strides\":[2,2],\"padding\":\"valid\"},"
+                   "{\"average_pooling2d\":[2,3],\"strides\":[1,1],\"padding\":\"same\"},"
+                   "{\"max_pooling2d\":[2,2],\"strides\":[2,2],\"padding\":\"valid\"},"
+                   "{\"flatten\":null},{\"global_average_pooling2d\":null},{\"flatten\":null},"
+                   "{\"global_average_pooling2d\":null},"
+                   "{\"batch_normalization\":{\"momentum\":0.99,\"epsilon\":0.001}},"
+                   "{\"dropout\":0.5},{\"dense\":10,\"activation\":\"softmax\"}],");
+
+    /* The JSON is a plan's model again (as cohort eval reads a weights file). */
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "{\"data\": {\"train\": \"x\"}, \"models\": [");
+    sb_puts(&b, s->config_json);
+    sb_puts(&b, "]}");
+    cohort_plan *q = PARSE(b.data, NULL, 0);
+    sb_free(&b);
+    if (q) {
+        const model_spec *r = &q->models[0];
+        CHECK(r->n_layers == s->n_layers);
+        for (int i = 0; i < s->n_layers && i < r->n_layers; i++)
+            CHECK_MSG(same_layer(&s->layers[i], &r->layers[i]), "layers.%d differs after JSON", i);
+        CHECK_MSG(strcmp(r->config_json, s->config_json) == 0, "%s", r->config_json);
+    }
+    cohort_plan_free(q);
+    cohort_plan_free(p);
+
+    /* A softmax output may be a conv2d's or an activation layer's; any kind
+     * may end a model trained with mse. */
+    const char *ends[][2] = {
+        {"sparse_categorical_crossentropy",
+         "      - {conv2d: 4, kernel_size: 1, activation: softmax}\n"},
+        {"sparse_categorical_crossentropy", "      - {dense: 4}\n      - {activation: softmax}\n"},
+        {"mse", "      - {dropout: 0.1}\n"},
+        {"mse", "      - flatten\n"},
+    };
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        t = layers_plan(ends[i][0], ends[i][1]);
+        p = PARSE(t, NULL, 0);
+        free(t);
+        cohort_plan_free(p);
+    }
+
+    /* Errors, each at its line. */
+    EXPECT_LAYERS("      - {conv2d: 8, kernel_size: 3, padding: full}\n",
+                  "plan.yaml:5: padding of layers.0 must be one of valid, same, got 'full'");
+    EXPECT_LAYERS("      - {max_pooling2d: 2, padding: Same}\n",
+                  "plan.yaml:5: padding of layers.0 must be one of valid, same, got 'Same'");
+    EXPECT_LAYERS("      - {conv2d: 8, kernel_size: 0}\n",
+                  "plan.yaml:5: kernel_size of layers.0 must be a positive integer, got '0'");
+    EXPECT_LAYERS("      - {conv2d: 8, kernel_size: [3, -1]}\n",
+                  "plan.yaml:5: kernel_size of layers.0 must be a positive integer, got '-1'");
+    EXPECT_LAYERS("      - {conv2d: 8, kernel_size: [3, 3, 3]}\n",
+                  "plan.yaml:5: kernel_size of layers.0 must be an integer or a list of 2 "
+                  "integers [h, w], got a list of 3");
+    EXPECT_LAYERS("      - {conv2d: 8, kernel_size: {h: 3}}\n",
+                  "plan.yaml:5: kernel_size of layers.0 must be an integer or a list of 2 "
+                  "integers [h, w], got a map");
+    EXPECT_LAYERS("      - {conv2d: 8, kernel_size: 70000}\n",
+                  "plan.yaml:5: kernel_size of layers.0 must be at most 65536, got '70000'");
+    EXPECT_LAYERS("      - {conv2d: 8, kernel_size: 3, strides: 0}\n",
+                  "plan.yaml:5: strides of layers.0 must be a positive integer, got '0'");
+    EXPECT_LAYERS("      - {max_pooling2d: 2, strides: [2, 0]}\n",
+                  "plan.yaml:5: strides of layers.0 must be a positive integer, got '0'");
+    EXPECT_LAYERS("      - {average_pooling2d: -2}\n",
+                  "plan.yaml:5: pool size of layers.0 must be a positive integer, got '-2'");
+    EXPECT_LAYERS("      - {max_pooling2d: [2]}\n",
+                  "plan.yaml:5: pool size of layers.0 must be an integer or a list of 2 integers "
+                  "[h, w], got a list of 1");
+    EXPECT_LAYERS("      - {conv2d: 0, kernel_size: 3}\n",
+                  "plan.yaml:5: conv2d filters of layers.0 must be a positive integer, got '0'");
+    EXPECT_LAYERS("      - {conv2d: 8}\n",
+                  "plan.yaml:5: layers.0 of model 'm': conv2d needs kernel_size (like {conv2d: 8, "
+                  "kernel_size: 3})");
+    EXPECT_LAYERS("      - {max_pooling2d: 2, activation: relu}\n",
+                  "plan.yaml:5: 'activation' applies only to dense, conv2d and activation layers "
+                  "(layers.0 of model 'm' is max_pooling2d); put {activation: relu} after it as a "
+                  "layer of its own");
+    EXPECT_LAYERS("      - {batch_normalization: null, activation: relu}\n",
+                  "plan.yaml:5: 'activation' applies only to dense, conv2d and activation layers "
+                  "(layers.0 of model 'm' is batch_normalization)");
+    EXPECT_LAYERS("      - {activation: softmax}\n      - {dense: 2, activation: softmax}\n",
+                  "plan.yaml:5: layers.0 of model 'm': softmax is allowed only on the last layer");
+    EXPECT_LAYERS("      - {conv2d: 2, kernel_size: 1, activation: softmax}\n      - flatten\n",
+                  "plan.yaml:5: layers.0 of model 'm': softmax is allowed only on the last layer");
+    EXPECT_LAYERS("      - {conv2d: 8, kernal_size: 3}\n",
+                  "plan.yaml:5: unknown key 'kernal_size' in layers.0 of model 'm' (did you mean "
+                  "'kernel_size'?)");
+    EXPECT_LAYERS("      - {max_pooling2d: 2, stride: 1}\n",
+                  "plan.yaml:5: unknown key 'stride' in layers.0 of model 'm' (did you mean "
+                  "'strides'?)");
+    EXPECT_LAYERS("      - {dense: 8, kernel_size: 3}\n",
+                  "plan.yaml:5: 'kernel_size' does not apply to dense layers (layers.0 of model "
+                  "'m'); it takes activation");
+    EXPECT_LAYERS("      - {flatten: null, padding: same}\n",
+                  "plan.yaml:5: 'padding' does not apply to flatten layers (layers.0 of model "
+                  "'m'); it takes no other settings");
+    EXPECT_LAYERS("      - {conv2d: 8, kernel_size: 3, max_pooling2d: 2}\n",
+                  "plan.yaml:5: layers.0 of model 'm' has both 'conv2d' and 'max_pooling2d'; a "
+                  "layer is one kind");
+    EXPECT_LAYERS("      - {flatten: 1}\n",
+                  "plan.yaml:5: flatten takes no settings; write it as flatten, got '1'");
+    EXPECT_LAYERS("      - {global_average_pooling2d: [1]}\n",
+                  "plan.yaml:5: global_average_pooling2d takes no settings; write it as "
+                  "global_average_pooling2d, got a list");
+    EXPECT_LAYERS("      - conv2d\n",
+                  "plan.yaml:5: layers.0 of model 'm': conv2d needs a value; write it as "
+                  "{conv2d: FILTERS, kernel_size: 3}");
+    EXPECT_LAYERS("      - dense\n",
+                  "plan.yaml:5: layers.0 of model 'm': dense needs a value; write it as "
+                  "{dense: UNITS, activation: relu}");
+    EXPECT_LAYERS("      - flaten\n", "got 'flaten' (did you mean 'flatten'?)");
+    EXPECT_LAYERS("      - [flatten]\n",
+                  "plan.yaml:5: layers.0 of model 'm' must be a map like {dense: 10, activation: "
+                  "softmax}, or the name of a layer without settings (like flatten), got a list");
+    EXPECT_LAYERS("      - {batch_normalization: {momentum: 1}}\n",
+                  "plan.yaml:5: momentum of layers.0 must be a number in [0, 1), got '1'");
+    EXPECT_LAYERS("      - {batch_normalization: {momentum: -0.1}}\n",
+                  "plan.yaml:5: momentum of layers.0 must be a number in [0, 1), got '-0.1'");
+    EXPECT_LAYERS("      - {batch_normalization: {epsilon: 0}}\n",
+                  "plan.yaml:5: epsilon of layers.0 must be a positive number, got '0'");
+    EXPECT_LAYERS("      - {batch_normalization: {momentun: 0.9}}\n",
+                  "plan.yaml:5: unknown key 'momentun' in batch_normalization of layers.0 of "
+                  "model 'm' (did you mean 'momentum'?)");
+    EXPECT_LAYERS("      - {batch_normalization: 0.9}\n",
+                  "plan.yaml:5: batch_normalization of layers.0 of model 'm' must be a map like "
+                  "{momentum: 0.99, epsilon: 0.001}, or nothing, got '0.9'");
+    EXPECT_LAYERS("      - {batch_normalization: null, momentum: 0.9}\n",
+                  "plan.yaml:5: 'momentum' in layers.0 of model 'm' goes inside "
+                  "batch_normalization: write {batch_normalization: {momentum: 0.99, epsilon: "
+                  "0.001}}");
+    EXPECT_LAYERS("      - {activation: softplus}\n",
+                  "plan.yaml:5: activation of layers.0 must be one of linear, relu, sigmoid, "
+                  "tanh, softmax, got 'softplus'");
+    EXPECT_LAYERS("      - {conv2d: 4, kernel_size: 1}\n",
+                  "plan.yaml:5: model 'm': loss sparse_categorical_crossentropy needs the model's "
+                  "output to be a softmax, but the last layer is conv2d with activation linear; "
+                  "give it activation: softmax");
+    EXPECT_LAYERS("      - {dense: 4, activation: relu}\n      - flatten\n",
+                  "plan.yaml:6: model 'm': loss sparse_categorical_crossentropy needs the model's "
+                  "output to be a softmax, but the last layer is flatten; end with {dense: "
+                  "CLASSES, activation: softmax}");
+
+    /* Image layer keys sweep and --set like any layer key. */
+    const char *sw = "data: {train: x}\n"
+                     "models:\n"
+                     "  - name: m\n"
+                     "    layers: [{conv2d: 4, kernel_size: 3}, flatten,\n"
+                     "             {dense: 2, activation: softmax}]\n"
+                     "sweep: {layers.0.kernel_size: [1, 5]}\n";
+    const char *ov[] = {"models.0.layers.0.padding=same"};
+    p = PARSE(sw, ov, 1);
+    if (p) {
+        CHECK(p->n_models == 2 && strcmp(p->models[1].name, "m-kernel_size=5") == 0);
+        CHECK(p->models[0].layers[0].kh == 1 && p->models[1].layers[0].kw == 5);
+        CHECK(p->models[0].layers[0].pad == PAD_SAME && p->models[1].layers[0].pad == PAD_SAME);
+    }
+    cohort_plan_free(p);
+}
+
+static void test_input_shape(void)
+{
+    cohort_plan *p = PARSE("data: {train: 'csv:x.csv', input_shape: [28, 28, 1]}\n"
+                           "models: [{name: m, layers: [flatten, {dense: 2, activation: softmax}]}]\n",
+                           NULL, 0);
+    if (p) {
+        const sample_shape *s = &p->data.input_shape;
+        CHECK(s->rank == 3 && s->h == 28 && s->w == 28 && s->c == 1);
+        CHECK(p->data.input_shape_line == 1);
+        CHECK_CONTAINS(p->json, "\"label_column\":null,\"input_shape\":[28,28,1]},");
+    }
+    cohort_plan_free(p);
+    p = PARSE("data:\n  train: 'csv:x.csv'\n  input_shape: [784]\n"
+              "models: [{name: m, layers: [{dense: 2, activation: softmax}]}]\n",
+              NULL, 0);
+    if (p) {
+        const sample_shape *s = &p->data.input_shape;
+        CHECK(s->rank == 1 && s->c == 784 && s->h == 1 && s->w == 1);
+        CHECK(p->data.input_shape_line == 3);
+        CHECK_CONTAINS(p->json, "\"input_shape\":[784]}");
+    }
+    cohort_plan_free(p);
+    p = PARSE("data: {train: x}\nmodels: [{name: m, layers: [{dense: 2, activation: softmax}]}]\n",
+              NULL, 0);
+    if (p) {
+        CHECK(p->data.input_shape.rank == 0);
+        CHECK(strstr(p->json, "input_shape") == NULL);
+    }
+    cohort_plan_free(p);
+
+    const char *tail = "\nmodels: [{name: m, layers: [{dense: 2, activation: softmax}]}]\n";
+    const char *bad[][2] = {
+        {"data: {train: x, input_shape: [28, 28]}",
+         "plan.yaml:1: data.input_shape must be a list of 3 positive integers [H, W, C] (an "
+         "image, channels last) or of 1 [D] (a flat vector), got a list of 2 (add the channels: "
+         "[H, W, 1])"},
+        {"data: {train: x, input_shape: [1, 2, 3, 4]}", "got a list of another length"},
+        {"data: {train: x, input_shape: 784}", "or of 1 [D] (a flat vector), got '784'"},
+        {"data: {train: x, input_shape: [28, 0, 1]}",
+         "plan.yaml:1: each size in data.input_shape must be a positive integer, got '0'"},
+        {"data: {train: x, input_shape: [-3]}",
+         "plan.yaml:1: each size in data.input_shape must be a positive integer, got '-3'"},
+        {"data: {train: x, input_shape: [65536, 65536, 1]}",
+         "plan.yaml:1: data.input_shape has more than 2147483647 values"},
+        {"data: {train: x, input_shap: [1]}",
+         "plan.yaml:1: unknown key 'input_shap' in data (did you mean 'input_shape'?)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "%s%s", bad[i][0], tail);
+        expect_at(__LINE__, text, NULL, 0, COHORT_ERR_INPUT, bad[i][1]);
+    }
 }
 
 static void test_models_section(void)
@@ -929,6 +1232,8 @@ int main(void)
     test_optimizers();
     test_fit_settings();
     test_layers();
+    test_image_layers();
+    test_input_shape();
     test_models_section();
     test_yaml_errors();
     test_devices();

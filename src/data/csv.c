@@ -269,7 +269,7 @@ cohort_status data_read_csv(const char *path, const char *label_column, cohort_d
         goto done;
     char source[1100];
     snprintf(source, sizeof source, "csv:%s", path);
-    st = data_make(x, y, (int64_t)rows, (int64_t)(nf - 1), source, out, err);
+    st = data_make(x, y, (int64_t)rows, (int64_t)(nf - 1), NULL, source, out, err);
     x = NULL;
     y = NULL;
 done:

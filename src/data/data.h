@@ -1,6 +1,7 @@
 /*
  * data: dataset readers (IDX with gzip, CSV, NPY, NPZ) into one in-memory
- * form: float32 inputs [n, dim] and int32 labels [n]. A dataset is read once
+ * form: float32 inputs [n, dim] and int32 labels [n], with the shape of one
+ * sample (an image's (H, W, C), channels last; else flat). A dataset is read once
  * per run and shared read-only by every model trained on it.
  */
 #ifndef COHORT_DATA_H
@@ -13,7 +14,8 @@
 
 typedef struct cohort_dataset {
     int64_t n;         /* samples */
-    int64_t dim;       /* features per sample (images are flattened) */
+    int64_t dim;       /* features per sample: the product of shape */
+    sample_shape shape; /* one sample: (H, W, C) for images, channels last, or flat (dim) */
     float *x;          /* [n, dim], row-major, owned */
     int32_t *y;        /* [n], owned; each in [0, n_classes) */
     int32_t n_classes; /* 1 + the largest label */
@@ -25,6 +27,7 @@ typedef struct data_view {
     const float *x;
     const int32_t *y;
     int64_t n, dim;
+    sample_shape shape; /* the dataset's */
 } data_view;
 
 typedef struct data_options {
@@ -32,7 +35,9 @@ typedef struct data_options {
 } data_options;
 
 /*
- * Read a dataset from a spec:
+ * Read a dataset from a spec (sample shapes: IDX [n, H, W] and NPY/NPZ
+ * [n, H, W] are (H, W, 1), NPY/NPZ [n, H, W, C] and IDX [n, H, W, C] are
+ * (H, W, C); [n, d], [n] and CSV are flat; other ranks are flattened):
  *   fashion-mnist:train | fashion-mnist:test   the Debian package's files
  *        (/usr/share/datasets/fashion-mnist, or $COHORT_DATA)
  *   mnist:train | mnist:test                   the same layout under $COHORT_DATA
@@ -57,8 +62,10 @@ cohort_status data_read_npz(const char *path, cohort_dataset **out, cohort_error
 
 void data_free(cohort_dataset *ds);
 
+/* Every row of ds; the shape is ds's (flat dim when ds has none). */
 data_view data_view_all(const cohort_dataset *ds);
-/* Split off the last `fraction` of ds as validation (as Keras does). */
+/* Split off the last `fraction` of ds as validation (as Keras does); both
+ * views keep ds's shape. */
 void data_split(const cohort_dataset *ds, double fraction, data_view *train, data_view *val);
 
 #endif

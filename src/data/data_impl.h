@@ -35,13 +35,20 @@ cohort_status data_alloc_x(uint64_t n, uint64_t dim, const char *path, float **x
 /* Allocate y [n] (64-byte aligned); errors as data_alloc_x. */
 cohort_status data_alloc_y(uint64_t n, const char *path, int32_t **y, cohort_error *err);
 
+/* The shape of a sample whose dims (those after n) are dims[0..ndims): none
+ * or one is flat, two (H, W) is (H, W, 1), three is (H, W, C), more are
+ * flattened. Rank 0 (no shape) when a size passes INT32_MAX. */
+sample_shape data_shape_of(const uint64_t *dims, int ndims);
+
 /*
  * Wrap x and y (ownership passes to this call in every case: on error they
  * are freed) into a new dataset with n_classes = 1 + the largest label and
  * source copied from `source`. Labels must already be in [0, DATA_MAX_LABEL].
+ * shape: one sample's, of dim values; NULL or rank 0: flat. A sample of more
+ * than INT32_MAX values is COHORT_ERR_INPUT (no model takes it).
  */
-cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const char *source,
-                        cohort_dataset **out, cohort_error *err);
+cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const sample_shape *shape,
+                        const char *source, cohort_dataset **out, cohort_error *err);
 
 /*
  * A byte source: `left` bytes starting at the current position of f, either
@@ -89,6 +96,7 @@ typedef enum data_npy_role { DATA_NPY_X, DATA_NPY_Y } data_npy_role;
 
 typedef struct data_npy_array {
     int64_t n, dim;  /* rows, and the product of the other dimensions */
+    sample_shape shape; /* role X: one row's (data_shape_of) */
     float *x;        /* role X: [n, dim], owned by the caller */
     int32_t *y;      /* role Y: [n], owned by the caller */
 } data_npy_array;

@@ -7,6 +7,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -78,10 +79,39 @@ cohort_status data_alloc_y(uint64_t n, const char *path, int32_t **y, cohort_err
     return COHORT_OK;
 }
 
-cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const char *source,
-                        cohort_dataset **out, cohort_error *err)
+sample_shape data_shape_of(const uint64_t *dims, int ndims)
+{
+    uint64_t total = 1;
+    for (int i = 0; i < ndims; i++)
+        if (dims[i] > INT32_MAX || __builtin_mul_overflow(total, dims[i], &total) ||
+            total > INT32_MAX)
+            return (sample_shape){0, 0, 0, 0};
+    if (ndims == 2)
+        return shape_image((int)dims[0], (int)dims[1], 1);
+    if (ndims == 3)
+        return shape_image((int)dims[0], (int)dims[1], (int)dims[2]);
+    return shape_flat((int)total);
+}
+
+cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const sample_shape *shape,
+                        const char *source, cohort_dataset **out, cohort_error *err)
 {
     *out = NULL;
+    if (dim > INT32_MAX) {
+        free(x);
+        free(y);
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: a sample holds %lld values, more than the %d a model input can "
+                           "take",
+                           source, (long long)dim, INT32_MAX);
+    }
+    sample_shape s = shape && shape->rank ? *shape : shape_flat((int)dim);
+    if ((int64_t)shape_size(s) != dim) {
+        free(x);
+        free(y);
+        return cohort_fail(err, COHORT_ERR_INTERNAL, "%s: sample shape of %zu values for %lld",
+                           source, shape_size(s), (long long)dim);
+    }
     int32_t max = -1;
     for (int64_t i = 0; i < n; i++) {
         if (y[i] < 0) {
@@ -102,6 +132,7 @@ cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const char
     }
     ds->n = n;
     ds->dim = dim;
+    ds->shape = s;
     ds->x = x;
     ds->y = y;
     ds->n_classes = max + 1;
@@ -120,7 +151,8 @@ void data_free(cohort_dataset *ds)
     free(ds);
 }
 
-/* A view of every row of ds (all zero for NULL). The view borrows ds. */
+/* A view of every row of ds (all zero for NULL), with ds's shape (flat dim
+ * for a dataset made without one). The view borrows ds. */
 data_view data_view_all(const cohort_dataset *ds)
 {
     data_view v = {0};
@@ -130,6 +162,7 @@ data_view data_view_all(const cohort_dataset *ds)
     v.y = ds->y;
     v.n = ds->n;
     v.dim = ds->dim;
+    v.shape = ds->shape.rank || ds->dim > INT32_MAX ? ds->shape : shape_flat((int)ds->dim);
     return v;
 }
 

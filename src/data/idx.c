@@ -279,7 +279,8 @@ static void idx_close(idx_file *f)
 }
 
 /*
- * Read IDX images (uint8, [n, d1, ...], scaled by 1/255 into [n, d1*...])
+ * Read IDX images (uint8, [n, d1, ...], scaled by 1/255 into [n, d1*...]; a
+ * sample of [n, H, W] is (H, W, 1), of [n, H, W, C] (H, W, C))
  * and labels (uint8 [n]). The counts must agree. On error *out is NULL and
  * err names the file; COHORT_ERR_IO when a file cannot be opened.
  */
@@ -328,7 +329,11 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
 
     char source[2100];
     snprintf(source, sizeof source, "idx:%s,%s", images, labels);
-    st = data_make(x, y, (int64_t)fi.n, (int64_t)fi.count, source, out, err);
+    uint64_t dims[8];
+    for (int i = 1; i < fi.ndims; i++)
+        dims[i - 1] = fi.dims[i];
+    sample_shape shape = data_shape_of(dims, fi.ndims - 1);
+    st = data_make(x, y, (int64_t)fi.n, (int64_t)fi.count, &shape, source, out, err);
     x = NULL;
     y = NULL;
 done:

@@ -593,6 +593,7 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
     }
     out->n = (int64_t)n;
     out->dim = (int64_t)dim;
+    out->shape = data_shape_of(h.shape + 1, h.ndim - 1);
     return COHORT_OK;
 }
 
@@ -606,7 +607,7 @@ cohort_status data_npy_pair(data_npy_array *x, data_npy_array *y, const char *so
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: x has %lld rows, y has %lld", source,
                            (long long)x->n, (long long)y->n);
     }
-    cohort_status st = data_make(x->x, y->y, x->n, x->dim, source, out, err);
+    cohort_status st = data_make(x->x, y->y, x->n, x->dim, &x->shape, source, out, err);
     x->x = NULL;
     y->y = NULL;
     return st;

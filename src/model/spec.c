@@ -3,6 +3,7 @@
 
 #include "util/util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,10 +59,27 @@ void model_spec_defaults(model_spec *spec)
     str_copy(spec->early_stop.monitor, sizeof spec->early_stop.monitor, "val_loss");
 }
 
-/* A float with 7 significant digits: 0.001f prints as 0.001, not 0.0010000000474974513. */
+/* A float with 7 significant digits (0.001f prints as 0.001, not
+ * 0.0010000000474974513), or up to 9 where 7 would not read back as the same
+ * float: the plan parser reads this JSON back (eval, predict, --resume). */
 static void sb_float(strbuf *b, float v)
 {
-    sb_printf(b, "%.7g", (double)v);
+    char buf[32];
+    for (int digits = 7; digits <= 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)v);
+        if ((float)strtod(buf, NULL) == v)
+            break;
+    }
+    sb_puts(b, buf);
+}
+
+static void sb_key(strbuf *b, const char *key);
+
+/* A kernel, pool or stride size as the plan's [h, w]. */
+static void sb_hw(strbuf *b, const char *key, int h, int w)
+{
+    sb_key(b, key);
+    sb_printf(b, "[%d,%d]", h, w);
 }
 
 static void sb_key(strbuf *b, const char *key)
@@ -103,15 +121,45 @@ char *model_spec_to_json(const model_spec *spec)
         const layer_spec *l = &spec->layers[i];
         if (i)
             sb_putn(&b, ",", 1);
-        if (l->kind == LAYER_DENSE) {
+        switch (l->kind) {
+        case LAYER_DENSE:
             sb_printf(&b, "{\"dense\":%d,\"activation\":", l->units);
             sb_json_str(&b, act_name(l->act));
-            sb_putn(&b, "}", 1);
-        } else {
+            break;
+        case LAYER_DROPOUT:
             sb_puts(&b, "{\"dropout\":");
             sb_float(&b, l->rate);
+            break;
+        case LAYER_CONV2D:
+            sb_printf(&b, "{\"conv2d\":%d", l->units);
+            sb_hw(&b, "kernel_size", l->kh, l->kw);
+            sb_hw(&b, "strides", l->sh, l->sw);
+            sb_printf(&b, ",\"padding\":\"%s\",\"activation\":",
+                      l->pad == PAD_SAME ? "same" : "valid");
+            sb_json_str(&b, act_name(l->act));
+            break;
+        case LAYER_MAX_POOL2D:
+        case LAYER_AVG_POOL2D:
+            sb_printf(&b, "{\"%s\":[%d,%d]", layer_kind_name(l->kind), l->kh, l->kw);
+            sb_hw(&b, "strides", l->sh, l->sw);
+            sb_printf(&b, ",\"padding\":\"%s\"", l->pad == PAD_SAME ? "same" : "valid");
+            break;
+        case LAYER_BATCH_NORM:
+            sb_puts(&b, "{\"batch_normalization\":{\"momentum\":");
+            sb_float(&b, l->momentum);
+            sb_puts(&b, ",\"epsilon\":");
+            sb_float(&b, l->epsilon);
             sb_putn(&b, "}", 1);
+            break;
+        case LAYER_ACTIVATION:
+            sb_puts(&b, "{\"activation\":");
+            sb_json_str(&b, act_name(l->act));
+            break;
+        default: /* global_average_pooling2d, flatten: no settings */
+            sb_printf(&b, "{\"%s\":null", layer_kind_name(l->kind));
+            break;
         }
+        sb_putn(&b, "}", 1);
     }
     sb_putn(&b, "]", 1);
 

@@ -6,6 +6,7 @@
 #include "plan/yamltree.h"
 #include "util/util.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,15 +20,29 @@ const char *const plan_optimizer_keys[] = {"name",   "lr",     "learning_rate",
                                            "beta_2", "epsilon", "weight_decay", NULL};
 const char *const plan_early_stop_keys[] = {"monitor", "patience", "min_delta",
                                             "restore_best_weights", NULL};
-const char *const plan_layer_keys[] = {"dense", "activation", "dropout", NULL};
+/* The layer kinds (as layer_kind_name spells them), then their settings. */
+const char *const plan_layer_keys[] = {"dense",
+                                       "dropout",
+                                       "conv2d",
+                                       "max_pooling2d",
+                                       "average_pooling2d",
+                                       "global_average_pooling2d",
+                                       "flatten",
+                                       "batch_normalization",
+                                       "activation",
+                                       "kernel_size",
+                                       "strides",
+                                       "padding",
+                                       NULL};
 
 static const char *const top_keys[] = {"data",    "defaults", "models",      "sweep",
                                        "devices", "strategy", "shared_order", NULL};
 static const char *const data_keys[] = {"train", "test", "validation", "validation_split",
-                                        "label_column", NULL};
+                                        "label_column", "input_shape", NULL};
 static const char *const device_keys[] = {"memory", "split", "memory_limit", NULL};
 /* Same order as the enums of model.h and cohort.h. */
 static const char *const act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+static const char *const pad_names[] = {"valid", "same"};
 static const char *const opt_names[] = {"sgd", "adam", "adamw"};
 static const char *const loss_names[] = {"sparse_categorical_crossentropy", "mse",
                                          "mean_squared_error"};
@@ -176,6 +191,32 @@ static cohort_status apply_override(const yctx *c, ynode *root, const char *ov)
 
 /* ---- data, devices, strategy ----------------------------------------- */
 
+/* data.input_shape: [H, W, C] or [D], positive, at most INT32_MAX values in all. */
+static cohort_status parse_input_shape(const yctx *c, const ynode *v, data_spec *d)
+{
+    char got[80];
+    if (v->type != YNODE_SEQ || (v->n != 1 && v->n != 3))
+        return ynode_fail(c, v, "data.input_shape must be a list of 3 positive integers [H, W, C] "
+                                "(an image, channels last) or of 1 [D] (a flat vector), got %s%s",
+                          ynode_describe(v, got, sizeof got),
+                          v->type == YNODE_SEQ ? (v->n == 2 ? " of 2 (add the channels: [H, W, 1])"
+                                                            : " of another length")
+                                               : "");
+    long long dims[3], total = 1;
+    for (size_t i = 0; i < v->n; i++) {
+        cohort_status st = yget_int(c, v->vals[i], "each size in data.input_shape", 1, INT32_MAX,
+                                    &dims[i]);
+        if (st)
+            return st;
+        if (__builtin_mul_overflow(total, dims[i], &total) || total > INT32_MAX)
+            return ynode_fail(c, v, "data.input_shape has more than %d values", INT32_MAX);
+    }
+    d->input_shape = v->n == 3 ? shape_image((int)dims[0], (int)dims[1], (int)dims[2])
+                               : shape_flat((int)dims[0]);
+    d->input_shape_line = v->line;
+    return COHORT_OK;
+}
+
 static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
 {
     const ynode *n = ymap_get(root, "data");
@@ -209,6 +250,8 @@ static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
     if ((v = ymap_get(n, "label_column")) &&
         (st = yget_str(c, v, "data.label_column", d->label_column, sizeof d->label_column)))
         return st;
+    if ((v = ymap_get(n, "input_shape")) && !ynode_is_null(v))
+        return parse_input_shape(c, v, d);
     return COHORT_OK;
 }
 
@@ -458,49 +501,289 @@ static cohort_status build_early_stop(const yctx *c, const ynode *n, const char 
     return COHORT_OK;
 }
 
-static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
-                                 const char *label, layer_spec *l)
+/* ---- layers ---------------------------------------------------------- */
+
+/* Largest kernel, pool or stride along one axis. */
+#define LAYER_WINDOW_MAX 65536
+/* Largest dense width or number of conv2d filters. */
+#define LAYER_UNITS_MAX (1 << 20)
+
+/* The kind a plan calls s ("conv2d"), or -1. */
+static int layer_kind_find(const char *s)
+{
+    for (int k = 0; k < LAYER_KIND_COUNT; k++)
+        if (strcmp(s, layer_kind_name((layer_kind)k)) == 0)
+            return k;
+    return -1;
+}
+
+/* The keys a layer of kind k takes beside its own: the check and the message. */
+static int layer_takes(layer_kind k, const char *key)
+{
+    int window = strcmp(key, "strides") == 0 || strcmp(key, "padding") == 0;
+    int act = strcmp(key, "activation") == 0;
+    switch (k) {
+    case LAYER_DENSE: return act;
+    case LAYER_CONV2D: return act || window || strcmp(key, "kernel_size") == 0;
+    case LAYER_MAX_POOL2D:
+    case LAYER_AVG_POOL2D: return window;
+    default: return 0;
+    }
+}
+
+static const char *layer_takes_list(layer_kind k)
+{
+    switch (k) {
+    case LAYER_DENSE: return "it takes activation";
+    case LAYER_CONV2D: return "it takes kernel_size, strides, padding and activation";
+    case LAYER_MAX_POOL2D:
+    case LAYER_AVG_POOL2D: return "it takes strides and padding";
+    case LAYER_BATCH_NORM: return "write {batch_normalization: {momentum: 0.99, epsilon: 0.001}}";
+    default: return "it takes no other settings";
+    }
+}
+
+/* How to write a layer of kind k that needs a value. */
+static const char *layer_example(layer_kind k)
+{
+    switch (k) {
+    case LAYER_DENSE: return "{dense: UNITS, activation: relu}";
+    case LAYER_DROPOUT: return "{dropout: RATE}";
+    case LAYER_CONV2D: return "{conv2d: FILTERS, kernel_size: 3}";
+    case LAYER_ACTIVATION: return "{activation: relu}";
+    default: return "its bare name";
+    }
+}
+
+/* An integer, or a list [h, w] of two, each in [1, LAYER_WINDOW_MAX]. */
+static cohort_status get_hw(const yctx *c, const ynode *n, const char *what, int *h, int *w)
+{
+    char got[80];
+    long long a, b;
+    cohort_status st;
+    if (n->type == YNODE_SEQ) {
+        if (n->n != 2)
+            return ynode_fail(c, n, "%s must be an integer or a list of 2 integers [h, w], got a "
+                                    "list of %zu",
+                              what, n->n);
+        if ((st = yget_int(c, n->vals[0], what, 1, LAYER_WINDOW_MAX, &a)) ||
+            (st = yget_int(c, n->vals[1], what, 1, LAYER_WINDOW_MAX, &b)))
+            return st;
+    } else if (n->type == YNODE_SCALAR) {
+        if ((st = yget_int(c, n, what, 1, LAYER_WINDOW_MAX, &a)))
+            return st;
+        b = a;
+    } else {
+        return ynode_fail(c, n, "%s must be an integer or a list of 2 integers [h, w], got %s",
+                          what, ynode_describe(n, got, sizeof got));
+    }
+    *h = (int)a;
+    *w = (int)b;
+    return COHORT_OK;
+}
+
+/* Nothing, "~" or {}: the value of a layer that takes no settings. */
+static int no_settings(const ynode *v)
+{
+    return !v || ynode_is_null(v) || (v->type == YNODE_MAP && v->n == 0);
+}
+
+static const char *const bn_keys[] = {"momentum", "epsilon", NULL};
+
+static cohort_status build_batch_norm(const yctx *c, const ynode *v, int i, const char *label,
+                                      layer_spec *l)
 {
     char got[80], where[200], what[200];
+    l->momentum = 0.99f;
+    l->epsilon = 0.001f;
+    if (no_settings(v))
+        return COHORT_OK;
+    if (v->type != YNODE_MAP)
+        return ynode_fail(c, v, "batch_normalization of layers.%d of %s must be a map like "
+                                "{momentum: 0.99, epsilon: 0.001}, or nothing, got %s",
+                          i, label, ynode_describe(v, got, sizeof got));
+    snprintf(where, sizeof where, "in batch_normalization of layers.%d of %s", i, label);
+    cohort_status st = ycheck_keys(c, v, bn_keys, plan_key_count(bn_keys), where);
+    if (st)
+        return st;
+    const ynode *x;
+    double d;
+    if ((x = ymap_get(v, "momentum"))) {
+        snprintf(what, sizeof what, "momentum of layers.%d", i);
+        if ((st = yget_num(c, x, what, YR_UNIT, 1, &d)))
+            return st;
+        l->momentum = (float)d;
+    }
+    if ((x = ymap_get(v, "epsilon"))) {
+        snprintf(what, sizeof what, "epsilon of layers.%d", i);
+        if ((st = yget_num(c, x, what, YR_POSITIVE, 1, &d)))
+            return st;
+        l->epsilon = (float)d;
+    }
+    return COHORT_OK;
+}
+
+/* Which kind a layer is: a bare name, or the one kind key of its map
+ * ('activation' is the Activation layer only when no other kind is there). */
+static cohort_status layer_kind_of(const yctx *c, const ynode *n, int i, const char *label,
+                                   layer_kind *kind)
+{
+    char got[80], where[200];
+    const char *names[LAYER_KIND_COUNT];
+    for (int k = 0; k < LAYER_KIND_COUNT; k++)
+        names[k] = layer_kind_name((layer_kind)k);
+    if (n->type == YNODE_SCALAR) {
+        int k = layer_kind_find(n->str);
+        if (k < 0) {
+            const char *near = ysuggest(n->str, names, LAYER_KIND_COUNT);
+            char hint[80] = "";
+            if (near)
+                snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+            return ynode_fail(c, n, "layers.%d of %s must be a map like {dense: 10, activation: "
+                                    "softmax}, or the name of a layer without settings (flatten, "
+                                    "global_average_pooling2d, batch_normalization, "
+                                    "max_pooling2d), got %s%s",
+                              i, label, ynode_describe(n, got, sizeof got), hint);
+        }
+        if (k == LAYER_DENSE || k == LAYER_DROPOUT || k == LAYER_CONV2D || k == LAYER_ACTIVATION)
+            return ynode_fail(c, n, "layers.%d of %s: %s needs a value; write it as %s", i, label,
+                              names[k], layer_example((layer_kind)k));
+        *kind = (layer_kind)k;
+        return COHORT_OK;
+    }
     if (n->type != YNODE_MAP)
         return ynode_fail(c, n, "layers.%d of %s must be a map like {dense: 10, activation: "
-                                "softmax}, got %s",
+                                "softmax}, or the name of a layer without settings (like "
+                                "flatten), got %s",
                           i, label, ynode_describe(n, got, sizeof got));
+    for (size_t j = 0; j < n->n; j++)
+        if (strcmp(n->keys[j]->str, "momentum") == 0 || strcmp(n->keys[j]->str, "epsilon") == 0)
+            return ynode_fail(c, n->keys[j], "'%s' in layers.%d of %s goes inside "
+                                             "batch_normalization: write {batch_normalization: "
+                                             "{momentum: 0.99, epsilon: 0.001}}",
+                              n->keys[j]->str, i, label);
     snprintf(where, sizeof where, "in layers.%d of %s", i, label);
     cohort_status st =
         ycheck_keys(c, n, plan_layer_keys, plan_key_count(plan_layer_keys), where);
     if (st)
         return st;
-    const ynode *dense = ymap_get(n, "dense"), *drop = ymap_get(n, "dropout"),
-                *act = ymap_get(n, "activation");
-    memset(l, 0, sizeof *l);
-    if (dense && drop)
-        return ynode_fail(c, n, "layers.%d of %s has both 'dense' and 'dropout'; a layer is one "
-                                "kind (give each its own entry)",
-                          i, label);
-    if (!dense && !drop)
-        return ynode_fail(c, n, "layers.%d of %s needs 'dense: UNITS' or 'dropout: RATE'", i,
-                          label);
-    if (drop) {
-        if (act)
-            return ynode_fail(c, n->keys[ymap_find(n, "activation")],
-                              "'activation' applies only to dense layers (layers.%d of %s is dropout)",
-                              i, label);
-        double rate;
-        snprintf(what, sizeof what, "dropout rate of layers.%d", i);
-        if ((st = yget_num(c, drop, what, YR_UNIT, 1, &rate)))
-            return st;
-        l->kind = LAYER_DROPOUT;
-        l->rate = (float)rate;
-        return COHORT_OK;
+    int found = -1, has_act = 0;
+    for (size_t j = 0; j < n->n; j++) {
+        int k = layer_kind_find(n->keys[j]->str);
+        if (k == LAYER_ACTIVATION)
+            has_act = 1;
+        if (k < 0 || k == LAYER_ACTIVATION)
+            continue;
+        if (found >= 0)
+            return ynode_fail(c, n, "layers.%d of %s has both '%s' and '%s'; a layer is one kind "
+                                    "(give each its own entry)",
+                              i, label, names[found], names[k]);
+        found = k;
     }
-    long long units;
-    snprintf(what, sizeof what, "dense units of layers.%d", i);
-    if ((st = yget_int(c, dense, what, 1, 1 << 20, &units)))
+    if (found < 0 && !has_act)
+        return ynode_fail(c, n, "layers.%d of %s has no layer kind; give one of dense, dropout, "
+                                "conv2d, max_pooling2d, average_pooling2d, "
+                                "global_average_pooling2d, flatten, batch_normalization or "
+                                "activation (like {conv2d: 32, kernel_size: 3})",
+                          i, label);
+    *kind = found >= 0 ? (layer_kind)found : LAYER_ACTIVATION;
+    for (size_t j = 0; j < n->n; j++) {
+        const char *key = n->keys[j]->str;
+        if (strcmp(key, names[*kind]) == 0 || layer_takes(*kind, key))
+            continue;
+        if (strcmp(key, "activation") == 0)
+            return ynode_fail(c, n->keys[j], "'activation' applies only to dense, conv2d and "
+                                             "activation layers (layers.%d of %s is %s); put "
+                                             "{activation: %s} after it as a layer of its own",
+                              i, label, names[*kind],
+                              n->vals[j]->type == YNODE_SCALAR ? n->vals[j]->str : "relu");
+        return ynode_fail(c, n->keys[j], "'%s' does not apply to %s layers (layers.%d of %s); %s",
+                          key, names[*kind], i, label, layer_takes_list(*kind));
+    }
+    return COHORT_OK;
+}
+
+/* One entry of a model's layers: a map like {conv2d: 32, kernel_size: 3} or
+ * a bare name like flatten, with Keras's defaults. */
+static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
+                                 const char *label, layer_spec *l)
+{
+    char got[80], what[200];
+    layer_kind kind = LAYER_DENSE;
+    memset(l, 0, sizeof *l);
+    cohort_status st = layer_kind_of(c, n, i, label, &kind);
+    if (st)
         return st;
-    l->kind = LAYER_DENSE;
-    l->units = (int)units;
+    const ynode *map = n->type == YNODE_MAP ? n : NULL;
+    const ynode *val = map ? ymap_get(map, layer_kind_name(kind)) : NULL;
+    const ynode *act = kind == LAYER_ACTIVATION ? val : map ? ymap_get(map, "activation") : NULL;
+    const ynode *v;
+    long long ll;
+    double d;
+    l->kind = kind;
+    l->line = n->line;
     l->act = ACT_LINEAR;
+    switch (kind) {
+    case LAYER_DENSE:
+    case LAYER_CONV2D:
+        snprintf(what, sizeof what, "%s of layers.%d",
+                 kind == LAYER_DENSE ? "dense units" : "conv2d filters", i);
+        if ((st = yget_int(c, val, what, 1, LAYER_UNITS_MAX, &ll)))
+            return st;
+        l->units = (int)ll;
+        if (kind == LAYER_DENSE)
+            break;
+        if (!(v = ymap_get(map, "kernel_size")))
+            return ynode_fail(c, n, "layers.%d of %s: conv2d needs kernel_size (like {conv2d: %d, "
+                                    "kernel_size: 3})",
+                              i, label, l->units);
+        snprintf(what, sizeof what, "kernel_size of layers.%d", i);
+        if ((st = get_hw(c, v, what, &l->kh, &l->kw)))
+            return st;
+        l->sh = l->sw = 1;
+        break;
+    case LAYER_MAX_POOL2D:
+    case LAYER_AVG_POOL2D:
+        l->kh = l->kw = 2; /* Keras's pool_size */
+        snprintf(what, sizeof what, "pool size of layers.%d", i);
+        if (val && !ynode_is_null(val) && (st = get_hw(c, val, what, &l->kh, &l->kw)))
+            return st;
+        l->sh = l->kh;
+        l->sw = l->kw;
+        break;
+    case LAYER_DROPOUT:
+        snprintf(what, sizeof what, "dropout rate of layers.%d", i);
+        if ((st = yget_num(c, val, what, YR_UNIT, 1, &d)))
+            return st;
+        l->rate = (float)d;
+        break;
+    case LAYER_GLOBAL_AVG_POOL2D:
+    case LAYER_FLATTEN:
+        if (!no_settings(val))
+            return ynode_fail(c, val, "%s takes no settings; write it as %s, got %s",
+                              layer_kind_name(kind), layer_kind_name(kind),
+                              ynode_describe(val, got, sizeof got));
+        break;
+    case LAYER_BATCH_NORM:
+        if ((st = build_batch_norm(c, val, i, label, l)))
+            return st;
+        break;
+    case LAYER_ACTIVATION:
+    case LAYER_KIND_COUNT:
+        break;
+    }
+    if (map && (v = ymap_get(map, "strides"))) {
+        snprintf(what, sizeof what, "strides of layers.%d", i);
+        if ((st = get_hw(c, v, what, &l->sh, &l->sw)))
+            return st;
+    }
+    if (map && (v = ymap_get(map, "padding"))) {
+        int p;
+        snprintf(what, sizeof what, "padding of layers.%d", i);
+        if ((st = yget_enum(c, v, what, pad_names, COUNT(pad_names), &p)))
+            return st;
+        l->pad = (pad_kind)p;
+    }
     if (act) {
         int a;
         snprintf(what, sizeof what, "activation of layers.%d", i);
@@ -512,6 +795,12 @@ static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
                               i, label);
     }
     return COHORT_OK;
+}
+
+/* The layer's kind takes an activation. */
+static int layer_has_act(const layer_spec *l)
+{
+    return l->kind == LAYER_DENSE || l->kind == LAYER_CONV2D || l->kind == LAYER_ACTIVATION;
 }
 
 static cohort_status build_layers(const yctx *c, const ynode *t, const char *label,
@@ -533,27 +822,34 @@ static cohort_status build_layers(const yctx *c, const ynode *t, const char *lab
     if (n->n > COHORT_MAX_LAYERS)
         return ynode_fail(c, n->vals[COHORT_MAX_LAYERS], "%s has %zu layers, more than the %d allowed",
                           label, n->n, COHORT_MAX_LAYERS);
-    int n_dense = 0;
     for (size_t i = 0; i < n->n; i++) {
         cohort_status st = build_layer(c, n->vals[i], (int)i, i + 1 == n->n, label, &s->layers[i]);
         if (st)
             return st;
-        n_dense += s->layers[i].kind == LAYER_DENSE;
     }
     s->n_layers = (int)n->n;
-    if (!n_dense)
-        return ynode_fail(c, n, "%s has no dense layer", label);
     const layer_spec *lastl = &s->layers[s->n_layers - 1];
-    if (s->loss == LOSS_SCE && (lastl->kind != LAYER_DENSE || lastl->act != ACT_SOFTMAX)) {
-        char is[80];
-        if (lastl->kind == LAYER_DENSE)
-            snprintf(is, sizeof is, "dense with activation %s", act_name(lastl->act));
+    if (s->loss == LOSS_SCE && !(layer_has_act(lastl) && lastl->act == ACT_SOFTMAX)) {
+        char is[80], fix[120];
+        const char *kind = layer_kind_name(lastl->kind);
+        if (lastl->kind == LAYER_ACTIVATION)
+            snprintf(is, sizeof is, "activation %s", act_name(lastl->act));
+        else if (layer_has_act(lastl))
+            snprintf(is, sizeof is, "%s with activation %s", kind, act_name(lastl->act));
         else
-            snprintf(is, sizeof is, "dropout");
+            snprintf(is, sizeof is, "%s", kind);
+        if (lastl->kind == LAYER_DENSE)
+            snprintf(fix, sizeof fix, "make it {dense: %d, activation: softmax}", lastl->units);
+        else if (lastl->kind == LAYER_CONV2D)
+            snprintf(fix, sizeof fix, "give it activation: softmax");
+        else if (lastl->kind == LAYER_ACTIVATION)
+            snprintf(fix, sizeof fix, "make it {activation: softmax}");
+        else
+            snprintf(fix, sizeof fix, "end with {dense: CLASSES, activation: softmax}");
         return ynode_fail(c, n->vals[n->n - 1],
-                          "%s: loss sparse_categorical_crossentropy needs the last layer to be "
-                          "dense with activation softmax (it is %s)",
-                          label, is);
+                          "%s: loss sparse_categorical_crossentropy needs the model's output to "
+                          "be a softmax, but the last layer is %s; %s",
+                          label, is, fix);
     }
     return COHORT_OK;
 }
@@ -960,6 +1256,11 @@ static char *plan_to_json(const cohort_plan *p)
         sb_json_str(&b, p->data.label_column);
     else
         sb_puts(&b, "null");
+    const sample_shape *is = &p->data.input_shape;
+    if (is->rank == 3)
+        sb_printf(&b, ",\"input_shape\":[%d,%d,%d]", is->h, is->w, is->c);
+    else if (is->rank == 1)
+        sb_printf(&b, ",\"input_shape\":[%d]", is->c);
     sb_printf(&b, "},\"strategy\":\"%s\",\"shared_order\":%s,\"devices\":{",
               cohort_strategy_str(p->strategy), p->shared_order ? "true" : "false");
     for (int i = 0; i < p->n_devices; i++) {

@@ -53,7 +53,8 @@ struct cohort_run {
     data_view train, val, test;
     int has_val, has_test;
     int n_in, n_classes;
-    sample_shape in_shape; /* of one sample, as the first layer sees it */
+    sample_shape in_shape; /* one sample as the models see it: data.input_shape, or
+                              the training set's own; n_in values */
     device_registry *devices;
     int own_devices;       /* devices was discovered here, and is freed here */
     int n;

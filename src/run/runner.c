@@ -72,8 +72,23 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: no training samples left after the "
                            "validation split of %g", d->train, d->validation_split);
     run->n_in = (int)run->train_ds->dim;
-    run->in_shape = shape_flat(run->n_in);
     run->n_classes = run->train_ds->n_classes;
+    run->in_shape = run->train.shape;
+    if (d->input_shape.rank) {
+        char want[64], has[64];
+        shape_format(d->input_shape, want, sizeof want);
+        shape_format(run->train.shape, has, sizeof has);
+        if ((int64_t)shape_size(d->input_shape) != run->train_ds->dim)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s:%d: data.input_shape %s has %zu values, but a sample of %s "
+                               "has %lld (shape %s); give a shape of %lld values, like [%lld]",
+                               run->plan->path, d->input_shape_line, want,
+                               shape_size(d->input_shape), d->train,
+                               (long long)run->train_ds->dim, has, (long long)run->train_ds->dim,
+                               (long long)run->train_ds->dim);
+        /* Every set is read as input_shape: they all have n_in values. */
+        run->in_shape = run->train.shape = run->val.shape = run->test.shape = d->input_shape;
+    }
     const cohort_dataset *other[2] = {run->test_ds, run->val_ds};
     for (int i = 0; i < 2; i++) {
         if (!other[i])
