@@ -95,7 +95,21 @@ static void print_json(const cohort_run *run, const run_group_info *g, int n_gro
             sb_json_str(&b, e->res.error);
         else
             sb_puts(&b, "null");
-        sb_printf(&b, ", \"flops_per_epoch\": %.0f, \"config\": %s}",
+        sb_puts(&b, ", \"layers\": [");
+        for (int l = 0; l < e->L.n_layers; l++) {
+            const layer_plan *lp = &e->L.layers[l];
+            size_t rows = (size_t)e->L.B * sizeof(float);
+            sb_printf(&b, "%s{\"kind\": \"%s\", \"output_shape\": ", l ? ", " : "",
+                      layer_kind_name(lp->kind));
+            if (lp->out.rank == 3)
+                sb_printf(&b, "[%d, %d, %d]", lp->out.h, lp->out.w, lp->out.c);
+            else
+                sb_printf(&b, "[%d]", lp->out.c);
+            sb_printf(&b, ", \"params\": %zu, \"state\": %zu, \"saved_bytes\": %zu, "
+                          "\"workspace_bytes\": %zu}",
+                      lp->n_params, lp->n_state, lp->n_saved * rows, lp->n_work * rows);
+        }
+        sb_printf(&b, "], \"flops_per_epoch\": %.0f, \"config\": %s}",
                   model_train_flops(&e->L, run->train.n),
                   e->spec->config_json ? e->spec->config_json : "null");
     }
@@ -130,6 +144,27 @@ static void print_json(const cohort_run *run, const run_group_info *g, int n_gro
     sb_puts(&b, "\n  ]\n}\n");
     fputs(b.data ? b.data : "", stdout);
     sb_free(&b);
+}
+
+/* Each layer of e: its output shape, parameters and the buffers it adds. */
+static void print_layers(const model_entry *e, int w)
+{
+    const model_layout *L = &e->L;
+    char a[32], shape[48];
+    size_t rows = (size_t)L->B * sizeof(float);
+    for (int i = 0; i < L->n_layers; i++) {
+        const layer_plan *lp = &L->layers[i];
+        shape_format(lp->out, shape, sizeof shape);
+        printf("%-*s    layers.%-2d %-24s -> %-14s %9zu params", w, "", i,
+               layer_kind_name(lp->kind), shape, lp->n_params);
+        if (lp->n_state)
+            printf(", state %zu", lp->n_state);
+        if (lp->n_saved)
+            printf(", saved %s", format_bytes(lp->n_saved * rows, a, sizeof a));
+        if (lp->n_work)
+            printf(", workspace %s", format_bytes(lp->n_work * rows, a, sizeof a));
+        printf("\n");
+    }
 }
 
 static void print_text(const cohort_run *run, const run_group_info *g, int n_groups)
@@ -168,6 +203,7 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
             first = 0;
         }
         printf(" (%zu bytes exactly)\n", e->L.total_bytes);
+        print_layers(e, w);
         if (e->res.error[0])
             printf("%-*s  error: %s\n", w, "", e->res.error);
     }
