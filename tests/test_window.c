@@ -481,6 +481,23 @@ static void test_bn(int rows, int C, int count, float center, int shared, int fd
                   "%s: dgamma, dbeta %d", name, k);
         CHECK_MSG(near_all("bn dX", dX[0] + k * s, rY, n, 1e-5), "%s: dX %d", name, k);
     }
+    if (!shared) { /* in place: Y = X, dX = dY */
+        float *Xy = fbuf(count * s), *d = fbuf(count * s);
+        memcpy(Xy, X, count * s * sizeof(float));
+        memcpy(d, dYf, count * s * sizeof(float));
+        memcpy(mm[1], mm0, count * sp * sizeof(float));
+        memcpy(mv[1], mv0, count * sp * sizeof(float));
+        be->bn_bwd(ctx[1], d, s, d, s, X, s, gamma, sp, st[0], sst, dg[1], db[1], sg, rows, C,
+                   count);
+        be->bn_fwd_train(ctx[1], Xy, s, Xy, s, gamma, beta, mm[1], mv[1], sp, st[1], sst, rows, C,
+                         &o, count);
+        for (int k = 0; k < count; k++)
+            CHECK_MSG(!memcmp(Xy + k * s, Y[0] + k * s, n * sizeof(float)) &&
+                          !memcmp(d + k * s, dX[0] + k * s, n * sizeof(float)),
+                      "bn %d x %d in place, model %d", rows, C, k);
+        free(Xy);
+        free(d);
+    }
     if (fd)
         bn_fd(rows, C, X, gamma, beta, dYf, dX[0], dg[0], db[0], &o);
     free(rY);

@@ -81,6 +81,8 @@ void kern_col2im(float *dX, const float *col, const window_geom *g, int i0, int 
             for (int x = 0; x < g->ow; x++) {
                 int ix0 = x * g->sw - g->pad_left, kx0, kx1;
                 inside(ix0, g->kw, g->w, &kx0, &kx1);
+                if (kx0 == kx1)
+                    continue;
                 const float *row = ci + ((size_t)y * g->ow + x) * K;
                 for (int ky = ky0; ky < ky1; ky++)
                     add_run(di + ((size_t)(iy0 + ky) * g->w + (ix0 + kx0)) * c,
