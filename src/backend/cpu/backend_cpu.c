@@ -1,10 +1,12 @@
 /*
- * The CPU backend: GEMMs through OpenBLAS, element-wise passes as plain loops
+ * The CPU backend: GEMMs through OpenBLAS (split over the context's threads),
+ * image layers from window.c, element-wise passes as plain loops
  * that gcc vectorizes (-O3 -fno-math-errno). Device memory is host memory.
  */
 #include "backend/backend_impl.h"
 #include "backend/cpu/dense_step.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/window.h"
 #include "util/util.h"
 
 #include <cblas.h>
@@ -269,14 +271,87 @@ static void cpu_load_labels(backend_ctx *c, int32_t *dst, size_t dst_stride, con
             dst[k * dst_stride + (size_t)r] = y[idx[k * idx_stride + (size_t)r]];
 }
 
+/*
+ * Big products over the context's threads, where OpenBLAS runs on one
+ * (backend_cpu_blas_threads): C is cut into a grid of tiles, each one
+ * single-threaded cblas_sgemm owned by one part. The grid depends on the
+ * shape alone, never on the number of parts, so every element of C comes
+ * from the same call, with the same sums, whatever the thread count.
+ * Smaller products are one tile; a group of them is split by problem.
+ */
+#define GEMM_SPLIT_WORK 4e6 /* multiply-adds of a product worth cutting into tiles */
+#define GEMM_TILES 64       /* the most tiles of one product: enough for the pool */
+#define GEMM_MIN_EDGE 32    /* rows or columns of a tile at least: packing stays small */
+#define GEMM_EDGE_UNIT 16   /* tile edges on multiples of OpenBLAS's register blocks */
+
+typedef struct gemm_job {
+    int ta, tb, M, N, Kd, lda, ldb, ldc, count;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    size_t sA, sB, sC;
+    int mb, nb, tile_m, tile_n; /* the grid: mb x nb tiles of tile_m x tile_n */
+} gemm_job;
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/* The tiles of an M x N x Kd product: row blocks first (the M dimension),
+ * then column blocks where the rows give too few. */
+static void gemm_grid(gemm_job *j)
+{
+    j->mb = j->nb = 1;
+    j->tile_m = j->M;
+    j->tile_n = j->N;
+    if ((double)j->M * j->N * j->Kd <= GEMM_SPLIT_WORK)
+        return;
+    int mb = ceil_div(j->M, GEMM_MIN_EDGE);
+    mb = mb < GEMM_TILES ? mb : GEMM_TILES;
+    int nb = ceil_div(j->N, GEMM_MIN_EDGE), nb_max = GEMM_TILES / mb;
+    nb = nb < nb_max ? nb : nb_max;
+    j->tile_m = ceil_div(ceil_div(j->M, mb), GEMM_EDGE_UNIT) * GEMM_EDGE_UNIT;
+    j->tile_n = ceil_div(ceil_div(j->N, nb), GEMM_EDGE_UNIT) * GEMM_EDGE_UNIT;
+    j->mb = ceil_div(j->M, j->tile_m);
+    j->nb = ceil_div(j->N, j->tile_n);
+}
+
+/* One part's tiles, numbered problem by problem, rows of tiles first. */
+static void gemm_part(void *p, int part, int parts)
+{
+    const gemm_job *j = p;
+    int tiles = j->mb * j->nb, t0, t1;
+    part_range(tiles * j->count, 1, part, parts, &t0, &t1);
+    for (int t = t0; t < t1; t++) {
+        int k = t / tiles, bi = t % tiles / j->nb, bj = t % tiles % j->nb;
+        int m0 = bi * j->tile_m, n0 = bj * j->tile_n;
+        int m = j->M - m0 < j->tile_m ? j->M - m0 : j->tile_m;
+        int n = j->N - n0 < j->tile_n ? j->N - n0 : j->tile_n;
+        /* A is M x Kd (Kd x M transposed), B is Kd x N (N x Kd transposed). */
+        const float *A = j->A + k * j->sA + (j->ta ? (size_t)m0 : (size_t)m0 * j->lda);
+        const float *B = j->B + k * j->sB + (j->tb ? (size_t)n0 * j->ldb : (size_t)n0);
+        float *C = j->C + k * j->sC + (size_t)m0 * j->ldc + n0;
+        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans,
+                    j->tb ? CblasTrans : CblasNoTrans, m, n, j->Kd, j->alpha, A, j->lda, B, j->ldb,
+                    j->beta, C, j->ldc);
+    }
+}
+
 static void cpu_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, float alpha,
                      const float *A, int lda, size_t sA, const float *B, int ldb, size_t sB,
                      float beta, float *C, int ldc, size_t sC, int count)
 {
-    (void)c;
-    for (int k = 0; k < count; k++)
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    M, N, Kd, alpha, A + k * sA, lda, B + k * sB, ldb, beta, C + k * sC, ldc);
+    if (c->isa == ISA_NONE) { /* OpenBLAS threads each product itself */
+        for (int k = 0; k < count; k++)
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, M, N, Kd, alpha, A + k * sA, lda,
+                        B + k * sB, ldb, beta, C + k * sC, ldc);
+        return;
+    }
+    if (M <= 0 || N <= 0 || count <= 0)
+        return;
+    gemm_job j = {ta, tb, M, N, Kd, lda, ldb, ldc, count, alpha, beta, A, B, C, sA, sB, sC,
+                  0, 0, 0, 0};
+    gemm_grid(&j);
+    pool_run(c, gemm_part, &j, (double)M * N * Kd * count);
 }
 
 static void cpu_bias_act(backend_ctx *c, float *Y, size_t sY, const float *bias, size_t sb,
@@ -481,6 +556,184 @@ static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, const float *XT
     pool_run(c, fwd_part, &j, (double)rows * n_out * n_in);
 }
 
+/*
+ * Image layers: the pool splits a group's (model, image) pairs, so each
+ * image's output is written by one part, and batch norm's (model, block of
+ * BN_SPLIT channels) pairs, so each channel's sums run in one part over the
+ * rows in order. Neither split changes a result.
+ */
+#define WINDOW_MIN_SPLIT 32768 /* floats touched: less is quicker on one thread */
+#define BN_SPLIT 16            /* channels per unit of the split: a cache line of floats */
+
+/* The next run of units [*u, u1) within one model of `per` units: model *k,
+ * its units [*a, *b); *u moves past them. */
+static void next_span(int *u, int u1, int per, int *k, int *a, int *b)
+{
+    *k = *u / per;
+    *a = *u % per;
+    *b = *a + (u1 - *u) < per ? *a + (u1 - *u) : per;
+    *u += *b - *a;
+}
+
+typedef struct window_job {
+    const window_geom *g;
+    float *out;          /* col, dX or Y */
+    int32_t *arg;        /* maxpool_fwd's */
+    const float *in;     /* X, col or dY */
+    const int32_t *carg; /* maxpool_bwd's */
+    size_t s_out, s_in, s_arg;
+    int count;
+} window_job;
+
+static void window_run(backend_ctx *c, pool_fn fn, window_job *j)
+{
+    const window_geom *g = j->g;
+    double n = (double)g->n * g->oh * g->ow * g->kh * g->kw * g->c * j->count;
+    pool_run(c, fn, j, n >= WINDOW_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
+}
+
+#define WINDOW_PART(name, call)                                                                 \
+    static void name(void *p, int part, int parts)                                              \
+    {                                                                                           \
+        const window_job *j = p;                                                                \
+        int u, u1, k, i0, i1;                                                                   \
+        part_range(j->g->n * j->count, 1, part, parts, &u, &u1);                                \
+        while (u < u1) {                                                                        \
+            next_span(&u, u1, j->g->n, &k, &i0, &i1);                                           \
+            call;                                                                               \
+        }                                                                                       \
+    }
+
+WINDOW_PART(im2col_part, kern_im2col(j->out + k * j->s_out, j->in + k * j->s_in, j->g, i0, i1))
+WINDOW_PART(col2im_part, kern_col2im(j->out + k * j->s_out, j->in + k * j->s_in, j->g, i0, i1))
+WINDOW_PART(maxpool_fwd_part, kern_maxpool_fwd(j->out + k * j->s_out, j->arg + k * j->s_arg,
+                                               j->in + k * j->s_in, j->g, i0, i1))
+WINDOW_PART(maxpool_bwd_part, kern_maxpool_bwd(j->out + k * j->s_out, j->in + k * j->s_in,
+                                               j->carg + k * j->s_arg, j->g, i0, i1))
+WINDOW_PART(avgpool_fwd_part, kern_avgpool_fwd(j->out + k * j->s_out, j->in + k * j->s_in, j->g,
+                                               i0, i1))
+WINDOW_PART(avgpool_bwd_part, kern_avgpool_bwd(j->out + k * j->s_out, j->in + k * j->s_in, j->g,
+                                               i0, i1))
+
+static void cpu_im2col(backend_ctx *c, float *col, size_t scol, const float *X, size_t sX,
+                       const window_geom *g, int count)
+{
+    window_job j = {g, col, NULL, X, NULL, scol, sX, 0, count};
+    window_run(c, im2col_part, &j);
+}
+
+static void cpu_col2im(backend_ctx *c, float *dX, size_t sdX, const float *col, size_t scol,
+                       const window_geom *g, int count)
+{
+    window_job j = {g, dX, NULL, col, NULL, sdX, scol, 0, count};
+    window_run(c, col2im_part, &j);
+}
+
+static void cpu_maxpool_fwd(backend_ctx *c, float *Y, size_t sY, int32_t *arg, size_t sarg,
+                            const float *X, size_t sX, const window_geom *g, int count)
+{
+    window_job j = {g, Y, arg, X, NULL, sY, sX, sarg, count};
+    window_run(c, maxpool_fwd_part, &j);
+}
+
+static void cpu_maxpool_bwd(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
+                            const int32_t *arg, size_t sarg, const window_geom *g, int count)
+{
+    window_job j = {g, dX, NULL, dY, arg, sdX, sdY, sarg, count};
+    window_run(c, maxpool_bwd_part, &j);
+}
+
+static void cpu_avgpool_fwd(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
+                            const window_geom *g, int count)
+{
+    window_job j = {g, Y, NULL, X, NULL, sY, sX, 0, count};
+    window_run(c, avgpool_fwd_part, &j);
+}
+
+static void cpu_avgpool_bwd(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
+                            const window_geom *g, int count)
+{
+    window_job j = {g, dX, NULL, dY, NULL, sdX, sdY, 0, count};
+    window_run(c, avgpool_bwd_part, &j);
+}
+
+/* The arguments of the three batch-norm ops (each uses its own fields). */
+typedef struct bn_job {
+    float *out; /* Y or dX */
+    const float *X, *dY, *gamma, *beta;
+    float *mov_mean, *mov_var, *stat, *dgamma, *dbeta;
+    const float *cmov_mean, *cmov_var, *cstat;
+    size_t s_out, sX, sdY, sp, sst, sg;
+    int rows, C, count;
+    const bn_step *o;
+} bn_job;
+
+static void bn_run(backend_ctx *c, pool_fn fn, bn_job *j)
+{
+    double n = (double)j->rows * j->C * j->count;
+    pool_run(c, fn, j, n >= WINDOW_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
+}
+
+#define BN_PART(name, call)                                                                     \
+    static void name(void *p, int part, int parts)                                              \
+    {                                                                                           \
+        const bn_job *j = p;                                                                    \
+        int per = (j->C + BN_SPLIT - 1) / BN_SPLIT, u, u1, k, b0, b1;                           \
+        part_range(per * j->count, 1, part, parts, &u, &u1);                                    \
+        while (u < u1) {                                                                        \
+            next_span(&u, u1, per, &k, &b0, &b1);                                               \
+            int c0 = b0 * BN_SPLIT, c1 = b1 * BN_SPLIT < j->C ? b1 * BN_SPLIT : j->C;           \
+            call;                                                                               \
+        }                                                                                       \
+    }
+
+BN_PART(bn_train_part,
+        kern_bn_fwd_train(j->out + k * j->s_out, j->X + k * j->sX, j->gamma + k * j->sp,
+                          j->beta + k * j->sp, j->mov_mean + k * j->sp, j->mov_var + k * j->sp,
+                          j->stat + k * j->sst, j->rows, j->C, j->o->momentum[k],
+                          j->o->epsilon[k], c0, c1))
+BN_PART(bn_infer_part,
+        kern_bn_fwd_infer(j->out + k * j->s_out, j->X + k * j->sX, j->gamma + k * j->sp,
+                          j->beta + k * j->sp, j->cmov_mean + k * j->sp,
+                          j->cmov_var + k * j->sp, j->rows, j->C, j->o->epsilon[k], c0, c1))
+BN_PART(bn_bwd_part,
+        kern_bn_bwd(j->out ? j->out + k * j->s_out : NULL, j->dY + k * j->sdY, j->X + k * j->sX,
+                    j->gamma + k * j->sp, j->cstat + k * j->sst, j->dgamma + k * j->sg,
+                    j->dbeta + k * j->sg, j->rows, j->C, c0, c1))
+
+static void cpu_bn_fwd_train(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
+                             const float *gamma, const float *beta, float *mov_mean,
+                             float *mov_var, size_t sp, float *stat, size_t sst, int rows, int C,
+                             const bn_step *o, int count)
+{
+    bn_job j = {.out = Y, .X = X, .gamma = gamma, .beta = beta, .mov_mean = mov_mean,
+                .mov_var = mov_var, .stat = stat, .s_out = sY, .sX = sX, .sp = sp, .sst = sst,
+                .rows = rows, .C = C, .count = count, .o = o};
+    bn_run(c, bn_train_part, &j);
+}
+
+static void cpu_bn_fwd_infer(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
+                             const float *gamma, const float *beta, const float *mov_mean,
+                             const float *mov_var, size_t sp, int rows, int C, const bn_step *o,
+                             int count)
+{
+    bn_job j = {.out = Y, .X = X, .gamma = gamma, .beta = beta, .cmov_mean = mov_mean,
+                .cmov_var = mov_var, .s_out = sY, .sX = sX, .sp = sp, .rows = rows, .C = C,
+                .count = count, .o = o};
+    bn_run(c, bn_infer_part, &j);
+}
+
+static void cpu_bn_bwd(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
+                       const float *X, size_t sX, const float *gamma, size_t sp,
+                       const float *stat, size_t sst, float *dgamma, float *dbeta, size_t sg,
+                       int rows, int C, int count)
+{
+    bn_job j = {.out = dX, .X = X, .dY = dY, .gamma = gamma, .cstat = stat, .dgamma = dgamma,
+                .dbeta = dbeta, .s_out = sdX, .sX = sX, .sdY = sdY, .sp = sp, .sst = sst,
+                .sg = sg, .rows = rows, .C = C, .count = count};
+    bn_run(c, bn_bwd_part, &j);
+}
+
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .api_version = COHORT_BACKEND_API_VERSION,
@@ -507,6 +760,15 @@ static const backend_ops cpu_ops = {
     .mse = cpu_mse,
     .sgd = cpu_sgd,
     .adam = cpu_adam,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .maxpool_fwd = cpu_maxpool_fwd,
+    .maxpool_bwd = cpu_maxpool_bwd,
+    .avgpool_fwd = cpu_avgpool_fwd,
+    .avgpool_bwd = cpu_avgpool_bwd,
+    .bn_fwd_train = cpu_bn_fwd_train,
+    .bn_fwd_infer = cpu_bn_fwd_infer,
+    .bn_bwd = cpu_bn_bwd,
     .dense_step = cpu_dense_step,
     .xt_ld = cpu_xt_ld,
     .transpose = cpu_transpose,

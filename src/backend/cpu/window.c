@@ -1,0 +1,345 @@
+/*
+ * The CPU backend's NHWC image kernels (window.h): im2col, col2im, max and
+ * average pooling over images [i0, i1), batch normalization over channels
+ * [c0, c1). Channels are last, so a window row inside the image is one
+ * contiguous run of (pixels x c) floats: every kernel moves whole runs
+ * (memcpy, or a loop over the run that gcc vectorizes) and handles padding
+ * once per run, not per element.
+ */
+#include "backend/cpu/window.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The part [*a, *b) of [0, k) that start + [0, k) puts inside [0, n). */
+static void inside(int start, int k, int n, int *a, int *b)
+{
+    int lo = start < 0 ? -start : 0;
+    int hi = n - start;
+    lo = lo < k ? lo : k;
+    hi = hi < lo ? lo : hi > k ? k : hi;
+    *a = lo;
+    *b = hi;
+}
+
+static size_t image_floats(const window_geom *g) { return (size_t)g->h * g->w * g->c; }
+static size_t out_pixels(const window_geom *g) { return (size_t)g->oh * g->ow; }
+
+static void add_run(float *restrict d, const float *restrict s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] += s[i];
+}
+
+/* col rows of image i: (oh*ow, kh*kw*c) from X's image (h, w, c). */
+void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i1)
+{
+    const size_t c = (size_t)g->c, run = (size_t)g->kw * c, K = (size_t)g->kh * run;
+    for (int i = i0; i < i1; i++) {
+        const float *xi = X + (size_t)i * image_floats(g);
+        float *ci = col + (size_t)i * out_pixels(g) * K;
+        if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pad_top == 0 &&
+            g->pad_left == 0 && g->oh == g->h && g->ow == g->w) {
+            memcpy(ci, xi, image_floats(g) * sizeof(float)); /* a 1x1 window: col is X */
+            continue;
+        }
+        for (int y = 0; y < g->oh; y++) {
+            int iy0 = y * g->sh - g->pad_top;
+            for (int x = 0; x < g->ow; x++) {
+                int ix0 = x * g->sw - g->pad_left, kx0, kx1;
+                inside(ix0, g->kw, g->w, &kx0, &kx1);
+                float *row = ci + ((size_t)y * g->ow + x) * K;
+                for (int ky = 0; ky < g->kh; ky++) {
+                    float *d = row + (size_t)ky * run;
+                    int iy = iy0 + ky;
+                    if (iy < 0 || iy >= g->h || kx0 == kx1) {
+                        memset(d, 0, run * sizeof(float));
+                        continue;
+                    }
+                    /* kx0..kx1 are adjacent pixels of one image row: one run. */
+                    memset(d, 0, (size_t)kx0 * c * sizeof(float));
+                    memcpy(d + (size_t)kx0 * c, xi + ((size_t)iy * g->w + (ix0 + kx0)) * c,
+                           (size_t)(kx1 - kx0) * c * sizeof(float));
+                    memset(d + (size_t)kx1 * c, 0, (size_t)(g->kw - kx1) * c * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+/* dX's image (h, w, c) += every col row (kh*kw*c) of it, rows in order. */
+void kern_col2im(float *dX, const float *col, const window_geom *g, int i0, int i1)
+{
+    const size_t c = (size_t)g->c, run = (size_t)g->kw * c, K = (size_t)g->kh * run;
+    for (int i = i0; i < i1; i++) {
+        float *di = dX + (size_t)i * image_floats(g);
+        const float *ci = col + (size_t)i * out_pixels(g) * K;
+        memset(di, 0, image_floats(g) * sizeof(float));
+        for (int y = 0; y < g->oh; y++) {
+            int iy0 = y * g->sh - g->pad_top, ky0, ky1;
+            inside(iy0, g->kh, g->h, &ky0, &ky1);
+            for (int x = 0; x < g->ow; x++) {
+                int ix0 = x * g->sw - g->pad_left, kx0, kx1;
+                inside(ix0, g->kw, g->w, &kx0, &kx1);
+                if (kx0 == kx1)
+                    continue;
+                const float *row = ci + ((size_t)y * g->ow + x) * K;
+                for (int ky = ky0; ky < ky1; ky++)
+                    add_run(di + ((size_t)(iy0 + ky) * g->w + (ix0 + kx0)) * c,
+                            row + (size_t)ky * run + (size_t)kx0 * c, (size_t)(kx1 - kx0) * c);
+            }
+        }
+    }
+}
+
+/* y, a (c) = the larger of themselves and pixel p (index idx); a tie keeps
+ * the earlier pixel. */
+static void max_run(float *restrict y, int32_t *restrict a, const float *restrict p, int32_t idx,
+                    size_t c)
+{
+    for (size_t ch = 0; ch < c; ch++) {
+        float v = p[ch];
+        int better = v > y[ch];
+        y[ch] = better ? v : y[ch];
+        a[ch] = better ? idx : a[ch];
+    }
+}
+
+/* Y, arg (oh, ow, c) of image i from X's (h, w, c). */
+void kern_maxpool_fwd(float *Y, int32_t *arg, const float *X, const window_geom *g, int i0, int i1)
+{
+    const size_t c = (size_t)g->c;
+    for (int i = i0; i < i1; i++) {
+        const float *xi = X + (size_t)i * image_floats(g);
+        for (int y = 0; y < g->oh; y++) {
+            int iy0 = y * g->sh - g->pad_top, ky0, ky1;
+            inside(iy0, g->kh, g->h, &ky0, &ky1);
+            for (int x = 0; x < g->ow; x++) {
+                int ix0 = x * g->sw - g->pad_left, kx0, kx1;
+                inside(ix0, g->kw, g->w, &kx0, &kx1);
+                size_t o = (((size_t)i * g->oh + y) * g->ow + x) * c;
+                float *yo = Y + o;
+                int32_t *ao = arg + o;
+                if (ky0 == ky1 || kx0 == kx1) {
+                    for (size_t ch = 0; ch < c; ch++) {
+                        yo[ch] = 0.0f;
+                        ao[ch] = -1;
+                    }
+                    continue;
+                }
+                int32_t first = (iy0 + ky0) * g->w + ix0 + kx0;
+                memcpy(yo, xi + (size_t)first * c, c * sizeof(float));
+                for (size_t ch = 0; ch < c; ch++)
+                    ao[ch] = first;
+                for (int ky = ky0; ky < ky1; ky++)
+                    for (int kx = ky == ky0 ? kx0 + 1 : kx0; kx < kx1; kx++) {
+                        int32_t idx = (iy0 + ky) * g->w + ix0 + kx;
+                        max_run(yo, ao, xi + (size_t)idx * c, idx, c);
+                    }
+            }
+        }
+    }
+}
+
+/* dX's image (h, w, c) = the scatter of dY (oh, ow, c) to the arg pixels. */
+void kern_maxpool_bwd(float *dX, const float *dY, const int32_t *arg, const window_geom *g, int i0,
+                      int i1)
+{
+    const size_t c = (size_t)g->c, per = out_pixels(g) * c;
+    for (int i = i0; i < i1; i++) {
+        float *di = dX + (size_t)i * image_floats(g);
+        const float *dy = dY + (size_t)i * per;
+        const int32_t *a = arg + (size_t)i * per;
+        memset(di, 0, image_floats(g) * sizeof(float));
+        for (size_t o = 0; o < per; o += c)
+            for (size_t ch = 0; ch < c; ch++)
+                if (a[o + ch] >= 0)
+                    di[(size_t)a[o + ch] * c + ch] += dy[o + ch];
+    }
+}
+
+/* Y (oh, ow, c) of image i: window sums run by run, then times 1/pixels. */
+void kern_avgpool_fwd(float *Y, const float *X, const window_geom *g, int i0, int i1)
+{
+    const size_t c = (size_t)g->c;
+    for (int i = i0; i < i1; i++) {
+        const float *xi = X + (size_t)i * image_floats(g);
+        for (int y = 0; y < g->oh; y++) {
+            int iy0 = y * g->sh - g->pad_top, ky0, ky1;
+            inside(iy0, g->kh, g->h, &ky0, &ky1);
+            for (int x = 0; x < g->ow; x++) {
+                int ix0 = x * g->sw - g->pad_left, kx0, kx1;
+                inside(ix0, g->kw, g->w, &kx0, &kx1);
+                float *yo = Y + (((size_t)i * g->oh + y) * g->ow + x) * c;
+                memset(yo, 0, c * sizeof(float));
+                int pixels = (ky1 - ky0) * (kx1 - kx0);
+                if (!pixels)
+                    continue;
+                for (int ky = ky0; ky < ky1; ky++)
+                    for (int kx = kx0; kx < kx1; kx++)
+                        add_run(yo, xi + ((size_t)(iy0 + ky) * g->w + (ix0 + kx)) * c, c);
+                float inv = 1.0f / (float)pixels;
+                for (size_t ch = 0; ch < c; ch++)
+                    yo[ch] *= inv;
+            }
+        }
+    }
+}
+
+/* d (c) += s (c) * f. */
+static void axpy_run(float *restrict d, const float *restrict s, float f, size_t c)
+{
+    for (size_t ch = 0; ch < c; ch++)
+        d[ch] += s[ch] * f;
+}
+
+/* dX's image (h, w, c) from dY (oh, ow, c): each output's share added to
+ * its window's pixels inside the image. */
+void kern_avgpool_bwd(float *dX, const float *dY, const window_geom *g, int i0, int i1)
+{
+    const size_t c = (size_t)g->c;
+    for (int i = i0; i < i1; i++) {
+        float *di = dX + (size_t)i * image_floats(g);
+        memset(di, 0, image_floats(g) * sizeof(float));
+        for (int y = 0; y < g->oh; y++) {
+            int iy0 = y * g->sh - g->pad_top, ky0, ky1;
+            inside(iy0, g->kh, g->h, &ky0, &ky1);
+            for (int x = 0; x < g->ow; x++) {
+                int ix0 = x * g->sw - g->pad_left, kx0, kx1;
+                inside(ix0, g->kw, g->w, &kx0, &kx1);
+                int pixels = (ky1 - ky0) * (kx1 - kx0);
+                if (!pixels)
+                    continue;
+                const float *dy = dY + (((size_t)i * g->oh + y) * g->ow + x) * c;
+                float inv = 1.0f / (float)pixels;
+                for (int ky = ky0; ky < ky1; ky++)
+                    for (int kx = kx0; kx < kx1; kx++)
+                        axpy_run(di + ((size_t)(iy0 + ky) * g->w + (ix0 + kx)) * c, dy, inv, c);
+            }
+        }
+    }
+}
+
+/* Channels per block of the batch-norm kernels: their per-channel sums
+ * (doubles) stay on the stack, and each row of X is read a block at a time. */
+#define BN_BLOCK 256
+
+/* y (m) = (x - mean) * scale + shift over rows x m of stride C; y may be x. */
+static void bn_apply(float *Y, const float *X, const float *mean, const float *scale,
+                     const float *shift, int rows, int C, int m)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *x = X + (size_t)r * C;
+        float *y = Y + (size_t)r * C;
+        if (y == x) /* a separate loop, so gcc's overlap check does not refuse to vectorize */
+            for (int j = 0; j < m; j++)
+                y[j] = (y[j] - mean[j]) * scale[j] + shift[j];
+        else
+            for (int j = 0; j < m; j++)
+                y[j] = (x[j] - mean[j]) * scale[j] + shift[j];
+    }
+}
+
+/* X is (rows, C): each channel's sum and sum of squares about its first
+ * row's value (which keeps the variance exact for a large mean), in double. */
+void kern_bn_fwd_train(float *Y, const float *X, const float *gamma, const float *beta,
+                       float *mov_mean, float *mov_var, float *stat, int rows, int C,
+                       float momentum, float eps, int c0, int c1)
+{
+    double s1[BN_BLOCK], s2[BN_BLOCK];
+    float ref[BN_BLOCK], mean[BN_BLOCK], scale[BN_BLOCK];
+    double n = rows > 0 ? (double)rows : 1.0;
+    for (int a = c0; a < c1; a += BN_BLOCK) {
+        int m = c1 - a < BN_BLOCK ? c1 - a : BN_BLOCK;
+        for (int j = 0; j < m; j++) {
+            ref[j] = rows > 0 ? X[a + j] : 0.0f;
+            s1[j] = s2[j] = 0.0;
+        }
+        for (int r = 0; r < rows; r++) {
+            const float *x = X + (size_t)r * C + a;
+            for (int j = 0; j < m; j++) {
+                double d = (double)x[j] - (double)ref[j];
+                s1[j] += d;
+                s2[j] += d * d;
+            }
+        }
+        for (int j = 0; j < m; j++) {
+            int ch = a + j;
+            double dm = s1[j] / n, var = s2[j] / n - dm * dm;
+            var = var > 0.0 ? var : 0.0;
+            double mu = (double)ref[j] + dm, inv = 1.0 / sqrt(var + (double)eps);
+            mean[j] = (float)mu;
+            scale[j] = (float)((double)gamma[ch] * inv);
+            stat[ch] = mean[j];
+            stat[C + ch] = (float)inv;
+            mov_mean[ch] = momentum * mov_mean[ch] + (1.0f - momentum) * (float)mu;
+            mov_var[ch] = momentum * mov_var[ch] + (1.0f - momentum) * (float)var;
+        }
+        bn_apply(Y + a, X + a, mean, scale, beta + a, rows, C, m);
+    }
+}
+
+void kern_bn_fwd_infer(float *Y, const float *X, const float *gamma, const float *beta,
+                       const float *mov_mean, const float *mov_var, int rows, int C, float eps,
+                       int c0, int c1)
+{
+    float scale[BN_BLOCK];
+    for (int a = c0; a < c1; a += BN_BLOCK) {
+        int m = c1 - a < BN_BLOCK ? c1 - a : BN_BLOCK;
+        for (int j = 0; j < m; j++)
+            scale[j] =
+                (float)((double)gamma[a + j] / sqrt((double)mov_var[a + j] + (double)eps));
+        bn_apply(Y + a, X + a, mov_mean + a, scale, beta + a, rows, C, m);
+    }
+}
+
+/* dX = A*dY + B*(X - mean) + D per channel: A = gamma*inv_std,
+ * B = -A*inv_std*dgamma/rows, D = -A*dbeta/rows; dX may be dY. */
+static void bn_dx(float *dX, const float *dY, const float *X, const float *mean, const float *A,
+                  const float *B, const float *D, int rows, int C, int m)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *dy = dY + (size_t)r * C, *x = X + (size_t)r * C;
+        float *dx = dX + (size_t)r * C;
+        if (dx == dy)
+            for (int j = 0; j < m; j++)
+                dx[j] = A[j] * dx[j] + B[j] * (x[j] - mean[j]) + D[j];
+        else
+            for (int j = 0; j < m; j++)
+                dx[j] = A[j] * dy[j] + B[j] * (x[j] - mean[j]) + D[j];
+    }
+}
+
+void kern_bn_bwd(float *dX, const float *dY, const float *X, const float *gamma, const float *stat,
+                 float *dgamma, float *dbeta, int rows, int C, int c0, int c1)
+{
+    double sdy[BN_BLOCK], sdx[BN_BLOCK], mu[BN_BLOCK];
+    float mean[BN_BLOCK], A[BN_BLOCK], B[BN_BLOCK], D[BN_BLOCK];
+    double n = rows > 0 ? (double)rows : 1.0;
+    for (int a = c0; a < c1; a += BN_BLOCK) {
+        int m = c1 - a < BN_BLOCK ? c1 - a : BN_BLOCK;
+        for (int j = 0; j < m; j++) {
+            mean[j] = stat[a + j];
+            mu[j] = (double)mean[j];
+            sdy[j] = sdx[j] = 0.0;
+        }
+        for (int r = 0; r < rows; r++) {
+            const float *dy = dY + (size_t)r * C + a, *x = X + (size_t)r * C + a;
+            for (int j = 0; j < m; j++) {
+                sdy[j] += (double)dy[j];
+                sdx[j] += (double)dy[j] * ((double)x[j] - mu[j]);
+            }
+        }
+        for (int j = 0; j < m; j++) {
+            int ch = a + j;
+            double inv = (double)stat[C + ch], dg = sdx[j] * inv, ga = (double)gamma[ch] * inv;
+            dgamma[ch] = (float)dg;
+            dbeta[ch] = (float)sdy[j];
+            A[j] = (float)ga;
+            B[j] = (float)(-ga * inv * dg / n);
+            D[j] = (float)(-ga * sdy[j] / n);
+        }
+        if (dX)
+            bn_dx(dX + a, dY + a, X + a, mean, A, B, D, rows, C, m);
+    }
+}

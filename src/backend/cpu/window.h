@@ -1,0 +1,63 @@
+/*
+ * The CPU backend's image-layer kernels over NHWC tensors: im2col and its
+ * adjoint, max and average pooling, batch normalization. Plain functions of
+ * one model over a range of images (or of channels for batch norm), so the
+ * backend can hand each range to one thread; no result depends on the split.
+ */
+#ifndef COHORT_WINDOW_H
+#define COHORT_WINDOW_H
+
+#include "backend/backend_impl.h"
+
+#include <stdint.h>
+
+/* X is (n, h, w, c), col is (n*oh*ow, kh*kw*c): the rows of images
+ * [i0, i1), as backend_ops.im2col (0 where the window reads padding). */
+void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i1);
+
+/* The adjoint, dX (n, h, w, c) from col (n*oh*ow, kh*kw*c): images [i0, i1)
+ * of dX are zeroed, then every col element of theirs is added to the pixel
+ * it was read from, in the order of col's rows. */
+void kern_col2im(float *dX, const float *col, const window_geom *g, int i0, int i1);
+
+/* X is (n, h, w, c); Y and arg are (n, oh, ow, c). Y = the largest pixel of
+ * the window inside the image, arg = its iy*w + ix (the first in ky, kx
+ * order among equals); a window with no pixel inside gives 0 and -1. */
+void kern_maxpool_fwd(float *Y, int32_t *arg, const float *X, const window_geom *g, int i0, int i1);
+
+/* dX (n, h, w, c) = 0, then dX[i][arg][ch] += dY[i][y][x][ch] for images
+ * [i0, i1); arg < 0 adds nothing. */
+void kern_maxpool_bwd(float *dX, const float *dY, const int32_t *arg, const window_geom *g, int i0,
+                      int i1);
+
+/* Y (n, oh, ow, c) = the mean of the window's pixels inside X (n, h, w, c);
+ * 0 for a window with none. */
+void kern_avgpool_fwd(float *Y, const float *X, const window_geom *g, int i0, int i1);
+
+/* dX (n, h, w, c) = 0, then each dY (n, oh, ow, c) divided evenly among its
+ * window's pixels inside the image. */
+void kern_avgpool_bwd(float *dX, const float *dY, const window_geom *g, int i0, int i1);
+
+/*
+ * Batch normalization of X (rows, C) over the rows, channels [c0, c1):
+ * mean and biased variance in double, stat[ch] = mean, stat[C + ch] =
+ * 1/sqrt(var + eps), Y = gamma*(X - mean)*inv_std + beta, and the moving
+ * statistics mov = momentum*mov + (1 - momentum)*batch's. Y may be X.
+ */
+void kern_bn_fwd_train(float *Y, const float *X, const float *gamma, const float *beta,
+                       float *mov_mean, float *mov_var, float *stat, int rows, int C,
+                       float momentum, float eps, int c0, int c1);
+
+/* Y (rows, C) = gamma*(X - mov_mean)/sqrt(mov_var + eps) + beta, channels
+ * [c0, c1). Y may be X. */
+void kern_bn_fwd_infer(float *Y, const float *X, const float *gamma, const float *beta,
+                       const float *mov_mean, const float *mov_var, int rows, int C, float eps,
+                       int c0, int c1);
+
+/* The gradients of kern_bn_fwd_train, channels [c0, c1): dbeta = sum of dY,
+ * dgamma = sum of dY*xhat over the rows (double), and where dX is not NULL
+ * dX = gamma*inv_std*(dY - dbeta/rows - xhat*dgamma/rows). dX may be dY. */
+void kern_bn_bwd(float *dX, const float *dY, const float *X, const float *gamma, const float *stat,
+                 float *dgamma, float *dbeta, int rows, int C, int c0, int c1);
+
+#endif

@@ -1,0 +1,636 @@
+/*
+ * The CPU backend's image ops (im2col, col2im, max and average pooling,
+ * batch normalization) and its threaded gemm, through backend_cpu() on
+ * contexts of 1 and 2 threads, against plain loops written here (sums in
+ * double) over TensorFlow's `valid` and `same` geometries: odd sizes, strides
+ * 1 and 2, windows 3x3, 3x2, 2x2, 1x1 and global, 1 to 8 channels, two
+ * models with their own inputs and with one input shared (stride 0).
+ * Every output starts as NaN (or a junk arg), so a pixel no part writes
+ * fails; the two contexts must agree bit for bit, so a split that changes
+ * a sum fails. Mutations each check catches: a padding off by one (im2col
+ * exact, every geometry), padding counted as a pixel (max pooling of
+ * negative inputs, average pooling's divisor), `>=` for `>` in max pooling
+ * (ties on purpose), a missing term of batch norm's dX (finite differences).
+ */
+#include "backend/backend_impl.h"
+#include "check.h"
+#include "util/util.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+static const backend_ops *be;
+static backend_ctx *ctx[2]; /* 1 and 2 threads */
+static rng_state rng;
+
+static float *fbuf(size_t n)
+{
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    memset(p, 0xff, (n ? n : 1) * sizeof(float)); /* NaN */
+    return p;
+}
+
+static void fill(float *p, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = lo + (hi - lo) * rng_uniform(&rng);
+}
+
+/* TensorFlow's geometry: `same` puts the odd padded pixel after the image. */
+static window_geom geom(int n, int h, int w, int c, int kh, int kw, int sh, int sw, int same)
+{
+    window_geom g = {n, h, w, c, kh, kw, sh, sw, 0, 0, 0, 0};
+    if (same) {
+        g.oh = (h + sh - 1) / sh;
+        g.ow = (w + sw - 1) / sw;
+        int ph = (g.oh - 1) * sh + kh - h, pw = (g.ow - 1) * sw + kw - w;
+        g.pad_top = (ph > 0 ? ph : 0) / 2;
+        g.pad_left = (pw > 0 ? pw : 0) / 2;
+    } else {
+        g.oh = (h - kh) / sh + 1;
+        g.ow = (w - kw) / sw + 1;
+    }
+    return g;
+}
+
+static size_t img_n(const window_geom *g) { return (size_t)g->n * g->h * g->w * g->c; }
+static size_t out_n(const window_geom *g) { return (size_t)g->n * g->oh * g->ow * g->c; }
+static size_t col_n(const window_geom *g)
+{
+    return (size_t)g->n * g->oh * g->ow * g->kh * g->kw * g->c;
+}
+
+/* The pixel (iy, ix) that output (y, x) reads at (ky, kx), or -1 for padding. */
+static long src_pixel(const window_geom *g, int y, int x, int ky, int kx)
+{
+    int iy = y * g->sh + ky - g->pad_top, ix = x * g->sw + kx - g->pad_left;
+    if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+        return -1;
+    return (long)iy * g->w + ix;
+}
+
+/* Loops over image i, output (y, x), window (ky, kx), with the source pixel p. */
+#define FOR_WINDOW(g)                                                                           \
+    for (int i = 0; i < (g)->n; i++)                                                            \
+        for (int y = 0; y < (g)->oh; y++)                                                       \
+            for (int x = 0; x < (g)->ow; x++)                                                   \
+                for (int ky = 0; ky < (g)->kh; ky++)                                            \
+                    for (int kx = 0; kx < (g)->kw; kx++)
+
+static size_t out_at(const window_geom *g, int i, int y, int x)
+{
+    return (((size_t)i * g->oh + y) * g->ow + x) * g->c;
+}
+static size_t img_at(const window_geom *g, int i, long p)
+{
+    return ((size_t)i * g->h * g->w + (size_t)p) * g->c;
+}
+
+static void ref_im2col(float *col, const float *X, const window_geom *g)
+{
+    size_t K = (size_t)g->kh * g->kw * g->c;
+    FOR_WINDOW(g)
+    {
+        long p = src_pixel(g, y, x, ky, kx);
+        float *d =
+            col + (((size_t)i * g->oh + y) * g->ow + x) * K + ((size_t)ky * g->kw + kx) * g->c;
+        for (int ch = 0; ch < g->c; ch++)
+            d[ch] = p < 0 ? 0.0f : X[img_at(g, i, p) + ch];
+    }
+}
+
+static void ref_col2im(double *dX, const float *col, const window_geom *g)
+{
+    size_t K = (size_t)g->kh * g->kw * g->c;
+    memset(dX, 0, img_n(g) * sizeof(double));
+    FOR_WINDOW(g)
+    {
+        long p = src_pixel(g, y, x, ky, kx);
+        const float *s =
+            col + (((size_t)i * g->oh + y) * g->ow + x) * K + ((size_t)ky * g->kw + kx) * g->c;
+        for (int ch = 0; ch < g->c && p >= 0; ch++)
+            dX[img_at(g, i, p) + ch] += s[ch];
+    }
+}
+
+static void ref_maxpool(float *Y, int32_t *arg, const float *X, const window_geom *g)
+{
+    for (size_t o = 0; o < out_n(g); o++) {
+        Y[o] = -INFINITY;
+        arg[o] = -1;
+    }
+    FOR_WINDOW(g)
+    {
+        long p = src_pixel(g, y, x, ky, kx);
+        size_t o = out_at(g, i, y, x);
+        for (int ch = 0; ch < g->c && p >= 0; ch++)
+            if (arg[o + ch] < 0 || X[img_at(g, i, p) + ch] > Y[o + ch]) {
+                Y[o + ch] = X[img_at(g, i, p) + ch];
+                arg[o + ch] = (int32_t)p;
+            }
+    }
+}
+
+/* Pixels of output (y, x)'s window inside the image. */
+static int inside_count(const window_geom *g, int y, int x)
+{
+    int n = 0;
+    for (int ky = 0; ky < g->kh; ky++)
+        for (int kx = 0; kx < g->kw; kx++)
+            n += src_pixel(g, y, x, ky, kx) >= 0;
+    return n;
+}
+
+static void ref_avgpool(double *Y, const float *X, const window_geom *g)
+{
+    memset(Y, 0, out_n(g) * sizeof(double));
+    FOR_WINDOW(g)
+    {
+        long p = src_pixel(g, y, x, ky, kx);
+        size_t o = out_at(g, i, y, x);
+        for (int ch = 0; ch < g->c && p >= 0; ch++)
+            Y[o + ch] += X[img_at(g, i, p) + ch] / (double)inside_count(g, y, x);
+    }
+}
+
+static void ref_avgpool_bwd(double *dX, const float *dY, const window_geom *g)
+{
+    memset(dX, 0, img_n(g) * sizeof(double));
+    FOR_WINDOW(g)
+    {
+        long p = src_pixel(g, y, x, ky, kx);
+        size_t o = out_at(g, i, y, x);
+        for (int ch = 0; ch < g->c && p >= 0; ch++)
+            dX[img_at(g, i, p) + ch] += dY[o + ch] / (double)inside_count(g, y, x);
+    }
+}
+
+static void ref_maxpool_bwd(double *dX, const float *dY, const int32_t *arg, const window_geom *g)
+{
+    memset(dX, 0, img_n(g) * sizeof(double));
+    for (int i = 0; i < g->n; i++)
+        for (size_t o = 0; o < (size_t)g->oh * g->ow * g->c; o++) {
+            size_t q = (size_t)i * g->oh * g->ow * g->c + o;
+            if (arg[q] >= 0)
+                dX[img_at(g, i, arg[q]) + o % (size_t)g->c] += dY[q];
+        }
+}
+
+/* Elements of got (n) within tol * (1 + |ref|) of ref; prints the first miss. */
+static int near_all(const char *what, const float *got, const double *ref, size_t n, double tol)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - ref[i]) <= tol * (1.0 + fabs(ref[i])))) {
+            fprintf(stderr, "%s: element %zu is %.9g, reference %.9g\n", what, i, (double)got[i],
+                    ref[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static const char *gname(const window_geom *g)
+{
+    static char s[160];
+    snprintf(s, sizeof s, "n%d %dx%dx%d k%dx%d s%d,%d pad %d,%d -> %dx%d", g->n, g->h, g->w, g->c,
+             g->kh, g->kw, g->sh, g->sw, g->pad_top, g->pad_left, g->oh, g->ow);
+    return s;
+}
+
+enum { MODELS = 2 };
+
+/* Every window op on geometry g for MODELS models; inputs shared (stride 0)
+ * when `shared`. */
+static void test_geom(window_geom g, int shared)
+{
+    const char *name = gname(&g);
+    size_t ni = img_n(&g), no = out_n(&g), nc = col_n(&g);
+    size_t si = ni + 7, so = no + 5, sc = nc + 3; /* gaps between the models */
+    size_t in_si = shared ? 0 : si, in_so = shared ? 0 : so, in_sc = shared ? 0 : sc;
+    float *X = fbuf(MODELS * si), *cin = fbuf(MODELS * sc), *dY = fbuf(MODELS * so);
+    float *Xq = fbuf(MODELS * si);
+    fill(X, MODELS * si, -1.0f, 1.0f);
+    fill(cin, MODELS * sc, -1.0f, 1.0f);
+    fill(dY, MODELS * so, -1.0f, 1.0f);
+    /* Four negative levels: many ties, and a padded zero would win. */
+    for (size_t e = 0; e < MODELS * si; e++)
+        Xq[e] = -0.5f * (float)(1 + rng_below(&rng, 4));
+    float *col[2], *dX[2], *Y[2], *dXp[2], *Ya[2], *dXa[2];
+    int32_t *arg[2];
+    for (int t = 0; t < 2; t++) {
+        col[t] = fbuf(MODELS * sc);
+        dX[t] = fbuf(MODELS * si);
+        Y[t] = fbuf(MODELS * so);
+        dXp[t] = fbuf(MODELS * si);
+        Ya[t] = fbuf(MODELS * so);
+        dXa[t] = fbuf(MODELS * si);
+        arg[t] = malloc(MODELS * so * sizeof(int32_t));
+        memset(arg[t], 0x55, MODELS * so * sizeof(int32_t));
+        be->im2col(ctx[t], col[t], sc, X, in_si, &g, MODELS);
+        be->col2im(ctx[t], dX[t], si, cin, in_sc, &g, MODELS);
+        be->maxpool_fwd(ctx[t], Y[t], so, arg[t], so, Xq, in_si, &g, MODELS);
+        /* arg from this context's own forward pass, shared as dY is. */
+        be->maxpool_bwd(ctx[t], dXp[t], si, dY, in_so, arg[t], in_so, &g, MODELS);
+        be->avgpool_fwd(ctx[t], Ya[t], so, X, in_si, &g, MODELS);
+        be->avgpool_bwd(ctx[t], dXa[t], si, dY, in_so, &g, MODELS);
+    }
+    CHECK_MSG(!memcmp(col[0], col[1], MODELS * sc * sizeof(float)), "im2col threads %s", name);
+    CHECK_MSG(!memcmp(dX[0], dX[1], MODELS * si * sizeof(float)), "col2im threads %s", name);
+    CHECK_MSG(!memcmp(Y[0], Y[1], MODELS * so * sizeof(float)), "maxpool threads %s", name);
+    CHECK_MSG(!memcmp(arg[0], arg[1], MODELS * so * sizeof(int32_t)), "maxpool arg threads %s",
+              name);
+    CHECK_MSG(!memcmp(dXp[0], dXp[1], MODELS * si * sizeof(float)), "maxpool_bwd threads %s",
+              name);
+    CHECK_MSG(!memcmp(Ya[0], Ya[1], MODELS * so * sizeof(float)), "avgpool threads %s", name);
+    CHECK_MSG(!memcmp(dXa[0], dXa[1], MODELS * si * sizeof(float)), "avgpool_bwd threads %s",
+              name);
+
+    float *rc = fbuf(nc), *rY = fbuf(no);
+    int32_t *rarg = malloc((no ? no : 1) * sizeof(int32_t));
+    size_t big = ni > no ? ni : no;
+    double *rd = malloc((big ? big : 1) * sizeof(double));
+    for (int k = 0; k < MODELS; k++) {
+        const float *Xk = X + k * in_si, *Xqk = Xq + k * in_si, *ck = cin + k * in_sc;
+        const float *dYk = dY + k * in_so;
+        ref_im2col(rc, Xk, &g);
+        CHECK_MSG(!memcmp(col[0] + k * sc, rc, nc * sizeof(float)), "im2col %s model %d%s", name,
+                  k, shared ? " shared" : "");
+        ref_col2im(rd, ck, &g);
+        CHECK_MSG(near_all("col2im", dX[0] + k * si, rd, ni, 1e-5), "col2im %s model %d", name, k);
+        /* The adjoint: <col2im(C), X> = <C, im2col(X)>. */
+        double lhs = 0.0, rhs = 0.0, scale = 0.0;
+        for (size_t e = 0; e < ni; e++)
+            lhs += (double)dX[0][k * si + e] * Xk[e];
+        for (size_t e = 0; e < nc; e++) {
+            rhs += (double)ck[e] * rc[e];
+            scale += fabs((double)ck[e] * rc[e]);
+        }
+        CHECK_MSG(fabs(lhs - rhs) <= 1e-5 * scale, "adjoint %s: %.9g vs %.9g", name, lhs, rhs);
+
+        ref_maxpool(rY, rarg, Xqk, &g);
+        CHECK_MSG(!memcmp(Y[0] + k * so, rY, no * sizeof(float)), "maxpool %s model %d", name, k);
+        CHECK_MSG(!memcmp(arg[0] + k * so, rarg, no * sizeof(int32_t)), "maxpool arg %s model %d",
+                  name, k);
+        ref_maxpool_bwd(rd, dYk, rarg, &g);
+        CHECK_MSG(near_all("maxpool_bwd", dXp[0] + k * si, rd, ni, 1e-5), "maxpool_bwd %s", name);
+
+        ref_avgpool(rd, Xk, &g);
+        CHECK_MSG(near_all("avgpool", Ya[0] + k * so, rd, no, 1e-5), "avgpool %s", name);
+        ref_avgpool_bwd(rd, dYk, &g);
+        CHECK_MSG(near_all("avgpool_bwd", dXa[0] + k * si, rd, ni, 1e-5), "avgpool_bwd %s", name);
+    }
+    free(rc);
+    free(rY);
+    free(rarg);
+    free(rd);
+    for (int t = 0; t < 2; t++) {
+        free(col[t]);
+        free(dX[t]);
+        free(Y[t]);
+        free(dXp[t]);
+        free(Ya[t]);
+        free(dXa[t]);
+        free(arg[t]);
+    }
+    free(X);
+    free(Xq);
+    free(cin);
+    free(dY);
+}
+
+/* ---- batch normalization ---- */
+
+static void ref_bn_train(const float *X, const float *gamma, const float *beta, float eps,
+                         int rows, int C, double *Y, double *mean, double *var, double *inv)
+{
+    for (int ch = 0; ch < C; ch++) {
+        double s = 0.0, q = 0.0;
+        for (int r = 0; r < rows; r++)
+            s += X[(size_t)r * C + ch];
+        mean[ch] = s / rows;
+        for (int r = 0; r < rows; r++) {
+            double d = X[(size_t)r * C + ch] - mean[ch];
+            q += d * d;
+        }
+        var[ch] = q / rows;
+        inv[ch] = 1.0 / sqrt(var[ch] + eps);
+        for (int r = 0; r < rows; r++)
+            Y[(size_t)r * C + ch] =
+                gamma[ch] * (X[(size_t)r * C + ch] - mean[ch]) * inv[ch] + beta[ch];
+    }
+}
+
+/* sum(dYfix * Y) of one model's bn_fwd_train, moving statistics discarded. */
+static double bn_loss(const float *X, const float *gamma, const float *beta, const float *dYfix,
+                      int rows, int C, const bn_step *o)
+{
+    size_t n = (size_t)rows * C;
+    float *Y = fbuf(n), *mm = fbuf(C), *mv = fbuf(C), *st = fbuf(2 * (size_t)C);
+    memset(mm, 0, C * sizeof(float));
+    memset(mv, 0, C * sizeof(float));
+    be->bn_fwd_train(ctx[0], Y, 0, X, 0, gamma, beta, mm, mv, 0, st, 0, rows, C, o, 1);
+    double L = 0.0;
+    for (size_t e = 0; e < n; e++)
+        L += (double)dYfix[e] * Y[e];
+    free(Y);
+    free(mm);
+    free(mv);
+    free(st);
+    return L;
+}
+
+/* Central differences of bn_loss against bn_bwd's dX, dgamma, dbeta (model 0). */
+static void bn_fd(int rows, int C, const float *X, const float *gamma, const float *beta,
+                  const float *dYfix, const float *dX, const float *dgamma, const float *dbeta,
+                  const bn_step *o)
+{
+    const float h = 1e-2f;
+    size_t n = (size_t)rows * C;
+    float *Xp = fbuf(n), *gp = fbuf(C), *bp = fbuf(C);
+    memcpy(Xp, X, n * sizeof(float));
+    memcpy(gp, gamma, C * sizeof(float));
+    memcpy(bp, beta, C * sizeof(float));
+    struct {
+        const char *what;
+        float *v;
+        const float *an;
+        size_t n;
+    } w[3] = {
+        {"dX", Xp, dX, n}, {"dgamma", gp, dgamma, (size_t)C}, {"dbeta", bp, dbeta, (size_t)C}};
+    for (int a = 0; a < 3; a++) {
+        double amax = 0.0, worst = 0.0;
+        for (size_t e = 0; e < w[a].n; e++)
+            amax = fmax(amax, fabs((double)w[a].an[e]));
+        for (size_t e = 0; e < w[a].n; e++) {
+            float keep = w[a].v[e];
+            w[a].v[e] = keep + h;
+            double Lp = bn_loss(Xp, gp, bp, dYfix, rows, C, o);
+            w[a].v[e] = keep - h;
+            double Lm = bn_loss(Xp, gp, bp, dYfix, rows, C, o);
+            w[a].v[e] = keep;
+            double fd = (Lp - Lm) / (2.0 * (double)h);
+            worst = fmax(worst, fabs(fd - (double)w[a].an[e]));
+        }
+        CHECK_MSG(worst <= 1e-2 * amax, "bn finite differences %s (%d x %d): off by %g of %g",
+                  w[a].what, rows, C, worst, amax);
+    }
+    free(Xp);
+    free(gp);
+    free(bp);
+}
+
+/* The three batch-norm ops on `count` models of rows x C, X around `center`;
+ * X shared when `shared`; finite differences when `fd`. */
+static void test_bn(int rows, int C, int count, float center, int shared, int fd)
+{
+    size_t n = (size_t)rows * C, s = n + 3, sp = (size_t)C + 1, sst = 2 * (size_t)C + 2;
+    size_t sg = (size_t)C + 2, sXin = shared ? 0 : s;
+    float *X = fbuf(count * s), *dYf = fbuf(count * s), *gamma = fbuf(count * sp),
+          *beta = fbuf(count * sp), *mm0 = fbuf(count * sp), *mv0 = fbuf(count * sp);
+    fill(X, count * s, center - 1.0f, center + 1.0f);
+    fill(dYf, count * s, -1.0f, 1.0f);
+    fill(gamma, count * sp, 0.5f, 1.5f);
+    fill(beta, count * sp, -0.5f, 0.5f);
+    fill(mm0, count * sp, -0.2f, 0.2f);
+    fill(mv0, count * sp, 0.5f, 1.5f);
+    float mom[4] = {0.9f, 0.99f, 0.5f, 0.0f}, eps[4] = {1e-3f, 1e-5f, 1e-2f, 1e-3f};
+    bn_step o = {mom, eps};
+    float *Y[2], *mm[2], *mv[2], *st[2], *Yi[2], *dX[2], *dg[2], *db[2], *dg2[2], *db2[2];
+    for (int t = 0; t < 2; t++) {
+        Y[t] = fbuf(count * s);
+        Yi[t] = fbuf(count * s);
+        dX[t] = fbuf(count * s);
+        st[t] = fbuf(count * sst);
+        dg[t] = fbuf(count * sg);
+        db[t] = fbuf(count * sg);
+        dg2[t] = fbuf(count * sg);
+        db2[t] = fbuf(count * sg);
+        mm[t] = fbuf(count * sp);
+        mv[t] = fbuf(count * sp);
+        memcpy(mm[t], mm0, count * sp * sizeof(float));
+        memcpy(mv[t], mv0, count * sp * sizeof(float));
+        be->bn_fwd_train(ctx[t], Y[t], s, X, sXin, gamma, beta, mm[t], mv[t], sp, st[t], sst, rows,
+                         C, &o, count);
+        be->bn_fwd_infer(ctx[t], Yi[t], s, X, sXin, gamma, beta, mm0, mv0, sp, rows, C, &o, count);
+        be->bn_bwd(ctx[t], dX[t], s, dYf, s, X, sXin, gamma, sp, st[t], sst, dg[t], db[t], sg, rows,
+                   C, count);
+        be->bn_bwd(ctx[t], NULL, 0, dYf, s, X, sXin, gamma, sp, st[t], sst, dg2[t], db2[t], sg,
+                   rows, C, count);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "bn %d x %d, %d models, center %g%s", rows, C, count,
+             (double)center, shared ? ", shared X" : "");
+    CHECK_MSG(!memcmp(Y[0], Y[1], count * s * sizeof(float)) &&
+                  !memcmp(st[0], st[1], count * sst * sizeof(float)) &&
+                  !memcmp(mm[0], mm[1], count * sp * sizeof(float)) &&
+                  !memcmp(mv[0], mv[1], count * sp * sizeof(float)),
+              "%s: bn_fwd_train threads", name);
+    CHECK_MSG(!memcmp(Yi[0], Yi[1], count * s * sizeof(float)), "%s: bn_fwd_infer threads", name);
+    CHECK_MSG(!memcmp(dX[0], dX[1], count * s * sizeof(float)) &&
+                  !memcmp(dg[0], dg[1], count * sg * sizeof(float)) &&
+                  !memcmp(db[0], db[1], count * sg * sizeof(float)),
+              "%s: bn_bwd threads", name);
+    CHECK_MSG(!memcmp(dg2[0], dg[0], count * sg * sizeof(float)) &&
+                  !memcmp(db2[0], db[0], count * sg * sizeof(float)),
+              "%s: bn_bwd without dX", name);
+
+    double *rY = malloc(n * sizeof(double)), *mean = malloc(C * sizeof(double)),
+           *var = malloc(C * sizeof(double)), *inv = malloc(C * sizeof(double)),
+           *r2 = malloc(3 * (size_t)C * sizeof(double));
+    for (int k = 0; k < count; k++) {
+        const float *Xk = X + k * sXin, *gk = gamma + k * sp, *bk = beta + k * sp;
+        const float *dYk = dYf + k * s, *stk = st[0] + k * sst;
+        ref_bn_train(Xk, gk, bk, eps[k], rows, C, rY, mean, var, inv);
+        CHECK_MSG(near_all("bn Y", Y[0] + k * s, rY, n, 1e-5), "%s: Y of model %d", name, k);
+        CHECK_MSG(near_all("bn mean", stk, mean, (size_t)C, 1e-5), "%s: mean %d", name, k);
+        for (int ch = 0; ch < C; ch++)
+            CHECK_MSG(fabs(stk[C + ch] - inv[ch]) <= 1e-5 * inv[ch], "%s: inv_std %d", name, ch);
+        for (int ch = 0; ch < C; ch++) {
+            r2[ch] = mom[k] * (double)mm0[k * sp + ch] + (1.0 - mom[k]) * mean[ch];
+            r2[C + ch] = mom[k] * (double)mv0[k * sp + ch] + (1.0 - mom[k]) * var[ch];
+        }
+        CHECK_MSG(near_all("moving mean", mm[0] + k * sp, r2, (size_t)C, 1e-5) &&
+                      near_all("moving var", mv[0] + k * sp, r2 + C, (size_t)C, 1e-5),
+                  "%s: moving statistics %d", name, k);
+        /* Inference from the moving statistics given. */
+        for (int r = 0; r < rows; r++)
+            for (int ch = 0; ch < C; ch++)
+                rY[(size_t)r * C + ch] =
+                    gk[ch] * ((double)Xk[(size_t)r * C + ch] - mm0[k * sp + ch]) /
+                        sqrt((double)mv0[k * sp + ch] + eps[k]) +
+                    bk[ch];
+        CHECK_MSG(near_all("bn infer", Yi[0] + k * s, rY, n, 1e-5), "%s: infer %d", name, k);
+        /* The gradients, from the saved mean and inv_std. */
+        for (int ch = 0; ch < C; ch++) {
+            double sb = 0.0, sgm = 0.0, mu = stk[ch], iv = stk[C + ch];
+            for (int r = 0; r < rows; r++) {
+                double dy = dYk[(size_t)r * C + ch], xh = (Xk[(size_t)r * C + ch] - mu) * iv;
+                sb += dy;
+                sgm += dy * xh;
+            }
+            r2[ch] = sgm;
+            r2[C + ch] = sb;
+            for (int r = 0; r < rows; r++) {
+                double dy = dYk[(size_t)r * C + ch], xh = (Xk[(size_t)r * C + ch] - mu) * iv;
+                rY[(size_t)r * C + ch] = gk[ch] * iv * (dy - sb / rows - xh * sgm / rows);
+            }
+        }
+        CHECK_MSG(near_all("dgamma", dg[0] + k * sg, r2, (size_t)C, 1e-5) &&
+                      near_all("dbeta", db[0] + k * sg, r2 + C, (size_t)C, 1e-5),
+                  "%s: dgamma, dbeta %d", name, k);
+        CHECK_MSG(near_all("bn dX", dX[0] + k * s, rY, n, 1e-5), "%s: dX %d", name, k);
+    }
+    if (!shared) { /* in place: Y = X, dX = dY */
+        float *Xy = fbuf(count * s), *d = fbuf(count * s);
+        memcpy(Xy, X, count * s * sizeof(float));
+        memcpy(d, dYf, count * s * sizeof(float));
+        memcpy(mm[1], mm0, count * sp * sizeof(float));
+        memcpy(mv[1], mv0, count * sp * sizeof(float));
+        be->bn_bwd(ctx[1], d, s, d, s, X, s, gamma, sp, st[0], sst, dg[1], db[1], sg, rows, C,
+                   count);
+        be->bn_fwd_train(ctx[1], Xy, s, Xy, s, gamma, beta, mm[1], mv[1], sp, st[1], sst, rows, C,
+                         &o, count);
+        for (int k = 0; k < count; k++)
+            CHECK_MSG(!memcmp(Xy + k * s, Y[0] + k * s, n * sizeof(float)) &&
+                          !memcmp(d + k * s, dX[0] + k * s, n * sizeof(float)),
+                      "bn %d x %d in place, model %d", rows, C, k);
+        free(Xy);
+        free(d);
+    }
+    if (fd)
+        bn_fd(rows, C, X, gamma, beta, dYf, dX[0], dg[0], db[0], &o);
+    free(rY);
+    free(mean);
+    free(var);
+    free(inv);
+    free(r2);
+    for (int t = 0; t < 2; t++) {
+        free(Y[t]);
+        free(Yi[t]);
+        free(dX[t]);
+        free(st[t]);
+        free(dg[t]);
+        free(db[t]);
+        free(dg2[t]);
+        free(db2[t]);
+        free(mm[t]);
+        free(mv[t]);
+    }
+    free(X);
+    free(dYf);
+    free(gamma);
+    free(beta);
+    free(mm0);
+    free(mv0);
+}
+
+/* ---- gemm ---- */
+
+/* The backend's gemm of `count` problems on both contexts against one
+ * cblas_sgemm each (C = 0.7 op(A) op(B) + 0.3 C), and ctx_none (OpenBLAS
+ * alone) bit for bit. */
+static void test_gemm(backend_ctx *ctx_none, int M, int N, int Kd, int count)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? M : Kd) + 3, ldb = (tb ? Kd : N) + 1, ldc = N + 2;
+            size_t sA = (size_t)(ta ? Kd : M) * lda + 5, sB = (size_t)(tb ? N : Kd) * ldb + 1;
+            size_t sC = (size_t)M * ldc + 7;
+            float *A = fbuf(count * sA), *B = fbuf(count * sB), *C0 = fbuf(count * sC);
+            float *C[3], *ref = fbuf(count * sC);
+            fill(A, count * sA, -1.0f, 1.0f);
+            fill(B, count * sB, -1.0f, 1.0f);
+            fill(C0, count * sC, -1.0f, 1.0f);
+            memcpy(ref, C0, count * sC * sizeof(float));
+            for (int k = 0; k < count; k++)
+                cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                            tb ? CblasTrans : CblasNoTrans, M, N, Kd, 0.7f, A + k * sA, lda,
+                            B + k * sB, ldb, 0.3f, ref + k * sC, ldc);
+            for (int t = 0; t < 3; t++) {
+                C[t] = fbuf(count * sC);
+                memcpy(C[t], C0, count * sC * sizeof(float));
+                be->gemm(t < 2 ? ctx[t] : ctx_none, ta, tb, M, N, Kd, 0.7f, A, lda, sA, B, ldb, sB,
+                         0.3f, C[t], ldc, sC, count);
+            }
+            CHECK_MSG(!memcmp(C[0], C[1], count * sC * sizeof(float)),
+                      "gemm %d x %d x %d (%d%d) x%d: threads differ", M, N, Kd, ta, tb, count);
+            CHECK_MSG(!memcmp(C[2], ref, count * sC * sizeof(float)),
+                      "gemm without kernels %d x %d x %d differs from cblas", M, N, Kd);
+            double worst = 0.0;
+            for (size_t e = 0; e < count * sC; e++)
+                worst = fmax(worst, fabs((double)C[0][e] - ref[e]) / (1.0 + fabs((double)ref[e])));
+            CHECK_MSG(worst <= 1e-5, "gemm %d x %d x %d (%d%d) x%d: off by %g", M, N, Kd, ta, tb,
+                      count, worst);
+            for (int t = 0; t < 3; t++)
+                free(C[t]);
+            free(A);
+            free(B);
+            free(C0);
+            free(ref);
+        }
+}
+
+int main(void)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rng_seed(&rng, 42, 0);
+    openblas_set_num_threads(backend_cpu_blas_threads(2));
+    be = backend_cpu();
+    cohort_error err;
+    CHECK(be->model_major == 1 && be->stats_every == 1);
+    CHECK(be->ctx_create(0, 1, &ctx[0], &err) == COHORT_OK);
+    CHECK(be->ctx_create(0, 2, &ctx[1], &err) == COHORT_OK);
+    setenv("COHORT_CPU_KERNELS", "blas", 1);
+    backend_ctx *ctx_none = NULL;
+    CHECK(be->ctx_create(0, 2, &ctx_none, &err) == COHORT_OK);
+    unsetenv("COHORT_CPU_KERNELS");
+    if (!ctx[0] || !ctx[1] || !ctx_none)
+        return check_done("test_window");
+
+    /* n, h, w, c, kh, kw, sh, sw, same */
+    static const int geoms[][9] = {
+        {2, 7, 5, 3, 3, 3, 1, 1, 1}, {2, 7, 5, 3, 3, 3, 2, 2, 1}, {2, 7, 5, 1, 3, 3, 2, 2, 0},
+        {2, 7, 5, 3, 3, 3, 1, 1, 0}, {2, 6, 6, 3, 3, 3, 2, 2, 1}, {3, 6, 6, 3, 2, 2, 2, 2, 0},
+        {2, 7, 5, 3, 2, 2, 2, 2, 1}, {2, 7, 5, 1, 2, 2, 1, 1, 1}, {2, 5, 7, 1, 1, 1, 1, 1, 0},
+        {2, 5, 7, 3, 1, 1, 2, 2, 1}, {2, 7, 5, 3, 3, 2, 2, 1, 1}, {1, 4, 4, 2, 3, 3, 1, 1, 0},
+        {2, 5, 7, 4, 5, 7, 1, 1, 0}, /* global pooling */
+        {1, 3, 2, 2, 5, 5, 1, 1, 1}, /* a window larger than the image */
+        {8, 16, 16, 3, 3, 3, 1, 1, 1}, {16, 16, 16, 8, 2, 2, 2, 2, 0}, /* big: split */
+        {9, 15, 13, 5, 3, 3, 2, 2, 1},
+    };
+    for (size_t i = 0; i < sizeof geoms / sizeof geoms[0]; i++) {
+        const int *q = geoms[i];
+        window_geom g = geom(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8]);
+        test_geom(g, 0);
+        test_geom(g, 1);
+    }
+    /* The padding of `same`: the odd pixel after the image. */
+    window_geom g = geom(1, 6, 6, 1, 3, 3, 2, 2, 1);
+    CHECK(g.oh == 3 && g.pad_top == 0 && g.pad_left == 0);
+    g = geom(1, 7, 5, 1, 3, 3, 1, 1, 1);
+    CHECK(g.oh == 7 && g.ow == 5 && g.pad_top == 1 && g.pad_left == 1);
+
+    test_bn(12, 3, 1, 0.0f, 0, 1);
+    test_bn(12, 3, 2, 3.0f, 0, 1);
+    test_bn(7, 300, 2, 0.0f, 1, 0);   /* channels past one block of 256 */
+    test_bn(1024, 40, 1, 0.0f, 0, 0); /* split inside a model */
+    test_bn(1024, 40, 3, 0.0f, 1, 0);
+    test_bn(500, 17, 2, 100.0f, 0, 0); /* a large mean */
+
+    test_gemm(ctx_none, 1000, 70, 100, 1); /* tiled by rows and columns */
+    test_gemm(ctx_none, 40, 900, 150, 1);  /* few rows: tiled by columns */
+    test_gemm(ctx_none, 300, 64, 300, 1);
+    test_gemm(ctx_none, 400, 100, 120, 2); /* tiled, two problems */
+    test_gemm(ctx_none, 100, 50, 100, 4);  /* split by problem */
+    test_gemm(ctx_none, 5, 3, 7, 3);       /* small */
+
+    for (int t = 0; t < 2; t++)
+        be->ctx_free(ctx[t]);
+    be->ctx_free(ctx_none);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("test_window: %.2f s\n", (double)(t1.tv_sec - t0.tv_sec) +
+                                        (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    return check_done("test_window");
+}
