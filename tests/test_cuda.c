@@ -1,10 +1,13 @@
 /*
  * The CUDA backend against the CPU backend, which is the reference: every op
  * on fresh random inputs (count 1 and 3, padded strides, shared operands),
- * one epoch of a small fused group through the trainer, and GPU pools.
+ * one epoch of a small fused group through the trainer, and GPU pools. The
+ * image ops (im2col, pooling, batch norm) against plain loops written here,
+ * in double, from backend_impl.h's contracts.
  * Tolerances: GEMMs 1e-4 of the largest |entry|; element-wise ops and loss
  * statistics 1e-5 (relative above 1, absolute below); dropout masks and
- * copies bit-identical; trained weights after one epoch 1e-3.
+ * copies bit-identical; trained weights after one epoch 1e-3; im2col and max
+ * pooling bit-identical, the other window ops 1e-5, batch norm 1e-4.
  * Without a plugin, driver or GPU it checks the loader's reasons, then skips
  * (exit 77) saying why.
  */
@@ -421,6 +424,415 @@ static void test_ops(void)
     check_no_error("every op");
 }
 
+/* ---- image layers against plain loops ----------------------------------------- */
+
+/* The backend under test must have the image ops (CUDA does; the CPU
+ * backend, standing in for it without a GPU, may not yet). */
+static int image_ops_required;
+
+static int have_image_ops(void)
+{
+    int have = gpu->im2col && gpu->col2im && gpu->maxpool_fwd && gpu->maxpool_bwd &&
+               gpu->avgpool_fwd && gpu->avgpool_bwd && gpu->bn_fwd_train && gpu->bn_fwd_infer &&
+               gpu->bn_bwd;
+    CHECK_MSG(have || !image_ops_required, "the %s backend lacks some image op", gpu->name);
+    return have;
+}
+
+static void buf_upload(const buf *b) { gpu->copy_h2d(gc, b->d, b->h, b->n * sizeof(float)); }
+
+static void check_same_int(const char *what, const int32_t *ref, const int32_t *dev, size_t n)
+{
+    int32_t *g = malloc(n * sizeof *g);
+    gpu->copy_d2h(gc, g, dev, n * sizeof *g);
+    size_t diff = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (g[i] != ref[i] && diff++ == 0)
+            first = i;
+    CHECK_MSG(diff == 0, "%s: %zu of %zu indices differ; first [%zu] gpu %d cpu %d", what, diff, n,
+              first, (int)g[first], (int)ref[first]);
+    free(g);
+}
+
+/* One model's image shape and window (2 images each). */
+typedef struct geom_case {
+    int h, w, c, kh, kw, sh, sw, same;
+} geom_case;
+
+/* TensorFlow's geometry: `valid` has no padding; `same` gives ceil(h / sh)
+ * outputs and pads (oh - 1) * sh + kh - h rows, the smaller half on top. */
+static window_geom geom_make(const geom_case *t)
+{
+    window_geom g = {2, t->h, t->w, t->c, t->kh, t->kw, t->sh, t->sw, 0, 0, 0, 0};
+    if (t->same) {
+        g.oh = (t->h + t->sh - 1) / t->sh;
+        g.ow = (t->w + t->sw - 1) / t->sw;
+        int ph = (g.oh - 1) * t->sh + t->kh - t->h, pw = (g.ow - 1) * t->sw + t->kw - t->w;
+        g.pad_top = ph > 0 ? ph / 2 : 0;
+        g.pad_left = pw > 0 ? pw / 2 : 0;
+    } else {
+        g.oh = (t->h - t->kh) / t->sh + 1;
+        g.ow = (t->w - t->kw) / t->sw + 1;
+    }
+    return g;
+}
+
+static size_t geom_in(const window_geom *g) { return (size_t)(g->n * g->h * g->w * g->c); }
+static size_t geom_out(const window_geom *g) { return (size_t)(g->n * g->oh * g->ow * g->c); }
+
+/* The offset of pixel (iy, ix), channel ch, of image i in one model's
+ * (n, h, w, c) tensor; -1 where that is padding. */
+static long px_at(const window_geom *g, int i, int iy, int ix, int ch)
+{
+    if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+        return -1;
+    return (((long)i * g->h + iy) * g->w + ix) * g->c + ch;
+}
+
+/* The input pixel that window tap (ky, kx) of output (oy, ox) reads. */
+static long tap_at(const window_geom *g, int i, int oy, int ox, int ky, int kx, int ch)
+{
+    return px_at(g, i, oy * g->sh + ky - g->pad_top, ox * g->sw + kx - g->pad_left, ch);
+}
+
+/* The references below follow the contracts of backend_impl.h word for word,
+ * one model at a time, sums in double. */
+static void ref_im2col(float *col, const float *x, const window_geom *g)
+{
+    size_t q = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int ky = 0; ky < g->kh; ky++)
+                    for (int kx = 0; kx < g->kw; kx++)
+                        for (int ch = 0; ch < g->c; ch++) {
+                            long p = tap_at(g, i, oy, ox, ky, kx, ch);
+                            col[q++] = p < 0 ? 0.0f : x[p];
+                        }
+}
+
+static void ref_col2im(float *dx, const float *col, const window_geom *g)
+{
+    double *acc = calloc(geom_in(g), sizeof *acc);
+    size_t q = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int ky = 0; ky < g->kh; ky++)
+                    for (int kx = 0; kx < g->kw; kx++)
+                        for (int ch = 0; ch < g->c; ch++, q++) {
+                            long p = tap_at(g, i, oy, ox, ky, kx, ch);
+                            if (p >= 0)
+                                acc[p] += col[q];
+                        }
+    for (size_t j = 0; j < geom_in(g); j++)
+        dx[j] = (float)acc[j];
+    free(acc);
+}
+
+/* Max pooling (avg = 0) or average pooling (avg = 1) forward. */
+static void ref_pool_fwd(float *y, int32_t *arg, const float *x, const window_geom *g, int avg)
+{
+    size_t o = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int ch = 0; ch < g->c; ch++, o++) {
+                    double sum = 0.0;
+                    float best = 0.0f;
+                    int at = -1, cnt = 0;
+                    for (int ky = 0; ky < g->kh; ky++)
+                        for (int kx = 0; kx < g->kw; kx++) {
+                            long p = tap_at(g, i, oy, ox, ky, kx, ch);
+                            if (p < 0)
+                                continue;
+                            sum += x[p];
+                            cnt++;
+                            if (at < 0 || x[p] > best) {
+                                best = x[p];
+                                at = (oy * g->sh + ky - g->pad_top) * g->w +
+                                     (ox * g->sw + kx - g->pad_left);
+                            }
+                        }
+                    if (avg) {
+                        y[o] = (float)(sum / cnt);
+                    } else {
+                        y[o] = best;
+                        arg[o] = at;
+                    }
+                }
+}
+
+/* Max pooling backward (arg != NULL) or average pooling backward. */
+static void ref_pool_bwd(float *dx, const float *dy, const int32_t *arg, const window_geom *g)
+{
+    double *acc = calloc(geom_in(g), sizeof *acc);
+    size_t o = 0;
+    for (int i = 0; i < g->n; i++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int ch = 0; ch < g->c; ch++, o++) {
+                    if (arg) {
+                        acc[px_at(g, i, arg[o] / g->w, arg[o] % g->w, ch)] += dy[o];
+                        continue;
+                    }
+                    int cnt = 0;
+                    for (int ky = 0; ky < g->kh; ky++)
+                        for (int kx = 0; kx < g->kw; kx++)
+                            cnt += tap_at(g, i, oy, ox, ky, kx, ch) >= 0;
+                    for (int ky = 0; ky < g->kh; ky++)
+                        for (int kx = 0; kx < g->kw; kx++) {
+                            long p = tap_at(g, i, oy, ox, ky, kx, ch);
+                            if (p >= 0)
+                                acc[p] += (double)dy[o] / cnt;
+                        }
+                }
+    for (size_t j = 0; j < geom_in(g); j++)
+        dx[j] = (float)acc[j];
+    free(acc);
+}
+
+/* Every window op on geometry t, count 2 with gaps between the models;
+ * shared: one input X for both models (stride 0). The inputs of max pooling
+ * take 4 values only, so windows tie often (the first largest wins), and many
+ * windows are all negative (padding must not count as 0). */
+static void test_windows(const geom_case *t, int shared)
+{
+    enum { COUNT = 2 };
+    window_geom g = geom_make(t);
+    size_t nx = geom_in(&g), ny = geom_out(&g), ncol = ny * (size_t)(g.kh * g.kw);
+    size_t sX = shared ? 0 : nx + 5, sdX = nx + 5, sY = ny + 3, scol = ncol + 7;
+    char what[160], geo[96];
+    snprintf(geo, sizeof geo, "%dx%dx%d window %dx%d stride %d,%d %s (pad %d,%d)%s", t->h, t->w,
+             t->c, t->kh, t->kw, t->sh, t->sw, t->same ? "same" : "valid", g.pad_top, g.pad_left,
+             shared ? " shared input" : "");
+    buf X = buf_make(shared ? nx : sX * COUNT, -2, 2);
+    for (size_t j = 0; j < X.n; j++)
+        X.h[j] = floorf(X.h[j]);
+    buf_upload(&X);
+
+    buf col = buf_make(scol * COUNT, 50, 60);
+    for (int k = 0; k < COUNT; k++)
+        ref_im2col(col.h + k * scol, X.h + k * sX, &g);
+    gpu->im2col(gc, col.d, scol, X.d, sX, &g, COUNT);
+    snprintf(what, sizeof what, "im2col %s", geo);
+    check_same(what, &col);
+
+    buf dcol = buf_make(scol * COUNT, -1, 1), dX = buf_make(sdX * COUNT, 50, 60);
+    for (int k = 0; k < COUNT; k++)
+        ref_col2im(dX.h + k * sdX, dcol.h + k * scol, &g);
+    gpu->col2im(gc, dX.d, sdX, dcol.d, scol, &g, COUNT);
+    snprintf(what, sizeof what, "col2im %s", geo);
+    check_close(what, &dX, 1e-5);
+
+    buf Y = buf_make(sY * COUNT, 50, 60);
+    int32_t *arg = malloc(sY * COUNT * sizeof *arg);
+    for (size_t j = 0; j < sY * COUNT; j++)
+        arg[j] = -7;
+    int32_t *argd = dev_alloc(sY * COUNT * sizeof *argd);
+    gpu->copy_h2d(gc, argd, arg, sY * COUNT * sizeof *arg);
+    for (int k = 0; k < COUNT; k++)
+        ref_pool_fwd(Y.h + k * sY, arg + k * sY, X.h + k * sX, &g, 0);
+    gpu->maxpool_fwd(gc, Y.d, sY, argd, sY, X.d, sX, &g, COUNT);
+    snprintf(what, sizeof what, "maxpool_fwd %s", geo);
+    check_same(what, &Y);
+    check_same_int(what, arg, argd, sY * COUNT);
+
+    /* Backward from the reference's arg, so that it is tested on its own. */
+    buf dY = buf_make(sY * COUNT, -1, 1), dXm = buf_make(sdX * COUNT, 50, 60);
+    gpu->copy_h2d(gc, argd, arg, sY * COUNT * sizeof *arg);
+    for (int k = 0; k < COUNT; k++)
+        ref_pool_bwd(dXm.h + k * sdX, dY.h + k * sY, arg + k * sY, &g);
+    gpu->maxpool_bwd(gc, dXm.d, sdX, dY.d, sY, argd, sY, &g, COUNT);
+    snprintf(what, sizeof what, "maxpool_bwd %s", geo);
+    check_close(what, &dXm, 1e-5);
+
+    buf Ya = buf_make(sY * COUNT, 50, 60), dXa = buf_make(sdX * COUNT, 50, 60);
+    for (int k = 0; k < COUNT; k++) {
+        ref_pool_fwd(Ya.h + k * sY, NULL, X.h + k * sX, &g, 1);
+        ref_pool_bwd(dXa.h + k * sdX, dY.h + k * sY, NULL, &g);
+    }
+    gpu->avgpool_fwd(gc, Ya.d, sY, X.d, sX, &g, COUNT);
+    gpu->avgpool_bwd(gc, dXa.d, sdX, dY.d, sY, &g, COUNT);
+    snprintf(what, sizeof what, "avgpool_fwd %s", geo);
+    check_close(what, &Ya, 1e-5);
+    snprintf(what, sizeof what, "avgpool_bwd %s", geo);
+    check_close(what, &dXa, 1e-5);
+    check_no_error(what);
+
+    gpu->mem_free(0, argd);
+    free(arg);
+    buf_free(&X);
+    buf_free(&col);
+    buf_free(&dcol);
+    buf_free(&dX);
+    buf_free(&Y);
+    buf_free(&dY);
+    buf_free(&dXm);
+    buf_free(&Ya);
+    buf_free(&dXa);
+}
+
+/* Batch norm of one model in training: stat, moving statistics, y. */
+static void ref_bn_train(float *y, const float *x, const float *gamma, const float *beta,
+                         float *mm, float *mv, float *stat, int rows, int C, double mom,
+                         double eps)
+{
+    for (int ch = 0; ch < C; ch++) {
+        double s = 0.0, v = 0.0;
+        for (int r = 0; r < rows; r++)
+            s += x[(size_t)r * C + ch];
+        double mean = s / rows;
+        for (int r = 0; r < rows; r++) {
+            double d = x[(size_t)r * C + ch] - mean;
+            v += d * d;
+        }
+        v /= rows;
+        double inv = 1.0 / sqrt(v + eps);
+        stat[ch] = (float)mean;
+        stat[C + ch] = (float)inv;
+        mm[ch] = (float)(mom * mm[ch] + (1.0 - mom) * mean);
+        mv[ch] = (float)(mom * mv[ch] + (1.0 - mom) * v);
+        for (int r = 0; r < rows; r++) {
+            size_t o = (size_t)r * C + ch;
+            y[o] = (float)(gamma[ch] * (x[o] - mean) * inv + beta[ch]);
+        }
+    }
+}
+
+static void ref_bn_infer(float *y, const float *x, const float *gamma, const float *beta,
+                         const float *mm, const float *mv, int rows, int C, double eps)
+{
+    for (int r = 0; r < rows; r++)
+        for (int ch = 0; ch < C; ch++) {
+            size_t o = (size_t)r * C + ch;
+            y[o] = (float)(gamma[ch] * (x[o] - mm[ch]) / sqrt(mv[ch] + eps) + beta[ch]);
+        }
+}
+
+static void ref_bn_bwd(float *dx, const float *dy, const float *x, const float *gamma,
+                       const float *stat, float *dgamma, float *dbeta, int rows, int C)
+{
+    for (int ch = 0; ch < C; ch++) {
+        double mean = stat[ch], inv = stat[C + ch], g = gamma[ch], sd = 0.0, sdx = 0.0;
+        for (int r = 0; r < rows; r++) {
+            size_t o = (size_t)r * C + ch;
+            sd += dy[o];
+            sdx += dy[o] * (x[o] - mean) * inv;
+        }
+        dgamma[ch] = (float)sdx;
+        dbeta[ch] = (float)sd;
+        for (int r = 0; dx && r < rows; r++) {
+            size_t o = (size_t)r * C + ch;
+            double xh = (x[o] - mean) * inv;
+            dx[o] = (float)(inv * (dy[o] * g - g * sd / rows - xh * g * sdx / rows));
+        }
+    }
+}
+
+/* The three batch-norm ops over rows x C, per-model momentum and epsilon,
+ * gaps between the models; channels off zero mean. Each op is fed the
+ * reference's inputs (moving statistics, stat), so that each is tested on
+ * its own. */
+static void test_bn(int rows, int C, int count)
+{
+    size_t sX = (size_t)rows * C + 7, sp = (size_t)C + 3, sst = 2 * (size_t)C + 5;
+    size_t sg = (size_t)C + 2, nX = sX * (size_t)count, np = sp * (size_t)count;
+    float mom[80], eps[80];
+    for (int k = 0; k < count; k++) {
+        mom[k] = 0.9f + 0.02f * (float)(k % 5);
+        eps[k] = 1e-3f * (float)(k % 3 + 1);
+    }
+    bn_step o = {mom, eps};
+    char what[96];
+    buf X = buf_make(nX, -2, 3);
+    for (int k = 0; k < count; k++)
+        for (int r = 0; r < rows; r++)
+            for (int ch = 0; ch < C; ch++)
+                X.h[(size_t)k * sX + (size_t)r * C + ch] += 0.25f * (float)(ch % 9) - 1.0f;
+    buf_upload(&X);
+    buf gam = buf_make(np, 0.5f, 1.5f), bet = buf_make(np, -0.5f, 0.5f);
+    buf mm = buf_make(np, -1, 1), mv = buf_make(np, 0.5f, 2);
+    buf Y = buf_make(nX, 50, 60), st = buf_make(sst * (size_t)count, 50, 60);
+    for (int k = 0; k < count; k++)
+        ref_bn_train(Y.h + k * sX, X.h + k * sX, gam.h + k * sp, bet.h + k * sp, mm.h + k * sp,
+                     mv.h + k * sp, st.h + k * sst, rows, C, mom[k], eps[k]);
+    gpu->bn_fwd_train(gc, Y.d, sX, X.d, sX, gam.d, bet.d, mm.d, mv.d, sp, st.d, sst, rows, C, &o,
+                      count);
+    snprintf(what, sizeof what, "bn_fwd_train %d x %d count %d", rows, C, count);
+    check_close(what, &Y, 1e-4);
+    check_close(what, &st, 1e-4);
+    check_close(what, &mm, 1e-4);
+    check_close(what, &mv, 1e-4);
+
+    buf_upload(&mm);
+    buf_upload(&mv);
+    buf Yi = buf_make(nX, 50, 60);
+    for (int k = 0; k < count; k++)
+        ref_bn_infer(Yi.h + k * sX, X.h + k * sX, gam.h + k * sp, bet.h + k * sp, mm.h + k * sp,
+                     mv.h + k * sp, rows, C, eps[k]);
+    gpu->bn_fwd_infer(gc, Yi.d, sX, X.d, sX, gam.d, bet.d, mm.d, mv.d, sp, rows, C, &o, count);
+    snprintf(what, sizeof what, "bn_fwd_infer %d x %d count %d", rows, C, count);
+    check_close(what, &Yi, 1e-4);
+
+    buf_upload(&st);
+    buf dY = buf_make(nX, -1, 1), dX = buf_make(nX, 50, 60);
+    for (int with_dx = 1; with_dx >= 0; with_dx--) {
+        buf dg = buf_make(sg * (size_t)count, 50, 60), db = buf_make(sg * (size_t)count, 50, 60);
+        for (int k = 0; k < count; k++)
+            ref_bn_bwd(with_dx ? dX.h + k * sX : NULL, dY.h + k * sX, X.h + k * sX,
+                       gam.h + k * sp, st.h + k * sst, dg.h + k * sg, db.h + k * sg, rows, C);
+        gpu->bn_bwd(gc, with_dx ? dX.d : NULL, sX, dY.d, sX, X.d, sX, gam.d, sp, st.d, sst, dg.d,
+                    db.d, sg, rows, C, count);
+        snprintf(what, sizeof what, "bn_bwd %d x %d count %d%s", rows, C, count,
+                 with_dx ? "" : " (no dX)");
+        check_close(what, &dg, 1e-4);
+        check_close(what, &db, 1e-4);
+        buf_free(&dg);
+        buf_free(&db);
+    }
+    snprintf(what, sizeof what, "bn_bwd %d x %d count %d: dX", rows, C, count);
+    check_close(what, &dX, 1e-4);
+    check_no_error(what);
+    buf_free(&X);
+    buf_free(&gam);
+    buf_free(&bet);
+    buf_free(&mm);
+    buf_free(&mv);
+    buf_free(&Y);
+    buf_free(&st);
+    buf_free(&Yi);
+    buf_free(&dY);
+    buf_free(&dX);
+}
+
+static void test_image_ops(void)
+{
+    if (!have_image_ops())
+        return;
+    static const geom_case geoms[] = {
+        {7, 5, 3, 3, 3, 1, 1, 0}, /* valid, stride 1 */
+        {7, 5, 3, 3, 3, 1, 1, 1}, /* same: one row and column each side */
+        {7, 5, 3, 3, 3, 2, 2, 1}, /* same, stride 2 */
+        {7, 5, 3, 2, 2, 2, 2, 1}, /* same, stride 2: padding below and right only */
+        {7, 5, 3, 4, 4, 3, 3, 1}, /* same: 1 on top, 2 below */
+        {7, 5, 3, 3, 2, 2, 1, 0}, /* valid, unequal window and strides */
+        {7, 5, 3, 5, 5, 1, 1, 1}, /* same: 2 each side, windows wider than the image */
+        {7, 5, 3, 1, 1, 2, 2, 0}, /* stride over window: pixels no window reads */
+        {7, 5, 3, 7, 5, 1, 1, 0}, /* global pooling */
+        {6, 6, 40, 3, 3, 2, 2, 1}, /* more channels than a warp */
+    };
+    for (size_t i = 0; i < sizeof geoms / sizeof geoms[0]; i++)
+        test_windows(&geoms[i], 0);
+    test_windows(&geoms[2], 1);
+    test_windows(&geoms[8], 1);
+    test_bn(70, 3, 2);    /* C < 32: several rows side by side in a warp */
+    test_bn(1000, 40, 2); /* two channel groups, the second partly empty */
+    test_bn(35, 64, 1);
+    test_bn(1, 5, 2);    /* one row: variance 0 */
+    test_bn(20, 5, 70);  /* more models than one launch carries */
+}
+
 /* ---- the trainer on the GPU ------------------------------------------------- */
 
 enum { TN = 320, TDIM = 20, TCLASSES = 4 };
@@ -623,6 +1035,7 @@ static void run_all(device_registry *reg, cohort_device *dg)
         return;
     }
     test_ops();
+    test_image_ops();
     test_fit(reg, dg, OPT_ADAM);
     test_fit(reg, dg, OPT_SGD);
     test_fit(reg, dg, OPT_ADAMW);
@@ -670,6 +1083,7 @@ int main(void)
     CHECK(dg->info.total_bytes > 0 && dg->info.free_bytes <= dg->info.total_bytes);
     CHECK(pool_limit(dg->pool) == dg->info.free_bytes);
     CHECK(strcmp(gpu->name, "cuda") == 0 && gpu->api_version == COHORT_BACKEND_API_VERSION);
+    image_ops_required = 1;
     run_all(reg, dg);
     devices_free(reg);
     return check_done("test_cuda");

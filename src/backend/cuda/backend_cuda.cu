@@ -541,12 +541,111 @@ void cu_adam_op(backend_ctx *c, float *w, const float *g, float *m, float *v, si
     }
 }
 
+void cu_im2col_op(backend_ctx *c, float *col, size_t scol, const float *X, size_t sX,
+                  const window_geom *g, int count)
+{
+    on(c);
+    note(c, "im2col", cu_im2col(c->stream, col, scol, X, sX, g, count));
+}
+
+void cu_col2im_op(backend_ctx *c, float *dX, size_t sdX, const float *col, size_t scol,
+                  const window_geom *g, int count)
+{
+    on(c);
+    note(c, "col2im", cu_col2im(c->stream, dX, sdX, col, scol, g, count));
+}
+
+void cu_maxpool_fwd_op(backend_ctx *c, float *Y, size_t sY, int32_t *arg, size_t sarg,
+                       const float *X, size_t sX, const window_geom *g, int count)
+{
+    on(c);
+    note(c, "maxpool_fwd", cu_maxpool_fwd(c->stream, Y, sY, arg, sarg, X, sX, g, count));
+}
+
+void cu_maxpool_bwd_op(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
+                       const int32_t *arg, size_t sarg, const window_geom *g, int count)
+{
+    on(c);
+    note(c, "maxpool_bwd", cu_maxpool_bwd(c->stream, dX, sdX, dY, sdY, arg, sarg, g, count));
+}
+
+void cu_avgpool_fwd_op(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
+                       const window_geom *g, int count)
+{
+    on(c);
+    note(c, "avgpool_fwd", cu_avgpool_fwd(c->stream, Y, sY, X, sX, g, count));
+}
+
+void cu_avgpool_bwd_op(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
+                       const window_geom *g, int count)
+{
+    on(c);
+    note(c, "avgpool_bwd", cu_avgpool_bwd(c->stream, dX, sdX, dY, sdY, g, count));
+}
+
+/* The models k0 .. k0 + m - 1 of o, the most one launch carries. */
+cu_bn_args bn_args(const bn_step *o, int k0, int m)
+{
+    cu_bn_args a;
+    memset(&a, 0, sizeof a);
+    for (int k = 0; k < m; k++) {
+        a.momentum[k] = o->momentum[k0 + k];
+        a.eps[k] = o->epsilon[k0 + k];
+    }
+    return a;
+}
+
+void cu_bn_fwd_train_op(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
+                        const float *gamma, const float *beta, float *mov_mean, float *mov_var,
+                        size_t sp, float *stat, size_t sst, int rows, int C, const bn_step *o,
+                        int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_bn_args a = bn_args(o, k0, m);
+        size_t kp = (size_t)k0 * sp;
+        note(c, "bn_fwd_train",
+             cu_bn_fwd_train(c->stream, Y + (size_t)k0 * sY, sY, X + (size_t)k0 * sX, sX,
+                             gamma + kp, beta + kp, mov_mean + kp, mov_var + kp, sp,
+                             stat + (size_t)k0 * sst, sst, rows, C, &a, m));
+    }
+}
+
+void cu_bn_fwd_infer_op(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
+                        const float *gamma, const float *beta, const float *mov_mean,
+                        const float *mov_var, size_t sp, int rows, int C, const bn_step *o,
+                        int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_bn_args a = bn_args(o, k0, m);
+        size_t kp = (size_t)k0 * sp;
+        note(c, "bn_fwd_infer",
+             cu_bn_fwd_infer(c->stream, Y + (size_t)k0 * sY, sY, X + (size_t)k0 * sX, sX,
+                             gamma + kp, beta + kp, mov_mean + kp, mov_var + kp, sp, rows, C,
+                             &a, m));
+    }
+}
+
+void cu_bn_bwd_op(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
+                  const float *X, size_t sX, const float *gamma, size_t sp, const float *stat,
+                  size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C, int count)
+{
+    on(c);
+    note(c, "bn_bwd", cu_bn_bwd(c->stream, dX, sdX, dY, sdY, X, sX, gamma, sp, stat, sst, dgamma,
+                                dbeta, sg, rows, C, count));
+}
+
 backend_ops make_ops()
 {
     backend_ops o;
     memset(&o, 0, sizeof o);
     o.name = "cuda";
     o.api_version = COHORT_BACKEND_API_VERSION;
+    o.model_major = 0;  /* op by op over the group: one launch feeds every model */
+    o.stats_every = 16; /* a read of the metrics waits for the stream */
     o.ctx_create = cu_ctx_create;
     o.ctx_free = cu_ctx_free;
     o.mem_alloc = cu_mem_alloc;
@@ -568,6 +667,15 @@ backend_ops make_ops()
     o.mse = cu_mse_op;
     o.sgd = cu_sgd_op;
     o.adam = cu_adam_op;
+    o.im2col = cu_im2col_op;
+    o.col2im = cu_col2im_op;
+    o.maxpool_fwd = cu_maxpool_fwd_op;
+    o.maxpool_bwd = cu_maxpool_bwd_op;
+    o.avgpool_fwd = cu_avgpool_fwd_op;
+    o.avgpool_bwd = cu_avgpool_bwd_op;
+    o.bn_fwd_train = cu_bn_fwd_train_op;
+    o.bn_fwd_infer = cu_bn_fwd_infer_op;
+    o.bn_bwd = cu_bn_bwd_op;
     return o;
 }
 

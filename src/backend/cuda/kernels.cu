@@ -1,9 +1,11 @@
 /*
- * The CUDA backend's element-wise and reduction kernels. Each computes what
- * the CPU kernel of the same name computes (src/backend/cpu/kernels.c), with
- * the same operations in the same order per element; it is built with
- * -fmad=false so that a*b+c rounds twice, as the CPU code does. Reductions
- * (bias_grad, the loss sums) run in a fixed order: the same bits every run.
+ * The CUDA backend's element-wise, reduction and image-window kernels. Each
+ * computes what the CPU kernel of the same name computes (src/backend/cpu/
+ * kernels.c), with the same operations in the same order per element; it is
+ * built with -fmad=false so that a*b+c rounds twice, as the CPU code does.
+ * Reductions (bias_grad, the loss sums, batch norm) run in a fixed order and
+ * the window backward passes are gathers, not atomic scatters: the same bits
+ * every run.
  */
 #include "backend/cuda/kernels_cuda.h"
 
@@ -325,6 +327,347 @@ __global__ void k_adam(float *W, const float *G, float *M, float *V, size_t st, 
     }
 }
 
+
+/* ---- image windows (NHWC) ------------------------------------------------ */
+
+/* The outputs o, lo <= o <= hi, of one axis whose window (k wide, stride st,
+ * `pad` positions of padding before the image) covers input position i:
+ * o*st - pad <= i < o*st - pad + k and 0 <= o < n_out. Empty when lo > hi. */
+__device__ __forceinline__ void covering(int i, int pad, int k, int st, int n_out, int &lo,
+                                         int &hi)
+{
+    int t = i + pad - k + 1; /* the least o*st */
+    lo = t <= 0 ? 0 : (t + st - 1) / st;
+    hi = (i + pad) / st;
+    if (hi > n_out - 1)
+        hi = n_out - 1;
+}
+
+/* The part [a, b) of output o's window along one axis that is inside the
+ * image of n positions. */
+__device__ __forceinline__ void inside(int o, int st, int pad, int k, int n, int &a, int &b)
+{
+    int o0 = o * st - pad;
+    a = o0 > 0 ? o0 : 0;
+    b = o0 + k < n ? o0 + k : n;
+}
+
+/* col (n*oh*ow, kh*kw*c) per model from X (n, h, w, c): one thread per col
+ * element, so that neighbouring threads read neighbouring channels. */
+__global__ void k_im2col(float *COL, size_t scol, const float *X, size_t sX, window_geom g)
+{
+    float *col = COL + blockIdx.y * scol;
+    const float *x = X + blockIdx.y * sX;
+    int kwc = g.kw * g.c, krow = g.kh * kwc;
+    size_t n = (size_t)g.n * (size_t)g.oh * (size_t)g.ow * (size_t)krow;
+    ELEMENTS(i, n)
+    {
+        int row = (int)(i / (size_t)krow), q = (int)(i - (size_t)row * (size_t)krow);
+        int ky = q / kwc, kx = q % kwc / g.c, ch = q % g.c;
+        int ox = row % g.ow, oy = row / g.ow % g.oh, img = row / g.ow / g.oh;
+        int iy = oy * g.sh + ky - g.pad_top, ix = ox * g.sw + kx - g.pad_left;
+        bool in = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+        col[i] = in ? x[(((size_t)img * g.h + iy) * g.w + ix) * g.c + ch] : 0.0f;
+    }
+}
+
+/* dX (n, h, w, c) per model from col: one thread per pixel and channel sums
+ * the col entries read from it, outputs in row-major order (the order a
+ * sequential scatter over col adds them in). */
+__global__ void k_col2im(float *DX, size_t sdX, const float *COL, size_t scol, window_geom g)
+{
+    float *dx = DX + blockIdx.y * sdX;
+    const float *col = COL + blockIdx.y * scol;
+    size_t krow = (size_t)g.kh * (size_t)g.kw * (size_t)g.c;
+    size_t n = (size_t)g.n * (size_t)g.h * (size_t)g.w * (size_t)g.c;
+    ELEMENTS(i, n)
+    {
+        int pix = (int)(i / (size_t)g.c), ch = (int)(i - (size_t)pix * (size_t)g.c);
+        int ix = pix % g.w, iy = pix / g.w % g.h, img = pix / g.w / g.h;
+        int y0, y1, x0, x1;
+        covering(iy, g.pad_top, g.kh, g.sh, g.oh, y0, y1);
+        covering(ix, g.pad_left, g.kw, g.sw, g.ow, x0, x1);
+        float s = 0.0f;
+        for (int oy = y0; oy <= y1; oy++) {
+            int ky = iy + g.pad_top - oy * g.sh;
+            for (int ox = x0; ox <= x1; ox++) {
+                int kx = ix + g.pad_left - ox * g.sw;
+                size_t row = ((size_t)img * g.oh + oy) * g.ow + ox;
+                s += col[row * krow + ((size_t)ky * g.kw + kx) * g.c + ch];
+            }
+        }
+        dx[i] = s;
+    }
+}
+
+/* Y, arg (n, oh, ow, c) per model from X (n, h, w, c): one thread per output
+ * scans its window row by row; a later pixel wins only when larger. */
+__global__ void k_maxpool_fwd(float *Y, size_t sY, int32_t *ARG, size_t sarg, const float *X,
+                              size_t sX, window_geom g)
+{
+    float *y = Y + blockIdx.y * sY;
+    int32_t *arg = ARG + blockIdx.y * sarg;
+    const float *x = X + blockIdx.y * sX;
+    size_t n = (size_t)g.n * (size_t)g.oh * (size_t)g.ow * (size_t)g.c;
+    ELEMENTS(i, n)
+    {
+        int pix = (int)(i / (size_t)g.c), ch = (int)(i - (size_t)pix * (size_t)g.c);
+        int ox = pix % g.ow, oy = pix / g.ow % g.oh, img = pix / g.ow / g.oh;
+        const float *xi = x + (size_t)img * g.h * g.w * g.c + ch;
+        int ya, yb, xa, xb;
+        inside(oy, g.sh, g.pad_top, g.kh, g.h, ya, yb);
+        inside(ox, g.sw, g.pad_left, g.kw, g.w, xa, xb);
+        float best = -INFINITY;
+        int at = -1; /* stays -1 only for a window all padding, which TF geometry never has */
+        for (int iy = ya; iy < yb; iy++)
+            for (int ix = xa; ix < xb; ix++) {
+                float v = xi[((size_t)iy * g.w + ix) * g.c];
+                if (at < 0 || v > best) {
+                    best = v;
+                    at = iy * g.w + ix;
+                }
+            }
+        y[i] = best;
+        arg[i] = at;
+    }
+}
+
+/* dX (n, h, w, c) per model: one thread per pixel and channel sums the dY
+ * of the windows covering it whose arg is that pixel, in output order. */
+__global__ void k_maxpool_bwd(float *DX, size_t sdX, const float *DY, size_t sdY,
+                              const int32_t *ARG, size_t sarg, window_geom g)
+{
+    float *dx = DX + blockIdx.y * sdX;
+    const float *dy = DY + blockIdx.y * sdY;
+    const int32_t *arg = ARG + blockIdx.y * sarg;
+    size_t n = (size_t)g.n * (size_t)g.h * (size_t)g.w * (size_t)g.c;
+    ELEMENTS(i, n)
+    {
+        int pix = (int)(i / (size_t)g.c), ch = (int)(i - (size_t)pix * (size_t)g.c);
+        int ix = pix % g.w, iy = pix / g.w % g.h, img = pix / g.w / g.h;
+        int y0, y1, x0, x1;
+        covering(iy, g.pad_top, g.kh, g.sh, g.oh, y0, y1);
+        covering(ix, g.pad_left, g.kw, g.sw, g.ow, x0, x1);
+        int me = iy * g.w + ix;
+        float s = 0.0f;
+        for (int oy = y0; oy <= y1; oy++)
+            for (int ox = x0; ox <= x1; ox++) {
+                size_t o = (((size_t)img * g.oh + oy) * g.ow + ox) * g.c + ch;
+                if (arg[o] == me)
+                    s += dy[o];
+            }
+        dx[i] = s;
+    }
+}
+
+/* Y (n, oh, ow, c) per model: one thread per output sums its window's
+ * pixels inside the image in double and divides by their number. */
+__global__ void k_avgpool_fwd(float *Y, size_t sY, const float *X, size_t sX, window_geom g)
+{
+    float *y = Y + blockIdx.y * sY;
+    const float *x = X + blockIdx.y * sX;
+    size_t n = (size_t)g.n * (size_t)g.oh * (size_t)g.ow * (size_t)g.c;
+    ELEMENTS(i, n)
+    {
+        int pix = (int)(i / (size_t)g.c), ch = (int)(i - (size_t)pix * (size_t)g.c);
+        int ox = pix % g.ow, oy = pix / g.ow % g.oh, img = pix / g.ow / g.oh;
+        const float *xi = x + (size_t)img * g.h * g.w * g.c + ch;
+        int ya, yb, xa, xb;
+        inside(oy, g.sh, g.pad_top, g.kh, g.h, ya, yb);
+        inside(ox, g.sw, g.pad_left, g.kw, g.w, xa, xb);
+        double s = 0.0;
+        for (int iy = ya; iy < yb; iy++)
+            for (int ix = xa; ix < xb; ix++)
+                s += xi[((size_t)iy * g.w + ix) * g.c];
+        y[i] = (float)(s / ((yb - ya) * (xb - xa)));
+    }
+}
+
+/* dX (n, h, w, c) per model: one thread per pixel and channel sums, in
+ * output order, dY / (pixels inside the window) of each window covering it. */
+__global__ void k_avgpool_bwd(float *DX, size_t sdX, const float *DY, size_t sdY, window_geom g)
+{
+    float *dx = DX + blockIdx.y * sdX;
+    const float *dy = DY + blockIdx.y * sdY;
+    size_t n = (size_t)g.n * (size_t)g.h * (size_t)g.w * (size_t)g.c;
+    ELEMENTS(i, n)
+    {
+        int pix = (int)(i / (size_t)g.c), ch = (int)(i - (size_t)pix * (size_t)g.c);
+        int ix = pix % g.w, iy = pix / g.w % g.h, img = pix / g.w / g.h;
+        int y0, y1, x0, x1;
+        covering(iy, g.pad_top, g.kh, g.sh, g.oh, y0, y1);
+        covering(ix, g.pad_left, g.kw, g.sw, g.ow, x0, x1);
+        float s = 0.0f;
+        for (int oy = y0; oy <= y1; oy++) {
+            int ya, yb;
+            inside(oy, g.sh, g.pad_top, g.kh, g.h, ya, yb);
+            for (int ox = x0; ox <= x1; ox++) {
+                int xa, xb;
+                inside(ox, g.sw, g.pad_left, g.kw, g.w, xa, xb);
+                size_t o = (((size_t)img * g.oh + oy) * g.ow + ox) * g.c + ch;
+                s += dy[o] / (float)((yb - ya) * (xb - xa));
+            }
+        }
+        dx[i] = s;
+    }
+}
+
+/* ---- batch normalization ------------------------------------------------- */
+
+/* Row phases of a batch-norm block, whose shape is (32, BN_PHASES). */
+const int BN_PHASES = 16;
+
+/* Where a thread of a batch-norm block works. The block takes channels
+ * blockIdx.x * cw + j, j < cw = min(C, 32); lane l takes channel j = l % cw
+ * of the rows first, first + step, ... with sub = 32 / cw rows side by side
+ * in a warp (so that a warp reads 32 neighbouring floats even when C < 32). */
+struct bn_lane {
+    int cw, sub, j, s, ch, first, step;
+    bool on; /* it has a channel and rows */
+};
+
+__device__ bn_lane bn_lane_of(int C)
+{
+    bn_lane b;
+    b.cw = C < 32 ? C : 32;
+    b.sub = 32 / b.cw;
+    b.j = (int)threadIdx.x % b.cw;
+    b.s = (int)threadIdx.x / b.cw;
+    b.ch = (int)blockIdx.x * b.cw + b.j;
+    b.on = b.s < b.sub && b.ch < C;
+    b.first = (int)threadIdx.y * b.sub + b.s;
+    b.step = BN_PHASES * b.sub;
+    return b;
+}
+
+/* The block's sums of u and v for each thread's channel, into every thread's
+ * tu and tv: the partial sums of one channel added in a fixed order (phase,
+ * then sub-row), so every run gives the same bits. Threads without a channel
+ * pass 0. Call once per kernel, from every thread of the block. */
+__device__ void bn_block_sums(const bn_lane &b, double u, double v, double &tu, double &tv)
+{
+    __shared__ double pu[BN_PHASES][32], pv[BN_PHASES][32], ru[32], rv[32];
+    pu[threadIdx.y][threadIdx.x] = u;
+    pv[threadIdx.y][threadIdx.x] = v;
+    __syncthreads();
+    if (threadIdx.y == 0 && (int)threadIdx.x < b.cw) {
+        double su = 0.0, sv = 0.0;
+        for (int p = 0; p < BN_PHASES; p++)
+            for (int s = 0; s < b.sub; s++) {
+                su += pu[p][s * b.cw + (int)threadIdx.x];
+                sv += pv[p][s * b.cw + (int)threadIdx.x];
+            }
+        ru[threadIdx.x] = su;
+        rv[threadIdx.x] = sv;
+    }
+    __syncthreads();
+    tu = ru[b.j];
+    tv = rv[b.j];
+}
+
+/* X, Y (rows, C) per model; gamma, beta, mov_mean, mov_var (C); stat (2, C).
+ * Sums of x and x*x in double, then Y in place-safe order (each element is
+ * read and written by one thread). */
+__global__ void k_bn_fwd_train(float *Y, size_t sY, const float *X, size_t sX,
+                               const float *GAMMA, const float *BETA, float *MM, float *MV,
+                               size_t sp, float *STAT, size_t sst, int rows, int C, cu_bn_args a)
+{
+    int k = blockIdx.y;
+    float *y = Y + k * sY;
+    const float *x = X + k * sX;
+    bn_lane b = bn_lane_of(C);
+    double s1 = 0.0, s2 = 0.0;
+    if (b.on)
+        for (int r = b.first; r < rows; r += b.step) {
+            double v = x[(size_t)r * C + b.ch];
+            s1 += v;
+            s2 += v * v;
+        }
+    bn_block_sums(b, s1, s2, s1, s2);
+    if (!b.on)
+        return;
+    double mean = s1 / rows, var = s2 / rows - mean * mean;
+    if (var < 0.0)
+        var = 0.0; /* E[x^2] - mean^2 can round below 0 for a constant channel */
+    float m = (float)mean, inv = (float)(1.0 / sqrt(var + (double)a.eps[k]));
+    size_t p = k * sp + b.ch;
+    if (b.s == 0 && threadIdx.y == 0) {
+        float *stat = STAT + k * sst, mom = a.momentum[k];
+        stat[b.ch] = m;
+        stat[C + b.ch] = inv;
+        MM[p] = mom * MM[p] + (1.0f - mom) * m;
+        MV[p] = mom * MV[p] + (1.0f - mom) * (float)var;
+    }
+    float g = GAMMA[p], be = BETA[p];
+    for (int r = b.first; r < rows; r += b.step) {
+        size_t o = (size_t)r * C + b.ch;
+        y[o] = g * ((x[o] - m) * inv) + be;
+    }
+}
+
+/* X, Y (rows, C) per model: Y = gamma * (X - mov_mean) * inv_std + beta. */
+__global__ void k_bn_fwd_infer(float *Y, size_t sY, const float *X, size_t sX,
+                               const float *GAMMA, const float *BETA, const float *MM,
+                               const float *MV, size_t sp, int rows, int C, cu_bn_args a)
+{
+    int k = blockIdx.y;
+    float *y = Y + k * sY;
+    const float *x = X + k * sX;
+    float eps = a.eps[k];
+    size_t n = (size_t)rows * (size_t)C;
+    ELEMENTS(i, n)
+    {
+        size_t p = k * sp + i % (size_t)C;
+        float inv = 1.0f / sqrtf(MV[p] + eps);
+        y[i] = GAMMA[p] * ((x[i] - MM[p]) * inv) + BETA[p];
+    }
+}
+
+/* dY, X, dX (rows, C) per model; gamma (C), stat (2, C), dgamma, dbeta (C):
+ * sums of dY and dY*xhat in double, then dX when DX is not NULL. */
+__global__ void k_bn_bwd(float *DX, size_t sdX, const float *DY, size_t sdY, const float *X,
+                         size_t sX, const float *GAMMA, size_t sp, const float *STAT, size_t sst,
+                         float *DG, float *DB, size_t sg, int rows, int C)
+{
+    int k = blockIdx.y;
+    const float *dy = DY + k * sdY, *x = X + k * sX, *stat = STAT + k * sst;
+    bn_lane b = bn_lane_of(C);
+    float m = 0.0f, inv = 0.0f;
+    double sd = 0.0, sdx = 0.0;
+    if (b.on) {
+        m = stat[b.ch];
+        inv = stat[C + b.ch];
+        for (int r = b.first; r < rows; r += b.step) {
+            size_t o = (size_t)r * C + b.ch;
+            float xh = (x[o] - m) * inv;
+            sd += dy[o];
+            sdx += (double)dy[o] * xh;
+        }
+    }
+    bn_block_sums(b, sd, sdx, sd, sdx);
+    if (!b.on)
+        return;
+    if (b.s == 0 && threadIdx.y == 0) {
+        DG[k * sg + b.ch] = (float)sdx;
+        DB[k * sg + b.ch] = (float)sd;
+    }
+    if (!DX)
+        return;
+    float *dx = DX + k * sdX, g = GAMMA[k * sp + b.ch];
+    float mg = (float)(g * sd / rows), mgx = (float)(g * sdx / rows);
+    for (int r = b.first; r < rows; r += b.step) {
+        size_t o = (size_t)r * C + b.ch;
+        float xh = (x[o] - m) * inv;
+        dx[o] = inv * (dy[o] * g - mg - xh * mgx);
+    }
+}
+
+/* Elements of a (a, b, c, d) tensor. */
+size_t elems4(int a, int b, int c, int d) { return (size_t)a * (size_t)b * (size_t)c * (size_t)d; }
+
+/* Blocks along x of a batch-norm launch: 32 channels each, or C when fewer. */
+unsigned bn_groups(int C) { return (unsigned)(C < 32 ? 1 : (C + 31) / 32); }
+
 } /* namespace */
 
 cudaError_t cu_bias_act(cudaStream_t s, float *Y, size_t sY, const float *bias, size_t sb,
@@ -420,5 +763,103 @@ cudaError_t cu_adam(cudaStream_t s, float *w, const float *g, float *m, float *v
     if (count <= 0 || n == 0)
         return cudaSuccess;
     k_adam<<<grid_for(n, count), THREADS, 0, s>>>(w, g, m, v, st, n, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_im2col(cudaStream_t s, float *col, size_t scol, const float *X, size_t sX,
+                      const window_geom *g, int count)
+{
+    size_t n = elems4(g->n, g->oh, g->ow, g->kh * g->kw * g->c);
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_im2col<<<grid_for(n, count), THREADS, 0, s>>>(col, scol, X, sX, *g);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_col2im(cudaStream_t s, float *dX, size_t sdX, const float *col, size_t scol,
+                      const window_geom *g, int count)
+{
+    size_t n = elems4(g->n, g->h, g->w, g->c);
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_col2im<<<grid_for(n, count), THREADS, 0, s>>>(dX, sdX, col, scol, *g);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_maxpool_fwd(cudaStream_t s, float *Y, size_t sY, int32_t *arg, size_t sarg,
+                           const float *X, size_t sX, const window_geom *g, int count)
+{
+    size_t n = elems4(g->n, g->oh, g->ow, g->c);
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_maxpool_fwd<<<grid_for(n, count), THREADS, 0, s>>>(Y, sY, arg, sarg, X, sX, *g);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_maxpool_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
+                           const int32_t *arg, size_t sarg, const window_geom *g, int count)
+{
+    size_t n = elems4(g->n, g->h, g->w, g->c);
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_maxpool_bwd<<<grid_for(n, count), THREADS, 0, s>>>(dX, sdX, dY, sdY, arg, sarg, *g);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_avgpool_fwd(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
+                           const window_geom *g, int count)
+{
+    size_t n = elems4(g->n, g->oh, g->ow, g->c);
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_avgpool_fwd<<<grid_for(n, count), THREADS, 0, s>>>(Y, sY, X, sX, *g);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_avgpool_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
+                           const window_geom *g, int count)
+{
+    size_t n = elems4(g->n, g->h, g->w, g->c);
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_avgpool_bwd<<<grid_for(n, count), THREADS, 0, s>>>(dX, sdX, dY, sdY, *g);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_bn_fwd_train(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
+                            const float *gamma, const float *beta, float *mov_mean,
+                            float *mov_var, size_t sp, float *stat, size_t sst, int rows, int C,
+                            const cu_bn_args *a, int count)
+{
+    if (count <= 0 || rows <= 0 || C <= 0)
+        return cudaSuccess;
+    dim3 grid(bn_groups(C), (unsigned)count);
+    k_bn_fwd_train<<<grid, dim3(32, BN_PHASES), 0, s>>>(Y, sY, X, sX, gamma, beta, mov_mean,
+                                                        mov_var, sp, stat, sst, rows, C, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_bn_fwd_infer(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
+                            const float *gamma, const float *beta, const float *mov_mean,
+                            const float *mov_var, size_t sp, int rows, int C,
+                            const cu_bn_args *a, int count)
+{
+    if (count <= 0 || rows <= 0 || C <= 0)
+        return cudaSuccess;
+    k_bn_fwd_infer<<<grid_for((size_t)rows * (size_t)C, count), THREADS, 0, s>>>(
+        Y, sY, X, sX, gamma, beta, mov_mean, mov_var, sp, rows, C, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_bn_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
+                      const float *X, size_t sX, const float *gamma, size_t sp,
+                      const float *stat, size_t sst, float *dgamma, float *dbeta, size_t sg,
+                      int rows, int C, int count)
+{
+    if (count <= 0 || rows <= 0 || C <= 0)
+        return cudaSuccess;
+    dim3 grid(bn_groups(C), (unsigned)count);
+    k_bn_bwd<<<grid, dim3(32, BN_PHASES), 0, s>>>(dX, sdX, dY, sdY, X, sX, gamma, sp, stat, sst,
+                                                  dgamma, dbeta, sg, rows, C);
     return cudaGetLastError();
 }

@@ -6,6 +6,10 @@
 #ifndef COHORT_KERNELS_CUDA_H
 #define COHORT_KERNELS_CUDA_H
 
+extern "C" {
+#include "backend/backend_impl.h" /* window_geom */
+}
+
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +33,10 @@ typedef struct cu_adam_args {
     float alpha[CU_CHUNK], c1[CU_CHUNK], c2[CU_CHUNK], eps[CU_CHUNK], decay[CU_CHUNK];
     unsigned char active[CU_CHUNK];
 } cu_adam_args;
+
+typedef struct cu_bn_args {
+    float momentum[CU_CHUNK], eps[CU_CHUNK];
+} cu_bn_args;
 
 /* Every launcher queues on stream s and returns the launch's error. The
  * shapes and formulas are those of the CPU backend (backend_impl.h,
@@ -57,5 +65,37 @@ cudaError_t cu_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t st
 /* count <= CU_CHUNK. */
 cudaError_t cu_adam(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t st,
                     size_t n, const cu_adam_args *a, int count);
+
+/* The image ops of backend_impl.h (NHWC, g: one model's geometry, passed by
+ * value to the kernels). The backward ops are gathers: each input pixel
+ * sums what reaches it in output order, so no two threads write one float. */
+cudaError_t cu_im2col(cudaStream_t s, float *col, size_t scol, const float *X, size_t sX,
+                      const window_geom *g, int count);
+cudaError_t cu_col2im(cudaStream_t s, float *dX, size_t sdX, const float *col, size_t scol,
+                      const window_geom *g, int count);
+cudaError_t cu_maxpool_fwd(cudaStream_t s, float *Y, size_t sY, int32_t *arg, size_t sarg,
+                           const float *X, size_t sX, const window_geom *g, int count);
+cudaError_t cu_maxpool_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
+                           const int32_t *arg, size_t sarg, const window_geom *g, int count);
+cudaError_t cu_avgpool_fwd(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
+                           const window_geom *g, int count);
+cudaError_t cu_avgpool_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
+                           const window_geom *g, int count);
+/* Batch normalization over rows x C; count <= CU_CHUNK. One block per 32
+ * channels (fewer when C < 32) of a model reduces over all rows in double,
+ * in a fixed order. */
+cudaError_t cu_bn_fwd_train(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
+                            const float *gamma, const float *beta, float *mov_mean,
+                            float *mov_var, size_t sp, float *stat, size_t sst, int rows, int C,
+                            const cu_bn_args *a, int count);
+cudaError_t cu_bn_fwd_infer(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
+                            const float *gamma, const float *beta, const float *mov_mean,
+                            const float *mov_var, size_t sp, int rows, int C,
+                            const cu_bn_args *a, int count);
+/* dX may be NULL (the gradients of gamma and beta only); any count. */
+cudaError_t cu_bn_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
+                      const float *X, size_t sX, const float *gamma, size_t sp,
+                      const float *stat, size_t sst, float *dgamma, float *dbeta, size_t sg,
+                      int rows, int C, int count);
 
 #endif
