@@ -2,11 +2,11 @@
 """Parity of convolutional models with PyTorch, and weight files that load into torch.
 
 Two CNNs on 10 x 9 x 2 images (NPY [n, H, W, C], channels last as Keras):
-  A: conv2d valid, batch_normalization, relu, max_pooling2d, conv2d same,
+  A: conv2d valid + relu, batch_normalization, max_pooling2d, conv2d same,
      average_pooling2d same (padding not counted), flatten, dense softmax;
   B: conv2d same with stride 2 (TensorFlow pads the odd row after the image:
-     0 above, 1 below), batch_normalization, relu, global_average_pooling2d,
-     dense softmax.
+     0 above, 1 below) without a bias, batch_normalization, relu,
+     global_average_pooling2d, dense softmax.
 From the same initial weights (init_from, moving statistics included), one
 unshuffled epoch with SGD-momentum and with Adam (Keras's formula) must give
 the same weights and moving statistics in cohort and in torch, to
@@ -83,23 +83,23 @@ def read_safetensors(path):
 # eval mode: the loading check). "pad" is F.pad's (left, right, top, bottom).
 MODELS = {
     "A": {
-        "layers": [{"conv2d": 4, "kernel_size": 3},
+        "layers": [{"conv2d": 4, "kernel_size": 3, "activation": "relu"},
                    {"batch_normalization": {"momentum": MOMENTUM, "epsilon": EPS}},
-                   {"activation": "relu"},
                    {"max_pooling2d": 2},
                    {"conv2d": 5, "kernel_size": 3, "padding": "same", "activation": "tanh"},
                    {"average_pooling2d": 3, "strides": 1, "padding": "same"},
                    "flatten",
                    {"dense": CLASSES, "activation": "softmax"}],
-        "shapes": {0: ("conv", 4, C, 3), 1: ("bn", 4), 4: ("conv", 5, 4, 3), 7: ("dense", CLASSES, 5 * 4 * 3)},
+        "shapes": {0: ("conv", 4, C, 3), 1: ("bn", 4), 3: ("conv", 5, 4, 3), 6: ("dense", CLASSES, 5 * 4 * 3)},
     },
     "B": {
-        "layers": [{"conv2d": 4, "kernel_size": 3, "strides": 2, "padding": "same"},
+        "layers": [{"conv2d": 4, "kernel_size": 3, "strides": 2, "padding": "same",
+                    "use_bias": False},
                    {"batch_normalization": {"momentum": MOMENTUM, "epsilon": EPS}},
                    {"activation": "relu"},
                    "global_average_pooling2d",
                    {"dense": CLASSES, "activation": "softmax"}],
-        "shapes": {0: ("conv", 4, C, 3), 1: ("bn", 4), 4: ("dense", CLASSES, 4)},
+        "shapes": {0: ("conv_nobias", 4, C, 3), 1: ("bn", 4), 4: ("dense", CLASSES, 4)},
     },
 }
 
@@ -107,11 +107,12 @@ MODELS = {
 def init_weights(rng, shapes):
     w = {}
     for i, s in shapes.items():
-        if s[0] == "conv":
+        if s[0].startswith("conv"):
             _, f, c, k = s
             lim = np.sqrt(6 / (k * k * c + k * k * f))
             w[f"layers.{i}.weight"] = rng.uniform(-lim, lim, (f, c, k, k))
-            w[f"layers.{i}.bias"] = rng.uniform(-0.1, 0.1, f)
+            if s[0] == "conv":
+                w[f"layers.{i}.bias"] = rng.uniform(-0.1, 0.1, f)
         elif s[0] == "bn":
             f = s[1]
             w[f"layers.{i}.weight"] = rng.uniform(0.8, 1.2, f)
@@ -140,14 +141,14 @@ def bn_train(h, p, i):
 def forward_train(model, p, x):
     """The training forward pass of model A or B, written with torch functions."""
     if model == "A":
-        h = F.conv2d(x, p["layers.0.weight"], p["layers.0.bias"])
-        h = torch.relu(bn_train(h, p, 1))
+        h = torch.relu(F.conv2d(x, p["layers.0.weight"], p["layers.0.bias"]))
+        h = bn_train(h, p, 1)
         h = F.max_pool2d(h, 2)
-        h = torch.tanh(F.conv2d(h, p["layers.4.weight"], p["layers.4.bias"], padding=1))
+        h = torch.tanh(F.conv2d(h, p["layers.3.weight"], p["layers.3.bias"], padding=1))
         h = F.avg_pool2d(h, 3, stride=1, padding=1, count_include_pad=False)
-        h = h.permute(0, 1, 2, 3).reshape(h.shape[0], -1)  # torch's (C, H, W) flatten
-        return h @ p["layers.7.weight"].T + p["layers.7.bias"]
-    h = F.conv2d(F.pad(x, (1, 1, 0, 1)), p["layers.0.weight"], p["layers.0.bias"], stride=2)
+        h = h.reshape(h.shape[0], -1)  # torch's (C, H, W) flatten
+        return h @ p["layers.6.weight"].T + p["layers.6.bias"]
+    h = F.conv2d(F.pad(x, (1, 1, 0, 1)), p["layers.0.weight"], None, stride=2)
     h = torch.relu(bn_train(h, p, 1))
     h = h.mean(dim=(2, 3))
     return h @ p["layers.4.weight"].T + p["layers.4.bias"]
@@ -187,9 +188,11 @@ def torch_train(model, init, x, y, opt):
 def torch_module(model, w):
     """The equivalent nn.Sequential, loaded from a cohort weight file, in eval mode."""
     def conv(i, f, c, pad=0, stride=1):
-        m = nn.Conv2d(c, f, 3, stride=stride, padding=pad)
+        bias = f"layers.{i}.bias" in w
+        m = nn.Conv2d(c, f, 3, stride=stride, padding=pad, bias=bias)
         m.weight.data = torch.tensor(w[f"layers.{i}.weight"].copy())
-        m.bias.data = torch.tensor(w[f"layers.{i}.bias"].copy())
+        if bias:
+            m.bias.data = torch.tensor(w[f"layers.{i}.bias"].copy())
         return m
 
     def bn(i, f):
@@ -206,10 +209,10 @@ def torch_module(model, w):
         return m
 
     if model == "A":
-        seq = nn.Sequential(conv(0, 4, C), bn(1, 4), nn.ReLU(), nn.MaxPool2d(2),
-                            conv(4, 5, 4, pad=1), nn.Tanh(),
+        seq = nn.Sequential(conv(0, 4, C), nn.ReLU(), bn(1, 4), nn.MaxPool2d(2),
+                            conv(3, 5, 4, pad=1), nn.Tanh(),
                             nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
-                            nn.Flatten(), linear(7, CLASSES, 60), nn.Softmax(dim=1))
+                            nn.Flatten(), linear(6, CLASSES, 60), nn.Softmax(dim=1))
     else:
         seq = nn.Sequential(nn.ZeroPad2d((1, 1, 0, 1)), conv(0, 4, C, stride=2), bn(1, 4),
                             nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),

@@ -162,9 +162,10 @@ static int same_layer(const layer_spec *x, const layer_spec *y)
     if (x->kind != y->kind)
         return 0;
     switch (x->kind) {
-    case LAYER_DENSE: return x->units == y->units && x->act == y->act;
+    case LAYER_DENSE: return x->units == y->units && x->act == y->act && x->no_bias == y->no_bias;
     case LAYER_CONV2D:
-        return x->units == y->units && x->act == y->act && x->kh == y->kh && x->kw == y->kw &&
+        return x->units == y->units && x->act == y->act && x->no_bias == y->no_bias &&
+               x->kh == y->kh && x->kw == y->kw &&
                x->sh == y->sh && x->sw == y->sw && x->pad == y->pad;
     case LAYER_MAX_POOL2D:
     case LAYER_AVG_POOL2D:

@@ -48,6 +48,7 @@ typedef struct layer_spec {
     layer_kind kind;
     int units;       /* dense: output width; conv2d: filters */
     act_kind act;    /* dense, conv2d, activation */
+    int no_bias;     /* dense, conv2d: Keras's use_bias: false */
     float rate;      /* dropout: fraction dropped */
     int kh, kw;      /* conv2d: kernel_size; pooling: pool_size */
     int sh, sw;      /* conv2d, pooling: strides (pooling: default the pool size) */

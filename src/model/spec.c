@@ -125,6 +125,8 @@ char *model_spec_to_json(const model_spec *spec)
         case LAYER_DENSE:
             sb_printf(&b, "{\"dense\":%d,\"activation\":", l->units);
             sb_json_str(&b, act_name(l->act));
+            if (l->no_bias)
+                sb_puts(&b, ",\"use_bias\":false");
             break;
         case LAYER_DROPOUT:
             sb_puts(&b, "{\"dropout\":");
@@ -137,6 +139,8 @@ char *model_spec_to_json(const model_spec *spec)
             sb_printf(&b, ",\"padding\":\"%s\",\"activation\":",
                       l->pad == PAD_SAME ? "same" : "valid");
             sb_json_str(&b, act_name(l->act));
+            if (l->no_bias)
+                sb_puts(&b, ",\"use_bias\":false");
             break;
         case LAYER_MAX_POOL2D:
         case LAYER_AVG_POOL2D:

@@ -33,6 +33,7 @@ const char *const plan_layer_keys[] = {"dense",
                                        "kernel_size",
                                        "strides",
                                        "padding",
+                                       "use_bias",
                                        NULL};
 
 static const char *const top_keys[] = {"data",    "defaults", "models",      "sweep",
@@ -521,7 +522,7 @@ static int layer_kind_find(const char *s)
 static int layer_takes(layer_kind k, const char *key)
 {
     int window = strcmp(key, "strides") == 0 || strcmp(key, "padding") == 0;
-    int act = strcmp(key, "activation") == 0;
+    int act = strcmp(key, "activation") == 0 || strcmp(key, "use_bias") == 0;
     switch (k) {
     case LAYER_DENSE: return act;
     case LAYER_CONV2D: return act || window || strcmp(key, "kernel_size") == 0;
@@ -534,8 +535,8 @@ static int layer_takes(layer_kind k, const char *key)
 static const char *layer_takes_list(layer_kind k)
 {
     switch (k) {
-    case LAYER_DENSE: return "it takes activation";
-    case LAYER_CONV2D: return "it takes kernel_size, strides, padding and activation";
+    case LAYER_DENSE: return "it takes activation and use_bias";
+    case LAYER_CONV2D: return "it takes kernel_size, strides, padding, activation and use_bias";
     case LAYER_MAX_POOL2D:
     case LAYER_AVG_POOL2D: return "it takes strides and padding";
     case LAYER_BATCH_NORM: return "write {batch_normalization: {momentum: 0.99, epsilon: 0.001}}";
@@ -783,6 +784,13 @@ static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
         if ((st = yget_enum(c, v, what, pad_names, COUNT(pad_names), &p)))
             return st;
         l->pad = (pad_kind)p;
+    }
+    if (map && (v = ymap_get(map, "use_bias"))) {
+        int use = 1;
+        snprintf(what, sizeof what, "use_bias of layers.%d", i);
+        if ((st = yget_bool(c, v, what, &use)))
+            return st;
+        l->no_bias = !use;
     }
     if (act) {
         int a;

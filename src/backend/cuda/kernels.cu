@@ -38,16 +38,16 @@ dim3 grid_for(size_t n, int count) { return dim3(blocks_for(n, count), (unsigned
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                   \
          i += (size_t)gridDim.x * blockDim.x)
 
-/* Y is (rows, cols) per model, bias (cols): Y = act(Y + bias). */
+/* Y is (rows, cols) per model, bias (cols) or NULL: Y = act(Y + bias). */
 __global__ void k_bias_act(float *Y, size_t sY, const float *bias, size_t sb, int rows, int cols,
                            int act)
 {
     float *y = Y + blockIdx.y * sY;
-    const float *b = bias + blockIdx.y * sb;
+    const float *b = bias ? bias + blockIdx.y * sb : NULL; /* NULL: the activation alone */
     size_t n = (size_t)rows * (size_t)cols;
     ELEMENTS(i, n)
     {
-        float z = y[i] + b[i % (size_t)cols];
+        float z = b ? y[i] + b[i % (size_t)cols] : y[i];
         switch (act) {
         case ACT_RELU: y[i] = z > 0.0f ? z : 0.0f; break;
         case ACT_SIGMOID: y[i] = 1.0f / (1.0f + expf(-z)); break;

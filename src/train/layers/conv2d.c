@@ -35,7 +35,7 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
     lp->kh = ls->kh, lp->kw = ls->kw, lp->sh = ls->sh, lp->sw = ls->sw;
     lp->out = shape_image(oh, ow, ls->units);
     size_t pixels = (size_t)oh * (size_t)ow;
-    lp->n_params = (size_t)ls->units * patch(lp) + (size_t)ls->units;
+    lp->n_params = (size_t)ls->units * patch(lp) + (ls->no_bias ? 0 : (size_t)ls->units);
     lp->n_saved = pixels * patch(lp);
     /* The first layer's input gradient is never taken: no dcol. */
     lp->n_work = lp->index > 0 ? pixels * patch(lp) : 0;
@@ -53,7 +53,8 @@ static void conv_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed,
     float *W = P + lp->p_off;
     for (size_t i = 0; i < n; i++)
         W[i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
-    memset(W + n, 0, (size_t)ls->units * sizeof(float));
+    if (!ls->no_bias)
+        memset(W + n, 0, (size_t)ls->units * sizeof(float));
 }
 
 static void conv_forward(const layer_pass *p)
@@ -61,7 +62,8 @@ static void conv_forward(const layer_pass *p)
     const layer_plan *lp = p->lp;
     window_geom g = layer_window(lp, p->rows);
     int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
-    const float *W = p->W + lp->p_off, *b = W + (size_t)F * (size_t)kc;
+    const float *W = p->W + lp->p_off;
+    const float *b = p->ls[0]->no_bias ? NULL : W + (size_t)F * (size_t)kc;
     p->be->im2col(p->ctx, p->saved, p->s_saved, p->X, p->sX, &g, p->count);
     p->be->gemm(p->ctx, 0, 1, M, F, kc, 1.0f, p->saved, kc, p->s_saved, W, kc, p->sP, 0.0f, p->Y,
                 F, p->sY, p->count);
@@ -77,7 +79,8 @@ static int conv_backward(const layer_pass *p)
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
     be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, p->ls[0]->act,
                      p->count);
-    be->bias_grad(p->ctx, G + (size_t)F * (size_t)kc, p->sP, p->dY, p->sd, M, F, p->count);
+    if (!p->ls[0]->no_bias)
+        be->bias_grad(p->ctx, G + (size_t)F * (size_t)kc, p->sP, p->dY, p->sd, M, F, p->count);
     if (p->dX) {
         be->gemm(p->ctx, 0, 0, M, kc, F, 1.0f, p->dY, F, p->sd, W, kc, p->sP, 0.0f, p->work, kc,
                  p->s_work, p->count);
@@ -93,7 +96,7 @@ static int conv_tensors(const layer_plan *lp, layer_tensor *t)
     int64_t F = lp->out.c, kc = (int64_t)patch(lp);
     t[0] = (layer_tensor){"weight", 4, {F, lp->in.c, lp->kh, lp->kw}, lp->p_off, (size_t)(F * kc)};
     t[1] = (layer_tensor){"bias", 1, {F}, lp->p_off + (size_t)(F * kc), (size_t)F};
-    return 2;
+    return lp->n_params > (size_t)(F * kc) ? 2 : 1; /* use_bias: false has none */
 }
 
 /* The model's [F, kh, kw, c] to the file's [F, c, kh, kw], or back. */

@@ -23,7 +23,7 @@ static int dense_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t le
     }
     size_t in = shape_size(lp->in);
     lp->out = shape_flat(ls->units);
-    lp->n_params = in * (size_t)ls->units + (size_t)ls->units;
+    lp->n_params = in * (size_t)ls->units + (ls->no_bias ? 0 : (size_t)ls->units);
     lp->n_fused = in * (size_t)ls->units;
     return 0;
 }
@@ -38,14 +38,16 @@ static void dense_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed
     float *W = P + lp->p_off;
     for (size_t i = 0; i < in * out; i++)
         W[i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
-    memset(W + in * out, 0, out * sizeof(float));
+    if (!ls->no_bias)
+        memset(W + in * out, 0, out * sizeof(float));
 }
 
 static void dense_forward(const layer_pass *p)
 {
     const layer_plan *lp = p->lp;
     int in = (int)shape_size(lp->in), out = lp->out.c;
-    const float *W = p->W + lp->p_off, *b = W + (size_t)in * (size_t)out;
+    const float *W = p->W + lp->p_off;
+    const float *b = p->ls[0]->no_bias ? NULL : W + (size_t)in * (size_t)out;
     if (p->XT)
         p->be->dense_forward(p->ctx, p->Y, out, p->XT, p->ldt, W, p->rows, out, in);
     else
@@ -65,7 +67,8 @@ static int dense_backward(const layer_pass *p)
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
     be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)rows * (size_t)out,
                      p->ls[0]->act, p->count);
-    be->bias_grad(p->ctx, G + nw, p->sP, p->dY, p->sd, rows, out, p->count);
+    if (!p->ls[0]->no_bias)
+        be->bias_grad(p->ctx, G + nw, p->sP, p->dY, p->sd, rows, out, p->count);
     if (p->dX)
         be->gemm(p->ctx, 0, 0, rows, in, out, 1.0f, p->dY, out, p->sd, W, in, p->sP, 0.0f, p->dX,
                  in, p->sd, p->count);
@@ -84,7 +87,7 @@ static int dense_tensors(const layer_plan *lp, layer_tensor *t)
     int64_t in = (int64_t)shape_size(lp->in), out = lp->out.c;
     t[0] = (layer_tensor){"weight", 2, {out, in}, lp->p_off, (size_t)(out * in)};
     t[1] = (layer_tensor){"bias", 1, {out}, lp->p_off + (size_t)(out * in), (size_t)out};
-    return 2;
+    return lp->n_params > (size_t)(out * in) ? 2 : 1; /* use_bias: false has none */
 }
 
 /* After a flatten of an image (h, w, c), the file's columns are in torch's
