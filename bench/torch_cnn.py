@@ -5,7 +5,8 @@ Two models, one after another, on Fashion-MNIST as NCHW tensors [n, 1, 28, 28]:
   mnist_convnet  Conv2d(1,32,3)+ReLU, MaxPool2d(2), Conv2d(32,64,3)+ReLU, MaxPool2d(2),
                  Flatten, Dropout(0.5), Linear(1600,10)   (Keras's mnist_convnet example)
   convnet_bn     Conv2d(1,32,3), BatchNorm2d, ReLU, MaxPool2d(2), Conv2d(32,64,3), BatchNorm2d,
-                 ReLU, MaxPool2d(2), Flatten, Dropout(0.5), Linear(1600,10)
+                 ReLU, MaxPool2d(2), Flatten, Dropout(0.5), Linear(1600,10); the two Conv2d
+                 without bias (use_bias: false in the plan)
 BatchNorm2d(momentum=0.01, eps=1e-3) is Keras's BatchNormalization (momentum 0.99). Glorot-
 uniform weights and zero biases (Keras's initializers), Adam lr 0.001 (betas 0.9/0.999, Keras's
 eps 1e-7), batch 128, a fresh shuffle each epoch, the last 10% of the training set as validation
@@ -107,9 +108,11 @@ def make_model(name):
                   nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
                   nn.Flatten(), nn.Dropout(0.5), nn.Linear(1600, 10)]
     elif name == "convnet_bn":
-        layers = [nn.Conv2d(1, 32, 3), nn.BatchNorm2d(32, eps=1e-3, momentum=0.01), nn.ReLU(),
-                  nn.MaxPool2d(2),
-                  nn.Conv2d(32, 64, 3), nn.BatchNorm2d(64, eps=1e-3, momentum=0.01), nn.ReLU(),
+        # use_bias: false in the plan: batch normalization's beta does the bias's work
+        layers = [nn.Conv2d(1, 32, 3, bias=False), nn.BatchNorm2d(32, eps=1e-3, momentum=0.01),
+                  nn.ReLU(), nn.MaxPool2d(2),
+                  nn.Conv2d(32, 64, 3, bias=False), nn.BatchNorm2d(64, eps=1e-3, momentum=0.01),
+                  nn.ReLU(),
                   nn.MaxPool2d(2),
                   nn.Flatten(), nn.Dropout(0.5), nn.Linear(1600, 10)]
     else:
@@ -118,7 +121,8 @@ def make_model(name):
     for m in model:
         if isinstance(m, (nn.Conv2d, nn.Linear)):
             nn.init.xavier_uniform_(m.weight)  # fan_in = in*kh*kw, fan_out = out*kh*kw: Keras's
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
     return model
 
 
