@@ -201,7 +201,7 @@ def evaluate(model, loss_fn, x, y, batch, max_batches=None):
     return total_loss / n, correct / n, n, time.perf_counter() - t0
 
 
-def train_one(name, data, epochs, batch, seed, reset_ok, max_batches):
+def train_one(name, data, epochs, batch, seed, reset_ok, max_batches, progress=False):
     x_train, y_train, x_val, y_val, x_test, y_test = data
     rss_before = status_kib("VmRSS")
     torch.manual_seed(seed)
@@ -259,6 +259,11 @@ def train_one(name, data, epochs, batch, seed, reset_ok, max_batches):
         hist["batches"].append(nb)
         hist["samples"].append(seen)
         hist["val_samples"].append(vn)
+        if progress:
+            sys.stderr.write(f"{name} epoch {len(hist['loss'])}/{epochs}: loss "
+                             f"{hist['loss'][-1]:.4f} accuracy {hist['accuracy'][-1]:.4f} "
+                             f"val_loss {vl:.4f} val_accuracy {va:.4f} ({t2 - t0:.1f}s)\n")
+            sys.stderr.flush()
     seconds = time.perf_counter() - start
     tl, ta, tn, ts = evaluate(model, loss_fn, x_test, y_test, batch, max_batches)
     peak = status_kib("VmHWM") if reset_ok else None
@@ -317,6 +322,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=os.environ.get("COHORT_DATA",
                                                       "/usr/share/datasets/fashion-mnist"))
+    ap.add_argument("--progress", action="store_true",
+                    help="one line per epoch (and the test result) on stderr")
     ap.add_argument("--flush-denormal", action="store_true",
                     help="torch.set_flush_denormal(True), as cohort trains")
     args = ap.parse_args()
@@ -355,7 +362,11 @@ def main():
     for name in names:
         reset_ok = reset_peak_rss() and reset_ok
         results.append(train_one(name, data, args.epochs, args.batch, args.seed, reset_ok,
-                                 args.max_batches))
+                                 args.max_batches, args.progress))
+        if args.progress:
+            r = results[-1]
+            sys.stderr.write(f"{name}: test loss {r['test']['loss']:.4f} accuracy "
+                             f"{r['test']['accuracy']:.4f}\n")
 
     out = {
         "torch_version": torch.__version__,
