@@ -170,6 +170,28 @@ typedef struct backend_ops {
                    size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C,
                    int count);
 
+    /*
+     * Optional (NULL: im2col, gemm, bias_act, act_backward, bias_grad and
+     * col2im): a convolution of one model, each pass fused per chunk of
+     * images so that its rows of col stay in cache between the steps. The
+     * chunks are fixed by g alone; no result depends on the thread count.
+     * W is [F, kc] with kc = kh*kw*c; bias [F] or NULL.
+     * conv_fwd: col = im2col(X) (all of it, kept for backward), then
+     * Y = act(col·Wᵀ + bias), Y [n*oh*ow, F].
+     * conv_wgrad: dY = dY * act'(Y) in place, then G = dYᵀ·col [F, kc] and
+     * db = column sums of dY (NULL: none), each summed over conv_chunks(rows)
+     * fixed slices of the rows into `partial` (scratch of conv_chunks(rows)
+     * * (F*kc + F) floats) and then added slice after slice.
+     * conv_bwd_data: dX = col2im(dY·W), dcol [n*oh*ow, kc] scratch.
+     */
+    void (*conv_fwd)(backend_ctx *ctx, float *Y, float *col, const float *X, const float *W,
+                     const float *bias, const window_geom *g, int F, act_kind act);
+    void (*conv_wgrad)(backend_ctx *ctx, float *G, float *db, float *dY, const float *Y,
+                       const float *col, float *partial, const window_geom *g, int F,
+                       act_kind act);
+    void (*conv_bwd_data)(backend_ctx *ctx, float *dX, float *dcol, const float *dY,
+                          const float *W, const window_geom *g, int F);
+
     /* Optional (NULL, or a return of 0: gemm into the gradients, then sgd
      * or adam): the weight gradient of a dense layer taken by the optimizer
      * at once; returns 1 when done, the same answer for every call on one
@@ -199,6 +221,11 @@ typedef struct backend_ops {
     int (*help_join)(backend_ctx *ctx);
     void (*help_run)(backend_ctx *ctx, int slot);
 } backend_ops;
+
+/* The row slices conv_wgrad sums a weight gradient over for `rows` rows
+ * (n*oh*ow): at most CONV_CHUNKS_MAX, never more for fewer rows. */
+#define CONV_CHUNKS_MAX 16
+int conv_chunks(int rows);
 
 const backend_ops *backend_cpu(void);
 /* OpenBLAS's thread count for CPU contexts of `threads` cores: 1 where the

@@ -49,6 +49,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
         const layer_ops *ops = layer_ops_of(ls->kind);
         lp->kind = ls->kind;
         lp->index = i;
+        lp->batch = spec->batch_size;
         lp->in = cur;
         if (cur.rank == 1 && flat_from.rank == 3 && shape_size(flat_from) == shape_size(cur))
             lp->flat_from = flat_from;

@@ -113,6 +113,7 @@ char *model_spec_to_json(const model_spec *spec);
 typedef struct layer_plan {
     layer_kind kind;
     int index;             /* in model_spec.layers: the weight names' layers.{i} */
+    int batch;             /* the batch size B the per-row sizes are for */
     sample_shape in, out;
     sample_shape flat_from; /* rank 3: the image a flat input was flattened from, whose
                              * channels-first order a dense layer's weight file keeps */

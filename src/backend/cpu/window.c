@@ -73,7 +73,7 @@ void kern_col2im(float *dX, const float *col, const window_geom *g, int i0, int 
     const size_t c = (size_t)g->c, run = (size_t)g->kw * c, K = (size_t)g->kh * run;
     for (int i = i0; i < i1; i++) {
         float *di = dX + (size_t)i * image_floats(g);
-        const float *ci = col + (size_t)i * out_pixels(g) * K;
+        const float *ci = col + (size_t)(i - i0) * out_pixels(g) * K;
         memset(di, 0, image_floats(g) * sizeof(float));
         for (int y = 0; y < g->oh; y++) {
             int iy0 = y * g->sh - g->pad_top, ky0, ky1;

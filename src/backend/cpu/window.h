@@ -15,9 +15,10 @@
  * [i0, i1), as backend_ops.im2col (0 where the window reads padding). */
 void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i1);
 
-/* The adjoint, dX (n, h, w, c) from col (n*oh*ow, kh*kw*c): images [i0, i1)
- * of dX are zeroed, then every col element of theirs is added to the pixel
- * it was read from, in the order of col's rows. */
+/* The adjoint, dX (n, h, w, c) from col ((i1-i0)*oh*ow, kh*kw*c): the rows
+ * of images [i0, i1), image i0's first. Images [i0, i1) of dX are zeroed,
+ * then every col element of theirs is added to the pixel it was read from,
+ * in the order of col's rows. */
 void kern_col2im(float *dX, const float *col, const window_geom *g, int i0, int i1);
 
 /* X is (n, h, w, c); Y and arg are (n, oh, ow, c). Y = the largest pixel of

@@ -37,8 +37,14 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
     size_t pixels = (size_t)oh * (size_t)ow;
     lp->n_params = (size_t)ls->units * patch(lp) + (ls->no_bias ? 0 : (size_t)ls->units);
     lp->n_saved = pixels * patch(lp);
-    /* The first layer's input gradient is never taken: no dcol. */
-    lp->n_work = lp->index > 0 ? pixels * patch(lp) : 0;
+    /* Scratch of backward, one use after the other: the weight gradient's
+     * partial sums (conv_wgrad: per model, spread over the rows), then dcol
+     * (the first layer's input gradient is never taken: none). */
+    size_t partial = (size_t)CONV_CHUNKS_MAX * ((size_t)ls->units * patch(lp) + (size_t)ls->units);
+    size_t B = (size_t)lp->batch;
+    lp->n_work = (partial + B - 1) / B;
+    if (lp->index > 0 && pixels * patch(lp) > lp->n_work)
+        lp->n_work = pixels * patch(lp);
     return 0;
 }
 
@@ -64,6 +70,10 @@ static void conv_forward(const layer_pass *p)
     int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
     const float *W = p->W + lp->p_off;
     const float *b = p->ls[0]->no_bias ? NULL : W + (size_t)F * (size_t)kc;
+    if (p->count == 1 && p->be->conv_fwd) {
+        p->be->conv_fwd(p->ctx, p->Y, p->saved, p->X, W, b, &g, F, p->ls[0]->act);
+        return;
+    }
     p->be->im2col(p->ctx, p->saved, p->s_saved, p->X, p->sX, &g, p->count);
     p->be->gemm(p->ctx, 0, 1, M, F, kc, 1.0f, p->saved, kc, p->s_saved, W, kc, p->sP, 0.0f, p->Y,
                 F, p->sY, p->count);
@@ -77,6 +87,13 @@ static int conv_backward(const layer_pass *p)
     window_geom g = layer_window(lp, p->rows);
     int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
+    if (p->count == 1 && be->conv_wgrad && be->conv_bwd_data) {
+        float *db = p->ls[0]->no_bias ? NULL : G + (size_t)F * (size_t)kc;
+        be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->saved, p->work, &g, F, p->ls[0]->act);
+        if (p->dX)
+            be->conv_bwd_data(p->ctx, p->dX, p->work, p->dY, W, &g, F);
+        return 0;
+    }
     be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, p->ls[0]->act,
                      p->count);
     if (!p->ls[0]->no_bias)
