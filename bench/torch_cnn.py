@@ -5,8 +5,8 @@ Two models, one after another, on Fashion-MNIST as NCHW tensors [n, 1, 28, 28]:
   mnist_convnet  Conv2d(1,32,3)+ReLU, MaxPool2d(2), Conv2d(32,64,3)+ReLU, MaxPool2d(2),
                  Flatten, Dropout(0.5), Linear(1600,10)   (Keras's mnist_convnet example)
   convnet_bn     Conv2d(1,32,3), BatchNorm2d, ReLU, MaxPool2d(2), Conv2d(32,64,3), BatchNorm2d,
-                 ReLU, MaxPool2d(2), Flatten, Dropout(0.5), Linear(1600,10); the two Conv2d
-                 without bias (use_bias: false in the plan)
+                 ReLU, MaxPool2d(2), Flatten, Linear(1600,128)+ReLU, Dropout(0.5),
+                 Linear(128,10); the two Conv2d without bias (use_bias: false in the plan)
 BatchNorm2d(momentum=0.01, eps=1e-3) is Keras's BatchNormalization (momentum 0.99). Glorot-
 uniform weights and zero biases (Keras's initializers), Adam lr 0.001 (betas 0.9/0.999, Keras's
 eps 1e-7), batch 128, a fresh shuffle each epoch, the last 10% of the training set as validation
@@ -114,7 +114,8 @@ def make_model(name):
                   nn.Conv2d(32, 64, 3, bias=False), nn.BatchNorm2d(64, eps=1e-3, momentum=0.01),
                   nn.ReLU(),
                   nn.MaxPool2d(2),
-                  nn.Flatten(), nn.Dropout(0.5), nn.Linear(1600, 10)]
+                  nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Dropout(0.5),
+                  nn.Linear(128, 10)]
     else:
         raise ValueError(f"unknown model {name!r} (known: {', '.join(MODEL_NAMES)})")
     model = nn.Sequential(*layers)
