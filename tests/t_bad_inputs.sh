@@ -160,4 +160,91 @@ shape_case "[2]"
 rc=$?
 [ $rc -eq 0 ] && ok || bad "input_shape [2]: exit $rc: $(head -c 400 "$T/err")"
 
+# Layers that do not fit the data: exit 2 from plan and from train, before
+# training, with the plan's file and the layer's line, the model, the layer
+# and the shape it gets, and what to do. 12 samples of 6 x 6 x 2 as flat CSV
+# rows, shaped by data.input_shape.
+awk 'BEGIN { srand(2); for (i = 0; i < 12; i++) { line = "";
+    for (j = 0; j < 72; j++) line = line sprintf("%.3f,", rand()); print line (i % 3) } }' >"$T/img.csv"
+layer_case() { # layer_case WHAT INPUT_SHAPE LAYERS...: $T/layers.yaml, a layer a line from line 7 (6 without INPUT_SHAPE)
+    local what=$1 shape=$2 l
+    shift 2
+    { printf 'data:\n  train: "csv:%s"\n' "$T/img.csv"
+      [ -z "$shape" ] || printf '  input_shape: %s\n' "$shape"
+      printf 'models:\n  - name: %s\n    layers:\n' "$what"
+      for l in "$@"; do printf '      - %s\n' "$l"; done; } >"$T/layers.yaml"
+    for cmd in plan train; do
+        rm -rf "$T/out"
+        if [ $cmd = plan ]; then
+            timeout 30 "$COHORT" plan "$T/layers.yaml" >"$T/out.txt" 2>"$T/err"
+        else
+            timeout 30 "$COHORT" train "$T/layers.yaml" --out "$T/out" --quiet >"$T/out.txt" 2>"$T/err"
+        fi
+        check_run "$what ($cmd)" "$T/layers.yaml" $?
+        [ ! -e "$T/out/models/$what.safetensors" ] && ok || bad "$what ($cmd): weights were written"
+        cp "$T/err" "$T/err.$cmd"
+    done
+}
+# want_err FRAGMENT WHAT: both commands' messages hold FRAGMENT
+want_err() {
+    local cmd
+    for cmd in plan train; do
+        grep -qF -- "$1" "$T/err.$cmd" && ok || bad "$2 ($cmd): stderr lacks '$1': $(head -c 400 "$T/err.$cmd")"
+    done
+}
+# want_line N WHAT: the message gives the plan's file and line N of the layer
+# ("layers.yaml:N:", or the model's "layers.yaml:M: line N:")
+want_line() {
+    local cmd
+    for cmd in plan train; do
+        grep -qE "layers\.yaml:($1|[0-9]+: line $1):" "$T/err.$cmd" && ok || bad "$2 ($cmd): no layers.yaml:$1 in: $(head -c 400 "$T/err.$cmd")"
+    done
+}
+# 6 x 6 -> 4 x 4 -> pooled 2 x 2: a 3 x 3 kernel no longer fits (line 9).
+layer_case big_kernel "[6, 6, 2]" "{conv2d: 4, kernel_size: 3, activation: relu}" "{max_pooling2d: 2}" \
+    "{conv2d: 2, kernel_size: 3}" flatten "{dense: 3, activation: softmax}"
+want_err "model 'big_kernel', layers.2 (conv2d): conv2d's 3x3 kernel is larger than its input (2, 2, 4)" "kernel too large"
+want_err "use padding: same or a smaller kernel_size" "kernel too large"
+want_line 9 "kernel too large"
+layer_case big_pool "[6, 6, 2]" "{max_pooling2d: 8}" flatten "{dense: 3, activation: softmax}"
+want_err "model 'big_pool', layers.0 (max_pooling2d): max_pooling2d's 8x8 pool is larger than its input (6, 6, 2)" "pool too large"
+want_line 7 "pool too large"
+layer_case no_flatten "[6, 6, 2]" "{conv2d: 4, kernel_size: 3, activation: relu}" "{dense: 3, activation: softmax}"
+want_err "model 'no_flatten', layers.1 (dense): dense gets an image (4, 4, 4); put a flatten" "dense on an image"
+want_line 8 "dense on an image"
+# Without input_shape the CSV's rows are flat vectors of 72 values.
+layer_case flat_conv "" "{conv2d: 4, kernel_size: 1}" flatten "{dense: 3, activation: softmax}"
+want_err "model 'flat_conv', layers.0 (conv2d): conv2d needs images, but gets flat samples (72)" "conv on flat data"
+want_err "data.input_shape" "conv on flat data"
+want_line 6 "conv on flat data"
+
+# init_from a weight file whose conv weight has another shape (more filters,
+# or a larger kernel): the model fails before training (exit 1, as any failed
+# model, or 2), its message names the file, the tensor and both shapes, and
+# no weights are written.
+# init_yaml NAME INIT_FROM CONV: a conv (no bias), batch norm and dense model
+init_yaml() {
+    printf 'data:\n  train: "csv:%s"\n  input_shape: [6, 6, 2]\nmodels:\n  - name: %s\n    init_from: %s\n    layers:\n      - {conv2d: %s, use_bias: false}\n      - batch_normalization\n      - flatten\n      - {dense: 3, activation: softmax}\n' \
+        "$T/img.csv" "$1" "$2" "$3" >"$T/init.yaml"
+}
+init_yaml src null "4, kernel_size: 3"
+timeout 60 "$COHORT" train "$T/init.yaml" --out "$T/src" --quiet >"$T/out.txt" 2>"$T/err"
+rc=$?
+[ $rc -eq 0 ] && [ -s "$T/src/models/src.safetensors" ] && ok || bad "init_from: the source model: exit $rc: $(head -c 400 "$T/err")"
+for v in "4, kernel_size: 5, padding: same|[4, 2, 5, 5]" "6, kernel_size: 3|[6, 2, 3, 3]"; do
+    want=${v#*|}
+    init_yaml dst "$T/src/models/src.safetensors" "${v%|*}"
+    rm -rf "$T/out"
+    timeout 30 "$COHORT" train "$T/init.yaml" --out "$T/out" --quiet >"$T/out.txt" 2>"$T/err"
+    rc=$?
+    if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error|Segmentation fault|core dumped' "$T/err"; then
+        bad "init_from $want: crash or sanitizer report: $(grep -m2 -E 'Sanitizer|runtime error' "$T/err")"
+    fi
+    [ $rc -eq 1 ] || [ $rc -eq 2 ] && ok || bad "init_from $want: exit $rc, wanted 1 or 2: $(head -c 400 "$T/err")"
+    grep -qF "model 'dst'" "$T/err" && grep -qF "src.safetensors" "$T/err" && ok || bad "init_from $want: the message names neither the model nor the file: $(head -c 400 "$T/err")"
+    grep -qF "layers.0.weight has shape [4, 2, 3, 3], the model needs $want" "$T/err" && ok ||
+        bad "init_from $want: the message lacks the tensor and both shapes: $(head -c 400 "$T/err")"
+    [ ! -e "$T/out/models/dst.safetensors" ] && ok || bad "init_from $want: weights were written"
+done
+
 finish "($n_cases malformed inputs)"

@@ -1,6 +1,8 @@
 /*
  * Exact memory: the bytes planned for a group are the bytes its pool gave
- * it, for every layer type, optimizer, batch size and group size; pools
+ * it, for every layer type, optimizer, batch size and group size, on flat
+ * and image inputs; a convolutional group takes nothing more from the pool
+ * while it trains (tests/t_cnn.sh checks the same through fused runs); pools
  * refuse allocations past their limit; 50 models trained one after another
  * leave the pool at zero after each and resident memory flat.
  */
@@ -74,6 +76,244 @@ static void planned_equals_peak(void)
                 CHECK_MSG(pool_in_use(pool) == before, "%s: pool not back to where it was", what);
             }
         }
+    }
+}
+
+/* Layers of an image model. */
+static layer_spec conv(int filters, int k, int stride, pad_kind pad, act_kind act)
+{
+    return (layer_spec){.kind = LAYER_CONV2D, .units = filters, .act = act, .kh = k, .kw = k,
+                        .sh = stride, .sw = stride, .pad = pad};
+}
+static layer_spec pool2(layer_kind kind, int k, int stride, pad_kind pad)
+{
+    return (layer_spec){.kind = kind, .kh = k, .kw = k, .sh = stride, .sw = stride, .pad = pad};
+}
+static layer_spec plain(layer_kind kind) { return (layer_spec){.kind = kind}; }
+static layer_spec bnorm(void)
+{
+    return (layer_spec){.kind = LAYER_BATCH_NORM, .momentum = 0.9f, .epsilon = 1e-3f};
+}
+static layer_spec dense(int units, act_kind act)
+{
+    return (layer_spec){.kind = LAYER_DENSE, .units = units, .act = act};
+}
+
+/* A convolutional variant: its layers (ending in a softmax over 4 classes)
+ * and the image it reads. */
+typedef struct cnn_variant {
+    const char *what;
+    sample_shape in;
+    int n;
+    layer_spec layers[10];
+    opt_kind opt;
+    int restore_best;
+} cnn_variant;
+
+#define CNN_VARIANTS 11
+static void cnn_variant_get(int v, cnn_variant *c)
+{
+    sample_shape odd = shape_image(9, 7, 2), rgb = shape_image(8, 8, 3);
+    switch (v) {
+    case 0:
+        *c = (cnn_variant){"conv valid s1 + flatten", odd, 3,
+                           {conv(4, 3, 1, PAD_VALID, ACT_RELU), plain(LAYER_FLATTEN),
+                            dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        break;
+    case 1:
+        *c = (cnn_variant){"conv same s2 + flatten", odd, 3,
+                           {conv(5, 3, 2, PAD_SAME, ACT_TANH), plain(LAYER_FLATTEN),
+                            dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        break;
+    case 2:
+        *c = (cnn_variant){"conv valid s2 + max pool 2 + flatten", rgb, 4,
+                           {conv(6, 3, 2, PAD_VALID, ACT_RELU),
+                            pool2(LAYER_MAX_POOL2D, 2, 2, PAD_VALID), plain(LAYER_FLATTEN),
+                            dense(4, ACT_SOFTMAX)}, OPT_SGD, 0};
+        break;
+    case 3:
+        *c = (cnn_variant){"conv same s1 + avg pool 3 s1 same + global avg pool", odd, 4,
+                           {conv(3, 2, 1, PAD_SAME, ACT_SIGMOID),
+                            pool2(LAYER_AVG_POOL2D, 3, 1, PAD_SAME),
+                            plain(LAYER_GLOBAL_AVG_POOL2D), dense(4, ACT_SOFTMAX)}, OPT_ADAMW, 0};
+        break;
+    case 4:
+        *c = (cnn_variant){"conv no bias + batch norm + relu + max pool + flatten + dropout",
+                           rgb, 7,
+                           {conv(8, 3, 1, PAD_SAME, ACT_LINEAR), bnorm(),
+                            (layer_spec){.kind = LAYER_ACTIVATION, .act = ACT_RELU},
+                            pool2(LAYER_MAX_POOL2D, 2, 2, PAD_VALID), plain(LAYER_FLATTEN),
+                            (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.3f},
+                            dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        c->layers[0].no_bias = 1;
+        break;
+    case 5:
+        *c = (cnn_variant){"dense on an image", rgb, 2,
+                           {dense(16, ACT_RELU), dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        break;
+    case 6:
+        *c = (cnn_variant){"batch norm on the input + conv + max pool same + global avg", odd, 5,
+                           {bnorm(), conv(4, 3, 1, PAD_VALID, ACT_RELU),
+                            pool2(LAYER_MAX_POOL2D, 2, 1, PAD_SAME),
+                            plain(LAYER_GLOBAL_AVG_POOL2D), dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        break;
+    case 7:
+        *c = (cnn_variant){"conv + conv + avg pool + flatten + dense no bias, restore_best",
+                           rgb, 6,
+                           {conv(4, 3, 1, PAD_SAME, ACT_RELU), conv(6, 3, 2, PAD_VALID, ACT_RELU),
+                            pool2(LAYER_AVG_POOL2D, 2, 2, PAD_SAME), plain(LAYER_FLATTEN),
+                            dense(8, ACT_RELU), dense(4, ACT_SOFTMAX)}, OPT_SGD, 1};
+        c->layers[4].no_bias = 1;
+        break;
+    case 8:
+        *c = (cnn_variant){"1x1 conv s2 + batch norm + tanh + flatten + batch norm", odd, 6,
+                           {conv(3, 1, 2, PAD_VALID, ACT_LINEAR), bnorm(),
+                            (layer_spec){.kind = LAYER_ACTIVATION, .act = ACT_TANH},
+                            plain(LAYER_FLATTEN), bnorm(), dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        break;
+    case 9:
+        *c = (cnn_variant){"conv same, even kernel, s2 + flatten + dropout + dense",
+                           shape_image(12, 12, 1), 5,
+                           {conv(8, 4, 2, PAD_SAME, ACT_RELU), plain(LAYER_FLATTEN),
+                            (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.5f},
+                            dense(12, ACT_TANH), dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        break;
+    default:
+        *c = (cnn_variant){"dropout on the image + conv 5x5 + max pool 3 s3 + flatten",
+                           shape_image(10, 10, 1), 5,
+                           {(layer_spec){.kind = LAYER_DROPOUT, .rate = 0.2f},
+                            conv(4, 5, 1, PAD_VALID, ACT_RELU),
+                            pool2(LAYER_MAX_POOL2D, 3, 3, PAD_VALID), plain(LAYER_FLATTEN),
+                            dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        break;
+    }
+}
+
+static void cnn_spec(const cnn_variant *c, int batch, uint64_t seed, model_spec *s)
+{
+    model_spec_defaults(s);
+    snprintf(s->name, sizeof s->name, "cnn%llu", (unsigned long long)seed);
+    s->batch_size = batch;
+    s->seed = seed;
+    s->n_layers = c->n;
+    for (int i = 0; i < c->n; i++)
+        s->layers[i] = c->layers[i];
+    s->opt.kind = c->opt;
+    s->opt.momentum = c->opt == OPT_SGD ? 0.9f : 0.0f;
+    s->opt.weight_decay = c->opt == OPT_ADAMW ? 0.004f : 0.0f;
+    if (c->restore_best) {
+        s->early_stop.enabled = 1;
+        s->early_stop.restore_best = 1;
+    }
+}
+
+/* The same as planned_equals_peak for convolutional models on images. */
+static void cnn_planned_equals_peak(void)
+{
+    static const int batches[] = {1, 7, 64};
+    for (int v = 0; v < CNN_VARIANTS; v++) {
+        cnn_variant c;
+        cnn_variant_get(v, &c);
+        for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+            for (int K = 1; K <= 3; K += 2) {
+                model_spec s[3];
+                const model_spec *specs[3];
+                for (int k = 0; k < 3; k++) {
+                    cnn_spec(&c, batches[b], 1 + (uint64_t)k, &s[k]);
+                    specs[k] = &s[k];
+                }
+                model_layout L;
+                cohort_error err;
+                cohort_status st = model_layout_make(&s[0], c.in, 4, K, &L, &err);
+                CHECK_MSG(st == COHORT_OK, "%s: layout: %s", c.what, err.message);
+                if (st)
+                    continue;
+                cohort_pool *pool = reg->dev[0].pool;
+                uint64_t before = pool_in_use(pool);
+                train_group *g;
+                st = group_create(specs, K, c.in, 4, &reg->dev[0], 1, &g, &err);
+                CHECK_MSG(st == COHORT_OK, "%s: %s", c.what, err.message);
+                if (st)
+                    continue;
+                CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
+                          "%s, batch %d, K %d: planned %zu, pool gave %llu", c.what, batches[b], K,
+                          L.total_bytes, (unsigned long long)group_peak_bytes(g));
+                CHECK(pool_in_use(pool) - before == L.total_bytes);
+                group_free(g);
+                CHECK_MSG(pool_in_use(pool) == before, "%s: pool not back to where it was", c.what);
+            }
+        }
+    }
+}
+
+/* Two epochs of a group of 3 convolutional models on 50 random images (40 to
+ * train at batch 16, so a last batch of 8 rows; 10 to validate): the pool
+ * gives the group nothing past the plan while it trains and evaluates. */
+static void cnn_fit_within_plan(void)
+{
+    enum { N = 50 };
+    static const int pick[] = {4, 7, 8, 9};
+    for (size_t v = 0; v < sizeof pick / sizeof pick[0]; v++) {
+        cnn_variant c;
+        cnn_variant_get(pick[v], &c);
+        int64_t dim = (int64_t)shape_size(c.in);
+        float *x = malloc((size_t)(N * dim) * sizeof *x);
+        int32_t *y = malloc(N * sizeof *y);
+        rng_state r;
+        rng_seed(&r, 5, 0);
+        for (int64_t i = 0; i < N * dim; i++)
+            x[i] = 2.0f * rng_uniform(&r) - 1.0f;
+        for (int i = 0; i < N; i++)
+            y[i] = i % 4;
+        cohort_dataset ds;
+        memset(&ds, 0, sizeof ds);
+        ds.n = N;
+        ds.dim = dim;
+        ds.shape = c.in;
+        ds.x = x;
+        ds.y = y;
+        ds.n_classes = 4;
+        data_view train, val;
+        data_split(&ds, 0.2, &train, &val);
+        model_spec s[3];
+        const model_spec *specs[3];
+        for (int k = 0; k < 3; k++) {
+            cnn_spec(&c, 16, 1 + (uint64_t)k, &s[k]);
+            s[k].epochs = 2;
+            specs[k] = &s[k];
+        }
+        cohort_pool *pool = reg->dev[0].pool;
+        uint64_t before = pool_in_use(pool);
+        train_group *g;
+        cohort_error err;
+        cohort_status st = group_create(specs, 3, c.in, 4, &reg->dev[0], 1, &g, &err);
+        CHECK_MSG(st == COHORT_OK, "%s: %s", c.what, err.message);
+        if (st == COHORT_OK) {
+            size_t planned = group_layout(g)->total_bytes;
+            train_result res[3];
+            epoch_metrics hist[3][2];
+            memset(res, 0, sizeof res);
+            for (int k = 0; k < 3; k++)
+                res[k].history = hist[k];
+            st = group_fit(g, &train, &val, NULL, NULL, res, &err);
+            CHECK_MSG(st == COHORT_OK, "%s: fit: %s", c.what, err.message);
+            for (int k = 0; k < 3; k++)
+                CHECK_MSG(res[k].state == MODEL_OK && res[k].epochs_run == 2,
+                          "%s: model %d: %s after %d epochs (%s)", c.what, k,
+                          model_state_str(res[k].state), res[k].epochs_run, res[k].error);
+            double loss[3], acc[3];
+            group_evaluate(g, &val, loss, acc, NULL);
+            CHECK_MSG(group_peak_bytes(g) == planned,
+                      "%s: planned %zu bytes, the group's account peaked at %llu while training",
+                      c.what, planned, (unsigned long long)group_peak_bytes(g));
+            CHECK_MSG(pool_in_use(pool) - before == planned,
+                      "%s: the pool holds %llu bytes for the group after training, planned %zu",
+                      c.what, (unsigned long long)(pool_in_use(pool) - before), planned);
+            group_free(g);
+        }
+        CHECK(pool_in_use(pool) == before);
+        free(x);
+        free(y);
     }
 }
 
@@ -223,6 +463,8 @@ int main(void)
         return 1;
     }
     planned_equals_peak();
+    cnn_planned_equals_peak();
+    cnn_fit_within_plan();
     pool_limits();
     devices_free(reg);
     fifty_in_a_row();
