@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the threads strategy, one model on a two-thread pool, and a thread helping another's model, under ThreadSanitizer: usage tests/tsan.sh TSAN_COHORT_BINARY.
+# Run the threads strategy, one model on a two-thread pool, and a thread helping another's model, dense and convolutional, under ThreadSanitizer: usage tests/tsan.sh TSAN_COHORT_BINARY.
 # Fails on any ThreadSanitizer report.
 set -u
 COHORT=$1
@@ -21,13 +21,30 @@ models:
   - {name: large, epochs: 4, layers: [{dense: 256, activation: relu}, {dense: 3, activation: softmax}]}
   - {name: small, epochs: 1, layers: [{dense: 4, activation: relu}, {dense: 3, activation: softmax}]}
 YAML
+# CNNs on 16 x 16 x 1 images (CSV rows shaped by input_shape): 32 images of
+# 16 x 16 x 16 floats are enough that a two-thread context splits the
+# convolutions, windows, batch normalization and dropout.
+awk 'BEGIN { srand(9); for (i = 0; i < 160; i++) { c = i % 3; line = "";
+    for (j = 0; j < 256; j++) line = line sprintf("%.3f,", rand() + (int(j / 16) < 5 * (c + 1) && int(j / 16) >= 5 * c ? 1 : 0));
+    print line c } }' > "$T/img.csv"
+cat > "$T/cnn.yaml" <<YAML
+data: {train: csv:$T/img.csv, test: csv:$T/img.csv, input_shape: [16, 16, 1], validation_split: 0.2}
+defaults:
+  epochs: 2
+  batch_size: 32
+  layers: [{conv2d: 16, kernel_size: 3, padding: same, use_bias: false}, batch_normalization, {activation: relu},
+           {max_pooling2d: 2}, {conv2d: 8, kernel_size: 3, activation: relu}, flatten, {dropout: 0.2}, {dense: 3, activation: softmax}]
+models: [{name: a}, {name: b, seed: 2}]
+YAML
 # threads: two models side by side; sequential --threads 2: one model at a
-# time with the CPU context's own two-thread pool (dense_step, dense_forward).
+# time with the CPU context's own two-thread pool (dense_step, dense_forward,
+# and for the CNNs the convolutions and window ops).
 pass=0
 fail=0
-for s in threads sequential help; do
+for s in threads sequential help cnn-sequential cnn-threads; do
     plan=$T/plan.yaml strategy=$s
     [ $s = help ] && plan=$T/help.yaml strategy=threads
+    [ "${s#cnn-}" != "$s" ] && plan=$T/cnn.yaml strategy=${s#cnn-}
     TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$COHORT" train "$plan" --strategy $strategy --threads 2 --out "$T/out-$s" >"$T/log" 2>&1
     rc=$?
     if grep -q "ThreadSanitizer" "$T/log"; then
@@ -40,5 +57,5 @@ for s in threads sequential help; do
         pass=$((pass + 1))
     fi
 done
-echo "tsan.sh: $pass passed, $fail failed (threads, sequential --threads 2, and a helper thread, under ThreadSanitizer)"
+echo "tsan.sh: $pass passed, $fail failed (threads, sequential --threads 2, and a helper thread; dense and CNN; under ThreadSanitizer)"
 [ $fail -eq 0 ]
