@@ -325,11 +325,8 @@ static const backend_ops lazy_ops = {
 
 const backend_ops *backend_cuda_lazy(void) { return &lazy_ops; }
 
-/* Slices of about 1024 rows each, at most CONV_CHUNKS_MAX: each slice's
- * product is large enough to run near the peak, and a short last batch
- * never needs more slices than a full one. */
-int conv_chunks(int rows)
+int conv_chunk_images(size_t floats, int B)
 {
-    int n = (rows + 1023) / 1024;
-    return n < 1 ? 1 : n > CONV_CHUNKS_MAX ? CONV_CHUNKS_MAX : n;
+    size_t n = floats ? CONV_CHUNK_FLOATS / floats : 1;
+    return n < 1 ? 1 : n > (size_t)B ? (B > 0 ? B : 1) : (int)n;
 }

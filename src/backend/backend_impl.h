@@ -173,24 +173,26 @@ typedef struct backend_ops {
     /*
      * Optional (NULL: im2col, gemm, bias_act, act_backward, bias_grad and
      * col2im): a convolution of one model, each pass fused per chunk of
-     * images so that its rows of col stay in cache between the steps. The
-     * chunks are fixed by g alone; no result depends on the thread count.
-     * W is [F, kc] with kc = kh*kw*c; bias [F] or NULL.
-     * conv_fwd: col = im2col(X) (all of it, kept for backward), then
-     * Y = act(col·Wᵀ + bias), Y [n*oh*ow, F].
-     * conv_wgrad: dY = dY * act'(Y) in place, then G = dYᵀ·col [F, kc] and
-     * db = column sums of dY (NULL: none), each summed over conv_chunks(rows)
-     * fixed slices of the rows into `partial` (scratch of conv_chunks(rows)
-     * * (F*kc + F) floats) and then added slice after slice.
-     * conv_bwd_data: dX = col2im(dY·W), dcol [n*oh*ow, kc] scratch.
+     * `chunk` images (conv_chunk_images) so that the chunk's im2col rows stay
+     * in cache from im2col to the product. The chunks are fixed by g and
+     * chunk alone: no result depends on the thread count. W is [F, kc] with
+     * kc = kh*kw*c; bias [F] or NULL. scratch holds ceil(n/chunk) slots of
+     * chunk*oh*ow rows of kc floats, slot i at i*chunk*oh*ow*kc; a part uses
+     * the slot of its first chunk for all its chunks.
+     * conv_fwd: Y = act(im2col(X)·Wᵀ + bias), Y [n*oh*ow, F].
+     * conv_wgrad: dY = dY * act'(Y) in place, then per chunk i, with the
+     * chunk's im2col rows made again from X, partial[i] = dYᵀ·col [F, kc]
+     * and its column sums of dY [F] (partial: ceil(n/chunk) * (F*kc + F)
+     * floats); G and db (NULL: none) = the partials added in chunk order.
+     * conv_bwd_data: dX = col2im(dY·W).
      */
-    void (*conv_fwd)(backend_ctx *ctx, float *Y, float *col, const float *X, const float *W,
-                     const float *bias, const window_geom *g, int F, act_kind act);
+    void (*conv_fwd)(backend_ctx *ctx, float *Y, float *scratch, const float *X, const float *W,
+                     const float *bias, const window_geom *g, int F, act_kind act, int chunk);
     void (*conv_wgrad)(backend_ctx *ctx, float *G, float *db, float *dY, const float *Y,
-                       const float *col, float *partial, const window_geom *g, int F,
-                       act_kind act);
-    void (*conv_bwd_data)(backend_ctx *ctx, float *dX, float *dcol, const float *dY,
-                          const float *W, const window_geom *g, int F);
+                       const float *X, float *scratch, float *partial, const window_geom *g,
+                       int F, act_kind act, int chunk);
+    void (*conv_bwd_data)(backend_ctx *ctx, float *dX, float *scratch, const float *dY,
+                          const float *W, const window_geom *g, int F, int chunk);
 
     /* Optional (NULL, or a return of 0: gemm into the gradients, then sgd
      * or adam): the weight gradient of a dense layer taken by the optimizer
@@ -222,10 +224,11 @@ typedef struct backend_ops {
     void (*help_run)(backend_ctx *ctx, int slot);
 } backend_ops;
 
-/* The row slices conv_wgrad sums a weight gradient over for `rows` rows
- * (n*oh*ow): at most CONV_CHUNKS_MAX, never more for fewer rows. */
-#define CONV_CHUNKS_MAX 16
-int conv_chunks(int rows);
+/* Images per chunk of the fused convolution ops for images whose im2col
+ * rows hold `floats` floats each, in batches of B: about CONV_CHUNK_FLOATS
+ * of col a chunk (half a 512 KiB L2), at least one image, at most B. */
+#define CONV_CHUNK_FLOATS 65536
+int conv_chunk_images(size_t floats, int B);
 
 const backend_ops *backend_cpu(void);
 /* OpenBLAS's thread count for CPU contexts of `threads` cores: 1 where the

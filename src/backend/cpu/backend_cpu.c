@@ -626,7 +626,10 @@ static void window_run(backend_ctx *c, pool_fn fn, window_job *j)
         }                                                                                       \
     }
 
-WINDOW_PART(im2col_part, kern_im2col(j->out + k * j->s_out, j->in + k * j->s_in, j->g, i0, i1))
+WINDOW_PART(im2col_part, kern_im2col(j->out + k * j->s_out +
+                                         (size_t)i0 * j->g->oh * j->g->ow * j->g->kh * j->g->kw *
+                                             j->g->c,
+                                     j->in + k * j->s_in, j->g, i0, i1))
 WINDOW_PART(col2im_part, kern_col2im(j->out + k * j->s_out,
                                      j->in + k * j->s_in +
                                          (size_t)i0 * j->g->oh * j->g->ow * j->g->kh * j->g->kw *
@@ -644,75 +647,69 @@ WINDOW_PART(avgpool_bwd_part, kern_avgpool_bwd(j->out + k * j->s_out, j->in + k 
 /*
  * Convolutions fused per chunk of images (conv_fwd, conv_wgrad,
  * conv_bwd_data). As separate passes, im2col writes the whole col matrix to
- * memory and the product reads it back; per chunk, the chunk's rows of col
- * are still in cache when the product, the bias and the activation read
- * them. A chunk holds about CONV_CHUNK_FLOATS of col (half an L2 of 512 KiB),
- * each chunk is one single-threaded sgemm, and the weight gradient is
- * summed over fixed row slices: no result depends on the thread count.
+ * memory, the product reads it back, and backward keeps it or makes it
+ * again; per chunk, a part makes the chunk's rows of col in its own slot of
+ * the scratch, which stays in cache from im2col through the product, the
+ * bias and the activation. Each chunk is one single-threaded sgemm and the
+ * weight gradient adds the chunks' partial sums in chunk order: no result
+ * depends on the thread count.
  */
-#define CONV_CHUNK_FLOATS 65536
-
 typedef struct conv_job {
     const window_geom *g;
     int F, kc, chunk; /* filters, columns of col, images per chunk */
     act_kind act;
-    float *Y, *col, *dX, *G, *db, *partial;
-    float *dY;
-    const float *X, *W, *bias, *cY, *ccol;
+    float *Y, *scratch, *dX, *G, *db, *partial, *dY;
+    const float *X, *W, *bias, *cY;
 } conv_job;
 
-static int conv_chunk_images(const window_geom *g)
-{
-    size_t per = (size_t)g->oh * g->ow * g->kh * g->kw * g->c;
-    size_t n = per ? CONV_CHUNK_FLOATS / per : 1;
-    return n < 1 ? 1 : n > (size_t)g->n ? (g->n > 0 ? g->n : 1) : (int)n;
-}
-
-/* Part `part`'s chunks of images [i0, i1), one call of `each` a chunk;
- * `first` is the part's first image: the rows of a scratch buffer laid out
- * as col that belong to the part alone. */
+/* Part `part`'s chunks [i0, i1) of images, one call of `each` a chunk with
+ * the part's slot of the scratch (that of its first chunk). */
 static void conv_chunks_of(const conv_job *j, int part, int parts,
-                           void (*each)(const conv_job *, int, int, int))
+                           void (*each)(const conv_job *, int, int, int, float *))
 {
     int n = j->g->n, chunks = ceil_div(n, j->chunk), c0, c1;
+    size_t slot = (size_t)j->chunk * j->g->oh * j->g->ow * (size_t)j->kc;
     part_range(chunks, 1, part, parts, &c0, &c1);
     for (int ch = c0; ch < c1; ch++) {
         int i0 = ch * j->chunk, i1 = i0 + j->chunk < n ? i0 + j->chunk : n;
-        each(j, i0, i1, c0 * j->chunk);
+        each(j, ch, i0, i1, j->scratch + (size_t)c0 * slot);
     }
 }
 
-static void conv_fwd_chunk(const conv_job *j, int i0, int i1, int first)
+static size_t conv_pixels(const conv_job *j) { return (size_t)j->g->oh * (size_t)j->g->ow; }
+
+static void conv_fwd_chunk(const conv_job *j, int ch, int i0, int i1, float *col)
 {
-    (void)first;
-    size_t px = (size_t)j->g->oh * (size_t)j->g->ow, r0 = (size_t)i0 * px;
-    int rows = (int)((size_t)(i1 - i0) * px);
-    kern_im2col(j->col, j->X, j->g, i0, i1);
+    (void)ch;
+    size_t r0 = (size_t)i0 * conv_pixels(j);
+    int rows = (int)((size_t)(i1 - i0) * conv_pixels(j));
+    kern_im2col(col, j->X, j->g, i0, i1);
     float *Y = j->Y + r0 * (size_t)j->F;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, j->F, j->kc, 1.0f,
-                j->col + r0 * (size_t)j->kc, j->kc, j->W, j->kc, 0.0f, Y, j->F);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, j->F, j->kc, 1.0f, col, j->kc,
+                j->W, j->kc, 0.0f, Y, j->F);
     kern_bias_act(Y, j->bias, rows, j->F, j->act);
 }
 
 static void conv_fwd_part(void *p, int part, int parts) { conv_chunks_of(p, part, parts, conv_fwd_chunk); }
 
-static void cpu_conv_fwd(backend_ctx *c, float *Y, float *col, const float *X, const float *W,
-                         const float *bias, const window_geom *g, int F, act_kind act)
+static double conv_work(const window_geom *g, int F)
 {
-    int kc = g->kh * g->kw * g->c;
-    conv_job j = {.g = g, .F = F, .kc = kc, .chunk = conv_chunk_images(g), .act = act, .Y = Y,
-                  .col = col, .X = X, .W = W, .bias = bias};
-    pool_run(c, conv_fwd_part, &j, (double)g->n * g->oh * g->ow * F * kc);
+    return (double)g->n * g->oh * g->ow * F * (double)(g->kh * g->kw * g->c);
 }
 
-/* dcol of the chunk goes to the part's own first rows of the scratch, each
- * chunk over the last: it stays in cache from the product to col2im. */
-static void conv_bwd_chunk(const conv_job *j, int i0, int i1, int first)
+static void cpu_conv_fwd(backend_ctx *c, float *Y, float *scratch, const float *X, const float *W,
+                         const float *bias, const window_geom *g, int F, act_kind act, int chunk)
 {
-    size_t px = (size_t)j->g->oh * (size_t)j->g->ow, r0 = (size_t)i0 * px;
-    size_t s0 = (size_t)first * px * (size_t)j->kc;
-    int rows = (int)((size_t)(i1 - i0) * px);
-    float *dcol = j->col + s0;
+    conv_job j = {.g = g, .F = F, .kc = g->kh * g->kw * g->c, .chunk = chunk, .act = act, .Y = Y,
+                  .scratch = scratch, .X = X, .W = W, .bias = bias};
+    pool_run(c, conv_fwd_part, &j, conv_work(g, F));
+}
+
+static void conv_bwd_chunk(const conv_job *j, int ch, int i0, int i1, float *dcol)
+{
+    (void)ch;
+    size_t r0 = (size_t)i0 * conv_pixels(j);
+    int rows = (int)((size_t)(i1 - i0) * conv_pixels(j));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, j->kc, j->F, 1.0f,
                 j->dY + r0 * (size_t)j->F, j->F, j->W, j->kc, 0.0f, dcol, j->kc);
     kern_col2im(j->dX, dcol, j->g, i0, i1);
@@ -720,46 +717,42 @@ static void conv_bwd_chunk(const conv_job *j, int i0, int i1, int first)
 
 static void conv_bwd_part(void *p, int part, int parts) { conv_chunks_of(p, part, parts, conv_bwd_chunk); }
 
-static void cpu_conv_bwd_data(backend_ctx *c, float *dX, float *dcol, const float *dY,
-                              const float *W, const window_geom *g, int F)
+static void cpu_conv_bwd_data(backend_ctx *c, float *dX, float *scratch, const float *dY,
+                              const float *W, const window_geom *g, int F, int chunk)
 {
-    int kc = g->kh * g->kw * g->c;
-    conv_job j = {.g = g, .F = F, .kc = kc, .chunk = conv_chunk_images(g), .dX = dX, .col = dcol,
-                  .dY = (float *)dY, .W = W};
-    pool_run(c, conv_bwd_part, &j, (double)g->n * g->oh * g->ow * F * kc);
+    conv_job j = {.g = g, .F = F, .kc = g->kh * g->kw * g->c, .chunk = chunk, .dX = dX,
+                  .scratch = scratch, .dY = (float *)dY, .W = W};
+    pool_run(c, conv_bwd_part, &j, conv_work(g, F));
 }
 
-/* Slice s of the rows: act' applied to its dY, its product and bias sums
- * into partial slice s. */
-static void wgrad_part(void *p, int part, int parts)
+/* Chunk ch: act' on its dY, its rows of col made again, its product and
+ * bias sums into partial slot ch. */
+static void wgrad_chunk(const conv_job *j, int ch, int i0, int i1, float *col)
 {
-    const conv_job *j = p;
-    int rows = j->g->n * j->g->oh * j->g->ow, slices = conv_chunks(rows), s0, s1;
-    size_t stride = (size_t)j->F * (size_t)j->kc + (size_t)j->F, F = (size_t)j->F;
-    part_range(slices, 1, part, parts, &s0, &s1);
-    for (int s = s0; s < s1; s++) {
-        int r0, r1;
-        part_range(rows, 1, s, slices, &r0, &r1);
-        float *dY = j->dY + (size_t)r0 * F, *out = j->partial + (size_t)s * stride;
-        kern_act_backward(dY, j->cY + (size_t)r0 * F, (size_t)(r1 - r0) * F, j->act);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->F, j->kc, r1 - r0, 1.0f, dY,
-                    j->F, j->ccol + (size_t)r0 * (size_t)j->kc, j->kc, 0.0f, out, j->kc);
-        if (j->db)
-            kern_bias_grad(out + F * (size_t)j->kc, dY, r1 - r0, j->F);
-    }
+    size_t F = (size_t)j->F, r0 = (size_t)i0 * conv_pixels(j);
+    int rows = (int)((size_t)(i1 - i0) * conv_pixels(j));
+    float *dY = j->dY + r0 * F, *out = j->partial + (size_t)ch * (F * (size_t)j->kc + F);
+    kern_act_backward(dY, j->cY + r0 * F, (size_t)rows * F, j->act);
+    kern_im2col(col, j->X, j->g, i0, i1);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->F, j->kc, rows, 1.0f, dY, j->F, col,
+                j->kc, 0.0f, out, j->kc);
+    if (j->db)
+        kern_bias_grad(out + F * (size_t)j->kc, dY, rows, j->F);
 }
 
-/* The slices added in order, elements split among the parts. */
+static void wgrad_part(void *p, int part, int parts) { conv_chunks_of(p, part, parts, wgrad_chunk); }
+
+/* The partials added in chunk order, elements split among the parts. */
 static void wgrad_sum_part(void *p, int part, int parts)
 {
     const conv_job *j = p;
-    int rows = j->g->n * j->g->oh * j->g->ow, slices = conv_chunks(rows), e0, e1;
+    int chunks = ceil_div(j->g->n, j->chunk), e0, e1;
     int nw = j->F * j->kc, n = nw + (j->db ? j->F : 0);
     size_t stride = (size_t)nw + (size_t)j->F;
     part_range(n, 16, part, parts, &e0, &e1);
     for (int e = e0; e < e1; e++) {
         float sum = j->partial[e];
-        for (int s = 1; s < slices; s++)
+        for (int s = 1; s < chunks; s++)
             sum += j->partial[(size_t)s * stride + (size_t)e];
         if (e < nw)
             j->G[e] = sum;
@@ -769,15 +762,14 @@ static void wgrad_sum_part(void *p, int part, int parts)
 }
 
 static void cpu_conv_wgrad(backend_ctx *c, float *G, float *db, float *dY, const float *Y,
-                           const float *col, float *partial, const window_geom *g, int F,
-                           act_kind act)
+                           const float *X, float *scratch, float *partial, const window_geom *g,
+                           int F, act_kind act, int chunk)
 {
     int kc = g->kh * g->kw * g->c;
-    conv_job j = {.g = g, .F = F, .kc = kc, .act = act, .G = G, .db = db, .partial = partial,
-                  .dY = dY, .cY = Y, .ccol = col};
-    double work = (double)g->n * g->oh * g->ow * F * kc;
-    pool_run(c, wgrad_part, &j, work);
-    pool_run(c, wgrad_sum_part, &j, (double)(F * kc) * conv_chunks(g->n * g->oh * g->ow));
+    conv_job j = {.g = g, .F = F, .kc = kc, .chunk = chunk, .act = act, .G = G, .db = db,
+                  .partial = partial, .dY = dY, .cY = Y, .scratch = scratch, .X = X};
+    pool_run(c, wgrad_part, &j, conv_work(g, F));
+    pool_run(c, wgrad_sum_part, &j, (double)F * kc * ceil_div(g->n, chunk));
 }
 
 static void cpu_im2col(backend_ctx *c, float *col, size_t scol, const float *X, size_t sX,

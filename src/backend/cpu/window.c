@@ -37,7 +37,7 @@ void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i
     const size_t c = (size_t)g->c, run = (size_t)g->kw * c, K = (size_t)g->kh * run;
     for (int i = i0; i < i1; i++) {
         const float *xi = X + (size_t)i * image_floats(g);
-        float *ci = col + (size_t)i * out_pixels(g) * K;
+        float *ci = col + (size_t)(i - i0) * out_pixels(g) * K;
         if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pad_top == 0 &&
             g->pad_left == 0 && g->oh == g->h && g->ow == g->w) {
             memcpy(ci, xi, image_floats(g) * sizeof(float)); /* a 1x1 window: col is X */

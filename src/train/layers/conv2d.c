@@ -1,9 +1,11 @@
 /*
- * Conv2D over NHWC images as im2col + GEMM: the im2col matrix col
- * [n*oh*ow, kh*kw*c] is kept from forward to backward (the weight gradient
- * reads it), Y = col·Wᵀ + b with W [filters, kh, kw, c], and backward takes
- * dcol = dY·W into the workspace and folds it back with col2im. The weight
- * file holds W as torch.nn.Conv2d does: [filters, c, kh, kw].
+ * Conv2D over NHWC images as im2col + GEMM: Y = col·Wᵀ + b with the im2col
+ * matrix col [n*oh*ow, kh*kw*c] and W [filters, kh, kw, c]; backward makes
+ * col again for the weight gradient dYᵀ·col, and folds dcol = dY·W back
+ * with col2im. Where the backend fuses these per chunk of images
+ * (conv_fwd, conv_wgrad, conv_bwd_data: a CPU) it does so for one model at
+ * a time; elsewhere they are its batched primitives. The weight file holds
+ * W as torch.nn.Conv2d does: [filters, c, kh, kw].
  */
 #include "train/layer.h"
 #include "util/util.h"
@@ -36,15 +38,17 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
     lp->out = shape_image(oh, ow, ls->units);
     size_t pixels = (size_t)oh * (size_t)ow;
     lp->n_params = (size_t)ls->units * patch(lp) + (ls->no_bias ? 0 : (size_t)ls->units);
-    lp->n_saved = pixels * patch(lp);
-    /* Scratch of backward, one use after the other: the weight gradient's
-     * partial sums (conv_wgrad: per model, spread over the rows), then dcol
-     * (the first layer's input gradient is never taken: none). */
-    size_t partial = (size_t)CONV_CHUNKS_MAX * ((size_t)ls->units * patch(lp) + (size_t)ls->units);
-    size_t B = (size_t)lp->batch;
-    lp->n_work = (partial + B - 1) / B;
-    if (lp->index > 0 && pixels * patch(lp) > lp->n_work)
-        lp->n_work = pixels * patch(lp);
+    /* Scratch (BUF_WORK), the only buffer of its own: the im2col rows, made
+     * again in backward rather than kept (measured: writing and reading
+     * them back cost more than making them twice), in the slots of the
+     * fused ops (conv_chunk_images) or the whole batch's, then the weight
+     * gradient's partial sums of the fused conv_wgrad; the input gradient's
+     * dcol reuses the col rows. */
+    size_t B = (size_t)lp->batch, chunk = (size_t)conv_chunk_images(pixels * patch(lp), lp->batch);
+    size_t slots = (B + chunk - 1) / chunk;
+    size_t need = slots * chunk * pixels * patch(lp) +
+                  slots * ((size_t)ls->units * patch(lp) + (size_t)ls->units);
+    lp->n_work = (need + B - 1) / B;
     return 0;
 }
 
@@ -63,6 +67,20 @@ static void conv_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed,
         memset(W + n, 0, (size_t)ls->units * sizeof(float));
 }
 
+/* Images per chunk of the backend's fused ops; the partial sums follow
+ * the col slots in the workspace. */
+static int chunk_of(const layer_plan *lp)
+{
+    return conv_chunk_images((size_t)lp->out.h * (size_t)lp->out.w * patch(lp), lp->batch);
+}
+
+static float *partials_of(const layer_pass *p, int chunk)
+{
+    size_t slots = ((size_t)p->batch + (size_t)chunk - 1) / (size_t)chunk;
+    return p->work + slots * (size_t)chunk * (size_t)p->lp->out.h * (size_t)p->lp->out.w *
+                         patch(p->lp);
+}
+
 static void conv_forward(const layer_pass *p)
 {
     const layer_plan *lp = p->lp;
@@ -71,11 +89,11 @@ static void conv_forward(const layer_pass *p)
     const float *W = p->W + lp->p_off;
     const float *b = p->ls[0]->no_bias ? NULL : W + (size_t)F * (size_t)kc;
     if (p->count == 1 && p->be->conv_fwd) {
-        p->be->conv_fwd(p->ctx, p->Y, p->saved, p->X, W, b, &g, F, p->ls[0]->act);
+        p->be->conv_fwd(p->ctx, p->Y, p->work, p->X, W, b, &g, F, p->ls[0]->act, chunk_of(lp));
         return;
     }
-    p->be->im2col(p->ctx, p->saved, p->s_saved, p->X, p->sX, &g, p->count);
-    p->be->gemm(p->ctx, 0, 1, M, F, kc, 1.0f, p->saved, kc, p->s_saved, W, kc, p->sP, 0.0f, p->Y,
+    p->be->im2col(p->ctx, p->work, p->s_work, p->X, p->sX, &g, p->count);
+    p->be->gemm(p->ctx, 0, 1, M, F, kc, 1.0f, p->work, kc, p->s_work, W, kc, p->sP, 0.0f, p->Y,
                 F, p->sY, p->count);
     p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, M, F, p->ls[0]->act, p->count);
 }
@@ -87,24 +105,27 @@ static int conv_backward(const layer_pass *p)
     window_geom g = layer_window(lp, p->rows);
     int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
+    float *db = p->ls[0]->no_bias ? NULL : G + (size_t)F * (size_t)kc;
     if (p->count == 1 && be->conv_wgrad && be->conv_bwd_data) {
-        float *db = p->ls[0]->no_bias ? NULL : G + (size_t)F * (size_t)kc;
-        be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->saved, p->work, &g, F, p->ls[0]->act);
+        int chunk = chunk_of(lp);
+        be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->X, p->work, partials_of(p, chunk), &g, F,
+                       p->ls[0]->act, chunk);
         if (p->dX)
-            be->conv_bwd_data(p->ctx, p->dX, p->work, p->dY, W, &g, F);
+            be->conv_bwd_data(p->ctx, p->dX, p->work, p->dY, W, &g, F, chunk);
         return 0;
     }
     be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, p->ls[0]->act,
                      p->count);
-    if (!p->ls[0]->no_bias)
-        be->bias_grad(p->ctx, G + (size_t)F * (size_t)kc, p->sP, p->dY, p->sd, M, F, p->count);
+    if (db)
+        be->bias_grad(p->ctx, db, p->sP, p->dY, p->sd, M, F, p->count);
+    be->im2col(p->ctx, p->work, p->s_work, p->X, p->sX, &g, p->count);
+    be->gemm(p->ctx, 1, 0, F, kc, M, 1.0f, p->dY, F, p->sd, p->work, kc, p->s_work, 0.0f, G, kc,
+             p->sP, p->count);
     if (p->dX) {
         be->gemm(p->ctx, 0, 0, M, kc, F, 1.0f, p->dY, F, p->sd, W, kc, p->sP, 0.0f, p->work, kc,
                  p->s_work, p->count);
         be->col2im(p->ctx, p->dX, p->sd, p->work, p->s_work, &g, p->count);
     }
-    be->gemm(p->ctx, 1, 0, F, kc, M, 1.0f, p->dY, F, p->sd, p->saved, kc, p->s_saved, 0.0f, G, kc,
-             p->sP, p->count);
     return 0;
 }
 
