@@ -330,3 +330,10 @@ int conv_chunk_images(size_t floats, int B)
     size_t n = floats ? CONV_CHUNK_FLOATS / floats : 1;
     return n < 1 ? 1 : n > (size_t)B ? (B > 0 ? B : 1) : (int)n;
 }
+
+int conv_wgrad_chunk(size_t floats, int pixels, int B)
+{
+    int n = conv_chunk_images(floats, B), by_rows = pixels > 0 ? (1024 + pixels - 1) / pixels : 1;
+    n = n > by_rows ? n : by_rows;
+    return n > B ? (B > 0 ? B : 1) : n;
+}

@@ -229,6 +229,10 @@ typedef struct backend_ops {
  * of col a chunk (half a 512 KiB L2), at least one image, at most B. */
 #define CONV_CHUNK_FLOATS 65536
 int conv_chunk_images(size_t floats, int B);
+/* The chunk of conv_wgrad: as conv_chunk_images, but at least about 1024
+ * rows (pixels) a chunk, so that each chunk's product is large enough to run
+ * near the peak and the partial sums stay few. */
+int conv_wgrad_chunk(size_t floats, int pixels, int B);
 
 const backend_ops *backend_cpu(void);
 /* OpenBLAS's thread count for CPU contexts of `threads` cores: 1 where the

@@ -183,13 +183,20 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
     for (int i = 0; i < run->n; i++)
         if ((int)strlen(run->m[i].spec->name) > w)
             w = (int)strlen(run->m[i].spec->name);
-    printf("%-*s  %-28s  %10s  %12s  %-8s  %s\n", w, "model", "layers", "params", "memory",
+    int lw = 28; /* the layers column: as wide as its longest */
+    for (int i = 0; i < run->n; i++) {
+        char layers[256];
+        layers_str(&run->m[i], layers, sizeof layers);
+        if ((int)strlen(layers) > lw)
+            lw = (int)strlen(layers);
+    }
+    printf("%-*s  %-*s  %10s  %12s  %-8s  %s\n", w, "model", lw, "layers", "params", "memory",
            "device", "fits");
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
         char layers[256];
         layers_str(e, layers, sizeof layers);
-        printf("%-*s  %-28s  %10zu  %12s  %-8s  %s\n", w, e->spec->name, layers, e->L.n_params,
+        printf("%-*s  %-*s  %10zu  %12s  %-8s  %s\n", w, e->spec->name, lw, layers, e->L.n_params,
                format_bytes(e->planned_bytes, a, sizeof a),
                e->device >= 0 ? run->devices->dev[e->device].info.name : "-",
                e->res.error[0] ? "NO" : "yes");

@@ -16,13 +16,13 @@ static int opt_slots(const optim_spec *o)
     return 0;
 }
 
-/* Fail for layer i of spec with its line in the plan, the shape it sees and why. */
-static cohort_status layer_fail(cohort_error *err, const model_spec *spec, int i, const char *why)
+/* Fail for layer i of spec, the shape it sees and why; L->error_line is
+ * the layer's line in the plan, for the caller's file:line. */
+static cohort_status layer_fail(cohort_error *err, model_layout *L, const model_spec *spec, int i,
+                                const char *why)
 {
     const layer_spec *ls = &spec->layers[i];
-    if (ls->line > 0)
-        return cohort_fail(err, COHORT_ERR_INPUT, "line %d: model '%s', layers.%d (%s): %s",
-                           ls->line, spec->name, i, layer_kind_name(ls->kind), why);
+    L->error_line = ls->line;
     return cohort_fail(err, COHORT_ERR_INPUT, "model '%s', layers.%d (%s): %s", spec->name, i,
                        layer_kind_name(ls->kind), why);
 }
@@ -57,9 +57,9 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
             lp->flat_from = cur; /* a first dense layer flattens its image */
         char why[256];
         if (!ops)
-            return layer_fail(err, spec, i, "unknown layer kind");
+            return layer_fail(err, L, spec, i, "unknown layer kind");
         if (ops->plan(ls, lp, why, sizeof why))
-            return layer_fail(err, spec, i, why);
+            return layer_fail(err, L, spec, i, why);
         if (lp->out.rank == 3 || shape_size(lp->out) != shape_size(cur))
             flat_from = lp->out;
         cur = lp->out;
@@ -93,7 +93,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
         shape_format(cur, s, sizeof s);
         snprintf(why, sizeof why, "the model's output is an image %s; end it with flatten (or "
                                   "global_average_pooling2d) and a dense layer", s);
-        return layer_fail(err, spec, spec->n_layers - 1, why);
+        return layer_fail(err, L, spec, spec->n_layers - 1, why);
     }
     if (spec->loss == LOSS_SCE && L->n_out != n_classes)
         return cohort_fail(err, COHORT_ERR_INPUT,

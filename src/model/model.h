@@ -163,6 +163,7 @@ typedef struct model_layout {
     size_t buf_off[BUF_COUNT];   /* byte offsets in the slab */
     size_t buf_bytes[BUF_COUNT]; /* bytes, before alignment */
     size_t total_bytes;   /* the slab: what the group needs, exactly */
+    int error_line;       /* after a failed make: the plan line of the layer at fault, or 0 */
 } model_layout;
 
 #define COHORT_ALIGN 64

@@ -337,7 +337,8 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         e->res.state = MODEL_PENDING;
         st = model_layout_make(e->spec, run->in_shape, run->n_classes, 1, &e->L, err);
         if (st)
-            cohort_fail_prefix(err, "%s:%d", plan->path, e->spec->line);
+            cohort_fail_prefix(err, "%s:%d", plan->path,
+                               e->L.error_line ? e->L.error_line : e->spec->line);
         e->planned_bytes = e->L.total_bytes;
         e->res.history = calloc((size_t)e->spec->epochs, sizeof(epoch_metrics));
         if (!st && !e->res.history)

@@ -17,6 +17,28 @@
 /* Columns of the im2col matrix. */
 static size_t patch(const layer_plan *lp) { return (size_t)lp->kh * (size_t)lp->kw * (size_t)lp->in.c; }
 
+/* Images per chunk of the backend's fused ops (forward and input gradient;
+ * weight gradient), and where the weight gradient's partial sums follow
+ * the col slots in the workspace. */
+static int chunk_fwd(const layer_plan *lp)
+{
+    return conv_chunk_images((size_t)lp->out.h * (size_t)lp->out.w * patch(lp), lp->batch);
+}
+
+static int chunk_wgrad(const layer_plan *lp)
+{
+    return conv_wgrad_chunk((size_t)lp->out.h * (size_t)lp->out.w * patch(lp),
+                            lp->out.h * lp->out.w, lp->batch);
+}
+
+static float *partials_of(const layer_pass *p)
+{
+    size_t B = (size_t)p->batch, fc = (size_t)chunk_fwd(p->lp), wc = (size_t)chunk_wgrad(p->lp);
+    size_t f_rows = (B + fc - 1) / fc * fc, w_rows = (B + wc - 1) / wc * wc;
+    return p->work + (f_rows > w_rows ? f_rows : w_rows) * (size_t)p->lp->out.h *
+                         (size_t)p->lp->out.w * patch(p->lp);
+}
+
 static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
 {
     char s[48];
@@ -44,10 +66,10 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
      * fused ops (conv_chunk_images) or the whole batch's, then the weight
      * gradient's partial sums of the fused conv_wgrad; the input gradient's
      * dcol reuses the col rows. */
-    size_t B = (size_t)lp->batch, chunk = (size_t)conv_chunk_images(pixels * patch(lp), lp->batch);
-    size_t slots = (B + chunk - 1) / chunk;
-    size_t need = slots * chunk * pixels * patch(lp) +
-                  slots * ((size_t)ls->units * patch(lp) + (size_t)ls->units);
+    size_t B = (size_t)lp->batch, fc = (size_t)chunk_fwd(lp), wc = (size_t)chunk_wgrad(lp);
+    size_t f_rows = (B + fc - 1) / fc * fc, w_rows = (B + wc - 1) / wc * wc;
+    size_t need = (f_rows > w_rows ? f_rows : w_rows) * pixels * patch(lp) +
+                  (B + wc - 1) / wc * ((size_t)ls->units * patch(lp) + (size_t)ls->units);
     lp->n_work = (need + B - 1) / B;
     return 0;
 }
@@ -67,20 +89,6 @@ static void conv_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed,
         memset(W + n, 0, (size_t)ls->units * sizeof(float));
 }
 
-/* Images per chunk of the backend's fused ops; the partial sums follow
- * the col slots in the workspace. */
-static int chunk_of(const layer_plan *lp)
-{
-    return conv_chunk_images((size_t)lp->out.h * (size_t)lp->out.w * patch(lp), lp->batch);
-}
-
-static float *partials_of(const layer_pass *p, int chunk)
-{
-    size_t slots = ((size_t)p->batch + (size_t)chunk - 1) / (size_t)chunk;
-    return p->work + slots * (size_t)chunk * (size_t)p->lp->out.h * (size_t)p->lp->out.w *
-                         patch(p->lp);
-}
-
 static void conv_forward(const layer_pass *p)
 {
     const layer_plan *lp = p->lp;
@@ -89,7 +97,7 @@ static void conv_forward(const layer_pass *p)
     const float *W = p->W + lp->p_off;
     const float *b = p->ls[0]->no_bias ? NULL : W + (size_t)F * (size_t)kc;
     if (p->count == 1 && p->be->conv_fwd) {
-        p->be->conv_fwd(p->ctx, p->Y, p->work, p->X, W, b, &g, F, p->ls[0]->act, chunk_of(lp));
+        p->be->conv_fwd(p->ctx, p->Y, p->work, p->X, W, b, &g, F, p->ls[0]->act, chunk_fwd(lp));
         return;
     }
     p->be->im2col(p->ctx, p->work, p->s_work, p->X, p->sX, &g, p->count);
@@ -107,11 +115,10 @@ static int conv_backward(const layer_pass *p)
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
     float *db = p->ls[0]->no_bias ? NULL : G + (size_t)F * (size_t)kc;
     if (p->count == 1 && be->conv_wgrad && be->conv_bwd_data) {
-        int chunk = chunk_of(lp);
-        be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->X, p->work, partials_of(p, chunk), &g, F,
-                       p->ls[0]->act, chunk);
+        be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->X, p->work, partials_of(p), &g, F,
+                       p->ls[0]->act, chunk_wgrad(lp));
         if (p->dX)
-            be->conv_bwd_data(p->ctx, p->dX, p->work, p->dY, W, &g, F, chunk);
+            be->conv_bwd_data(p->ctx, p->dX, p->work, p->dY, W, &g, F, chunk_fwd(lp));
         return 0;
     }
     be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, p->ls[0]->act,
