@@ -876,9 +876,30 @@ static void spec_small(model_spec *s, uint64_t seed, opt_kind opt)
     s->layers[3] = (layer_spec){.kind = LAYER_DENSE, .units = TCLASSES, .act = ACT_SOFTMAX};
 }
 
+/* The samples of make_data as 5 x 4 x 1 images, and a small CNN on them:
+ * conv without a bias, batch normalization, relu, max pooling (same),
+ * flatten, dropout, dense: every path of the image layers on a group. */
+static const sample_shape timage = {3, 5, 4, 1};
+
+static void spec_cnn(model_spec *s, uint64_t seed, opt_kind opt)
+{
+    spec_small(s, seed, opt);
+    s->n_layers = 7;
+    s->layers[0] = (layer_spec){.kind = LAYER_CONV2D, .units = 6, .kh = 3, .kw = 3, .sh = 1,
+                                .sw = 1, .pad = PAD_SAME, .no_bias = 1};
+    s->layers[1] = (layer_spec){.kind = LAYER_BATCH_NORM, .momentum = 0.9f, .epsilon = 1e-3f};
+    s->layers[2] = (layer_spec){.kind = LAYER_ACTIVATION, .act = ACT_RELU};
+    s->layers[3] = (layer_spec){.kind = LAYER_MAX_POOL2D, .kh = 2, .kw = 2, .sh = 2, .sw = 2,
+                                .pad = PAD_SAME};
+    s->layers[4] = (layer_spec){.kind = LAYER_FLATTEN};
+    s->layers[5] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.2f};
+    s->layers[6] = (layer_spec){.kind = LAYER_DENSE, .units = TCLASSES, .act = ACT_SOFTMAX};
+}
+
 /* One epoch of a group of 3 on cpu:0 and on dg: the same weights to 1e-3,
- * the same history to 1e-4; planned bytes equal the GPU pool's peak. */
-static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt)
+ * the same history to 1e-4; planned bytes equal the GPU pool's peak. With
+ * cnn, the models are spec_cnn's on the samples as images. */
+static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt, int cnn)
 {
     static float x[TN * TDIM];
     static int32_t y[TN];
@@ -889,15 +910,19 @@ static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt)
     model_spec s[3];
     const model_spec *sp[3];
     for (int k = 0; k < 3; k++) {
-        spec_small(&s[k], 11 + (uint64_t)k, opt);
+        if (cnn)
+            spec_cnn(&s[k], 11 + (uint64_t)k, opt);
+        else
+            spec_small(&s[k], 11 + (uint64_t)k, opt);
         sp[k] = &s[k];
     }
+    sample_shape in = cnn ? timage : shape_flat(TDIM);
     cohort_device *dc = devices_find(reg, "cpu:0");
     train_group *gcpu = NULL, *ggpu = NULL;
     cohort_error err;
-    cohort_status st = group_create(sp, 3, shape_flat(TDIM), TCLASSES, dc, 1, &gcpu, &err);
+    cohort_status st = group_create(sp, 3, in, TCLASSES, dc, 1, &gcpu, &err);
     CHECK_MSG(st == COHORT_OK, "cpu group: %s", err.message);
-    st = group_create(sp, 3, shape_flat(TDIM), TCLASSES, dg, 1, &ggpu, &err);
+    st = group_create(sp, 3, in, TCLASSES, dg, 1, &ggpu, &err);
     CHECK_MSG(st == COHORT_OK, "gpu group: %s", err.message);
     if (!gcpu || !ggpu) {
         group_free(gcpu);
@@ -935,8 +960,8 @@ static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt)
         for (size_t i = 0; i < P; i++)
             moved = fmax(moved, fabs((double)pc[i] - (double)init[i]));
         free(init);
-        CHECK_MSG(md <= 1e-3, "%s model %d: weights differ by up to %.3g after one epoch",
-                  opt_name(opt), k, md);
+        CHECK_MSG(md <= 1e-3, "%s%s model %d: weights differ by up to %.3g after one epoch",
+                  opt_name(opt), cnn ? " cnn" : "", k, md);
         CHECK_MSG(moved > 1e-2, "model %d: training did not move the weights (%.3g)", k, moved);
         const epoch_metrics *a = &rc[k].history[0], *b = &rg[k].history[0];
         CHECK_MSG(fabs(a->loss - b->loss) <= 1e-4 * fmax(1.0, a->loss), "model %d loss %.9g vs %.9g",
@@ -1036,9 +1061,11 @@ static void run_all(device_registry *reg, cohort_device *dg)
     }
     test_ops();
     test_image_ops();
-    test_fit(reg, dg, OPT_ADAM);
-    test_fit(reg, dg, OPT_SGD);
-    test_fit(reg, dg, OPT_ADAMW);
+    for (int cnn = 0; cnn < 2; cnn++) {
+        test_fit(reg, dg, OPT_ADAM, cnn);
+        test_fit(reg, dg, OPT_SGD, cnn);
+        test_fit(reg, dg, OPT_ADAMW, cnn);
+    }
     test_pools(dg);
     check_no_error("the end");
     gpu->ctx_free(gc);
