@@ -88,4 +88,8 @@ cohort_status devices_set_policy(device_registry *r, const char *name, cohort_me
 /* Devices models may be placed on: logical parts, or unsplit physical ones. */
 int devices_usable(const device_registry *r, int *idx, int max);
 
+/* The CPU backend's own kernels that run here ("avx512", "avx2"), or
+ * "blas" where only OpenBLAS's do (no AVX2, or COHORT_CPU_KERNELS=none). */
+const char *device_cpu_kernels(void);
+
 #endif

@@ -6,6 +6,7 @@
 #include "backend/backend_impl.h"
 #include "backend/cpu/dense_step.h"
 #include "backend/cpu/kernels.h"
+#include "device/device.h"
 #include "backend/cpu/window.h"
 #include "util/util.h"
 
@@ -940,3 +941,5 @@ static const backend_ops cpu_ops = {
 const backend_ops *backend_cpu(void) { return &cpu_ops; }
 
 int backend_cpu_blas_threads(int threads) { return cpu_isa_detect() != ISA_NONE ? 1 : threads; }
+
+const char *device_cpu_kernels(void) { return cpu_isa_name(cpu_isa_detect()); }
