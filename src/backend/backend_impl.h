@@ -226,12 +226,13 @@ typedef struct backend_ops {
 
 /* Images per chunk of the fused convolution ops for images whose im2col
  * rows hold `floats` floats each, in batches of B: about CONV_CHUNK_FLOATS
- * of col a chunk (half a 512 KiB L2), at least one image, at most B. */
+ * of col a chunk (half a 512 KiB L2), at least one image, at most B/32. */
 #define CONV_CHUNK_FLOATS 65536
 int conv_chunk_images(size_t floats, int B);
-/* The chunk of conv_wgrad: as conv_chunk_images, but at least about 1024
- * rows (pixels) a chunk, so that each chunk's product is large enough to run
- * near the peak and the partial sums stay few. */
+/* The chunk of conv_wgrad: as conv_chunk_images, but up to about 1024
+ * rows (pixels) a chunk, where B/24 images allow it, so that each chunk's
+ * product is large enough to run near the peak and the partial sums stay
+ * few. */
 int conv_wgrad_chunk(size_t floats, int pixels, int B);
 
 const backend_ops *backend_cpu(void);
