@@ -53,6 +53,8 @@ typedef struct backend_ops {
                       * (a CPU: the model's tensors stay in cache), not op by
                       * op over the group (a GPU) */
     int stats_every; /* steps between reads of the metrics (a host sync) */
+    int host_memory; /* device memory is the process's own (survives fork): a
+                      * preallocated pool may take it in the parent */
 
     /* -- contexts and memory -- */
     cohort_status (*ctx_create)(int device, int threads, backend_ctx **out, cohort_error *err);

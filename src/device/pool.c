@@ -56,7 +56,7 @@ cohort_status pool_create(const char *name, const backend_ops *be, int dev, uint
     /* A GPU's slab is taken when the first model starts, in the process that
      * trains: CUDA memory does not survive fork, and the parent must not
      * start CUDA (rule 3). */
-    if (policy == COHORT_MEM_PREALLOCATE && strcmp(be->name, "cpu") != 0) {
+    if (policy == COHORT_MEM_PREALLOCATE && !be->host_memory) {
         if (blocks_reserve(p, 1)) {
             pool_free(p);
             return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", name);

@@ -481,7 +481,7 @@ typedef struct dense_job {
     const float *dZ, *X;
     int rows, n_out, n_in, count;
     const unsigned char *active;
-    step_scalars o[64];
+    step_scalars o[COHORT_MAX_GROUP];
 } dense_job;
 
 /* One part's rows of W, for every active model. */
@@ -504,7 +504,7 @@ static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, fl
                           size_t sW, const float *dZ, int ldd, size_t sdZ, const float *X, int ldx,
                           size_t sX, int rows, int n_out, int n_in, const optim_step *o, int count)
 {
-    if (c->isa == ISA_NONE || count > 64)
+    if (c->isa == ISA_NONE || count > COHORT_MAX_GROUP)
         return 0;
     dense_job j = {c->isa, W, s1, s2, sW, sdZ, sX, (size_t)ldd, (size_t)ldx, dZ, X, rows,
                    n_out, n_in, count, o->active, {{0}}};
@@ -897,6 +897,7 @@ static const backend_ops cpu_ops = {
     .api_version = COHORT_BACKEND_API_VERSION,
     .model_major = 1,
     .stats_every = 1,
+    .host_memory = 1,
     .conv_fwd = cpu_conv_fwd,
     .conv_wgrad = cpu_conv_wgrad,
     .conv_bwd_data = cpu_conv_bwd_data,
