@@ -25,6 +25,15 @@ FLOPs per epoch. Pooling, batch norm, activations and the optimizer are not coun
 Memory: as bench/torch_seed.py: per model, the peak resident set size of this process while
 that model trains (VmHWM, reset through /proc/self/clear_refs before each model; where the reset
 is refused, ru_maxrss, the process-wide high-water mark), and that peak minus the RSS before.
+
+--device cuda (or cuda:N) trains on a GPU (scripts/gpu-check): the data sets are copied to the
+GPU once, each epoch's shuffle is still drawn on the CPU from the same generator (so the batches
+are those of a CPU run of the same seed) and copied over, the weights are drawn on the CPU and
+then moved, cuDNN is deterministic (no benchmarking), TF32 is off (full float32), a throwaway
+convolution starts CUDA, cuBLAS and cuDNN before the first model, the loss and accuracy sums
+stay on the GPU (one host synchronization per epoch and per evaluation, not per batch), and each
+model's record adds the CUDA allocator's peak (cuda_peak_allocated_bytes). The default, cpu,
+runs exactly as without the option.
 """
 import argparse
 import ctypes
@@ -127,6 +136,21 @@ def make_model(name):
     return model
 
 
+def start_cuda(dev):
+    """Full float32 and deterministic cuDNN on DEV, then one convolution forward and backward on
+    zeros (no random numbers drawn) so that CUDA's context, cuBLAS and cuDNN exist before the
+    first model is timed."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    x = torch.zeros(8, 1, 28, 28, device=dev)
+    w = torch.zeros(4, 1, 3, 3, device=dev, requires_grad=True)
+    y = torch.nn.functional.conv2d(x, w)
+    (y.flatten(1) @ torch.zeros(y[0].numel(), 2, device=dev)).sum().backward()
+    torch.cuda.synchronize(dev)
+
+
 def layer_macs(model, sample_shape):
     """[(layer description, multiply-adds per sample)] of every Conv2d and Linear, in order,
     from the output shapes of one forward pass of a single sample."""
@@ -193,23 +217,38 @@ def evaluate(model, loss_fn, x, y, batch, max_batches=None):
     t0 = time.perf_counter()
     n = x.shape[0] if max_batches is None else min(x.shape[0], max_batches * batch)
     total_loss, correct = 0.0, 0
+    if x.is_cuda:  # the sums stay on the GPU: one synchronization, not one per batch
+        total_loss = torch.zeros((), dtype=torch.float64, device=x.device)
+        correct = torch.zeros((), dtype=torch.int64, device=x.device)
     with torch.no_grad():
         for i in range(0, n, batch):
             logits = model(x[i : min(i + batch, n)])
             yb = y[i : min(i + batch, n)]
-            total_loss += loss_fn(logits, yb).item() * yb.shape[0]
-            correct += (logits.argmax(1) == yb).sum().item()
+            if x.is_cuda:
+                total_loss += loss_fn(logits, yb).double() * yb.shape[0]
+                correct += (logits.argmax(1) == yb).sum()
+            else:
+                total_loss += loss_fn(logits, yb).item() * yb.shape[0]
+                correct += (logits.argmax(1) == yb).sum().item()
+    if x.is_cuda:
+        total_loss, correct = total_loss.item(), correct.item()  # synchronizes
     return total_loss / n, correct / n, n, time.perf_counter() - t0
 
 
-def train_one(name, data, epochs, batch, seed, reset_ok, max_batches, progress=False):
+def train_one(name, data, epochs, batch, seed, reset_ok, max_batches, progress=False,
+              dev=None):
     x_train, y_train, x_val, y_val, x_test, y_test = data
+    cuda = dev is not None and dev.type == "cuda"
+    sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
     rss_before = status_kib("VmRSS")
-    torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)  # seeds the GPU's generators too (dropout masks there)
+    gen = torch.Generator().manual_seed(seed)  # the shuffles: on the CPU for every device
     model = make_model(name)
     macs = layer_macs(model, x_train.shape[1:])
     per_sample = flops_per_sample(macs)
+    if cuda:
+        model.to(dev)  # after layer_macs, which runs a CPU sample
+        torch.cuda.reset_peak_memory_stats(dev)
     opt = torch.optim.Adam(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     n = x_train.shape[0]
@@ -224,13 +263,20 @@ def train_one(name, data, epochs, batch, seed, reset_ok, max_batches, progress=F
     samples_trained = 0
     start = time.perf_counter()
     for _ in range(epochs):
+        sync()
         t0 = time.perf_counter()
         model.train()
         perm = torch.randperm(n, generator=gen)
         total_loss, correct, seen, nb = 0.0, 0, 0, 0
+        if cuda:  # the sums stay on the GPU, read once after the epoch
+            perm = perm.to(dev)
+            total_loss = torch.zeros((), dtype=torch.float64, device=dev)
+            correct = torch.zeros((), dtype=torch.int64, device=dev)
         for i in range(0, n, batch):
             if max_batches is not None and nb >= max_batches:
                 break
+            if max_batches is not None:
+                sync()  # per-batch times only where they are reported
             tb = time.perf_counter()
             idx = perm[i : i + batch]
             xb, yb = x_train[idx], y_train[idx]
@@ -239,12 +285,20 @@ def train_one(name, data, epochs, batch, seed, reset_ok, max_batches, progress=F
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            total_loss += loss.item() * yb.shape[0]
-            correct += (logits.argmax(1) == yb).sum().item()
+            if cuda:
+                total_loss += loss.detach().double() * yb.shape[0]
+                correct += (logits.argmax(1) == yb).sum()
+                if max_batches is not None:
+                    sync()
+            else:
+                total_loss += loss.item() * yb.shape[0]
+                correct += (logits.argmax(1) == yb).sum().item()
             seen += yb.shape[0]
             first_batch_of_epoch.append(nb == 0)
             batch_seconds.append(time.perf_counter() - tb)
             nb += 1
+        if cuda:
+            total_loss, correct = total_loss.item(), correct.item()  # synchronizes
         t1 = time.perf_counter()
         model.eval()
         vl, va, vn, _ = evaluate(model, loss_fn, x_val, y_val, batch, max_batches)
@@ -305,6 +359,8 @@ def train_one(name, data, epochs, batch, seed, reset_ok, max_batches, progress=F
             "extrapolated_epoch_seconds": spb_warm * full_batches + vspb * full_val_batches,
             "note": "extrapolated to a full epoch from the warm batches, validation included",
         }
+    if cuda:
+        rec["cuda_peak_allocated_bytes"] = torch.cuda.max_memory_allocated(dev)
     rec["kernels"] = conv_kernels_used(model, x_train[:batch], y_train[:batch], loss_fn)
     return rec
 
@@ -327,6 +383,9 @@ def main():
                     help="one line per epoch (and the test result) on stderr")
     ap.add_argument("--flush-denormal", action="store_true",
                     help="torch.set_flush_denormal(True), as cohort trains")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu (the default), or cuda / cuda:N: train on that GPU, the data "
+                         "resident there, cuDNN deterministic, TF32 off")
     args = ap.parse_args()
     if args.epochs < 1 or args.batch < 1:
         ap.error("--epochs and --batch must be at least 1")
@@ -346,6 +405,19 @@ def main():
         except ValueError:
             ap.error(f"--threads: expected a number or 'default', got {args.threads!r}")
     flushed = torch.set_flush_denormal(True) if args.flush_denormal else False
+    try:
+        dev = torch.device(args.device)
+    except RuntimeError as e:
+        ap.error(f"--device: {e}")
+    if dev.type not in ("cpu", "cuda"):
+        ap.error(f"--device: cpu or cuda[:N], not {args.device!r}")
+    cuda = dev.type == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            sys.exit(f"torch_cnn: --device {args.device}: torch {torch.__version__} sees no GPU "
+                     f"(built with CUDA {torch.version.cuda})")
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
 
     t_load = time.perf_counter()
     try:
@@ -356,14 +428,21 @@ def main():
     n_train = int(math.floor(x.shape[0] * (1.0 - VALIDATION_SPLIT)))  # as Keras splits
     n_val = x.shape[0] - n_train
     data = (x[:n_train], y[:n_train], x[n_train:], y[n_train:], x_test, y_test)
+    if cuda:
+        data = tuple(t.to(dev) for t in data)
     load_seconds = time.perf_counter() - t_load
+    cuda_start_seconds = None
+    if cuda:
+        t_start = time.perf_counter()
+        start_cuda(dev)
+        cuda_start_seconds = time.perf_counter() - t_start
 
     reset_ok = reset_peak_rss()
     results = []
     for name in names:
         reset_ok = reset_peak_rss() and reset_ok
         results.append(train_one(name, data, args.epochs, args.batch, args.seed, reset_ok,
-                                 args.max_batches, args.progress))
+                                 args.max_batches, args.progress, dev if cuda else None))
         if args.progress:
             r = results[-1]
             sys.stderr.write(f"{name}: test loss {r['test']['loss']:.4f} accuracy "
@@ -371,6 +450,7 @@ def main():
 
     out = {
         "torch_version": torch.__version__,
+        "device": str(dev),
         "threads_requested": args.threads,
         "torch_default_threads": default_threads,
         "torch_threads": torch.get_num_threads(),
@@ -390,6 +470,18 @@ def main():
         "process_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "models": results,
     }
+    if cuda:
+        out["gpu"] = torch.cuda.get_device_name(dev)
+        out["cuda_version"] = torch.version.cuda
+        out["cudnn_version"] = torch.backends.cudnn.version()
+        out["cudnn_deterministic"] = bool(torch.backends.cudnn.deterministic)
+        out["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark)
+        try:
+            out["tf32"] = bool(torch.backends.cuda.matmul.allow_tf32 or
+                               torch.backends.cudnn.allow_tf32)
+        except RuntimeError as e:  # a torch that refuses the legacy flags' getters
+            out["tf32"] = f"unknown: {e}"
+        out["cuda_start_seconds"] = cuda_start_seconds
     text = json.dumps(out, indent=2)
     if args.out:
         with open(args.out, "w") as f:
