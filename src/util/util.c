@@ -129,13 +129,6 @@ uint64_t rng_below(rng_state *r, uint64_t n)
     return v % n;
 }
 
-float rng_hash_uniform(uint64_t key, uint64_t counter)
-{
-    uint64_t x = key ^ (counter * 0x9e3779b97f4a7c15ULL);
-    uint64_t z = splitmix64(&x);
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
-
 /* ---- strings --------------------------------------------------------- */
 
 int str_copy(char *dst, size_t n, const char *src)

@@ -31,8 +31,16 @@ uint64_t rng_next(rng_state *r);
 float rng_uniform(rng_state *r);
 /* Uniform integer in [0, n), unbiased. */
 uint64_t rng_below(rng_state *r, uint64_t n);
-/* A stateless hash of (key, counter) to [0, 1): the same on every backend. */
-float rng_hash_uniform(uint64_t key, uint64_t counter);
+/* A stateless hash of (key, counter) to [0, 1): the same on every backend
+ * (splitmix64's finalizer). Inline: dropout calls it once per element. */
+static inline float rng_hash_uniform(uint64_t key, uint64_t counter)
+{
+    uint64_t z = (key ^ (counter * 0x9e3779b97f4a7c15ULL)) + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
 
 /* ---- strings ---- */
 /* Copy src into dst of size n, always NUL-terminated; returns 0 when it fit. */

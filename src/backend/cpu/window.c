@@ -63,8 +63,12 @@ void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i
                         /* A short run (one channel, 3 pixels): calls to memcpy
                          * cost more than the copy (measured: 8% of a Keras
                          * convnet's step). */
-                        for (size_t e = 0; e < run; e++)
-                            d[e] = e >= a && e < b ? src[e - a] : 0.0f;
+                        if (a == 0 && b == run)
+                            for (size_t e = 0; e < run; e++)
+                                d[e] = src[e];
+                        else
+                            for (size_t e = 0; e < run; e++)
+                                d[e] = e >= a && e < b ? src[e - a] : 0.0f;
                         continue;
                     }
                     memset(d, 0, a * sizeof(float));
