@@ -157,6 +157,8 @@ static void print_layers(const model_entry *e, int w)
         shape_format(lp->out, shape, sizeof shape);
         printf("%-*s    layers.%-2d %-24s -> %-14s %9zu params", w, "", i,
                layer_kind_name(lp->kind), shape, lp->n_params);
+        if (lp->alias)
+            printf(", in place");
         if (lp->n_state)
             printf(", state %zu", lp->n_state);
         if (lp->n_saved)

@@ -60,6 +60,9 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
             return layer_fail(err, L, spec, i, "unknown layer kind");
         if (ops->plan(ls, lp, why, sizeof why))
             return layer_fail(err, L, spec, i, why);
+        if (ops->may_overwrite_input && i > 0 && !L->layers[i - 1].alias &&
+            !layer_ops_of(L->layers[i - 1].kind)->reads_output)
+            lp->alias = 1;
         if (lp->out.rank == 3 || shape_size(lp->out) != shape_size(cur))
             flat_from = lp->out;
         cur = lp->out;

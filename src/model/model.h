@@ -122,7 +122,8 @@ typedef struct layer_plan {
                             * (the backend's dense_step); 0: none */
     size_t s_off, n_state; /* non-trained state (moving statistics), after the trained region */
     size_t act_off;        /* per row: its output in BUF_ACT; an alias's is its input's */
-    int alias;             /* its output is its input, unchanged (flatten) */
+    int alias;             /* its output is in its input's place: unchanged (flatten) or
+                            * overwritten (may_overwrite_input) */
     size_t saved_off, n_saved; /* per row: kept from forward to backward (BUF_SAVED) */
     size_t stat_off, n_stat;   /* per model: kept from forward to backward (BUF_STAT) */
     size_t n_work;         /* per row: scratch of one pass (BUF_WORK), shared by all layers */

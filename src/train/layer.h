@@ -76,6 +76,12 @@ typedef struct layer_ops {
     int (*backward)(const layer_pass *p);
     /* backward writes dX over dY (element-wise layers) */
     int grad_in_place;
+    /* backward reads the layer's own output Y (an activation's derivative) */
+    int reads_output;
+    /* forward may write its output over its input, where the layer before it
+     * does not read its own output in backward (an activation after a batch
+     * normalization): one pass and one activation buffer less */
+    int may_overwrite_input;
     /* the input may be one copy read by every model (stride 0) */
     int shares_input;
     /* as the first layer, forward may read the input transposed (XT), kept

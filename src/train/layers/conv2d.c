@@ -180,6 +180,7 @@ const layer_ops layer_conv2d_ops = {
     .forward = conv_forward,
     .backward = conv_backward,
     .shares_input = 1,
+    .reads_output = 1,
     .tensors = conv_tensors,
     .convert = conv_convert,
     .macs = conv_macs,

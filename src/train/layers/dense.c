@@ -126,6 +126,7 @@ const layer_ops layer_dense_ops = {
     .forward = dense_forward,
     .backward = dense_backward,
     .shares_input = 1,
+    .reads_output = 1,
     .uses_xt = 1,
     .tensors = dense_tensors,
     .convert = dense_convert,

@@ -78,11 +78,13 @@ const layer_ops layer_flatten_ops = {
     .shares_input = 1,
 };
 
-/* Y = act(X); softmax leaves the logits to the loss, as a dense layer's does. */
+/* Y = act(X), in X's place where the layout made the layer an alias;
+ * softmax leaves the logits to the loss, as a dense layer's does. */
 static void activation_forward(const layer_pass *p)
 {
     size_t w = shape_size(p->lp->in), s = (size_t)p->batch * w;
-    p->be->copy(p->ctx, p->Y, p->X, s, (size_t)p->rows * w, p->count);
+    if (p->Y != p->X)
+        p->be->copy(p->ctx, p->Y, p->X, s, (size_t)p->rows * w, p->count);
     p->be->bias_act(p->ctx, p->Y, s, NULL, 0, p->rows, (int)w, p->ls[0]->act, p->count);
 }
 
@@ -99,4 +101,6 @@ const layer_ops layer_activation_ops = {
     .forward = activation_forward,
     .backward = activation_backward,
     .grad_in_place = 1,
+    .reads_output = 1,
+    .may_overwrite_input = 1,
 };
