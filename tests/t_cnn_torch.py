@@ -291,6 +291,22 @@ def main():
                 check(mine.shape == theirs.shape and d <= 1e-5,
                       f"{name}: torch on cohort's weights predicts up to {d:.3g} apart")
                 print(f"{NAME}: {name}: max |predict - torch| = {d:.3g}")
+
+                # The same images as a flat CSV: eval shapes them from the file's
+                # input_shape and gives what it gives on the NPY images.
+                if name == "A_sgd":
+                    with open(f"{tmp}/flat.csv", "w") as f:
+                        for i in range(N):
+                            f.write(",".join(f"{v:.9g}" for v in x[i].ravel()) + f",{y[i]}\n")
+                    out = []
+                    for data in (f"npy:{tmp}/x.npy,{tmp}/y.npy", f"csv:{tmp}/flat.csv"):
+                        r = subprocess.run([cohort, "eval", f"{tmp}/out/models/{name}.safetensors",
+                                            "--data", data, "--json"], capture_output=True, text=True)
+                        check(r.returncode == 0, f"eval on {data}: exit {r.returncode}: {r.stderr}")
+                        out.append(json.loads(r.stdout) if r.returncode == 0 else {})
+                    check(len(out) == 2 and out[0].get("loss") == out[1].get("loss") and
+                          out[0].get("accuracy") == out[1].get("accuracy"),
+                          f"eval on the NPY images and on the same flat CSV differ: {out}")
     print(f"{NAME}: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -32,6 +32,11 @@ static int load_model(const char *cmd, const char *weights, const char *data, lo
     if (st_read(weights, &f, &err))
         return cli_usage_error(cmd, "%s", err.message);
     char *spec = st_meta_get(&f, "spec");
+    /* The image shape the model was trained on shapes flat data (a CSV of
+     * pixels) as the plan's data.input_shape did. */
+    char *shape = st_meta_get(&f, "input_shape");
+    int h, w, c, image = shape && sscanf(shape, "(%d, %d, %d)", &h, &w, &c) == 3;
+    free(shape);
     st_free(&f);
     if (!spec)
         return cli_usage_error(cmd,
@@ -42,6 +47,8 @@ static int load_model(const char *cmd, const char *weights, const char *data, lo
     sb_init(&b);
     sb_puts(&b, "{\"data\": {\"train\": ");
     sb_json_str(&b, data);
+    if (image)
+        sb_printf(&b, ", \"input_shape\": [%d, %d, %d]", h, w, c);
     sb_puts(&b, "}, \"models\": [");
     sb_puts(&b, spec);
     sb_puts(&b, "]}");
