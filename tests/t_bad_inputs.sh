@@ -240,7 +240,12 @@ for v in "4, kernel_size: 5, padding: same|[4, 2, 5, 5]" "6, kernel_size: 3|[6, 
     if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error|Segmentation fault|core dumped' "$T/err"; then
         bad "init_from $want: crash or sanitizer report: $(grep -m2 -E 'Sanitizer|runtime error' "$T/err")"
     fi
-    [ $rc -eq 1 ] || [ $rc -eq 2 ] && ok || bad "init_from $want: exit $rc, wanted 1 or 2: $(head -c 400 "$T/err")"
+    [ $rc -eq 2 ] && ok || bad "init_from $want: exit $rc, wanted 2 (bad input, nothing trained): $(head -c 400 "$T/err")"
+    # cohort plan finds it too, with the plan's file:line.
+    timeout 30 "$COHORT" plan "$T/init.yaml" >/dev/null 2>"$T/perr"
+    prc=$?
+    [ $prc -eq 2 ] && grep -qE "init.yaml:[0-9]+: .*layers.0.weight has shape" "$T/perr" && ok ||
+        bad "init_from $want: cohort plan exit $prc: $(head -c 400 "$T/perr")"
     grep -qF "model 'dst'" "$T/err" && grep -qF "src.safetensors" "$T/err" && ok || bad "init_from $want: the message names neither the model nor the file: $(head -c 400 "$T/err")"
     grep -qF "layers.0.weight has shape [4, 2, 3, 3], the model needs $want" "$T/err" && ok ||
         bad "init_from $want: the message lacks the tensor and both shapes: $(head -c 400 "$T/err")"

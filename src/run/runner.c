@@ -336,6 +336,14 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         e->test_loss = e->test_accuracy = NAN;
         e->res.state = MODEL_PENDING;
         st = model_layout_make(e->spec, run->in_shape, run->n_classes, 1, &e->L, err);
+        /* An init_from file that does not fit the model is bad input, found
+         * before anything trains (exit 2), not a model failing later. */
+        if (!st && e->spec->init_from[0]) {
+            float *tmp = malloc((e->L.n_params ? e->L.n_params : 1) * sizeof *tmp);
+            st = tmp ? model_load_params(e->spec, &e->L, e->spec->init_from, tmp, err)
+                     : cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+            free(tmp);
+        }
         if (st)
             cohort_fail_prefix(err, "%s:%d", plan->path,
                                e->L.error_line ? e->L.error_line : e->spec->line);
