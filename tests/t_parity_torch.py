@@ -9,7 +9,6 @@ float32 rounding of some 200 steps of differently ordered sums.
 Run by ctest; needs /usr/bin/python3 with numpy and torch (else: skipped, 77)."""
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,9 @@ except ImportError as e:
     print(f"{NAME}: skipped: {e.name} missing (apt-get install python3-torch python3-numpy)")
     sys.exit(77)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_numpy import read_safetensors, write_safetensors  # noqa: E402
+
 passed = failed = 0
 
 
@@ -32,34 +34,6 @@ def check(cond, msg):
     else:
         failed += 1
         print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
-
-
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, arr in tensors.items():
-        b = np.ascontiguousarray(arr, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape),
-                        "data_offsets": [offset, offset + len(b)]}
-        offset += len(b)
-        blobs.append(b)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + a:8 + n + b], dtype="<f4").reshape(info["shape"])
-    return out
 
 
 def keras_adam_step(params, grads, state, t, lr, b1=0.9, b2=0.999, eps=1e-7):
