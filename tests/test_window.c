@@ -618,6 +618,8 @@ int main(void)
     test_bn(1024, 40, 1, 0.0f, 0, 0); /* split inside a model */
     test_bn(1024, 40, 3, 0.0f, 1, 0);
     test_bn(500, 17, 2, 100.0f, 0, 0); /* a large mean */
+    test_bn(5000, 24, 1, 0.0f, 0, 0);  /* several row blocks, split among the threads */
+    test_bn(9000, 8, 2, 50.0f, 1, 0);
 
     test_gemm(ctx_none, 1000, 70, 100, 1); /* tiled by rows and columns */
     test_gemm(ctx_none, 40, 900, 150, 1);  /* few rows: tiled by columns */
