@@ -119,9 +119,37 @@ static void max_run(float *restrict y, int32_t *restrict a, const float *restric
 }
 
 /* Y, arg (oh, ow, c) of image i from X's (h, w, c). */
+/* The common window, 2 x 2 at stride 2 wholly inside the image: the four
+ * pixels compared at once, one pass over the output (the general loop below
+ * makes four, through memcpy and max_run). Same results, ties included. */
+static void maxpool_2x2(float *restrict yo, int32_t *restrict ao, const float *restrict xi,
+                        int32_t p00, int w, size_t c)
+{
+    const float *a = xi + (size_t)p00 * c, *b = a + c, *d = a + (size_t)w * c, *e = d + c;
+    for (size_t ch = 0; ch < c; ch++) {
+        float m = a[ch];
+        int32_t at = p00;
+        if (b[ch] > m) {
+            m = b[ch];
+            at = p00 + 1;
+        }
+        if (d[ch] > m) {
+            m = d[ch];
+            at = p00 + w;
+        }
+        if (e[ch] > m) {
+            m = e[ch];
+            at = p00 + w + 1;
+        }
+        yo[ch] = m;
+        ao[ch] = at;
+    }
+}
+
 void kern_maxpool_fwd(float *Y, int32_t *arg, const float *X, const window_geom *g, int i0, int i1)
 {
     const size_t c = (size_t)g->c;
+    int fast = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2;
     for (int i = i0; i < i1; i++) {
         const float *xi = X + (size_t)i * image_floats(g);
         for (int y = 0; y < g->oh; y++) {
@@ -141,6 +169,10 @@ void kern_maxpool_fwd(float *Y, int32_t *arg, const float *X, const window_geom 
                     continue;
                 }
                 int32_t first = (iy0 + ky0) * g->w + ix0 + kx0;
+                if (fast && ky1 - ky0 == 2 && kx1 - kx0 == 2) {
+                    maxpool_2x2(yo, ao, xi, first, g->w, c);
+                    continue;
+                }
                 memcpy(yo, xi + (size_t)first * c, c * sizeof(float));
                 for (size_t ch = 0; ch < c; ch++)
                     ao[ch] = first;
