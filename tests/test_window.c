@@ -598,7 +598,7 @@ int main(void)
         {2, 5, 7, 4, 5, 7, 1, 1, 0}, /* global pooling */
         {1, 3, 2, 2, 5, 5, 1, 1, 1}, /* a window larger than the image */
         {8, 16, 16, 3, 3, 3, 1, 1, 1}, {16, 16, 16, 8, 2, 2, 2, 2, 0}, /* big: split */
-        {9, 15, 13, 5, 3, 3, 2, 2, 1},
+        {9, 15, 13, 5, 3, 3, 2, 2, 1}, {2, 7, 5, 3, 2, 2, 2, 2, 0}, {1, 9, 7, 4, 2, 2, 2, 2, 0},
     };
     for (size_t i = 0; i < sizeof geoms / sizeof geoms[0]; i++) {
         const int *q = geoms[i];

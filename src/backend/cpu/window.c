@@ -219,15 +219,54 @@ void kern_maxpool_fwd(float *Y, int32_t *arg, const float *X, const window_geom 
     }
 }
 
+/* The 2 x 2, stride-2 `valid` windows tile the image but for an odd last
+ * row or column: each window's four pixels written at once (the gradient
+ * at its maximum, 0 at the others), and only the untiled rest zeroed,
+ * instead of zeroing the image and adding into it. */
+static void maxpool_bwd_2x2(float *restrict di, const float *restrict dy,
+                            const int32_t *restrict a, const window_geom *g)
+{
+    const size_t c = (size_t)g->c, w = (size_t)g->w;
+    for (int y = 0; y < g->oh; y++) {
+        for (int x = 0; x < g->ow; x++) {
+            size_t o = ((size_t)y * g->ow + x) * c;
+            int32_t p00 = (int32_t)((size_t)(2 * y) * w + (size_t)(2 * x));
+            float *q00 = di + (size_t)p00 * c, *q01 = q00 + c, *q10 = q00 + w * c,
+                  *q11 = q10 + c;
+            for (size_t ch = 0; ch < c; ch++) {
+                float v = dy[o + ch];
+                int32_t at = a[o + ch];
+                q00[ch] = at == p00 ? v : 0.0f;
+                q01[ch] = at == p00 + 1 ? v : 0.0f;
+                q10[ch] = at == p00 + (int32_t)w ? v : 0.0f;
+                q11[ch] = at == p00 + (int32_t)w + 1 ? v : 0.0f;
+            }
+        }
+        if (g->w > 2 * g->ow) /* the odd last column of the two rows */
+            for (int r = 0; r < 2; r++)
+                memset(di + ((size_t)(2 * y + r) * w + (size_t)(2 * g->ow)) * c, 0,
+                       (w - (size_t)(2 * g->ow)) * c * sizeof(float));
+    }
+    if (g->h > 2 * g->oh) /* the odd last rows */
+        memset(di + (size_t)(2 * g->oh) * w * c, 0,
+               (size_t)(g->h - 2 * g->oh) * w * c * sizeof(float));
+}
+
 /* dX's image (h, w, c) = the scatter of dY (oh, ow, c) to the arg pixels. */
 void kern_maxpool_bwd(float *dX, const float *dY, const int32_t *arg, const window_geom *g, int i0,
                       int i1)
 {
     const size_t c = (size_t)g->c, per = out_pixels(g) * c;
+    int tiles = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->pad_top == 0 &&
+                g->pad_left == 0 && 2 * g->oh <= g->h && 2 * g->ow <= g->w;
     for (int i = i0; i < i1; i++) {
         float *di = dX + (size_t)i * image_floats(g);
         const float *dy = dY + (size_t)i * per;
         const int32_t *a = arg + (size_t)i * per;
+        if (tiles) {
+            maxpool_bwd_2x2(di, dy, a, g);
+            continue;
+        }
         memset(di, 0, image_floats(g) * sizeof(float));
         for (size_t o = 0; o < per; o += c)
             for (size_t ch = 0; ch < c; ch++)
