@@ -530,6 +530,88 @@ static void test_bn(int rows, int C, int count, float center, int shared, int fd
 /* The backend's gemm of `count` problems on both contexts against one
  * cblas_sgemm each (C = 0.7 op(A) op(B) + 0.3 C), and ctx_none (OpenBLAS
  * alone) bit for bit. */
+/*
+ * The fused convolution ops (conv_fwd, conv_wgrad, conv_bwd_data) against
+ * im2col and products in double: F filters, chunks of `chunk` images, ReLU;
+ * 1 and 2 threads bit for bit. F % 8 == 0 with kc <= 12 takes the small-
+ * window kernels, the others OpenBLAS.
+ */
+static void test_conv(window_geom g, int F, int chunk)
+{
+    size_t kc = (size_t)g.kh * g.kw * g.c, rows = (size_t)g.n * g.oh * g.ow;
+    size_t slots = ((size_t)g.n + (size_t)chunk - 1) / (size_t)chunk;
+    size_t scratch_n = slots * (size_t)chunk * g.oh * g.ow * kc, part_n = slots * ((size_t)F * kc + F);
+    float *X = fbuf(img_n(&g)), *W = fbuf((size_t)F * kc), *bias = fbuf((size_t)F);
+    float *col = fbuf(rows * kc), *dYin = fbuf(rows * (size_t)F);
+    fill(X, img_n(&g), -1, 1);
+    fill(W, (size_t)F * kc, -0.5f, 0.5f);
+    fill(bias, (size_t)F, -0.2f, 0.2f);
+    fill(dYin, rows * (size_t)F, -1, 1);
+    ref_im2col(col, X, &g);
+    double *Yr = calloc(rows * (size_t)F, sizeof *Yr), *Gr = calloc((size_t)F * kc, sizeof *Gr);
+    double *br = calloc((size_t)F, sizeof *br), *dXr = calloc(img_n(&g), sizeof *dXr);
+    double *dcol = calloc(rows * kc, sizeof *dcol), *dZ = calloc(rows * (size_t)F, sizeof *dZ);
+    float *dcolf = fbuf(rows * kc);
+    for (size_t r = 0; r < rows; r++)
+        for (int f = 0; f < F; f++) {
+            double z = bias[f];
+            for (size_t k = 0; k < kc; k++)
+                z += (double)col[r * kc + k] * W[(size_t)f * kc + k];
+            Yr[r * F + (size_t)f] = z > 0 ? z : 0;
+        }
+    float *Y[2], *Gw[2], *db[2], *dX[2], *dY[2];
+    for (int t = 0; t < 2; t++) {
+        float *scratch = fbuf(scratch_n), *part = fbuf(part_n);
+        Y[t] = fbuf(rows * (size_t)F);
+        Gw[t] = fbuf((size_t)F * kc);
+        db[t] = fbuf((size_t)F);
+        dX[t] = fbuf(img_n(&g));
+        dY[t] = fbuf(rows * (size_t)F);
+        memcpy(dY[t], dYin, rows * (size_t)F * sizeof(float));
+        be->conv_fwd(ctx[t], Y[t], scratch, X, W, bias, &g, F, ACT_RELU, chunk);
+        be->conv_wgrad(ctx[t], Gw[t], db[t], dY[t], Y[t], X, scratch, part, &g, F, ACT_RELU,
+                       chunk);
+        be->conv_bwd_data(ctx[t], dX[t], scratch, dY[t], W, &g, F, chunk);
+        free(scratch);
+        free(part);
+    }
+    /* dZ = dY * relu'(Y), then the gradients in double. */
+    for (size_t i = 0; i < rows * (size_t)F; i++)
+        dZ[i] = Y[0][i] > 0 ? dYin[i] : 0.0;
+    for (size_t r = 0; r < rows; r++)
+        for (int f = 0; f < F; f++) {
+            double d = dZ[r * F + (size_t)f];
+            br[f] += d;
+            for (size_t k = 0; k < kc; k++) {
+                Gr[(size_t)f * kc + k] += d * col[r * kc + k];
+                dcol[r * kc + k] += d * W[(size_t)f * kc + k];
+            }
+        }
+    for (size_t i = 0; i < rows * kc; i++)
+        dcolf[i] = (float)dcol[i];
+    ref_col2im(dXr, dcolf, &g);
+    char what[256];
+    snprintf(what, sizeof what, "conv F=%d chunk %d %s", F, chunk, gname(&g));
+    CHECK_MSG(near_all(what, Y[0], Yr, rows * (size_t)F, 1e-4), "%s: forward", what);
+    CHECK_MSG(near_all(what, Gw[0], Gr, (size_t)F * kc, 1e-4), "%s: weight gradient", what);
+    CHECK_MSG(near_all(what, db[0], br, (size_t)F, 1e-4), "%s: bias gradient", what);
+    CHECK_MSG(near_all(what, dX[0], dXr, img_n(&g), 1e-4), "%s: input gradient", what);
+    CHECK_MSG(!memcmp(Y[0], Y[1], rows * (size_t)F * sizeof(float)) &&
+                  !memcmp(Gw[0], Gw[1], (size_t)F * kc * sizeof(float)) &&
+                  !memcmp(db[0], db[1], (size_t)F * sizeof(float)) &&
+                  !memcmp(dX[0], dX[1], img_n(&g) * sizeof(float)),
+              "%s: 1 and 2 threads differ", what);
+    for (int t = 0; t < 2; t++) {
+        free(Y[t]);
+        free(Gw[t]);
+        free(db[t]);
+        free(dX[t]);
+        free(dY[t]);
+    }
+    free(X), free(W), free(bias), free(col), free(dYin), free(Yr), free(Gr), free(br);
+    free(dXr), free(dcol), free(dZ), free(dcolf);
+}
+
 static void test_gemm(backend_ctx *ctx_none, int M, int N, int Kd, int count)
 {
     for (int ta = 0; ta < 2; ta++)
@@ -606,6 +688,14 @@ int main(void)
         test_geom(g, 0);
         test_geom(g, 1);
     }
+    /* Fused convolutions: small windows (kc <= 12, F % 8 == 0) and OpenBLAS's. */
+    test_conv(geom(12, 9, 8, 1, 3, 3, 1, 1, 0), 16, 4);
+    test_conv(geom(12, 9, 8, 1, 3, 3, 1, 1, 1), 8, 5);
+    test_conv(geom(7, 9, 8, 1, 2, 2, 2, 2, 0), 24, 3);
+    test_conv(geom(10, 7, 5, 3, 3, 3, 1, 1, 1), 16, 1);
+    test_conv(geom(9, 7, 5, 3, 3, 3, 2, 2, 0), 6, 2);
+    test_conv(geom(64, 12, 12, 1, 3, 3, 1, 1, 0), 32, 2); /* big enough to split */
+
     /* The padding of `same`: the odd pixel after the image. */
     window_geom g = geom(1, 6, 6, 1, 3, 3, 2, 2, 1);
     CHECK(g.oh == 3 && g.pad_top == 0 && g.pad_left == 0);

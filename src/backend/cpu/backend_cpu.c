@@ -658,6 +658,7 @@ WINDOW_PART(avgpool_bwd_part, kern_avgpool_bwd(j->out + k * j->s_out, j->in + k 
 typedef struct conv_job {
     const window_geom *g;
     int F, kc, chunk; /* filters, columns of col, images per chunk */
+    int small;        /* kern_conv_small_* instead of sgemm (conv_small_ok) */
     act_kind act;
     float *Y, *scratch, *dX, *G, *db, *partial, *dY;
     const float *X, *W, *bias, *cY;
@@ -686,8 +687,11 @@ static void conv_fwd_chunk(const conv_job *j, int ch, int i0, int i1, float *col
     int rows = (int)((size_t)(i1 - i0) * conv_pixels(j));
     kern_im2col(col, j->X, j->g, i0, i1);
     float *Y = j->Y + r0 * (size_t)j->F;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, j->F, j->kc, 1.0f, col, j->kc,
-                j->W, j->kc, 0.0f, Y, j->F);
+    if (j->small)
+        kern_conv_small_fwd(Y, col, j->W, rows, j->F, j->kc);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, j->F, j->kc, 1.0f, col, j->kc,
+                    j->W, j->kc, 0.0f, Y, j->F);
     kern_bias_act(Y, j->bias, rows, j->F, j->act);
 }
 
@@ -701,7 +705,9 @@ static double conv_work(const window_geom *g, int F)
 static void cpu_conv_fwd(backend_ctx *c, float *Y, float *scratch, const float *X, const float *W,
                          const float *bias, const window_geom *g, int F, act_kind act, int chunk)
 {
-    conv_job j = {.g = g, .F = F, .kc = g->kh * g->kw * g->c, .chunk = chunk, .act = act, .Y = Y,
+    int kc = g->kh * g->kw * g->c;
+    conv_job j = {.g = g, .F = F, .kc = kc, .chunk = chunk,
+                  .small = c->isa != ISA_NONE && conv_small_ok(kc, F), .act = act, .Y = Y,
                   .scratch = scratch, .X = X, .W = W, .bias = bias};
     pool_run(c, conv_fwd_part, &j, conv_work(g, F));
 }
@@ -735,8 +741,11 @@ static void wgrad_chunk(const conv_job *j, int ch, int i0, int i1, float *col)
     float *dY = j->dY + r0 * F, *out = j->partial + (size_t)ch * (F * (size_t)j->kc + F);
     kern_act_backward(dY, j->cY + r0 * F, (size_t)rows * F, j->act);
     kern_im2col(col, j->X, j->g, i0, i1);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->F, j->kc, rows, 1.0f, dY, j->F, col,
-                j->kc, 0.0f, out, j->kc);
+    if (j->small)
+        kern_conv_small_wgrad(out, dY, col, rows, j->F, j->kc);
+    else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->F, j->kc, rows, 1.0f, dY, j->F,
+                    col, j->kc, 0.0f, out, j->kc);
     if (j->db)
         kern_bias_grad(out + F * (size_t)j->kc, dY, rows, j->F);
 }
@@ -767,7 +776,8 @@ static void cpu_conv_wgrad(backend_ctx *c, float *G, float *db, float *dY, const
                            int F, act_kind act, int chunk)
 {
     int kc = g->kh * g->kw * g->c;
-    conv_job j = {.g = g, .F = F, .kc = kc, .chunk = chunk, .act = act, .G = G, .db = db,
+    conv_job j = {.g = g, .F = F, .kc = kc, .chunk = chunk,
+                  .small = c->isa != ISA_NONE && conv_small_ok(kc, F), .act = act, .G = G, .db = db,
                   .partial = partial, .dY = dY, .cY = Y, .scratch = scratch, .X = X};
     pool_run(c, wgrad_part, &j, conv_work(g, F));
     pool_run(c, wgrad_sum_part, &j, (double)F * kc * ceil_div(g->n, chunk));

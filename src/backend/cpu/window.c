@@ -9,6 +9,9 @@
 #include "backend/cpu/window.h"
 
 #include <math.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 #include <string.h>
 
 /* The part [*a, *b) of [0, k) that start + [0, k) puts inside [0, n). */
@@ -460,3 +463,68 @@ void kern_bn_bwd(float *dX, const float *dY, const float *X, const float *gamma,
             bn_dx(dX + a, dY + a, X + a, mean, A, B, D, rows, C, m);
     }
 }
+
+int conv_small_ok(int kc, int F)
+{
+#if defined(__AVX2__) && defined(__FMA__)
+    return kc >= 1 && kc <= CONV_SMALL_KC && F % 8 == 0 && F <= CONV_SMALL_F;
+#else
+    (void)kc;
+    (void)F;
+    return 0;
+#endif
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+/* W transposed ([kc, F]) so that each k adds one row of it to Y's row. */
+void kern_conv_small_fwd(float *Y, const float *col, const float *W, int rows, int F, int kc)
+{
+    float Wt[CONV_SMALL_KC * CONV_SMALL_F];
+    for (int f = 0; f < F; f++)
+        for (int k = 0; k < kc; k++)
+            Wt[k * F + f] = W[(size_t)f * kc + k];
+    for (int r = 0; r < rows; r++) {
+        float *restrict y = Y + (size_t)r * F;
+        const float *c = col + (size_t)r * kc;
+        for (int f = 0; f < F; f += 8) {
+            __m256 acc = _mm256_setzero_ps();
+            for (int k = 0; k < kc; k++)
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(c + k), _mm256_loadu_ps(Wt + k * F + f),
+                                      acc);
+            _mm256_storeu_ps(y + f, acc);
+        }
+    }
+}
+
+/* Eight filters at a time, one register of sums per k. */
+void kern_conv_small_wgrad(float *G, const float *dY, const float *col, int rows, int F, int kc)
+{
+    for (int f0 = 0; f0 < F; f0 += 8) {
+        __m256 acc[CONV_SMALL_KC];
+        for (int k = 0; k < CONV_SMALL_KC; k++)
+            acc[k] = _mm256_setzero_ps();
+        for (int r = 0; r < rows; r++) {
+            __m256 d = _mm256_loadu_ps(dY + (size_t)r * F + f0);
+            const float *c = col + (size_t)r * kc;
+            for (int k = 0; k < CONV_SMALL_KC; k++)
+                if (k < kc)
+                    acc[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(c + k), d, acc[k]);
+        }
+        for (int k = 0; k < kc; k++) {
+            float t[8];
+            _mm256_storeu_ps(t, acc[k]);
+            for (int j = 0; j < 8; j++)
+                G[(size_t)(f0 + j) * kc + k] = t[j];
+        }
+    }
+}
+#else
+void kern_conv_small_fwd(float *Y, const float *col, const float *W, int rows, int F, int kc)
+{
+    (void)Y, (void)col, (void)W, (void)rows, (void)F, (void)kc;
+}
+void kern_conv_small_wgrad(float *G, const float *dY, const float *col, int rows, int F, int kc)
+{
+    (void)G, (void)dY, (void)col, (void)rows, (void)F, (void)kc;
+}
+#endif
