@@ -533,8 +533,9 @@ static void test_bn(int rows, int C, int count, float center, int shared, int fd
 /*
  * The fused convolution ops (conv_fwd, conv_wgrad, conv_bwd_data) against
  * im2col and products in double: F filters, chunks of `chunk` images, ReLU;
- * 1 and 2 threads bit for bit. F % 8 == 0 with kc <= 12 takes the small-
- * window kernels, the others OpenBLAS.
+ * 1 and 2 threads bit for bit. F % 16 == 0 takes the own forward kernel
+ * (six rows at a time, and the rows left), F % 8 == 0 with kc <= 12 the
+ * small-window weight gradient; the others OpenBLAS.
  */
 static void test_conv(window_geom g, int F, int chunk)
 {
@@ -568,7 +569,7 @@ static void test_conv(window_geom g, int F, int chunk)
         dX[t] = fbuf(img_n(&g));
         dY[t] = fbuf(rows * (size_t)F);
         memcpy(dY[t], dYin, rows * (size_t)F * sizeof(float));
-        be->conv_fwd(ctx[t], Y[t], scratch, X, W, bias, &g, F, ACT_RELU, chunk);
+        be->conv_fwd(ctx[t], Y[t], scratch, part, X, W, bias, &g, F, ACT_RELU, chunk);
         be->conv_wgrad(ctx[t], Gw[t], db[t], dY[t], Y[t], X, scratch, part, &g, F, ACT_RELU,
                        chunk);
         be->conv_bwd_data(ctx[t], dX[t], scratch, dY[t], W, &g, F, chunk);
@@ -695,6 +696,7 @@ int main(void)
     test_conv(geom(10, 7, 5, 3, 3, 3, 1, 1, 1), 16, 1);
     test_conv(geom(9, 7, 5, 3, 3, 3, 2, 2, 0), 6, 2);
     test_conv(geom(64, 12, 12, 1, 3, 3, 1, 1, 0), 32, 2); /* big enough to split */
+    test_conv(geom(5, 9, 9, 8, 3, 3, 1, 1, 0), 32, 2);    /* kc 72: own forward, OpenBLAS's wgrad */
 
     /* The padding of `same`: the odd pixel after the image. */
     window_geom g = geom(1, 6, 6, 1, 3, 3, 2, 2, 1);

@@ -181,15 +181,17 @@ typedef struct backend_ops {
      * kc = kh*kw*c; bias [F] or NULL. scratch holds ceil(n/chunk) slots of
      * chunk*oh*ow rows of kc floats, slot i at i*chunk*oh*ow*kc; a part uses
      * the slot of its first chunk for all its chunks.
-     * conv_fwd: Y = act(im2col(X)·Wᵀ + bias), Y [n*oh*ow, F].
+     * conv_fwd: Y = act(im2col(X)·Wᵀ + bias), Y [n*oh*ow, F]; wt is scratch of
+ * F*kc floats (W transposed, for the backend's own kernels).
      * conv_wgrad: dY = dY * act'(Y) in place, then per chunk i, with the
      * chunk's im2col rows made again from X, partial[i] = dYᵀ·col [F, kc]
      * and its column sums of dY [F] (partial: ceil(n/chunk) * (F*kc + F)
      * floats); G and db (NULL: none) = the partials added in chunk order.
      * conv_bwd_data: dX = col2im(dY·W).
      */
-    void (*conv_fwd)(backend_ctx *ctx, float *Y, float *scratch, const float *X, const float *W,
-                     const float *bias, const window_geom *g, int F, act_kind act, int chunk);
+    void (*conv_fwd)(backend_ctx *ctx, float *Y, float *scratch, float *wt, const float *X,
+                     const float *W, const float *bias, const window_geom *g, int F,
+                     act_kind act, int chunk);
     void (*conv_wgrad)(backend_ctx *ctx, float *G, float *db, float *dY, const float *Y,
                        const float *X, float *scratch, float *partial, const window_geom *g,
                        int F, act_kind act, int chunk);

@@ -658,9 +658,10 @@ WINDOW_PART(avgpool_bwd_part, kern_avgpool_bwd(j->out + k * j->s_out, j->in + k 
 typedef struct conv_job {
     const window_geom *g;
     int F, kc, chunk; /* filters, columns of col, images per chunk */
-    int small;        /* kern_conv_small_* instead of sgemm (conv_small_ok) */
+    int small;        /* kern_conv_small_wgrad instead of sgemm (conv_small_ok) */
+    int own_fwd;      /* kern_conv_fwd from wt (W transposed) instead of sgemm */
     act_kind act;
-    float *Y, *scratch, *dX, *G, *db, *partial, *dY;
+    float *Y, *scratch, *dX, *G, *db, *partial, *dY, *wt;
     const float *X, *W, *bias, *cY;
 } conv_job;
 
@@ -687,8 +688,8 @@ static void conv_fwd_chunk(const conv_job *j, int ch, int i0, int i1, float *col
     int rows = (int)((size_t)(i1 - i0) * conv_pixels(j));
     kern_im2col(col, j->X, j->g, i0, i1);
     float *Y = j->Y + r0 * (size_t)j->F;
-    if (j->small)
-        kern_conv_small_fwd(Y, col, j->W, rows, j->F, j->kc);
+    if (j->own_fwd)
+        kern_conv_fwd(Y, col, j->wt, rows, j->F, j->kc);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, j->F, j->kc, 1.0f, col, j->kc,
                     j->W, j->kc, 0.0f, Y, j->F);
@@ -702,13 +703,18 @@ static double conv_work(const window_geom *g, int F)
     return (double)g->n * g->oh * g->ow * F * (double)(g->kh * g->kw * g->c);
 }
 
-static void cpu_conv_fwd(backend_ctx *c, float *Y, float *scratch, const float *X, const float *W,
-                         const float *bias, const window_geom *g, int F, act_kind act, int chunk)
+static void cpu_conv_fwd(backend_ctx *c, float *Y, float *scratch, float *wt, const float *X,
+                         const float *W, const float *bias, const window_geom *g, int F,
+                         act_kind act, int chunk)
 {
     int kc = g->kh * g->kw * g->c;
     conv_job j = {.g = g, .F = F, .kc = kc, .chunk = chunk,
-                  .small = c->isa != ISA_NONE && conv_small_ok(kc, F), .act = act, .Y = Y,
-                  .scratch = scratch, .X = X, .W = W, .bias = bias};
+                  .own_fwd = c->isa != ISA_NONE && conv_fwd_ok(F), .act = act, .Y = Y,
+                  .scratch = scratch, .wt = wt, .X = X, .W = W, .bias = bias};
+    if (j.own_fwd)
+        for (int f = 0; f < F; f++)
+            for (int k = 0; k < kc; k++)
+                wt[(size_t)k * F + f] = W[(size_t)f * kc + k];
     pool_run(c, conv_fwd_part, &j, conv_work(g, F));
 }
 

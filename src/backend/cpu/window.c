@@ -467,7 +467,7 @@ void kern_bn_bwd(float *dX, const float *dY, const float *X, const float *gamma,
 int conv_small_ok(int kc, int F)
 {
 #if defined(__AVX2__) && defined(__FMA__)
-    return kc >= 1 && kc <= CONV_SMALL_KC && F % 8 == 0 && F <= CONV_SMALL_F;
+    return kc >= 1 && kc <= CONV_SMALL_KC && F % 8 == 0;
 #else
     (void)kc;
     (void)F;
@@ -475,26 +475,63 @@ int conv_small_ok(int kc, int F)
 #endif
 }
 
-#if defined(__AVX2__) && defined(__FMA__)
-/* W transposed ([kc, F]) so that each k adds one row of it to Y's row. */
-void kern_conv_small_fwd(float *Y, const float *col, const float *W, int rows, int F, int kc)
+int conv_fwd_ok(int F)
 {
-    float Wt[CONV_SMALL_KC * CONV_SMALL_F];
-    for (int f = 0; f < F; f++)
-        for (int k = 0; k < kc; k++)
-            Wt[k * F + f] = W[(size_t)f * kc + k];
-    for (int r = 0; r < rows; r++) {
-        float *restrict y = Y + (size_t)r * F;
-        const float *c = col + (size_t)r * kc;
+#if defined(__AVX2__) && defined(__FMA__)
+    return F > 0 && F % 16 == 0;
+#else
+    (void)F;
+    return 0;
+#endif
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define FMA2(i, row)                                                                              \
+    b = _mm256_broadcast_ss(row + k);                                                            \
+    a##i##0 = _mm256_fmadd_ps(b, w0, a##i##0);                                                   \
+    a##i##1 = _mm256_fmadd_ps(b, w1, a##i##1)
+
+void kern_conv_fwd(float *Y, const float *col, const float *Wt, int rows, int F, int kc)
+{
+    size_t K = (size_t)kc, Fs = (size_t)F;
+    int r = 0;
+    for (; r + 6 <= rows; r += 6) {
+        const float *c0 = col + (size_t)r * K, *c1 = c0 + K, *c2 = c1 + K, *c3 = c2 + K,
+                    *c4 = c3 + K, *c5 = c4 + K;
+        for (int f = 0; f < F; f += 16) {
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00,
+                   a21 = a00, a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+            const float *w = Wt + f;
+            for (size_t k = 0; k < K; k++, w += Fs) {
+                __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8), b;
+                FMA2(0, c0);
+                FMA2(1, c1);
+                FMA2(2, c2);
+                FMA2(3, c3);
+                FMA2(4, c4);
+                FMA2(5, c5);
+            }
+            float *y = Y + (size_t)r * Fs + (size_t)f;
+            _mm256_storeu_ps(y, a00), _mm256_storeu_ps(y + 8, a01), y += Fs;
+            _mm256_storeu_ps(y, a10), _mm256_storeu_ps(y + 8, a11), y += Fs;
+            _mm256_storeu_ps(y, a20), _mm256_storeu_ps(y + 8, a21), y += Fs;
+            _mm256_storeu_ps(y, a30), _mm256_storeu_ps(y + 8, a31), y += Fs;
+            _mm256_storeu_ps(y, a40), _mm256_storeu_ps(y + 8, a41), y += Fs;
+            _mm256_storeu_ps(y, a50), _mm256_storeu_ps(y + 8, a51);
+        }
+    }
+    for (; r < rows; r++) { /* the last rows, one at a time */
+        const float *c = col + (size_t)r * K;
         for (int f = 0; f < F; f += 8) {
             __m256 acc = _mm256_setzero_ps();
-            for (int k = 0; k < kc; k++)
-                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(c + k), _mm256_loadu_ps(Wt + k * F + f),
-                                      acc);
-            _mm256_storeu_ps(y + f, acc);
+            for (size_t k = 0; k < K; k++)
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(c + k),
+                                      _mm256_loadu_ps(Wt + k * Fs + (size_t)f), acc);
+            _mm256_storeu_ps(Y + (size_t)r * Fs + (size_t)f, acc);
         }
     }
 }
+#undef FMA2
 
 /* Eight filters at a time, one register of sums per k. */
 void kern_conv_small_wgrad(float *G, const float *dY, const float *col, int rows, int F, int kc)
@@ -519,9 +556,9 @@ void kern_conv_small_wgrad(float *G, const float *dY, const float *col, int rows
     }
 }
 #else
-void kern_conv_small_fwd(float *Y, const float *col, const float *W, int rows, int F, int kc)
+void kern_conv_fwd(float *Y, const float *col, const float *Wt, int rows, int F, int kc)
 {
-    (void)Y, (void)col, (void)W, (void)rows, (void)F, (void)kc;
+    (void)Y, (void)col, (void)Wt, (void)rows, (void)F, (void)kc;
 }
 void kern_conv_small_wgrad(float *G, const float *dY, const float *col, int rows, int F, int kc)
 {

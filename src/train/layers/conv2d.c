@@ -97,7 +97,9 @@ static void conv_forward(const layer_pass *p)
     const float *W = p->W + lp->p_off;
     const float *b = p->ls[0]->no_bias ? NULL : W + (size_t)F * (size_t)kc;
     if (p->count == 1 && p->be->conv_fwd) {
-        p->be->conv_fwd(p->ctx, p->Y, p->work, p->X, W, b, &g, F, p->ls[0]->act, chunk_fwd(lp));
+        /* The partial sums' region is free in forward: W transposed goes there. */
+        p->be->conv_fwd(p->ctx, p->Y, p->work, partials_of(p), p->X, W, b, &g, F, p->ls[0]->act,
+                        chunk_fwd(lp));
         return;
     }
     p->be->im2col(p->ctx, p->work, p->s_work, p->X, p->sX, &g, p->count);
