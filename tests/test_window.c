@@ -533,9 +533,10 @@ static void test_bn(int rows, int C, int count, float center, int shared, int fd
 /*
  * The fused convolution ops (conv_fwd, conv_wgrad, conv_bwd_data) against
  * im2col and products in double: F filters, chunks of `chunk` images, ReLU;
- * 1 and 2 threads bit for bit. F % 16 == 0 takes the own forward kernel
- * (six rows at a time, and the rows left), F % 8 == 0 with kc <= 12 the
- * small-window weight gradient; the others OpenBLAS.
+ * 1 and 2 threads bit for bit. F % 16 == 0 takes the own kernel forward,
+ * kc % 16 == 0 for the input gradient (six rows at a time, and the rows
+ * left), F % 8 == 0 with kc <= 12 the small-window weight gradient; the
+ * others OpenBLAS.
  */
 static void test_conv(window_geom g, int F, int chunk)
 {
@@ -696,7 +697,9 @@ int main(void)
     test_conv(geom(10, 7, 5, 3, 3, 3, 1, 1, 1), 16, 1);
     test_conv(geom(9, 7, 5, 3, 3, 3, 2, 2, 0), 6, 2);
     test_conv(geom(64, 12, 12, 1, 3, 3, 1, 1, 0), 32, 2); /* big enough to split */
-    test_conv(geom(5, 9, 9, 8, 3, 3, 1, 1, 0), 32, 2);    /* kc 72: own forward, OpenBLAS's wgrad */
+    test_conv(geom(5, 9, 9, 8, 3, 3, 1, 1, 0), 32, 2);    /* kc 72: own forward only */
+    test_conv(geom(4, 7, 6, 16, 3, 3, 1, 1, 1), 16, 2);   /* kc 144: own forward and dX */
+    test_conv(geom(3, 6, 5, 8, 2, 2, 1, 1, 0), 24, 1);    /* kc 32: own dX only */
 
     /* The padding of `same`: the odd pixel after the image. */
     window_geom g = geom(1, 6, 6, 1, 3, 3, 2, 2, 1);

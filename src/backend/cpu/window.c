@@ -475,63 +475,67 @@ int conv_small_ok(int kc, int F)
 #endif
 }
 
-int conv_fwd_ok(int F)
+int gemm_own_ok(int N)
 {
 #if defined(__AVX2__) && defined(__FMA__)
-    return F > 0 && F % 16 == 0;
+    return N > 0 && N % 16 == 0;
 #else
-    (void)F;
+    (void)N;
     return 0;
 #endif
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-#define FMA2(i, row)                                                                              \
-    b = _mm256_broadcast_ss(row + k);                                                            \
-    a##i##0 = _mm256_fmadd_ps(b, w0, a##i##0);                                                   \
-    a##i##1 = _mm256_fmadd_ps(b, w1, a##i##1)
+#define FMA2(i)                                                                                   \
+    b = _mm256_broadcast_ss(a##i + k * ac);                                                       \
+    s##i##0 = _mm256_fmadd_ps(b, w0, s##i##0);                                                    \
+    s##i##1 = _mm256_fmadd_ps(b, w1, s##i##1)
+#define STORE2(i)                                                                                 \
+    _mm256_storeu_ps(y + (size_t)(i) * ldy, s##i##0);                                             \
+    _mm256_storeu_ps(y + (size_t)(i) * ldy + 8, s##i##1)
 
-void kern_conv_fwd(float *Y, const float *col, const float *Wt, int rows, int F, int kc)
+void kern_gemm_own(float *Y, size_t ldy, const float *A, size_t ar, size_t ac, const float *B,
+                   size_t ldb, int M, int N, int K)
 {
-    size_t K = (size_t)kc, Fs = (size_t)F;
-    int r = 0;
-    for (; r + 6 <= rows; r += 6) {
-        const float *c0 = col + (size_t)r * K, *c1 = c0 + K, *c2 = c1 + K, *c3 = c2 + K,
-                    *c4 = c3 + K, *c5 = c4 + K;
-        for (int f = 0; f < F; f += 16) {
-            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00,
-                   a21 = a00, a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
-            const float *w = Wt + f;
-            for (size_t k = 0; k < K; k++, w += Fs) {
+    int i = 0;
+    for (; i + 6 <= M; i += 6) {
+        const float *a0 = A + (size_t)i * ar, *a1 = a0 + ar, *a2 = a1 + ar, *a3 = a2 + ar,
+                    *a4 = a3 + ar, *a5 = a4 + ar;
+        for (int j = 0; j < N; j += 16) {
+            __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00,
+                   s21 = s00, s30 = s00, s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00;
+            const float *w = B + j;
+            for (size_t k = 0; k < (size_t)K; k++, w += ldb) {
                 __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8), b;
-                FMA2(0, c0);
-                FMA2(1, c1);
-                FMA2(2, c2);
-                FMA2(3, c3);
-                FMA2(4, c4);
-                FMA2(5, c5);
+                FMA2(0);
+                FMA2(1);
+                FMA2(2);
+                FMA2(3);
+                FMA2(4);
+                FMA2(5);
             }
-            float *y = Y + (size_t)r * Fs + (size_t)f;
-            _mm256_storeu_ps(y, a00), _mm256_storeu_ps(y + 8, a01), y += Fs;
-            _mm256_storeu_ps(y, a10), _mm256_storeu_ps(y + 8, a11), y += Fs;
-            _mm256_storeu_ps(y, a20), _mm256_storeu_ps(y + 8, a21), y += Fs;
-            _mm256_storeu_ps(y, a30), _mm256_storeu_ps(y + 8, a31), y += Fs;
-            _mm256_storeu_ps(y, a40), _mm256_storeu_ps(y + 8, a41), y += Fs;
-            _mm256_storeu_ps(y, a50), _mm256_storeu_ps(y + 8, a51);
+            float *y = Y + (size_t)i * ldy + (size_t)j;
+            STORE2(0);
+            STORE2(1);
+            STORE2(2);
+            STORE2(3);
+            STORE2(4);
+            STORE2(5);
         }
     }
-    for (; r < rows; r++) { /* the last rows, one at a time */
-        const float *c = col + (size_t)r * K;
-        for (int f = 0; f < F; f += 8) {
+    for (; i < M; i++) { /* the last rows, one at a time */
+        const float *a = A + (size_t)i * ar;
+        for (int j = 0; j < N; j += 8) {
             __m256 acc = _mm256_setzero_ps();
-            for (size_t k = 0; k < K; k++)
-                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(c + k),
-                                      _mm256_loadu_ps(Wt + k * Fs + (size_t)f), acc);
-            _mm256_storeu_ps(Y + (size_t)r * Fs + (size_t)f, acc);
+            for (size_t k = 0; k < (size_t)K; k++)
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + k * ac),
+                                      _mm256_loadu_ps(B + k * ldb + (size_t)j), acc);
+            _mm256_storeu_ps(Y + (size_t)i * ldy + (size_t)j, acc);
         }
     }
 }
 #undef FMA2
+#undef STORE2
 
 /* Eight filters at a time, one register of sums per k. */
 void kern_conv_small_wgrad(float *G, const float *dY, const float *col, int rows, int F, int kc)
@@ -556,9 +560,10 @@ void kern_conv_small_wgrad(float *G, const float *dY, const float *col, int rows
     }
 }
 #else
-void kern_conv_fwd(float *Y, const float *col, const float *Wt, int rows, int F, int kc)
+void kern_gemm_own(float *Y, size_t ldy, const float *A, size_t ar, size_t ac, const float *B,
+                   size_t ldb, int M, int N, int K)
 {
-    (void)Y, (void)col, (void)Wt, (void)rows, (void)F, (void)kc;
+    (void)Y, (void)ldy, (void)A, (void)ar, (void)ac, (void)B, (void)ldb, (void)M, (void)N, (void)K;
 }
 void kern_conv_small_wgrad(float *G, const float *dY, const float *col, int rows, int F, int kc)
 {
