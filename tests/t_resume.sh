@@ -75,13 +75,26 @@ done
 [ $killed -ge 5 ] && ok || bad "only $killed of 7 kills hit a running process"
 
 # SIGTERM: the current step finishes, a checkpoint is written, exit 130; --resume finishes.
-"$COHORT" train "$T/plan.yaml" --out "$T/term" --quiet >/dev/null 2>&1 &
+"$COHORT" train "$T/plan.yaml" --out "$T/term" --quiet >/dev/null 2>"$T/term.err" &
 pid=$!
 sleep "$(at 0.4)"
 kill -TERM $pid
 wait $pid
 rc=$?
 [ $rc -eq 130 ] && ok || bad "SIGTERM: exit $rc, wanted 130"
+# Every model it stopped is `interrupted` (not failed, not left pending), and
+# stderr says how to go on.
+/usr/bin/python3 - "$T/term/results.json" <<'PY' && ok || bad "SIGTERM: statuses: $(cat "$T/term.err")"
+import json, sys
+ms = json.load(open(sys.argv[1]))["models"]
+st = [m["status"] for m in ms]
+assert "interrupted" in st and set(st) <= {"ok", "interrupted"}, st
+for m in ms:
+    assert m["status"] == "ok" or m["error"], m
+PY
+grep -q -- "--out $T/term --resume" "$T/term.err" && ok || bad "SIGTERM: no word of --resume: $(cat "$T/term.err")"
+grep -q "interrupted: ." "$T/term.err" && ! grep -q "pending: *$" "$T/term.err" && ok ||
+    bad "SIGTERM: per-model lines: $(cat "$T/term.err")"
 ls "$T/term/checkpoints/"*.safetensors >/dev/null 2>&1 && ok || bad "SIGTERM: no checkpoint written"
 "$COHORT" train "$T/plan.yaml" --out "$T/term" --resume --quiet >/dev/null 2>&1 && ok || bad "resume after SIGTERM"
 same_as_ref "$T/term" "SIGTERM"

@@ -717,14 +717,16 @@ static void reap(sched *s, job *j)
         memset(&m, 0, sizeof m);
         m.type = MSG_FINAL;
         m.model = e->index;
-        m.state = MODEL_FAILED;
+        m.state = run->stop ? MODEL_INTERRUPTED : MODEL_FAILED;
         m.epochs_run = e->res.epochs_run;
         m.best_epoch = e->res.best_epoch;
         m.best = e->res.best;
         m.seconds = e->res.seconds;
         m.test_loss = m.test_accuracy = NAN;
         str_copy(m.best_weights, sizeof m.best_weights, e->best_weights);
-        str_copy(m.error, sizeof m.error, run->stop ? "interrupted" : why);
+        str_copy(m.error, sizeof m.error,
+                 run->stop ? "stopped before its worker reported; its last checkpoint is saved"
+                           : why);
         apply(run, &m, NULL);
     }
     pthread_mutex_unlock(&run->lock);
@@ -960,6 +962,23 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
     }
     cohort_status st = run_schedule(run, err);
     pthread_mutex_lock(&run->lock);
+    if (run->stop) {
+        /* Models the stop kept from starting, or from reporting, are
+         * interrupted too: --resume trains them. */
+        int changed = 0;
+        for (int i = 0; i < run->n; i++) {
+            model_entry *e = &run->m[i];
+            if (e->done || (e->res.state != MODEL_PENDING && e->res.state != MODEL_RUNNING))
+                continue;
+            str_copy(e->res.error, sizeof e->res.error,
+                     e->res.state == MODEL_PENDING ? "not started" : "stopped");
+            e->res.state = MODEL_INTERRUPTED;
+            changed = 1;
+        }
+        cohort_error werr;
+        if (changed && run->out_dir[0])
+            run_write_results(run, &werr);
+    }
     refresh_report(run, 1);
     pthread_mutex_unlock(&run->lock);
     if (st)

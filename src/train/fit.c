@@ -81,6 +81,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
     g->t = (int64_t)e0 * steps + s0;
     double t0 = now_seconds(), st[COHORT_MAX_GROUP * 4];
     cohort_status ret = COHORT_OK;
+    int mid_epoch = 0; /* interrupted inside an epoch */
 
     for (int epoch = e0 + 1; epoch <= max_epochs; epoch++) {
         int any = 0;
@@ -143,6 +144,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 if (cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch - 1, step + 1, res, err))
                     return cohort_fail_prefix(err, "checkpoint");
                 ret = COHORT_ERR_INTERRUPTED;
+                mid_epoch = 1;
                 break;
             }
         }
@@ -226,11 +228,17 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
     }
     double secs = now_seconds() - t0;
     for (int k = 0; k < K; k++) {
-        if (res[k].state == MODEL_RUNNING)
+        if (res[k].state == MODEL_RUNNING && ret == COHORT_ERR_INTERRUPTED) {
+            res[k].state = MODEL_INTERRUPTED;
+            snprintf(res[k].error, sizeof res[k].error,
+                     "stopped after %d of %d epochs%s; its checkpoint is saved",
+                     res[k].epochs_run, g->spec[k]->epochs,
+                     mid_epoch ? " and part of the next" : "");
+        } else if (res[k].state == MODEL_RUNNING) {
             res[k].state = ret ? MODEL_FAILED : MODEL_OK;
-        if (ret == COHORT_ERR_INTERRUPTED && res[k].state == MODEL_FAILED && !res[k].error[0])
-            str_copy(res[k].error, sizeof res[k].error, "interrupted");
-        else if (ret && res[k].state == MODEL_FAILED && !res[k].error[0])
+        }
+        if (ret && ret != COHORT_ERR_INTERRUPTED && res[k].state == MODEL_FAILED &&
+            !res[k].error[0])
             str_copy(res[k].error, sizeof res[k].error, err->message);
         if (res[k].state == MODEL_OK && g->best && res[k].best_epoch > 0 &&
             g->spec[k]->early_stop.enabled && g->spec[k]->early_stop.restore_best)

@@ -20,7 +20,8 @@ typedef enum model_state {
     MODEL_RUNNING,
     MODEL_OK,
     MODEL_FAILED,
-    MODEL_DIVERGED
+    MODEL_DIVERGED,
+    MODEL_INTERRUPTED  /* stopped by a signal; --resume continues it */
 } model_state;
 
 const char *model_state_str(model_state s);
