@@ -225,6 +225,7 @@ typedef struct job_ctx {
     double last_step_report;
     char best_weights[MAX_GROUP][COHORT_PATH_MAX];
     double t0;
+    double base_seconds[MAX_GROUP]; /* --resume: each model's seconds before this run */
     float *scratch; /* [4, P] for checkpoints */
 } job_ctx;
 
@@ -270,7 +271,7 @@ static int on_epoch(void *user, int k, int epoch, const epoch_metrics *em, int i
     m.epoch = epoch;
     m.is_best = is_best;
     m.m = *em;
-    m.seconds = now_seconds() - c->t0;
+    m.seconds = c->base_seconds[k] + (now_seconds() - c->t0);
     str_copy(m.best_weights, sizeof m.best_weights, c->best_weights[k]);
     report(c->s, &m, NULL);
     return 0;
@@ -355,6 +356,7 @@ static void job_run(sched *s, job *j)
             res[k] = ck.res;
             res[k].history = h;
             memcpy(h, ck.history, (size_t)ck.epoch * sizeof *h);
+            c.base_seconds[k] = ck.res.seconds;
             str_copy(c.best_weights[k], sizeof c.best_weights[k], e->best_weights);
         }
         ckpt_free(&ck);

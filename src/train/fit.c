@@ -80,6 +80,12 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
     /* Every epoch takes every step, so the step count follows from the start. */
     g->t = (int64_t)e0 * steps + s0;
     double t0 = now_seconds(), st[COHORT_MAX_GROUP * 4];
+    /* Seconds before this fit (a resumed model's, from its checkpoint): a
+     * checkpoint carries the total so far, so the time spent before an
+     * interruption counts. */
+    double base[COHORT_MAX_GROUP];
+    for (int k = 0; k < K; k++)
+        base[k] = res[k].seconds;
     cohort_status ret = COHORT_OK;
     int mid_epoch = 0; /* interrupted inside an epoch */
 
@@ -140,6 +146,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 for (int k = 0; k < K; k++) {
                     res[k].part_loss = st[4 * k];
                     res[k].part_correct = st[4 * k + 1];
+                    res[k].seconds = base[k] + (now_seconds() - t0);
                 }
                 if (cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch - 1, step + 1, res, err))
                     return cohort_fail_prefix(err, "checkpoint");
@@ -217,6 +224,8 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 res[k].stopped_early = 1;
             }
         }
+        for (int k = 0; k < K; k++)
+            res[k].seconds = base[k] + (now_seconds() - t0);
         if (cb && cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch, 0, res, err)) {
             ret = cohort_fail_prefix(err, "checkpoint");
             break;
@@ -244,7 +253,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
             g->spec[k]->early_stop.enabled && g->spec[k]->early_stop.restore_best)
             g->be->copy(g->ctx, g->params + (size_t)k * L->n_params,
                         g->best + (size_t)k * L->n_params, 0, L->n_params, 1);
-        res[k].seconds += secs;
+        res[k].seconds = base[k] + secs;
     }
     return ret;
 }
