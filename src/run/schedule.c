@@ -374,8 +374,9 @@ static void job_run(sched *s, job *j)
     uint64_t share = c.g ? (group_peak_bytes(c.g) + (uint64_t)j->n - 1) / (uint64_t)j->n : 0;
     uint64_t planned = (j->bytes + (uint64_t)j->n - 1) / (uint64_t)j->n;
     double tl[MAX_GROUP], ta[MAX_GROUP];
+    cohort_status test_st = COHORT_OK;
     if (!st && run->has_test)
-        group_evaluate(c.g, &run->test, tl, ta, pred);
+        test_st = group_evaluate(c.g, &run->test, tl, ta, pred);
     for (int k = 0; k < j->n; k++) {
         memset(&m, 0, sizeof m);
         m.type = MSG_FINAL;
@@ -396,7 +397,11 @@ static void job_run(sched *s, job *j)
             m.stopped_early = r->stopped_early;
             m.seconds = r->seconds;
             str_copy(m.best_weights, sizeof m.best_weights, c.best_weights[k]);
-            if (r->state == MODEL_OK && run->has_test) {
+            if (r->state == MODEL_OK && test_st) {
+                m.state = MODEL_FAILED;
+                str_copy(m.error, sizeof m.error, "out of host memory evaluating the test data");
+            }
+            if (r->state == MODEL_OK && run->has_test && !test_st) {
                 m.test_loss = tl[k];
                 m.test_accuracy = ta[k];
                 if (conf && pred) {
@@ -408,7 +413,7 @@ static void job_run(sched *s, job *j)
                     m.n_confusion = n_conf;
                 }
             }
-            if (r->state == MODEL_OK && run->out_dir[0]) {
+            if (m.state == MODEL_OK && run->out_dir[0]) {
                 group_get_params(c.g, k, c.host);
                 if (run_write_weights(run, &run->m[j->idx[k]], c.host, 0, m.weights, &err)) {
                     m.state = MODEL_FAILED;

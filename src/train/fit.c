@@ -158,8 +158,16 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
         if (ret)
             break;
         double vl[COHORT_MAX_GROUP], va[COHORT_MAX_GROUP];
-        if (has_val)
-            group_evaluate(g, val, vl, va, NULL);
+        if (has_val && group_evaluate(g, val, vl, va, NULL) != COHORT_OK) {
+            for (int k = 0; k < K; k++)
+                if (g->active[k]) {
+                    g->active[k] = 0;
+                    res[k].state = MODEL_FAILED;
+                    snprintf(res[k].error, sizeof res[k].error,
+                             "out of host memory evaluating epoch %d on the validation data",
+                             epoch);
+                }
+        }
         double secs = now_seconds() - te;
         for (int k = 0; k < K; k++) {
             if (!g->active[k])
