@@ -162,7 +162,7 @@ typedef struct cohort_event {
     int64_t step, steps;  /* step within the epoch, steps per epoch */
     double loss, accuracy, val_loss, val_accuracy; /* NaN when unknown */
     double seconds;       /* since the model started */
-    const char *status;   /* MODEL_END: "ok", "failed", "diverged" */
+    const char *status;   /* MODEL_END: "ok", "failed", "diverged", "interrupted" */
     const char *error;    /* MODEL_END: the reason, or "" */
 } cohort_event;
 

@@ -75,16 +75,56 @@ done
 [ $killed -ge 5 ] && ok || bad "only $killed of 7 kills hit a running process"
 
 # SIGTERM: the current step finishes, a checkpoint is written, exit 130; --resume finishes.
-"$COHORT" train "$T/plan.yaml" --out "$T/term" --quiet >/dev/null 2>&1 &
+"$COHORT" train "$T/plan.yaml" --out "$T/term" --quiet >/dev/null 2>"$T/term.err" &
 pid=$!
 sleep "$(at 0.4)"
 kill -TERM $pid
 wait $pid
 rc=$?
 [ $rc -eq 130 ] && ok || bad "SIGTERM: exit $rc, wanted 130"
+# Every model it stopped is `interrupted` (not failed, not left pending), and
+# stderr says how to go on.
+/usr/bin/python3 - "$T/term/results.json" <<'PY' && ok || bad "SIGTERM: statuses: $(cat "$T/term.err")"
+import json, sys
+ms = json.load(open(sys.argv[1]))["models"]
+st = [m["status"] for m in ms]
+assert "interrupted" in st and set(st) <= {"ok", "interrupted"}, st
+for m in ms:
+    assert m["status"] == "ok" or m["error"], m
+PY
+grep -q -- "--out $T/term --resume" "$T/term.err" && ok || bad "SIGTERM: no word of --resume: $(cat "$T/term.err")"
+grep -q "interrupted: ." "$T/term.err" && ! grep -q "pending: *$" "$T/term.err" && ok ||
+    bad "SIGTERM: per-model lines: $(cat "$T/term.err")"
 ls "$T/term/checkpoints/"*.safetensors >/dev/null 2>&1 && ok || bad "SIGTERM: no checkpoint written"
+cp "$T/term/results.json" "$T/term.json"
+/usr/bin/python3 - "$T/term/checkpoints" > "$T/term.ckpt" <<'PY'
+import glob, json, os, struct, sys
+out = {}
+for f in glob.glob(os.path.join(sys.argv[1], "*.safetensors")):
+    with open(f, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        state = json.loads(json.loads(fh.read(n))["__metadata__"]["state"])
+    out[os.path.basename(f)[:-len(".safetensors")]] = state["seconds"]
+print(json.dumps(out))
+PY
 "$COHORT" train "$T/plan.yaml" --out "$T/term" --resume --quiet >/dev/null 2>&1 && ok || bad "resume after SIGTERM"
 same_as_ref "$T/term" "SIGTERM"
+# A resumed model's seconds count the time before the interruption too: the
+# checkpoint carries it, and the resumed total is at least that.
+/usr/bin/python3 - "$T/term.json" "$T/term/results.json" "$T/term.ckpt" <<'PY' && ok || bad "SIGTERM: seconds after --resume"
+import json, sys
+before = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
+after = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}
+ckpt = json.load(open(sys.argv[3]))
+checked = 0
+for n, m in before.items():
+    if m["status"] != "interrupted" or n not in ckpt:
+        continue
+    assert ckpt[n] >= 0.5 * m["seconds"] > 0, (n, "checkpoint", ckpt[n], "record", m["seconds"])
+    assert after[n]["seconds"] > ckpt[n], (n, "resumed", after[n]["seconds"], "before", ckpt[n])
+    checked += 1
+assert checked, "no interrupted model had a checkpoint"
+PY
 
 # Resuming a finished run trains nothing and changes nothing.
 cp "$T/ref/results.json" "$T/before.json"

@@ -201,6 +201,56 @@ static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units
     s->layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = out_units, .act = out};
 }
 
+/* A batch of more than 1024 rows: the loss of group_loss_grad over all of
+ * its rows is the loss group_evaluate gives for the same data (a fixed
+ * index array of 1024 once read past its end here; ASan sees it). */
+static void big_batch_check(void)
+{
+    enum { N = 1500, D = 6 };
+    cohort_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    float *x = malloc(N * D * sizeof *x);
+    int32_t *y = malloc(N * sizeof *y);
+    CHECK(x && y);
+    if (!x || !y)
+        return;
+    rng_state r;
+    rng_seed(&r, 5, 0);
+    for (int i = 0; i < N * D; i++)
+        x[i] = 2.0f * rng_uniform(&r) - 1.0f;
+    for (int i = 0; i < N; i++)
+        y[i] = (int32_t)(i % 3);
+    ds.n = N;
+    ds.dim = D;
+    ds.x = x;
+    ds.y = y;
+    ds.n_classes = 3;
+    data_view v = data_view_all(&ds);
+    model_spec s;
+    spec_mlp(&s, ACT_TANH, ACT_SOFTMAX, 3, LOSS_SCE);
+    s.batch_size = 2048;
+    const model_spec *specs[1] = {&s};
+    train_group *g;
+    cohort_error err;
+    cohort_status st = group_create(specs, 1, shape_flat(D), 3, &reg->dev[0], 1, &g, &err);
+    CHECK_MSG(st == COHORT_OK, "batch of 2048: %s", err.message);
+    if (!st) {
+        float *grad = malloc(group_layout(g)->n_params * sizeof *grad);
+        double loss = NAN, eloss = NAN, eacc = NAN;
+        CHECK(grad != NULL);
+        if (grad)
+            group_loss_grad(g, &v, 0, 0, &loss, grad);
+        group_evaluate(g, &v, &eloss, &eacc, NULL);
+        CHECK_MSG(isfinite(loss) && fabs(loss - eloss) <= 1e-5 * fabs(eloss),
+                  "batch of %d rows: group_loss_grad's loss %.8g, group_evaluate's %.8g", N, loss,
+                  eloss);
+        free(grad);
+        group_free(g);
+    }
+    free(x);
+    free(y);
+}
+
 int main(void)
 {
     cohort_error err;
@@ -242,6 +292,7 @@ int main(void)
     s.layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
     grad_check("softmax regression", &s, 3, 0);
     image_checks();
+    big_batch_check();
     devices_free(reg);
     return check_done("test_grad");
 }

@@ -75,6 +75,52 @@ static cohort_status one_run(int pool_fail)
     return st;
 }
 
+/* group_evaluate out of host memory (a batch over 1024 rows takes its index
+ * array from malloc): an error and no loss, never a loss of 0. */
+static void evaluate_oom(void)
+{
+    enum { N = 1100, D = 4 };
+    static float x[N * D];
+    static int32_t y[N];
+    for (int i = 0; i < N; i++) {
+        y[i] = i % 3;
+        for (int j = 0; j < D; j++)
+            x[i * D + j] = (float)((i * 7 + j) % 5) - 2.0f;
+    }
+    cohort_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.n = N;
+    ds.dim = D;
+    ds.x = x;
+    ds.y = y;
+    ds.n_classes = 3;
+    data_view v = data_view_all(&ds);
+    model_spec s;
+    model_spec_defaults(&s);
+    str_copy(s.name, sizeof s.name, "big");
+    s.batch_size = 2048;
+    s.n_layers = 1;
+    s.layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
+    const model_spec *specs[1] = {&s};
+    train_group *g = NULL;
+    cohort_error err;
+    cohort_status st = group_create(specs, 1, shape_flat(D), 3, &devices->dev[0], 1, &g, &err);
+    CHECK_MSG(st == COHORT_OK, "%s", err.message);
+    if (st)
+        return;
+    double loss = 0.0, acc = 0.0;
+    countdown = 0;
+    st = group_evaluate(g, &v, &loss, &acc, NULL);
+    countdown = -1;
+    CHECK_MSG(st == COHORT_ERR_NOMEM && isnan(loss) && isnan(acc),
+              "group_evaluate out of memory: status %s, loss %g, accuracy %g",
+              cohort_status_str(st), loss, acc);
+    st = group_evaluate(g, &v, &loss, &acc, NULL);
+    CHECK_MSG(st == COHORT_OK && isfinite(loss) && loss > 0.0, "group_evaluate: status %s, loss %g",
+              cohort_status_str(st), loss);
+    group_free(g);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/cohort-oom-XXXXXX";
@@ -102,6 +148,7 @@ int main(void)
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
+    evaluate_oom();
     CHECK(one_run(0) == COHORT_OK); /* the run works when nothing fails */
     long n, runs = 0, failed_cleanly = 0;
     for (n = 0;; n++) {

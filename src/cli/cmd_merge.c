@@ -49,7 +49,7 @@ static void print_table(FILE *out, const json_value *results)
         w = l > w ? l : w;
         ranked |= json_get(&models->items[i], "rank") != NULL;
     }
-    fprintf(out, "%-*s  %-8s  %s%-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w, "model", "status",
+    fprintf(out, "%-*s  %-11s  %s%-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w, "model", "status",
             ranked ? "rank  " : "", "device", "params", "epochs", "best_ep", "val_acc", "test_acc",
             "seconds");
     for (size_t i = 0; models && i < models->n; i++) {
@@ -63,7 +63,7 @@ static void print_table(FILE *out, const json_value *results)
         cell(sec, sizeof sec, json_num(json_get(m, "seconds"), NAN), "%.1f");
         if (ranked)
             snprintf(rank, sizeof rank, "%-4.0f  ", json_num(json_get(m, "rank"), NAN));
-        fprintf(out, "%-*s  %-8s  %s%-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w,
+        fprintf(out, "%-*s  %-11s  %s%-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w,
                 json_str(json_get(m, "name"), "?"), json_str(json_get(m, "status"), "?"), rank,
                 json_str(json_get(m, "device"), "-"), p, ep, be, va, ta, sec);
     }

@@ -117,7 +117,7 @@ static void print_table(const cmp_row *r, size_t n)
         l = (int)strlen(r[i].model);
         wm = l > wm ? l : wm;
     }
-    printf("%-*s  %-*s  %-8s  %9s  %7s  %8s  %8s  %8s\n", wd, "dir", wm, "model", "status", "params",
+    printf("%-*s  %-*s  %-11s  %9s  %7s  %8s  %8s  %8s\n", wd, "dir", wm, "model", "status", "params",
            "best_ep", "val_acc", "test_acc", "seconds");
     for (size_t i = 0; i < n; i++) {
         char p[32], be[16], va[16], ta[16], sec[16];
@@ -126,7 +126,7 @@ static void print_table(const cmp_row *r, size_t n)
         cell(va, sizeof va, r[i].val_acc, "%.4f");
         cell(ta, sizeof ta, r[i].test_acc, "%.4f");
         cell(sec, sizeof sec, r[i].seconds, "%.1f");
-        printf("%-*s  %-*s  %-8s  %9s  %7s  %8s  %8s  %8s\n", wd, r[i].dir, wm, r[i].model,
+        printf("%-*s  %-*s  %-11s  %9s  %7s  %8s  %8s  %8s\n", wd, r[i].dir, wm, r[i].model,
                r[i].status, p, be, va, ta, sec);
     }
 }

@@ -21,7 +21,7 @@ void print_results_table(FILE *out, const cohort_run *run)
         if (l > w)
             w = l;
     }
-    fprintf(out, "%-*s  %-8s  %-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w, "model", "status", "device",
+    fprintf(out, "%-*s  %-11s  %-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w, "model", "status", "device",
             "params", "epochs", "best_ep", "val_acc", "test_acc", "seconds");
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
@@ -30,7 +30,7 @@ void print_results_table(FILE *out, const cohort_run *run)
         cell_num(ta, sizeof ta, e->test_accuracy, "%.4f");
         cell_num(sec, sizeof sec, e->res.seconds, "%.1f");
         cell_num(be, sizeof be, e->res.best_epoch ? (double)e->res.best_epoch : NAN, "%.0f");
-        fprintf(out, "%-*s  %-8s  %-7s  %9zu  %6d  %8s  %8s  %8s  %8s\n", w, e->spec->name,
+        fprintf(out, "%-*s  %-11s  %-7s  %9zu  %6d  %8s  %8s  %8s  %8s\n", w, e->spec->name,
                 model_state_str(e->res.state),
                 e->device >= 0 ? run->devices->dev[e->device].info.name : "-", e->L.n_params,
                 e->res.epochs_run, be, va, ta, sec);

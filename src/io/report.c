@@ -177,7 +177,9 @@ static int is_failed(const rmodel *m)
 static void put_status_pill(strbuf *b, const char *status)
 {
     const char *cls = !strcmp(status, "ok")                                  ? "ok"
-                      : !strcmp(status, "running") || !strcmp(status, "pending") ? "run"
+                      : !strcmp(status, "running") || !strcmp(status, "pending") ||
+                                !strcmp(status, "interrupted")
+                          ? "run"
                                                                                : "bad";
     sb_printf(b, "<span class=\"pill %s\">", cls);
     html_esc(b, status);

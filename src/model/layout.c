@@ -103,6 +103,14 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
                            "model '%s': the last layer has %d units but the data has %d classes;"
                            " make it {dense: %d, activation: softmax}",
                            spec->name, L->n_out, n_classes, n_classes);
+    /* The softmax is fused into the cross-entropy loss: no kernel applies it
+     * for mse, so the combination is refused rather than trained without it. */
+    for (int i = 0; spec->loss == LOSS_MSE && i < spec->n_layers; i++)
+        if (spec->layers[i].act == ACT_SOFTMAX)
+            return layer_fail(err, L, spec, i,
+                              "softmax is applied only with loss: "
+                              "sparse_categorical_crossentropy, not with mse; use that loss, or "
+                              "give the last layer activation: linear (or sigmoid) for mse");
     if (spec->loss == LOSS_MSE && L->n_out != 1 && L->n_out != n_classes)
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "model '%s': with mse the last layer needs 1 unit (the label as a"

@@ -225,6 +225,7 @@ typedef struct job_ctx {
     double last_step_report;
     char best_weights[MAX_GROUP][COHORT_PATH_MAX];
     double t0;
+    double base_seconds[MAX_GROUP]; /* --resume: each model's seconds before this run */
     float *scratch; /* [4, P] for checkpoints */
 } job_ctx;
 
@@ -270,7 +271,7 @@ static int on_epoch(void *user, int k, int epoch, const epoch_metrics *em, int i
     m.epoch = epoch;
     m.is_best = is_best;
     m.m = *em;
-    m.seconds = now_seconds() - c->t0;
+    m.seconds = c->base_seconds[k] + (now_seconds() - c->t0);
     str_copy(m.best_weights, sizeof m.best_weights, c->best_weights[k]);
     report(c->s, &m, NULL);
     return 0;
@@ -355,6 +356,7 @@ static void job_run(sched *s, job *j)
             res[k] = ck.res;
             res[k].history = h;
             memcpy(h, ck.history, (size_t)ck.epoch * sizeof *h);
+            c.base_seconds[k] = ck.res.seconds;
             str_copy(c.best_weights[k], sizeof c.best_weights[k], e->best_weights);
         }
         ckpt_free(&ck);
@@ -372,8 +374,9 @@ static void job_run(sched *s, job *j)
     uint64_t share = c.g ? (group_peak_bytes(c.g) + (uint64_t)j->n - 1) / (uint64_t)j->n : 0;
     uint64_t planned = (j->bytes + (uint64_t)j->n - 1) / (uint64_t)j->n;
     double tl[MAX_GROUP], ta[MAX_GROUP];
+    cohort_status test_st = COHORT_OK;
     if (!st && run->has_test)
-        group_evaluate(c.g, &run->test, tl, ta, pred);
+        test_st = group_evaluate(c.g, &run->test, tl, ta, pred);
     for (int k = 0; k < j->n; k++) {
         memset(&m, 0, sizeof m);
         m.type = MSG_FINAL;
@@ -394,7 +397,11 @@ static void job_run(sched *s, job *j)
             m.stopped_early = r->stopped_early;
             m.seconds = r->seconds;
             str_copy(m.best_weights, sizeof m.best_weights, c.best_weights[k]);
-            if (r->state == MODEL_OK && run->has_test) {
+            if (r->state == MODEL_OK && test_st) {
+                m.state = MODEL_FAILED;
+                str_copy(m.error, sizeof m.error, "out of host memory evaluating the test data");
+            }
+            if (r->state == MODEL_OK && run->has_test && !test_st) {
                 m.test_loss = tl[k];
                 m.test_accuracy = ta[k];
                 if (conf && pred) {
@@ -406,7 +413,7 @@ static void job_run(sched *s, job *j)
                     m.n_confusion = n_conf;
                 }
             }
-            if (r->state == MODEL_OK && run->out_dir[0]) {
+            if (m.state == MODEL_OK && run->out_dir[0]) {
                 group_get_params(c.g, k, c.host);
                 if (run_write_weights(run, &run->m[j->idx[k]], c.host, 0, m.weights, &err)) {
                     m.state = MODEL_FAILED;
@@ -717,14 +724,16 @@ static void reap(sched *s, job *j)
         memset(&m, 0, sizeof m);
         m.type = MSG_FINAL;
         m.model = e->index;
-        m.state = MODEL_FAILED;
+        m.state = run->stop ? MODEL_INTERRUPTED : MODEL_FAILED;
         m.epochs_run = e->res.epochs_run;
         m.best_epoch = e->res.best_epoch;
         m.best = e->res.best;
         m.seconds = e->res.seconds;
         m.test_loss = m.test_accuracy = NAN;
         str_copy(m.best_weights, sizeof m.best_weights, e->best_weights);
-        str_copy(m.error, sizeof m.error, run->stop ? "interrupted" : why);
+        str_copy(m.error, sizeof m.error,
+                 run->stop ? "stopped before its worker reported; its last checkpoint is saved"
+                           : why);
         apply(run, &m, NULL);
     }
     pthread_mutex_unlock(&run->lock);
@@ -960,6 +969,23 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
     }
     cohort_status st = run_schedule(run, err);
     pthread_mutex_lock(&run->lock);
+    if (run->stop) {
+        /* Models the stop kept from starting, or from reporting, are
+         * interrupted too: --resume trains them. */
+        int changed = 0;
+        for (int i = 0; i < run->n; i++) {
+            model_entry *e = &run->m[i];
+            if (e->done || (e->res.state != MODEL_PENDING && e->res.state != MODEL_RUNNING))
+                continue;
+            str_copy(e->res.error, sizeof e->res.error,
+                     e->res.state == MODEL_PENDING ? "not started" : "stopped");
+            e->res.state = MODEL_INTERRUPTED;
+            changed = 1;
+        }
+        cohort_error werr;
+        if (changed && run->out_dir[0])
+            run_write_results(run, &werr);
+    }
     refresh_report(run, 1);
     pthread_mutex_unlock(&run->lock);
     if (st)

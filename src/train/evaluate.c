@@ -21,14 +21,20 @@ static void infer_batch(train_group *g, int rows)
     }
 }
 
-void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy,
-                    int32_t *pred)
+cohort_status group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy,
+                             int32_t *pred)
 {
     int K = g->K, B = g->L.B, n_out = g->L.n_out;
     int64_t idx[1024];
     double st[COHORT_MAX_GROUP * 4];
     g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
     int64_t *ix = B <= 1024 ? idx : malloc((size_t)B * sizeof *ix);
+    if (!ix) {
+        /* No loss rather than a loss of 0 that looks like a perfect model. */
+        for (int k = 0; k < K; k++)
+            loss[k] = accuracy[k] = NAN;
+        return COHORT_ERR_NOMEM;
+    }
     /* The outputs (probabilities after loss_pass) of every model, per batch. */
     size_t out_n = (size_t)K * (size_t)B * (size_t)n_out;
     float *out = pred ? malloc(out_n * sizeof *out) : NULL;
@@ -38,7 +44,7 @@ void group_evaluate(train_group *g, const data_view *d, double *loss, double *ac
     if (pred && !out)
         for (int64_t i = 0; i < (int64_t)K * d->n; i++)
             pred[i] = -1; /* out of memory: no class rather than a wrong one */
-    for (int64_t r0 = 0; ix && r0 < d->n; r0 += B) {
+    for (int64_t r0 = 0; r0 < d->n; r0 += B) {
         int rows = (int)(d->n - r0 < B ? d->n - r0 : B);
         for (int r = 0; r < rows; r++)
             ix[r] = r0 + r;
@@ -60,6 +66,7 @@ void group_evaluate(train_group *g, const data_view *d, double *loss, double *ac
         loss[k] = d->n ? st[4 * k] / (double)d->n : NAN;
         accuracy[k] = d->n ? st[4 * k + 1] / (double)d->n : NAN;
     }
+    return COHORT_OK;
 }
 
 void group_predict(train_group *g, int k, const data_view *d, float *out)

@@ -80,7 +80,14 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
     /* Every epoch takes every step, so the step count follows from the start. */
     g->t = (int64_t)e0 * steps + s0;
     double t0 = now_seconds(), st[COHORT_MAX_GROUP * 4];
+    /* Seconds before this fit (a resumed model's, from its checkpoint): a
+     * checkpoint carries the total so far, so the time spent before an
+     * interruption counts. */
+    double base[COHORT_MAX_GROUP];
+    for (int k = 0; k < K; k++)
+        base[k] = res[k].seconds;
     cohort_status ret = COHORT_OK;
+    int mid_epoch = 0; /* interrupted inside an epoch */
 
     for (int epoch = e0 + 1; epoch <= max_epochs; epoch++) {
         int any = 0;
@@ -139,18 +146,28 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 for (int k = 0; k < K; k++) {
                     res[k].part_loss = st[4 * k];
                     res[k].part_correct = st[4 * k + 1];
+                    res[k].seconds = base[k] + (now_seconds() - t0);
                 }
                 if (cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch - 1, step + 1, res, err))
                     return cohort_fail_prefix(err, "checkpoint");
                 ret = COHORT_ERR_INTERRUPTED;
+                mid_epoch = 1;
                 break;
             }
         }
         if (ret)
             break;
         double vl[COHORT_MAX_GROUP], va[COHORT_MAX_GROUP];
-        if (has_val)
-            group_evaluate(g, val, vl, va, NULL);
+        if (has_val && group_evaluate(g, val, vl, va, NULL) != COHORT_OK) {
+            for (int k = 0; k < K; k++)
+                if (g->active[k]) {
+                    g->active[k] = 0;
+                    res[k].state = MODEL_FAILED;
+                    snprintf(res[k].error, sizeof res[k].error,
+                             "out of host memory evaluating epoch %d on the validation data",
+                             epoch);
+                }
+        }
         double secs = now_seconds() - te;
         for (int k = 0; k < K; k++) {
             if (!g->active[k])
@@ -215,6 +232,8 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 res[k].stopped_early = 1;
             }
         }
+        for (int k = 0; k < K; k++)
+            res[k].seconds = base[k] + (now_seconds() - t0);
         if (cb && cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch, 0, res, err)) {
             ret = cohort_fail_prefix(err, "checkpoint");
             break;
@@ -226,17 +245,23 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
     }
     double secs = now_seconds() - t0;
     for (int k = 0; k < K; k++) {
-        if (res[k].state == MODEL_RUNNING)
+        if (res[k].state == MODEL_RUNNING && ret == COHORT_ERR_INTERRUPTED) {
+            res[k].state = MODEL_INTERRUPTED;
+            snprintf(res[k].error, sizeof res[k].error,
+                     "stopped after %d of %d epochs%s; its checkpoint is saved",
+                     res[k].epochs_run, g->spec[k]->epochs,
+                     mid_epoch ? " and part of the next" : "");
+        } else if (res[k].state == MODEL_RUNNING) {
             res[k].state = ret ? MODEL_FAILED : MODEL_OK;
-        if (ret == COHORT_ERR_INTERRUPTED && res[k].state == MODEL_FAILED && !res[k].error[0])
-            str_copy(res[k].error, sizeof res[k].error, "interrupted");
-        else if (ret && res[k].state == MODEL_FAILED && !res[k].error[0])
+        }
+        if (ret && ret != COHORT_ERR_INTERRUPTED && res[k].state == MODEL_FAILED &&
+            !res[k].error[0])
             str_copy(res[k].error, sizeof res[k].error, err->message);
         if (res[k].state == MODEL_OK && g->best && res[k].best_epoch > 0 &&
             g->spec[k]->early_stop.enabled && g->spec[k]->early_stop.restore_best)
             g->be->copy(g->ctx, g->params + (size_t)k * L->n_params,
                         g->best + (size_t)k * L->n_params, 0, L->n_params, 1);
-        res[k].seconds += secs;
+        res[k].seconds = base[k] + secs;
     }
     return ret;
 }

@@ -19,6 +19,7 @@ const char *model_state_str(model_state s)
     case MODEL_OK: return "ok";
     case MODEL_FAILED: return "failed";
     case MODEL_DIVERGED: return "diverged";
+    case MODEL_INTERRUPTED: return "interrupted";
     }
     return "unknown";
 }

@@ -9,6 +9,8 @@
 #include "train/group_impl.h"
 #include "util/util.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Width of activation region i (0: the input; i + 1: layer i's output). */
@@ -298,10 +300,16 @@ void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t c
                      double *loss, float *grad)
 {
     int K = g->K, B = g->L.B, rows = (int)(d->n < B ? d->n : B);
-    int64_t ix[1024];
-    for (int r = 0; r < rows && r < 1024; r++)
+    int64_t *ix = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *ix);
+    if (!ix) {
+        for (int k = 0; k < K; k++)
+            loss[k] = NAN;
+        return;
+    }
+    for (int r = 0; r < rows; r++)
         ix[r] = r;
     group_load_batch(g, d, ix, 0, rows);
+    free(ix);
     g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
     krange all = {0, K};
     unsigned char stepped[COHORT_MAX_LAYERS];

@@ -20,7 +20,8 @@ typedef enum model_state {
     MODEL_RUNNING,
     MODEL_OK,
     MODEL_FAILED,
-    MODEL_DIVERGED
+    MODEL_DIVERGED,
+    MODEL_INTERRUPTED  /* stopped by a signal; --resume continues it */
 } model_state;
 
 const char *model_state_str(model_state s);
@@ -110,9 +111,11 @@ int group_keeps_best(const train_group *g);
 
 /* Mean loss and accuracy of every model on d (no dropout). pred: NULL, or
  * [K * d->n] host memory for the class (output_class) each model gives each
- * sample, pred[k * d->n + i], taken from the same pass. */
-void group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy,
-                    int32_t *pred);
+ * sample, pred[k * d->n + i], taken from the same pass (-1 where there was
+ * no memory for it). Returns COHORT_ERR_NOMEM, every loss and accuracy NaN,
+ * when its host memory cannot be had. */
+cohort_status group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy,
+                             int32_t *pred);
 
 /* Output probabilities (or values, for mse) of model k for all of d:
  * out is [d->n, n_out] host memory. */
@@ -128,7 +131,8 @@ void group_set_params(train_group *g, int k, const float *host);
 
 /* For tests: the mean loss of each model on the first min(n, B) rows of d
  * and its gradient (grad is host [K, P]), without an optimizer step; with
- * dropout, the masks of step `counter`. */
+ * dropout, the masks of step `counter`. Out of host memory: every loss is
+ * NaN and grad is left as it was. */
 void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t counter,
                      double *loss, float *grad);
 
