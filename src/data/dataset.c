@@ -136,8 +136,27 @@ cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const samp
     ds->x = x;
     ds->y = y;
     ds->n_classes = max + 1;
+    ds->has_labels = 1;
     str_copy(ds->source, sizeof ds->source, source);
     *out = ds;
+    return COHORT_OK;
+}
+
+cohort_status data_make_unlabeled(float *x, int64_t n, int64_t dim, const sample_shape *shape,
+                                  const char *source, cohort_dataset **out, cohort_error *err)
+{
+    *out = NULL;
+    int32_t *y;
+    cohort_status st = data_alloc_y(n < 0 ? 0 : (uint64_t)n, source, &y, err);
+    if (st) {
+        free(x);
+        return st;
+    }
+    memset(y, 0, (size_t)(n < 0 ? 0 : n) * sizeof *y);
+    if ((st = data_make(x, y, n, dim, shape, source, out, err)))
+        return st;
+    (*out)->has_labels = 0;
+    (*out)->n_classes = 0;
     return COHORT_OK;
 }
 
@@ -324,6 +343,8 @@ static cohort_status load_spec(const char *spec, const data_options *opt, cohort
         return data_read_idx(a, b, out, err);
     }
     if (PREFIX_IS("npy")) {
+        if (opt && opt->unlabeled_dim != 0 && *rest && !strchr(rest, ','))
+            return data_read_npy(rest, NULL, out, err);
         if ((st = split_pair(spec, "npy", rest, a, b, sizeof a, err)))
             return st;
         return data_read_npy(a, b, out, err);
@@ -333,7 +354,8 @@ static cohort_status load_spec(const char *spec, const data_options *opt, cohort
             return cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected %.3s:FILE", spec,
                                spec);
         if (PREFIX_IS("csv"))
-            return data_read_csv(rest, opt ? opt->label_column : NULL, out, err);
+            return data_read_csv_opt(rest, opt ? opt->label_column : NULL,
+                                     opt ? opt->unlabeled_dim : 0, out, err);
         return data_read_npz(rest, out, err);
     }
 #undef PREFIX_IS

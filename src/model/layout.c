@@ -98,12 +98,12 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
                                   "global_average_pooling2d) and a dense layer", s);
         return layer_fail(err, L, spec, spec->n_layers - 1, why);
     }
-    if (spec->loss == LOSS_SCE && L->n_out != n_classes)
+    if (n_classes > 0 && spec->loss == LOSS_SCE && L->n_out != n_classes)
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "model '%s': the last layer has %d units but the data has %d classes;"
                            " make it {dense: %d, activation: softmax}",
                            spec->name, L->n_out, n_classes, n_classes);
-    if (spec->loss == LOSS_MSE && L->n_out != 1 && L->n_out != n_classes)
+    if (n_classes > 0 && spec->loss == LOSS_MSE && L->n_out != 1 && L->n_out != n_classes)
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "model '%s': with mse the last layer needs 1 unit (the label as a"
                            " number) or %d (one per class), not %d",
