@@ -52,7 +52,10 @@ typedef struct data_options {
  *   csv:FILE               header optional; label column "label" or the last
  *   npy:X,Y                X float32/float64/uint8 [n, ...], Y integer [n]
  *   npy:X                  inputs only, when opt->unlabeled_dim > 0
- *   npz:FILE               arrays "x" and "y" (or x_train/y_train, or the first two)
+ *   npz:FILE               arrays "x" and "y" (or x_train/y_train, or the first two;
+ *                          refused when it has both x_train and x_test arrays)
+ *   npz:FILE:X,Y           the arrays named X and Y (npz:FILE:X: inputs only, when
+ *                          opt->unlabeled_dim != 0)
  * uint8 inputs are scaled to [0, 1]. On error *out is NULL and err names the
  * file and what is wrong with it; exit status 2 for the CLI (COHORT_ERR_INPUT
  * or COHORT_ERR_IO).
@@ -71,6 +74,10 @@ cohort_status data_read_csv_opt(const char *path, const char *label_column, int6
 cohort_status data_read_npy(const char *x_path, const char *y_path, cohort_dataset **out,
                             cohort_error *err);
 cohort_status data_read_npz(const char *path, cohort_dataset **out, cohort_error *err);
+/* The arrays named xname and yname (with or without .npy; yname NULL: inputs
+ * only, has_labels 0); xname NULL: as data_read_npz. */
+cohort_status data_read_npz_named(const char *path, const char *xname, const char *yname,
+                                  cohort_dataset **out, cohort_error *err);
 
 void data_free(cohort_dataset *ds);
 

@@ -316,6 +316,38 @@ static int ends_with(const char *s, const char *suffix)
     return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
 }
 
+/* npz:FILE or npz:FILE:X,Y (FILE:X for inputs only). The names follow the
+ * last colon, unless FILE itself (a path with a colon) exists. */
+static cohort_status load_npz(const char *spec, const char *rest, const data_options *opt,
+                              cohort_dataset **out, cohort_error *err)
+{
+    const char *colon = strrchr(rest, ':');
+    if (!colon || strchr(colon, '/') || file_exists(rest))
+        return data_read_npz(rest, out, err);
+    char path[4096], x[256], y[256];
+    size_t plen = (size_t)(colon - rest);
+    const char *names = colon + 1, *comma = strchr(names, ',');
+    size_t xlen = comma ? (size_t)(comma - names) : strlen(names);
+    if (plen == 0 || plen >= sizeof path || xlen == 0 || xlen >= sizeof x ||
+        (comma && (!comma[1] || strchr(comma + 1, ',') || strlen(comma + 1) >= sizeof y)))
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "dataset '%s': expected npz:FILE or npz:FILE:X,Y (the names of two "
+                           "arrays in FILE, like npz:mnist.npz:x_test,y_test)",
+                           spec);
+    if (!comma && !(opt && opt->unlabeled_dim != 0))
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "dataset '%s': name two arrays, inputs and labels, like "
+                           "npz:FILE:x_test,y_test",
+                           spec);
+    memcpy(path, rest, plen);
+    path[plen] = 0;
+    memcpy(x, names, xlen);
+    x[xlen] = 0;
+    if (comma)
+        memcpy(y, comma + 1, strlen(comma + 1) + 1);
+    return data_read_npz_named(path, x, comma ? y : NULL, out, err);
+}
+
 /* The reader for spec; fills *out without touching its source. */
 static cohort_status load_spec(const char *spec, const data_options *opt, cohort_dataset **out,
                                cohort_error *err)
@@ -356,7 +388,7 @@ static cohort_status load_spec(const char *spec, const data_options *opt, cohort
         if (PREFIX_IS("csv"))
             return data_read_csv_opt(rest, opt ? opt->label_column : NULL,
                                      opt ? opt->unlabeled_dim : 0, out, err);
-        return data_read_npz(rest, out, err);
+        return load_npz(spec, rest, opt, out, err);
     }
 #undef PREFIX_IS
     const char *hint = "";
