@@ -477,11 +477,17 @@ static void test_csv(void)
     csv("a,b,c\n1,2,3\n\n4,5,6,7\n", NULL, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv:4: expected 3 fields, found 4");
     csv("1,2,3\n4,x y,6\n", NULL, COHORT_ERR_INPUT, &err);
-    CHECK_CONTAINS(err.message, "t.csv:2: column 2: 'x y' is not a number");
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is): 'x y' is not a number");
     csv("1,2,3\r\n4,,6\r\n", NULL, COHORT_ERR_INPUT, &err);
-    CHECK_CONTAINS(err.message, "t.csv:2: column 2: '' is not a number");
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is): '' is not a number");
     csv("1,2,3\n4,1e999,6\n", NULL, COHORT_ERR_INPUT, &err);
-    CHECK_CONTAINS(err.message, "t.csv:2: column 2: '1e999' is not a finite number");
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is): '1e999' is not a finite number");
+    /* The label's column, counted from 0 as label_column counts (column 2 here). */
+    csv("a,b,label\n1,2,cat\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:2: column 2 (counted from 0, as label_column is), the "
+                                "label: 'cat' is not a number; labels must be integers from 0");
+    csv("a,b,c\n1,x,0\n", "1", COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is), the label:");
     csv("", NULL, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv: empty file");
     csv("\r\n\n  \n", NULL, COHORT_ERR_INPUT, &err);

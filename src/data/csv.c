@@ -166,13 +166,17 @@ static int header_has(const csv_line *header, uint64_t nf, const char *name)
     return 0;
 }
 
-static cohort_status bad_value(const char *path, uint64_t line, uint64_t col, const char *fs,
-                               const char *fe, const char *why, cohort_error *err)
+/* Columns are counted from 0 in messages, as data.label_column counts them. */
+static cohort_status bad_value(const char *path, uint64_t line, uint64_t col, int is_label,
+                               const char *fs, const char *fe, const char *why, cohort_error *err)
 {
     int len = fe - fs > 60 ? 60 : (int)(fe - fs);
-    return cohort_fail(err, COHORT_ERR_INPUT, "%s:%llu: column %llu: '%.*s'%s %s", path,
-                       (unsigned long long)line, (unsigned long long)col + 1, len, fs,
-                       fe - fs > 60 ? "..." : "", why);
+    return cohort_fail(err, COHORT_ERR_INPUT, "%s:%llu: column %llu (counted from 0, as "
+                                              "label_column is)%s: '%.*s'%s %s%s",
+                       path, (unsigned long long)line, (unsigned long long)col,
+                       is_label ? ", the label" : "", len, fs, fe - fs > 60 ? "..." : "", why,
+                       is_label ? "; labels must be integers from 0 (text labels are not read)"
+                                : "");
 }
 
 /* label: the label's column, or nf for none (then dim is nf and y unused). */
@@ -189,9 +193,10 @@ static cohort_status parse_rows(const char *path, csv_reader *r, uint64_t nf, ui
             double v;
             next_field(&p, line.e, &fs, &fe);
             if (!parse_number(fs, fe, &v))
-                return bad_value(path, line.number, c, fs, fe, "is not a number", err);
+                return bad_value(path, line.number, c, c == label, fs, fe, "is not a number", err);
             if (!isfinite(v))
-                return bad_value(path, line.number, c, fs, fe, "is not a finite number", err);
+                return bad_value(path, line.number, c, c == label, fs, fe,
+                                 "is not a finite number", err);
             if (c == label) {
                 if (v < 0 || v > DATA_MAX_LABEL || v != floor(v))
                     return cohort_fail(err, COHORT_ERR_INPUT,
@@ -213,7 +218,7 @@ static cohort_status parse_rows(const char *path, csv_reader *r, uint64_t nf, ui
  * \r\n line ends. The label column is label_column (a header name, or a
  * 0-based index as digits), else the column named "label", else the last;
  * labels must be integers in [0, 2^31 - 2]. Messages give "path:LINE" and
- * 1-based column numbers. On error *out is NULL; COHORT_ERR_IO when the file
+ * column numbers from 0, as label_column counts. On error *out is NULL; COHORT_ERR_IO when the file
  * cannot be read, COHORT_ERR_INPUT when its content is wrong.
  */
 cohort_status data_read_csv(const char *path, const char *label_column, cohort_dataset **out,
