@@ -477,11 +477,17 @@ static void test_csv(void)
     csv("a,b,c\n1,2,3\n\n4,5,6,7\n", NULL, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv:4: expected 3 fields, found 4");
     csv("1,2,3\n4,x y,6\n", NULL, COHORT_ERR_INPUT, &err);
-    CHECK_CONTAINS(err.message, "t.csv:2: column 2: 'x y' is not a number");
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is): 'x y' is not a number");
     csv("1,2,3\r\n4,,6\r\n", NULL, COHORT_ERR_INPUT, &err);
-    CHECK_CONTAINS(err.message, "t.csv:2: column 2: '' is not a number");
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is): '' is not a number");
     csv("1,2,3\n4,1e999,6\n", NULL, COHORT_ERR_INPUT, &err);
-    CHECK_CONTAINS(err.message, "t.csv:2: column 2: '1e999' is not a finite number");
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is): '1e999' is not a finite number");
+    /* The label's column, counted from 0 as label_column counts (column 2 here). */
+    csv("a,b,label\n1,2,cat\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:2: column 2 (counted from 0, as label_column is), the "
+                                "label: 'cat' is not a number; labels must be integers from 0");
+    csv("a,b,c\n1,x,0\n", "1", COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is), the label:");
     csv("", NULL, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv: empty file");
     csv("\r\n\n  \n", NULL, COHORT_ERR_INPUT, &err);
@@ -959,13 +965,34 @@ static void test_npz(void)
     data_free(ds);
     zip_eocd64 = 0;
 
-    /* x_train/y_train among other members, as keras' mnist.npz. */
+    /* A Keras-style file (mnist.npz) holds both sets: unnamed, it is refused
+     * with the names it has (it used to read x_train, even as test data);
+     * named, each pair reads. */
     zmember keras[4] = {{"x_test.npy", other, other_len, 1, 0, 0},
                         {"x_train.npy", npx, npx_len, 1, 0, 0},
                         {"y_train.npy", npy_, npy_len, 0, 0, 0},
                         {"y_test.npy", other, other_len, 0, 0, 0}};
-    ds = npz(keras, 4, COHORT_OK, &err);
+    npz(keras, 4, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.npz: holds both training and test arrays (x_test, x_train, "
+                                "y_train, y_test); name the two to read, like npz:");
+    char kp[512], spec[600];
+    snprintf(spec, sizeof spec, "npz:%s:x_train,y_train", tpath(kp, "t.npz"));
+    CHECK(data_load(spec, NULL, &ds, &err) == COHORT_OK);
     check_npz_ds(ds);
+    data_free(ds);
+    snprintf(spec, sizeof spec, "npz:%s:x_test,y_test.npy", kp);
+    CHECK(data_load(spec, NULL, &ds, &err) == COHORT_OK);
+    CHECK(ds && ds->n == 1 && ds->dim == 1 && ds->y[0] == 7 && ds->has_labels);
+    data_free(ds);
+    snprintf(spec, sizeof spec, "npz:%s:x_test,y_valid", kp);
+    CHECK(data_load(spec, NULL, &ds, &err) == COHORT_ERR_INPUT && !ds);
+    CHECK_CONTAINS(err.message, "t.npz: has no array 'y_valid' (it has x_test, x_train, y_train, y_test)");
+    snprintf(spec, sizeof spec, "npz:%s:x_test", kp);
+    CHECK(data_load(spec, NULL, &ds, &err) == COHORT_ERR_INPUT && !ds);
+    CHECK_CONTAINS(err.message, "name two arrays, inputs and labels");
+    data_options unl = {.unlabeled_dim = 1};
+    CHECK(data_load(spec, &unl, &ds, &err) == COHORT_OK);
+    CHECK(ds && ds->n == 1 && !ds->has_labels && ds->n_classes == 0);
     data_free(ds);
 
     /* Otherwise the first two members, x first. */

@@ -1224,6 +1224,90 @@ static void test_bad_corpus(void)
     CHECK_MSG(files >= 10, "only %d files in %s", files, dirname);
 }
 
+#define CHECK_STR(got, want)                                                               \
+    CHECK_MSG(strcmp((got), (want)) == 0, "got '%s', wanted '%s'", (got), (want))
+
+/* Paths in a plan are the plan file's folder's (issue 21): data specs that
+ * name files, init_from (in a model, in defaults, in a sweep); absolute
+ * paths, fashion-mnist: and --set values (the current directory's) stay. */
+static void test_paths(void)
+{
+    const char *text =
+        "data:\n"
+        "  train: csv:x.csv\n"
+        "  test: npy:x.npy,/abs/y.npy\n"
+        "  validation: idx:i.gz,l.gz\n"
+        "defaults: {epochs: 1, init_from: d.safetensors}\n"
+        "models:\n"
+        "  - {name: a, layers: [{dense: 3, activation: softmax}], init_from: w.safetensors}\n"
+        "  - {name: b, layers: [{dense: 3, activation: softmax}], init_from: /abs/w.safetensors}\n"
+        "  - {name: c, layers: [{dense: 3, activation: softmax}]}\n"
+        "  - {name: s, layers: [{dense: 3, activation: softmax}]}\n";
+    const char *names[] = {"/a/b/plan.yaml", "rel/plan.yaml", "/plan.yaml"};
+    const char *dirs[] = {"/a/b/", "rel/", "/"};
+    for (int i = 0; i < 3; i++) {
+        cohort_plan *p = NULL;
+        cohort_error err = {0};
+        CHECK_MSG(cohort_plan_parse(text, strlen(text), names[i], NULL, 0, &p, &err) == COHORT_OK,
+                  "%s: %s", names[i], err.message);
+        if (!p)
+            continue;
+        char want[256];
+        snprintf(want, sizeof want, "csv:%sx.csv", dirs[i]);
+        CHECK_STR(p->data.train, want);
+        snprintf(want, sizeof want, "npy:%sx.npy,/abs/y.npy", dirs[i]);
+        CHECK_STR(p->data.test, want);
+        snprintf(want, sizeof want, "idx:%si.gz,%sl.gz", dirs[i], dirs[i]);
+        CHECK_STR(p->data.validation, want);
+        CHECK(p->n_models == 4);
+        snprintf(want, sizeof want, "%sw.safetensors", dirs[i]);
+        CHECK(p->n_models == 4 && strcmp(p->models[0].init_from, want) == 0);
+        CHECK(p->n_models == 4 && strcmp(p->models[1].init_from, "/abs/w.safetensors") == 0);
+        snprintf(want, sizeof want, "%sd.safetensors", dirs[i]);
+        CHECK(p->n_models == 4 && strcmp(p->models[2].init_from, want) == 0);
+        cohort_plan_free(p);
+    }
+    /* A sweep's values are the file's too. */
+    const char *sw = "data: {train: fashion-mnist:train}\n"
+                     "models: [{name: a, layers: [{dense: 3, activation: softmax}]}]\n"
+                     "sweep: {init_from: [s1.safetensors, /s2.safetensors]}\n";
+    cohort_plan *q = NULL;
+    cohort_error e2 = {0};
+    CHECK(cohort_plan_parse(sw, strlen(sw), "/a/plan.yaml", NULL, 0, &q, &e2) == COHORT_OK);
+    if (q) {
+        CHECK(q->n_models == 2 && strcmp(q->models[0].init_from, "/a/s1.safetensors") == 0 &&
+              strcmp(q->models[1].init_from, "/s2.safetensors") == 0);
+        cohort_plan_free(q);
+    }
+    /* No folder in the name: the paths as written. */
+    cohort_plan *p = PARSE(text, NULL, 0);
+    if (p) {
+        CHECK_STR(p->data.train, "csv:x.csv");
+        CHECK_STR(p->models[0].init_from, "w.safetensors");
+        cohort_plan_free(p);
+    }
+    /* fashion-mnist: and --set values stay; an npz's array names stay after its path. */
+    const char *sets[] = {"data.test=csv:t.csv", "models.0.init_from=z.safetensors",
+                          "data.validation=npz:v.npz:x_test,y_test"};
+    const char *t2 = "data: {train: fashion-mnist:train, validation: 'npz:v.npz:x_test,y_test'}\n"
+                     "models: [{name: a, layers: [{dense: 3, activation: softmax}], "
+                     "init_from: w.safetensors}]\n";
+    cohort_error err = {0};
+    CHECK(cohort_plan_parse(t2, strlen(t2), "/a/plan.yaml", NULL, 0, &p, &err) == COHORT_OK);
+    if (p) {
+        CHECK_STR(p->data.train, "fashion-mnist:train");
+        CHECK_STR(p->data.validation, "npz:/a/v.npz:x_test,y_test");
+        cohort_plan_free(p);
+    }
+    CHECK(cohort_plan_parse(t2, strlen(t2), "/a/plan.yaml", sets, 3, &p, &err) == COHORT_OK);
+    if (p) {
+        CHECK_STR(p->data.test, "csv:t.csv");
+        CHECK_STR(p->data.validation, "npz:v.npz:x_test,y_test");
+        CHECK_STR(p->models[0].init_from, "z.safetensors");
+        cohort_plan_free(p);
+    }
+}
+
 int main(void)
 {
     test_spec_helpers();
@@ -1240,6 +1324,7 @@ int main(void)
     test_sweep();
     test_overrides();
     test_load();
+    test_paths();
     test_bad_corpus();
     return check_done("test_plan");
 }

@@ -3,28 +3,102 @@
 #include "io/io.h"
 #include "plan/plan.h"
 #include "run/run.h"
+#include "util/json.h"
 #include "util/util.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct loaded {
     cohort_plan *plan;
-    cohort_run *run;
+    device_registry *devices;
+    cohort_dataset *ds;
     train_group *g;
+    data_view all;   /* every row of ds, shaped as the model's input */
 } loaded;
 
 static void loaded_free(loaded *l)
 {
     group_free(l->g);
-    cohort_run_free(l->run);
+    data_free(l->ds);
+    devices_free(l->devices);
     cohort_plan_free(l->plan);
 }
 
-/* Rebuild the model saved in `weights` (its spec is in the metadata) and
- * load `data` as its dataset. Returns an exit status. */
-static int load_model(const char *cmd, const char *weights, const char *data, loaded *l)
+static void put_json(strbuf *b, const json_value *v)
+{
+    switch (v->type) {
+    case JSON_NULL: sb_puts(b, "null"); return;
+    case JSON_BOOL: sb_puts(b, v->boolean ? "true" : "false"); return;
+    case JSON_NUM: sb_printf(b, "%.17g", v->num); return;
+    case JSON_STR: sb_json_str(b, v->str); return;
+    case JSON_ARR:
+    case JSON_OBJ:
+        sb_puts(b, v->type == JSON_ARR ? "[" : "{");
+        for (size_t i = 0; i < v->n; i++) {
+            if (i)
+                sb_puts(b, ", ");
+            if (v->type == JSON_OBJ) {
+                sb_json_str(b, v->keys[i]);
+                sb_puts(b, ": ");
+            }
+            put_json(b, &v->items[i]);
+        }
+        sb_puts(b, v->type == JSON_ARR ? "]" : "}");
+        return;
+    }
+}
+
+/* The keys of a stored model spec that using its weights needs: its
+ * structure, its loss (eval's loss) and its batch size (the passes' rows).
+ * The training-only keys (epochs, optimizer, early_stopping, device,
+ * init_from, ...) are dropped: their checks are about a training plan
+ * (early stopping on val_loss wants validation data) that eval has not. */
+static const char *const kept_keys[] = {"name", "layers", "loss", "batch_size"};
+
+/* A plan holding only the model of `spec` (JSON); NULL when spec is not a
+ * JSON object (then the plan parser's message is the one to give). */
+static char *eval_plan_json(const char *spec)
+{
+    json_value *v = json_parse(spec, strlen(spec), NULL, 0);
+    if (!v || v->type != JSON_OBJ) {
+        json_free(v);
+        return NULL;
+    }
+    strbuf b;
+    sb_init(&b);
+    /* data.train is required by the plan and never read: eval loads --data itself. */
+    sb_puts(&b, "{\"data\": {\"train\": \"unused\"}, \"models\": [{");
+    int n = 0;
+    for (size_t i = 0; i < v->n; i++)
+        for (size_t k = 0; k < sizeof kept_keys / sizeof *kept_keys; k++)
+            if (!strcmp(v->keys[i], kept_keys[k])) {
+                if (n++)
+                    sb_puts(&b, ", ");
+                sb_json_str(&b, v->keys[i]);
+                sb_puts(&b, ": ");
+                put_json(&b, &v->items[i]);
+            }
+    sb_puts(&b, "}]}");
+    json_free(v);
+    if (b.failed) {
+        sb_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
+/*
+ * Rebuild the model saved in `weights` from what the file stores (its spec,
+ * input shape and parameters; the number of classes is its last layer's
+ * width) and load `data` (relative to the current directory) as its input.
+ * labels_optional: predict, which takes data without labels. Returns an
+ * exit status; on 0, l holds everything until loaded_free.
+ */
+static int load_model(const char *cmd, const char *weights, const char *data,
+                      int labels_optional, loaded *l)
 {
     memset(l, 0, sizeof *l);
     cohort_error err;
@@ -34,45 +108,85 @@ static int load_model(const char *cmd, const char *weights, const char *data, lo
     char *spec = st_meta_get(&f, "spec");
     /* The image shape the model was trained on shapes flat data (a CSV of
      * pixels) as the plan's data.input_shape did. */
-    char *shape = st_meta_get(&f, "input_shape");
+    char *shape = st_meta_get(&f, "input_shape"), *inputs = st_meta_get(&f, "inputs");
     int h, w, c, image = shape && sscanf(shape, "(%d, %d, %d)", &h, &w, &c) == 3;
+    long n_in = inputs ? strtol(inputs, NULL, 10) : 0;
     free(shape);
+    free(inputs);
     st_free(&f);
     if (!spec)
         return cli_usage_error(cmd,
                                "%s: no model spec in its metadata; was it written by cohort? "
                                "(other tools' weights load through init_from in a plan)",
                                weights);
-    strbuf b;
-    sb_init(&b);
-    sb_puts(&b, "{\"data\": {\"train\": ");
-    sb_json_str(&b, data);
+    if (image && (h <= 0 || w <= 0 || c <= 0))
+        image = 0;
     if (image)
-        sb_printf(&b, ", \"input_shape\": [%d, %d, %d]", h, w, c);
-    sb_puts(&b, "}, \"models\": [");
-    sb_puts(&b, spec);
-    sb_puts(&b, "]}");
+        n_in = (long)h * w * c;
+    if (n_in <= 0 || n_in > INT32_MAX)
+        n_in = 0;
+    char *text = eval_plan_json(spec);
+    cohort_status st = cohort_plan_parse(text ? text : spec, strlen(text ? text : spec), weights,
+                                         NULL, 0, &l->plan, &err);
+    free(text);
     free(spec);
-    char init[COHORT_PATH_MAX + 32];
-    snprintf(init, sizeof init, "models.0.init_from=%s", weights);
-    const char *sets[] = {init, "models.0.device=cpu:0"};
-    cohort_status st = cohort_plan_parse(b.data ? b.data : "", b.len, weights, sets, 2, &l->plan, &err);
-    sb_free(&b);
     if (st)
         return cli_usage_error(cmd, "%s: its metadata spec: %s", weights, err.message);
-    cohort_run_options opt;
-    cohort_run_options_init(&opt);
-    if ((st = cohort_run_create(l->plan, &opt, &l->run, &err))) {
+    model_spec *sp = &l->plan->models[0];
+    if (str_copy(sp->init_from, sizeof sp->init_from, weights)) {
+        loaded_free(l);
+        return cli_usage_error(cmd, "%.200s...: the path is too long", weights);
+    }
+    /* Data without labels is read for both, so that eval can say what it
+     * lacks. -1: the input size is not stored (an older file): only npy:X
+     * is known to be unlabeled. */
+    data_options dopt = {.unlabeled_dim = n_in ? n_in : -1};
+    if ((st = data_load(data, &dopt, &l->ds, &err))) {
         loaded_free(l);
         return cli_usage_error(cmd, "%s", err.message);
     }
-    model_entry *e = &l->run->m[0];
-    const model_spec *sp = e->spec;
-    st = group_create(&sp, 1, l->run->in_shape, l->run->n_classes, &l->run->devices->dev[e->device], 0,
-                      &l->g, &err);
-    if (st) {
+    l->all = data_view_all(l->ds);
+    if (n_in && l->all.dim != n_in) {
+        loaded_free(l);
+        return cli_usage_error(cmd,
+                               "%s has %lld values per sample, but the model of %s takes %ld; "
+                               "give data of the shape it was trained on",
+                               data, (long long)l->all.dim, weights, n_in);
+    }
+    if (image)
+        l->all.shape = shape_image(h, w, c);
+    if (!l->ds->has_labels && !labels_optional) {
+        loaded_free(l);
+        return cli_usage_error(cmd, "%s has no labels; %s needs them (cohort predict does not)",
+                               data, cmd);
+    }
+    if ((st = devices_discover(&l->devices, &err))) {
         loaded_free(l);
         return cli_usage_error(cmd, "%s", err.message);
+    }
+    cohort_device *dev = devices_find(l->devices, "cpu:0");
+    if (!dev) {
+        loaded_free(l);
+        return cli_usage_error(cmd, "no cpu:0 device");
+    }
+    const model_spec *csp = sp;
+    if ((st = group_create(&csp, 1, l->all.shape, 0, dev, 0, &l->g, &err))) {
+        loaded_free(l);
+        return cli_usage_error(cmd, "%s", err.message);
+    }
+    /* Classes come from the weights: a label the last layer has no unit
+     * for cannot be scored (mse on one output takes the label as a number). */
+    int n_out = group_layout(l->g)->n_out;
+    if (l->ds->has_labels && (sp->loss == LOSS_SCE || n_out > 1) && l->ds->n_classes > n_out) {
+        int64_t row = 0;
+        while (row < l->all.n && l->all.y[row] < n_out)
+            row++;
+        int label = row < l->all.n ? l->all.y[row] : l->ds->n_classes - 1;
+        loaded_free(l);
+        return cli_usage_error(cmd,
+                               "%s: sample %lld has label %d, but the model of %s has %d classes "
+                               "(0 to %d, its last layer's units)",
+                               data, (long long)row, label, weights, n_out, n_out - 1);
     }
     return 0;
 }
@@ -86,7 +200,10 @@ int cmd_eval(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             puts("usage: cohort eval WEIGHTS --data SPEC [--json]\n\n"
                  "Loss and accuracy of the model saved in WEIGHTS (a .safetensors file that\n"
-                 "cohort wrote) on the dataset SPEC, e.g. fashion-mnist:test or csv:file.csv.");
+                 "cohort wrote) on the dataset SPEC, e.g. fashion-mnist:test or csv:file.csv.\n"
+                 "The model is rebuilt from what WEIGHTS stores (layers, input shape); its\n"
+                 "classes are its last layer's units, so the data may hold fewer of them.\n"
+                 "Paths are relative to the current directory.");
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--data", &v)) {
             data = v;
@@ -103,11 +220,11 @@ int cmd_eval(int argc, char **argv)
     if (!weights || !data)
         return cli_usage_error("eval", "needs WEIGHTS and --data SPEC (see cohort eval --help)");
     loaded l;
-    int rc = load_model("eval", weights, data, &l);
+    int rc = load_model("eval", weights, data, 0, &l);
     if (rc)
         return rc;
     double loss, acc;
-    data_view all = data_view_all(l.run->train_ds);
+    data_view all = l.all;
     group_evaluate(l.g, &all, &loss, &acc, NULL);
     if (json)
         printf("{\"weights\": \"%s\", \"data\": \"%s\", \"samples\": %lld, \"loss\": %.6f, "
@@ -129,7 +246,10 @@ int cmd_predict(int argc, char **argv)
             puts("usage: cohort predict WEIGHTS --data SPEC [--out FILE]\n\n"
                  "Predictions of the model saved in WEIGHTS for every sample of SPEC, as CSV:\n"
                  "index,prediction,label,p0,p1,... (probabilities; values for mse models).\n"
-                 "Written to FILE (atomically) or to standard output.");
+                 "Written to FILE (atomically) or to standard output.\n\n"
+                 "The data may have no labels: npy:X alone, or a CSV whose columns are only\n"
+                 "the model's inputs (as many columns as it takes, none named label); the\n"
+                 "label column of the output is then empty.");
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--data", &v)) {
             data = v;
@@ -146,10 +266,10 @@ int cmd_predict(int argc, char **argv)
     if (!weights || !data)
         return cli_usage_error("predict", "needs WEIGHTS and --data SPEC (see --help)");
     loaded l;
-    int rc = load_model("predict", weights, data, &l);
+    int rc = load_model("predict", weights, data, 1, &l);
     if (rc)
         return rc;
-    data_view all = data_view_all(l.run->train_ds);
+    data_view all = l.all;
     int n_out = group_layout(l.g)->n_out;
     float *p = malloc((size_t)all.n * (size_t)n_out * sizeof(float) + 1);
     if (!p) {
@@ -165,7 +285,9 @@ int cmd_predict(int argc, char **argv)
     sb_puts(&b, "\n");
     for (int64_t i = 0; i < all.n; i++) {
         const float *row = p + i * n_out;
-        sb_printf(&b, "%lld,%d,%d", (long long)i, output_class(row, n_out), all.y[i]);
+        sb_printf(&b, "%lld,%d,", (long long)i, output_class(row, n_out));
+        if (l.ds->has_labels)
+            sb_printf(&b, "%d", all.y[i]);
         for (int j = 0; j < n_out; j++)
             sb_printf(&b, ",%.6g", (double)row[j]);
         sb_puts(&b, "\n");

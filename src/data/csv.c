@@ -150,19 +150,40 @@ static cohort_status find_label(const char *path, const csv_line *header, uint64
     return COHORT_OK;
 }
 
-static cohort_status bad_value(const char *path, uint64_t line, uint64_t col, const char *fs,
-                               const char *fe, const char *why, cohort_error *err)
+/* 1 when the header row has a field that is exactly `name`. */
+static int header_has(const csv_line *header, uint64_t nf, const char *name)
 {
-    int len = fe - fs > 60 ? 60 : (int)(fe - fs);
-    return cohort_fail(err, COHORT_ERR_INPUT, "%s:%llu: column %llu: '%.*s'%s %s", path,
-                       (unsigned long long)line, (unsigned long long)col + 1, len, fs,
-                       fe - fs > 60 ? "..." : "", why);
+    if (!header)
+        return 0;
+    size_t nl = strlen(name);
+    const char *p = header->s;
+    for (uint64_t i = 0; i < nf; i++) {
+        const char *fs, *fe;
+        next_field(&p, header->e, &fs, &fe);
+        if ((size_t)(fe - fs) == nl && memcmp(fs, name, nl) == 0)
+            return 1;
+    }
+    return 0;
 }
 
+/* Columns are counted from 0 in messages, as data.label_column counts them. */
+static cohort_status bad_value(const char *path, uint64_t line, uint64_t col, int is_label,
+                               const char *fs, const char *fe, const char *why, cohort_error *err)
+{
+    int len = fe - fs > 60 ? 60 : (int)(fe - fs);
+    return cohort_fail(err, COHORT_ERR_INPUT, "%s:%llu: column %llu (counted from 0, as "
+                                              "label_column is)%s: '%.*s'%s %s%s",
+                       path, (unsigned long long)line, (unsigned long long)col,
+                       is_label ? ", the label" : "", len, fs, fe - fs > 60 ? "..." : "", why,
+                       is_label ? "; labels must be integers from 0 (text labels are not read)"
+                                : "");
+}
+
+/* label: the label's column, or nf for none (then dim is nf and y unused). */
 static cohort_status parse_rows(const char *path, csv_reader *r, uint64_t nf, uint64_t label,
                                 uint64_t rows, float *x, int32_t *y, cohort_error *err)
 {
-    uint64_t dim = nf - 1;
+    uint64_t dim = label < nf ? nf - 1 : nf;
     csv_line line;
     for (uint64_t row = 0; row < rows && next_line(r, &line); row++) {
         const char *p = line.s;
@@ -172,9 +193,10 @@ static cohort_status parse_rows(const char *path, csv_reader *r, uint64_t nf, ui
             double v;
             next_field(&p, line.e, &fs, &fe);
             if (!parse_number(fs, fe, &v))
-                return bad_value(path, line.number, c, fs, fe, "is not a number", err);
+                return bad_value(path, line.number, c, c == label, fs, fe, "is not a number", err);
             if (!isfinite(v))
-                return bad_value(path, line.number, c, fs, fe, "is not a finite number", err);
+                return bad_value(path, line.number, c, c == label, fs, fe,
+                                 "is not a finite number", err);
             if (c == label) {
                 if (v < 0 || v > DATA_MAX_LABEL || v != floor(v))
                     return cohort_fail(err, COHORT_ERR_INPUT,
@@ -196,11 +218,19 @@ static cohort_status parse_rows(const char *path, csv_reader *r, uint64_t nf, ui
  * \r\n line ends. The label column is label_column (a header name, or a
  * 0-based index as digits), else the column named "label", else the last;
  * labels must be integers in [0, 2^31 - 2]. Messages give "path:LINE" and
- * 1-based column numbers. On error *out is NULL; COHORT_ERR_IO when the file
+ * column numbers from 0, as label_column counts. On error *out is NULL; COHORT_ERR_IO when the file
  * cannot be read, COHORT_ERR_INPUT when its content is wrong.
  */
 cohort_status data_read_csv(const char *path, const char *label_column, cohort_dataset **out,
                             cohort_error *err)
+{
+    return data_read_csv_opt(path, label_column, 0, out, err);
+}
+
+/* data_read_csv, and when unlabeled_dim > 0 a file of exactly that many
+ * columns, no label_column and no column named "label" holds features only. */
+cohort_status data_read_csv_opt(const char *path, const char *label_column, int64_t unlabeled_dim,
+                                cohort_dataset **out, cohort_error *err)
 {
     if (!out)
         return cohort_fail(err, COHORT_ERR_USAGE, "data_read_csv: out is NULL");
@@ -251,15 +281,22 @@ cohort_status data_read_csv(const char *path, const char *label_column, cohort_d
         st = cohort_fail(err, COHORT_ERR_INPUT, "%s: no data rows (only a header)", path);
         goto done;
     }
-    if (nf < 2) {
+    int unlabeled = unlabeled_dim > 0 && nf == (uint64_t)unlabeled_dim &&
+                    !(label_column && *label_column) && !header_has(header, nf, "label");
+    if (nf < 2 && !unlabeled) {
         st = cohort_fail(err, COHORT_ERR_INPUT,
                          "%s: only one column; expected features and a label", path);
         goto done;
     }
-    uint64_t label = 0;
-    if ((st = find_label(path, header, nf, label_column, &label, err)))
-        goto done;
-    if ((st = data_alloc_x(rows, nf - 1, path, &x, err)) || (st = data_alloc_y(rows, path, &y, err)))
+    uint64_t label = nf, dim = nf;
+    if (!unlabeled) {
+        if ((st = find_label(path, header, nf, label_column, &label, err)))
+            goto done;
+        dim = nf - 1;
+        if ((st = data_alloc_y(rows, path, &y, err)))
+            goto done;
+    }
+    if ((st = data_alloc_x(rows, dim, path, &x, err)))
         goto done;
     r.p = start;
     r.number = 0;
@@ -269,7 +306,8 @@ cohort_status data_read_csv(const char *path, const char *label_column, cohort_d
         goto done;
     char source[1100];
     snprintf(source, sizeof source, "csv:%s", path);
-    st = data_make(x, y, (int64_t)rows, (int64_t)(nf - 1), NULL, source, out, err);
+    st = unlabeled ? data_make_unlabeled(x, (int64_t)rows, (int64_t)dim, NULL, source, out, err)
+                   : data_make(x, y, (int64_t)rows, (int64_t)dim, NULL, source, out, err);
     x = NULL;
     y = NULL;
 done:

@@ -18,7 +18,8 @@ typedef struct cohort_dataset {
     sample_shape shape; /* one sample: (H, W, C) for images, channels last, or flat (dim) */
     float *x;          /* [n, dim], row-major, owned */
     int32_t *y;        /* [n], owned; each in [0, n_classes) */
-    int32_t n_classes; /* 1 + the largest label */
+    int32_t n_classes; /* 1 + the largest label; 0 without labels */
+    int has_labels;    /* 0: read without labels (data_options.unlabeled_dim); y all 0 */
     char source[1024]; /* the spec it was read from, for messages */
 } cohort_dataset;
 
@@ -32,6 +33,12 @@ typedef struct data_view {
 
 typedef struct data_options {
     const char *label_column; /* CSV: name or 0-based index; NULL: "label" or last */
+    /* 0: every dataset has labels (training, eval). > 0 (predict: the model's
+     * input size): labels are optional; npy:X alone, and a CSV of exactly this
+     * many columns with no label_column and none named "label", are read
+     * without labels (has_labels 0). < 0: labels optional, input size unknown
+     * (npy:X alone only). */
+    int64_t unlabeled_dim;
 } data_options;
 
 /*
@@ -44,7 +51,11 @@ typedef struct data_options {
  *   idx:IMAGES,LABELS      IDX files, plain or .gz
  *   csv:FILE               header optional; label column "label" or the last
  *   npy:X,Y                X float32/float64/uint8 [n, ...], Y integer [n]
- *   npz:FILE               arrays "x" and "y" (or x_train/y_train, or the first two)
+ *   npy:X                  inputs only, when opt->unlabeled_dim > 0
+ *   npz:FILE               arrays "x" and "y" (or x_train/y_train, or the first two;
+ *                          refused when it has both x_train and x_test arrays)
+ *   npz:FILE:X,Y           the arrays named X and Y (npz:FILE:X: inputs only, when
+ *                          opt->unlabeled_dim != 0)
  * uint8 inputs are scaled to [0, 1]. On error *out is NULL and err names the
  * file and what is wrong with it; exit status 2 for the CLI (COHORT_ERR_INPUT
  * or COHORT_ERR_IO).
@@ -56,9 +67,17 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
                             cohort_error *err);
 cohort_status data_read_csv(const char *path, const char *label_column, cohort_dataset **out,
                             cohort_error *err);
+/* As data_read_csv, with unlabeled_dim as in data_options (0: labels required). */
+cohort_status data_read_csv_opt(const char *path, const char *label_column, int64_t unlabeled_dim,
+                                cohort_dataset **out, cohort_error *err);
+/* y_path NULL: inputs only (has_labels 0). */
 cohort_status data_read_npy(const char *x_path, const char *y_path, cohort_dataset **out,
                             cohort_error *err);
 cohort_status data_read_npz(const char *path, cohort_dataset **out, cohort_error *err);
+/* The arrays named xname and yname (with or without .npy; yname NULL: inputs
+ * only, has_labels 0); xname NULL: as data_read_npz. */
+cohort_status data_read_npz_named(const char *path, const char *xname, const char *yname,
+                                  cohort_dataset **out, cohort_error *err);
 
 void data_free(cohort_dataset *ds);
 

@@ -50,6 +50,11 @@ sample_shape data_shape_of(const uint64_t *dims, int ndims);
 cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const sample_shape *shape,
                         const char *source, cohort_dataset **out, cohort_error *err);
 
+/* As data_make for a dataset without labels: y is allocated as zeros,
+ * has_labels and n_classes are 0. Takes ownership of x in every case. */
+cohort_status data_make_unlabeled(float *x, int64_t n, int64_t dim, const sample_shape *shape,
+                                  const char *source, cohort_dataset **out, cohort_error *err);
+
 /*
  * A byte source: `left` bytes starting at the current position of f, either
  * stored as they are or as a raw deflate stream of `in_left` bytes. When

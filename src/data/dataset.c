@@ -136,8 +136,27 @@ cohort_status data_make(float *x, int32_t *y, int64_t n, int64_t dim, const samp
     ds->x = x;
     ds->y = y;
     ds->n_classes = max + 1;
+    ds->has_labels = 1;
     str_copy(ds->source, sizeof ds->source, source);
     *out = ds;
+    return COHORT_OK;
+}
+
+cohort_status data_make_unlabeled(float *x, int64_t n, int64_t dim, const sample_shape *shape,
+                                  const char *source, cohort_dataset **out, cohort_error *err)
+{
+    *out = NULL;
+    int32_t *y;
+    cohort_status st = data_alloc_y(n < 0 ? 0 : (uint64_t)n, source, &y, err);
+    if (st) {
+        free(x);
+        return st;
+    }
+    memset(y, 0, (size_t)(n < 0 ? 0 : n) * sizeof *y);
+    if ((st = data_make(x, y, n, dim, shape, source, out, err)))
+        return st;
+    (*out)->has_labels = 0;
+    (*out)->n_classes = 0;
     return COHORT_OK;
 }
 
@@ -297,6 +316,38 @@ static int ends_with(const char *s, const char *suffix)
     return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
 }
 
+/* npz:FILE or npz:FILE:X,Y (FILE:X for inputs only). The names follow the
+ * last colon, unless FILE itself (a path with a colon) exists. */
+static cohort_status load_npz(const char *spec, const char *rest, const data_options *opt,
+                              cohort_dataset **out, cohort_error *err)
+{
+    const char *colon = strrchr(rest, ':');
+    if (!colon || strchr(colon, '/') || file_exists(rest))
+        return data_read_npz(rest, out, err);
+    char path[4096], x[256], y[256];
+    size_t plen = (size_t)(colon - rest);
+    const char *names = colon + 1, *comma = strchr(names, ',');
+    size_t xlen = comma ? (size_t)(comma - names) : strlen(names);
+    if (plen == 0 || plen >= sizeof path || xlen == 0 || xlen >= sizeof x ||
+        (comma && (!comma[1] || strchr(comma + 1, ',') || strlen(comma + 1) >= sizeof y)))
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "dataset '%s': expected npz:FILE or npz:FILE:X,Y (the names of two "
+                           "arrays in FILE, like npz:mnist.npz:x_test,y_test)",
+                           spec);
+    if (!comma && !(opt && opt->unlabeled_dim != 0))
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "dataset '%s': name two arrays, inputs and labels, like "
+                           "npz:FILE:x_test,y_test",
+                           spec);
+    memcpy(path, rest, plen);
+    path[plen] = 0;
+    memcpy(x, names, xlen);
+    x[xlen] = 0;
+    if (comma)
+        memcpy(y, comma + 1, strlen(comma + 1) + 1);
+    return data_read_npz_named(path, x, comma ? y : NULL, out, err);
+}
+
 /* The reader for spec; fills *out without touching its source. */
 static cohort_status load_spec(const char *spec, const data_options *opt, cohort_dataset **out,
                                cohort_error *err)
@@ -324,6 +375,8 @@ static cohort_status load_spec(const char *spec, const data_options *opt, cohort
         return data_read_idx(a, b, out, err);
     }
     if (PREFIX_IS("npy")) {
+        if (opt && opt->unlabeled_dim != 0 && *rest && !strchr(rest, ','))
+            return data_read_npy(rest, NULL, out, err);
         if ((st = split_pair(spec, "npy", rest, a, b, sizeof a, err)))
             return st;
         return data_read_npy(a, b, out, err);
@@ -333,8 +386,9 @@ static cohort_status load_spec(const char *spec, const data_options *opt, cohort
             return cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected %.3s:FILE", spec,
                                spec);
         if (PREFIX_IS("csv"))
-            return data_read_csv(rest, opt ? opt->label_column : NULL, out, err);
-        return data_read_npz(rest, out, err);
+            return data_read_csv_opt(rest, opt ? opt->label_column : NULL,
+                                     opt ? opt->unlabeled_dim : 0, out, err);
+        return load_npz(spec, rest, opt, out, err);
     }
 #undef PREFIX_IS
     const char *hint = "";

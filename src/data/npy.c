@@ -646,12 +646,17 @@ cohort_status data_read_npy(const char *x_path, const char *y_path, cohort_datas
     if (!out)
         return cohort_fail(err, COHORT_ERR_USAGE, "data_read_npy: out is NULL");
     *out = NULL;
-    if (!x_path || !y_path)
+    if (!x_path)
         return cohort_fail(err, COHORT_ERR_USAGE, "data_read_npy: missing path");
     data_npy_array x, y;
     cohort_status st = read_npy_file(x_path, DATA_NPY_X, &x, err);
     if (st)
         return st;
+    if (!y_path) {
+        char src1[1100];
+        snprintf(src1, sizeof src1, "npy:%s", x_path);
+        return data_make_unlabeled(x.x, x.n, x.dim, &x.shape, src1, out, err);
+    }
     if ((st = read_npy_file(y_path, DATA_NPY_Y, &y, err))) {
         free(x.x);
         return st;

@@ -301,10 +301,59 @@ static cohort_status read_member(zip_archive *z, const zip_entry *e, data_npy_ro
     return st;
 }
 
+/* The members' names ("x_train, y_train, x_test, y_test"), at most n - 1 bytes. */
+static void member_names(const zip_archive *z, char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (uint64_t i = 0; i < z->n && at + 4 < n; i++) {
+        char name[256];
+        entry_name(&z->entries[i], name, sizeof name);
+        size_t len = strlen(name);
+        if (len > 4 && strcmp(name + len - 4, ".npy") == 0)
+            name[len - 4] = 0;
+        int w = snprintf(buf + at, n - at, "%s%s", i ? ", " : "", name);
+        if (w < 0 || (size_t)w >= n - at) {
+            snprintf(buf + (at < n - 4 ? at : n - 4), 4, "...");
+            return;
+        }
+        at += (size_t)w;
+    }
+}
+
+/* The members named xname and yname (yname NULL: none), or an error that
+ * lists the names the file has. */
+static cohort_status find_named(const zip_archive *z, const char *xname, const char *yname,
+                                const zip_entry **x, const zip_entry **y, cohort_error *err)
+{
+    const char *names[2] = {xname, yname};
+    const zip_entry **found[2] = {x, y};
+    *y = NULL;
+    for (int i = 0; i < 2 && names[i]; i++)
+        if (!(*found[i] = zip_find(z, names[i]))) {
+            char have[512];
+            member_names(z, have, sizeof have);
+            return cohort_fail(err, COHORT_ERR_INPUT, "%s: has no array '%s' (it has %s)",
+                               z->path, names[i], have);
+        }
+    return COHORT_OK;
+}
+
 static cohort_status pick_members(const zip_archive *z, const zip_entry **x, const zip_entry **y,
                                   cohort_error *err)
 {
     static const char *pairs[][2] = {{"x", "y"}, {"x_train", "y_train"}};
+    /* A Keras-style file holds both sets: reading x_train as a test set
+     * (or x_test as training data) would give wrong numbers silently. */
+    if ((zip_find(z, "x_train") || zip_find(z, "y_train")) &&
+        (zip_find(z, "x_test") || zip_find(z, "y_test"))) {
+        char have[512];
+        member_names(z, have, sizeof have);
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: holds both training and test arrays (%s); name the two to read, "
+                           "like npz:%s:x_train,y_train or npz:%s:x_test,y_test",
+                           z->path, have, z->path, z->path);
+    }
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         *x = zip_find(z, pairs[i][0]);
         *y = zip_find(z, pairs[i][1]);
@@ -327,11 +376,19 @@ static cohort_status pick_members(const zip_archive *z, const zip_entry **x, con
 /*
  * Read x and y from an .npz: members "x.npy" and "y.npy", else "x_train.npy"
  * and "y_train.npy", else the first two members of the central directory (x
- * first). Members may be stored or deflated; their CRC-32 is checked. On
- * error *out is NULL: COHORT_ERR_IO when the file cannot be opened,
- * COHORT_ERR_INPUT when it is not a well-formed archive of suitable arrays.
+ * first); a file with both x_train/y_train and x_test/y_test is refused (name
+ * them: data_read_npz_named). Members may be stored or deflated; their CRC-32
+ * is checked. On error *out is NULL: COHORT_ERR_IO when the file cannot be
+ * opened, COHORT_ERR_INPUT when it is not a well-formed archive of suitable
+ * arrays.
  */
 cohort_status data_read_npz(const char *path, cohort_dataset **out, cohort_error *err)
+{
+    return data_read_npz_named(path, NULL, NULL, out, err);
+}
+
+cohort_status data_read_npz_named(const char *path, const char *xname, const char *yname,
+                                  cohort_dataset **out, cohort_error *err)
 {
     if (!out)
         return cohort_fail(err, COHORT_ERR_USAGE, "data_read_npz: out is NULL");
@@ -343,10 +400,10 @@ cohort_status data_read_npz(const char *path, cohort_dataset **out, cohort_error
     data_npy_array x = {0}, y = {0};
     cohort_status st = zip_open(&z, path, err);
     if (!st)
-        st = pick_members(&z, &ex, &ey, err);
+        st = xname ? find_named(&z, xname, yname, &ex, &ey, err) : pick_members(&z, &ex, &ey, err);
     if (!st)
         st = read_member(&z, ex, DATA_NPY_X, &x, err);
-    if (!st)
+    if (!st && ey)
         st = read_member(&z, ey, DATA_NPY_Y, &y, err);
     zip_close(&z);
     if (st) {
@@ -356,5 +413,7 @@ cohort_status data_read_npz(const char *path, cohort_dataset **out, cohort_error
     }
     char source[1100];
     snprintf(source, sizeof source, "npz:%s", path);
+    if (!ey)
+        return data_make_unlabeled(x.x, x.n, x.dim, &x.shape, source, out, err);
     return data_npy_pair(&x, &y, source, out, err);
 }

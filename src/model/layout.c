@@ -98,7 +98,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
                                   "global_average_pooling2d) and a dense layer", s);
         return layer_fail(err, L, spec, spec->n_layers - 1, why);
     }
-    if (spec->loss == LOSS_SCE && L->n_out != n_classes)
+    if (n_classes > 0 && spec->loss == LOSS_SCE && L->n_out != n_classes)
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "model '%s': the last layer has %d units but the data has %d classes;"
                            " make it {dense: %d, activation: softmax}",
@@ -111,7 +111,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
                               "softmax is applied only with loss: "
                               "sparse_categorical_crossentropy, not with mse; use that loss, or "
                               "give the last layer activation: linear (or sigmoid) for mse");
-    if (spec->loss == LOSS_MSE && L->n_out != 1 && L->n_out != n_classes)
+    if (n_classes > 0 && spec->loss == LOSS_MSE && L->n_out != 1 && L->n_out != n_classes)
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "model '%s': with mse the last layer needs 1 unit (the label as a"
                            " number) or %d (one per class), not %d",

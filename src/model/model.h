@@ -175,7 +175,9 @@ typedef struct model_layout {
  * classes. Fails with a message naming the model, the layer and the shape it
  * sees when shapes do not agree (a kernel larger than its input, Dense on an
  * image without Flatten, an output layer whose width is not the number of
- * classes). err may be NULL.
+ * classes). n_classes 0: the model's own output width is taken as it is
+ * (saved weights: their last layer says how many classes they predict).
+ * err may be NULL.
  */
 cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_classes, int K,
                                 model_layout *out, cohort_error *err);

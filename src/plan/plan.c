@@ -192,6 +192,88 @@ static cohort_status apply_override(const yctx *c, ynode *root, const char *ov)
 
 /* ---- data, devices, strategy ----------------------------------------- */
 
+/* ---- paths ---------------------------------------------------------- */
+
+/* Length of the plan file's folder in c->file ("dir/plan.yaml" -> 3); 0 when
+ * the name has no folder (then relative paths are the current directory's). */
+static size_t plan_dir_len(const yctx *c)
+{
+    const char *slash = strrchr(c->file, '/');
+    return slash ? (size_t)(slash - c->file) + (slash == c->file) : 0;
+}
+
+/* Append path to b, prefixed with the plan's folder when it is relative. */
+static void put_path(strbuf *b, const yctx *c, const char *path, size_t len)
+{
+    size_t dl = plan_dir_len(c);
+    if (len && path[0] != '/' && dl) {
+        sb_putn(b, c->file, dl);
+        if (c->file[dl - 1] != '/')
+            sb_puts(b, "/");
+    }
+    sb_putn(b, path, len);
+}
+
+/*
+ * Resolve the paths in `buf` (a path, or for data a dataset spec) against
+ * the plan file's folder, as compilers do with includes: csv:F, npz:F[:X,Y],
+ * npy:X,Y and idx:A,B (each piece between the commas), init_from. Absolute
+ * paths, other specs (fashion-mnist:train) and values given by --set (their
+ * node has an origin: the command line's paths are the current directory's)
+ * stay as they are. A result longer than size - 1 fails at n's line.
+ */
+static cohort_status resolve_path(const yctx *c, const ynode *n, int is_data, const char *what,
+                                  char *buf, size_t size)
+{
+    if (n->origin || !plan_dir_len(c))
+        return COHORT_OK;
+    strbuf b;
+    sb_init(&b);
+    if (!is_data) {
+        put_path(&b, c, buf, strlen(buf));
+    } else {
+        const char *colon = strchr(buf, ':');
+        size_t plen = colon ? (size_t)(colon - buf) : 0;
+        int one = (plen == 3 && (!memcmp(buf, "csv", 3) || !memcmp(buf, "npz", 3)));
+        int pair = (plen == 3 && (!memcmp(buf, "npy", 3) || !memcmp(buf, "idx", 3)));
+        if (!one && !pair) {
+            sb_free(&b);
+            return COHORT_OK;
+        }
+        sb_putn(&b, buf, plen + 1);
+        const char *p = colon + 1;
+        if (one) {
+            put_path(&b, c, p, strlen(p));
+        } else {
+            for (;;) {
+                const char *comma = strchr(p, ',');
+                put_path(&b, c, p, comma ? (size_t)(comma - p) : strlen(p));
+                if (!comma)
+                    break;
+                sb_puts(&b, ",");
+                p = comma + 1;
+            }
+        }
+    }
+    cohort_status st = COHORT_OK;
+    if (b.failed)
+        st = ynode_nomem(c);
+    else if (str_copy(buf, size, b.data ? b.data : ""))
+        st = ynode_fail(c, n, "%s is too long once resolved against the plan's folder (at most "
+                              "%zu characters)",
+                        what, size - 1);
+    sb_free(&b);
+    return st;
+}
+
+/* yget_str for a dataset spec (is_data) or a path, then resolve_path. */
+static cohort_status yget_path(const yctx *c, const ynode *n, int is_data, const char *what,
+                               char *buf, size_t size)
+{
+    cohort_status st = yget_str(c, n, what, buf, size);
+    return st ? st : resolve_path(c, n, is_data, what, buf, size);
+}
+
 /* data.input_shape: [H, W, C] or [D], positive, at most INT32_MAX values in all. */
 static cohort_status parse_input_shape(const yctx *c, const ynode *v, data_spec *d)
 {
@@ -235,13 +317,13 @@ static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
     const ynode *v;
     if (!(v = ymap_get(n, "train")))
         return ynode_fail(c, n, "data has no 'train' dataset (like train: fashion-mnist:train)");
-    if ((st = yget_str(c, v, "data.train", d->train, sizeof d->train)))
+    if ((st = yget_path(c, v, 1, "data.train", d->train, sizeof d->train)))
         return st;
     if ((v = ymap_get(n, "test")) && !ynode_is_null(v) &&
-        (st = yget_str(c, v, "data.test", d->test, sizeof d->test)))
+        (st = yget_path(c, v, 1, "data.test", d->test, sizeof d->test)))
         return st;
     if ((v = ymap_get(n, "validation")) && !ynode_is_null(v) &&
-        (st = yget_str(c, v, "data.validation", d->validation, sizeof d->validation)))
+        (st = yget_path(c, v, 1, "data.validation", d->validation, sizeof d->validation)))
         return st;
     if ((v = ymap_get(n, "validation_split")) &&
         (st = yget_num(c, v, "data.validation_split", YR_UNIT, 0, &d->validation_split)))
@@ -930,7 +1012,7 @@ static cohort_status build_model(const yctx *c, const ynode *t, const char *name
                               label, ynode_describe(v, got, sizeof got));
     }
     if ((v = ymap_get(t, "init_from")) && !ynode_is_null(v) &&
-        (st = yget_str(c, v, "init_from", s->init_from, sizeof s->init_from)))
+        (st = yget_path(c, v, 0, "init_from", s->init_from, sizeof s->init_from)))
         return st;
     if ((v = ymap_get(t, "metrics"))) {
         int ok = v->type == YNODE_SEQ && v->n > 0;

@@ -329,13 +329,41 @@ static cohort_status yp_event(yparse *p, const yaml_event_t *ev, int *docs, int 
     return COHORT_OK;
 }
 
+/* The 1-based column (in bytes) of the tab that made libyaml stop on the
+ * 0-based line line0: the byte at `index`, or one in the line's indentation;
+ * 0 when there is none. libyaml's own words ("found character that cannot
+ * start any token") do not say that the character is a tab. */
+static int tab_column(const char *text, size_t len, size_t line0, size_t index)
+{
+    if (index < len && text[index] == '\t') {
+        size_t s = index;
+        while (s > 0 && text[s - 1] != '\n')
+            s--;
+        return index - s >= 0x7ffffffe ? 0 : (int)(index - s) + 1;
+    }
+    size_t s = 0;
+    for (size_t l = 0; l < line0 && s < len; s++)
+        if (text[s] == '\n')
+            l++;
+    for (size_t i = s; i < len && (text[i] == ' ' || text[i] == '\t'); i++)
+        if (text[i] == '\t')
+            return i - s >= 0x7ffffffe ? 0 : (int)(i - s) + 1;
+    return 0;
+}
+
 static cohort_status yp_syntax_error(yparse *p, const yaml_parser_t *yp, const char *text,
                                      size_t len)
 {
     if (yp->error == YAML_MEMORY_ERROR)
         return yp_nomem(p);
     const char *problem = yp->problem ? yp->problem : "invalid YAML";
-    int line;
+    int line, tab_col;
+    if (yp->error != YAML_READER_ERROR &&
+        (tab_col = tab_column(text, len, yp->problem_mark.line, yp->problem_mark.index)) > 0)
+        return yp_fail(p, mark_line(yp->problem_mark.line),
+                       "a tab at line %d, column %d: YAML forbids tabs for indentation; "
+                       "indent with spaces",
+                       mark_line(yp->problem_mark.line), tab_col);
     if (yp->error == YAML_READER_ERROR)
         line = offset_line(text, len, yp->problem_offset);
     else

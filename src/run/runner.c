@@ -40,7 +40,7 @@ static void *load_side(void *p)
 static cohort_status load_data(cohort_run *run, cohort_error *err)
 {
     const data_spec *d = &run->plan->data;
-    data_options dopt = {d->label_column[0] ? d->label_column : NULL};
+    data_options dopt = {.label_column = d->label_column[0] ? d->label_column : NULL};
     side_load side = {run, &dopt, COHORT_OK, {0}};
     pthread_t t;
     int threaded =

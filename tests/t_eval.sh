@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# eval and predict stand alone: they use what the weights store, not a
+# training plan. Weights of a model trained with early_stopping on val_loss
+# evaluate on data with no validation split; the classes come from the last
+# layer, so one row, or rows of classes 0 and 1 only, evaluate and predict;
+# predict takes data without labels (npy:X alone, a CSV of only the model's
+# input columns) and leaves their label column empty.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+blobs 11 300 0.8
+cat > "$T/plan.yaml" <<YAML
+data: {train: csv:$T/train.csv, validation_split: 0.25}
+defaults:
+  epochs: 4
+  batch_size: 16
+  layers: [{dense: 8, activation: relu}, {dense: 3, activation: softmax}]
+models:
+  - name: es
+    early_stopping: {monitor: val_loss, patience: 1}
+YAML
+expect_status 0 "train" -- "$COHORT" train "$T/plan.yaml" --out "$T/run" --quiet
+W="$T/run/models/es.safetensors"
+
+expect_status 0 "eval of early_stopping weights" -- "$COHORT" eval "$W" --data "csv:$T/test.csv" --json
+grep -q '"samples": 75' "$T/out" && ok || bad "eval counted $(cat "$T/out")"
+
+# One row (its label is 0), and the rows of classes 0 and 1 only.
+head -n 2 "$T/train.csv" > "$T/one.csv"
+awk -F, 'NR == 1 || $5 != 2' "$T/test.csv" > "$T/two.csv"
+expect_status 0 "eval of one row" -- "$COHORT" eval "$W" --data "csv:$T/one.csv" --json
+grep -q '"samples": 1,' "$T/out" && ok || bad "eval of one row: $(cat "$T/out")"
+expect_status 0 "predict of one row" -- "$COHORT" predict "$W" --data "csv:$T/one.csv"
+[ "$(sed -n 2p "$T/out" | cut -d, -f3)" = 0 ] && ok || bad "predict of one row: $(cat "$T/out")"
+head -n 1 "$T/out" | grep -qx "index,prediction,label,p0,p1,p2" && ok || bad "header: $(head -n 1 "$T/out")"
+expect_status 0 "eval of classes 0 and 1" -- "$COHORT" eval "$W" --data "csv:$T/two.csv" --json
+grep -q '"samples": 50,' "$T/out" && ok || bad "eval of two classes: $(cat "$T/out")"
+
+# A label past the model's classes is refused.
+printf 'f0,f1,f2,f3,label\n0,0,0,0,5\n' > "$T/five.csv"
+expect_status 2 "eval of label 5" -- "$COHORT" eval "$W" --data "csv:$T/five.csv"
+expect_err "has label 5, but the model of $W has 3 classes" "eval of label 5"
+
+# No labels: a CSV of the 4 input columns, and npy:X alone.
+cut -d, -f1-4 "$T/test.csv" > "$T/nolabel.csv"
+expect_status 0 "predict of a CSV without labels" -- "$COHORT" predict "$W" --data "csv:$T/nolabel.csv" --out "$T/p1.csv"
+[ "$(wc -l < "$T/p1.csv")" -eq 76 ] && ok || bad "predict wrote $(wc -l < "$T/p1.csv") lines"
+awk -F, 'NR > 1 && $3 != "" { n++ } END { exit n > 0 }' "$T/p1.csv" && ok || bad "labels in $(sed -n 2p "$T/p1.csv")"
+expect_status 0 "predict of labelled CSV" -- "$COHORT" predict "$W" --data "csv:$T/test.csv" --out "$T/p2.csv"
+[ "$(cut -d, -f1,2,4- "$T/p1.csv")" = "$(cut -d, -f1,2,4- "$T/p2.csv")" ] && ok || bad "predictions differ with and without labels"
+expect_status 2 "eval of a CSV without labels" -- "$COHORT" eval "$W" --data "csv:$T/nolabel.csv"
+expect_err "has no labels; eval needs them" "eval of a CSV without labels"
+
+$PY - "$T/test.csv" "$T/x.npy" <<'PY' || bad "numpy"
+import sys, numpy as np
+a = np.loadtxt(sys.argv[1], delimiter=",", skiprows=1, dtype=np.float32)
+np.save(sys.argv[2], a[:, :4])
+PY
+expect_status 0 "predict of npy:X" -- "$COHORT" predict "$W" --data "npy:$T/x.npy" --out "$T/p3.csv"
+[ "$(cut -d, -f1,2,3 "$T/p1.csv")" = "$(cut -d, -f1,2,3 "$T/p3.csv")" ] && ok || bad "npy:X predicts otherwise than the CSV"
+expect_status 2 "eval of npy:X" -- "$COHORT" eval "$W" --data "npy:$T/x.npy"
+expect_err "has no labels; eval needs them" "eval of npy:X"
+
+"$COHORT" predict --help | grep -q "no label" && ok || bad "predict --help says nothing of data without labels"
+finish
