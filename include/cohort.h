@@ -173,6 +173,8 @@ typedef struct cohort_run_options {
     cohort_strategy strategy; /* AUTO: the plan's, else chosen */
     int threads;              /* CPU threads in all; 0: every core */
     int resume;               /* continue from the checkpoints in out_dir */
+    int overwrite;            /* out_dir may hold another run's results: remove
+                                 them (else such a directory is refused) */
     cohort_devices *devices;  /* NULL: discover, and apply the plan's devices:
                                  section; else these, as they are (borrowed) */
     cohort_event_fn on_event; /* NULL: none; called from the calling thread */

@@ -94,6 +94,10 @@ cohort_status out_dir_lock(const char *dir, int *fd, cohort_error *err);
 void out_dir_remove_temporaries(const char *dir);
 /* Lock the run's output directory and clear what killed runs left there. */
 cohort_status run_lock(cohort_run *run, cohort_error *err);
+/* With the lock held: refuse (COHORT_ERR_USAGE) an output directory whose
+ * results.json is another run's (another plan or other models), unless the
+ * run resumes; with opt.overwrite, remove that run's files instead. */
+cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err);
 
 /* Apply a plan's devices: section (splits, policies, limits) to r; errors
  * name the plan's file and line. */
