@@ -66,6 +66,10 @@ struct cohort_run {
     double last_report;    /* when report.html was last written */
 };
 
+/* The epoch whose weights a finished model ended with when early stopping
+ * restored them (restore_best_weights), else 0. */
+int run_restored_epoch(const model_entry *e);
+
 /* Write results.json (atomically) from the current state of every model. */
 cohort_status run_write_results(cohort_run *run, cohort_error *err);
 /* Write models/NAME[.best].safetensors from host parameters; rel (of

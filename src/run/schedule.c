@@ -182,6 +182,8 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
         ev.error = e->res.error;
         ev.epoch = e->res.epochs_run;
         ev.seconds = e->res.seconds;
+        ev.stopped_early = e->res.state == MODEL_OK && e->res.stopped_early;
+        ev.restored_epoch = run_restored_epoch(e);
         emit(run, &ev);
         return;
     }
