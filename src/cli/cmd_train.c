@@ -243,7 +243,10 @@ int cmd_train(int argc, char **argv)
         if (run->m[i].res.state != MODEL_OK)
             fprintf(stderr, "cohort: model '%s' %s: %s\n", run->m[i].spec->name,
                     model_state_str(run->m[i].res.state), run->m[i].res.error);
-    if (st == COHORT_ERR_INTERRUPTED && !ranks)
+    if (run->disk_full && !ranks)
+        fprintf(stderr, "cohort: %s: cohort train %s --out %s --resume\n", err.message, plan_path,
+                out);
+    else if (st == COHORT_ERR_INTERRUPTED && !ranks)
         fprintf(stderr, "cohort: %s; to go on: cohort train %s --out %s --resume\n", err.message,
                 plan_path, out);
     else if (st && st != COHORT_ERR_PARTIAL)
