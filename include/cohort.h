@@ -176,14 +176,14 @@ typedef struct cohort_run_options {
     cohort_strategy strategy; /* AUTO: the plan's, else chosen */
     int threads;              /* CPU threads in all; 0: every core */
     int resume;               /* continue from the checkpoints in out_dir */
-    int overwrite;            /* out_dir may hold another run's results: remove
-                                 them (else such a directory is refused) */
     cohort_devices *devices;  /* NULL: discover, and apply the plan's devices:
                                  section; else these, as they are (borrowed) */
     cohort_event_fn on_event; /* NULL: none; called from the calling thread */
     void *user;
     int shard_index, shard_count; /* train only share shard_index of shard_count
                                      (split by cost); 0/0: every model */
+    int overwrite;            /* out_dir may hold another run's results: remove
+                                 them (else such a directory is refused) */
 } cohort_run_options;
 
 void cohort_run_options_init(cohort_run_options *opt);
