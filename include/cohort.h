@@ -164,6 +164,9 @@ typedef struct cohort_event {
     double seconds;       /* since the model started */
     const char *status;   /* MODEL_END: "ok", "failed", "diverged", "interrupted" */
     const char *error;    /* MODEL_END: the reason, or "" */
+    int stopped_early;    /* MODEL_END: early stopping ended it, at epoch `epoch` */
+    int restored_epoch;   /* MODEL_END: its weights are this epoch's (restore_best_weights),
+                             0 = the last epoch's */
 } cohort_event;
 
 typedef void (*cohort_event_fn)(const cohort_event *ev, void *user);
@@ -179,6 +182,8 @@ typedef struct cohort_run_options {
     void *user;
     int shard_index, shard_count; /* train only share shard_index of shard_count
                                      (split by cost); 0/0: every model */
+    int overwrite;            /* out_dir may hold another run's results: remove
+                                 them (else such a directory is refused) */
 } cohort_run_options;
 
 void cohort_run_options_init(cohort_run_options *opt);

@@ -23,6 +23,8 @@ static const char *help =
     "                     (repeatable; VALUE is YAML: 0.5, [1, 2], {name: sgd})\n"
     "  --threads N        CPU threads to use in all (default: every core)\n"
     "  --resume           continue the unfinished models of a previous run in DIR\n"
+    "  --overwrite        DIR holds another run's results (another plan or other\n"
+    "                     models): remove them and train (without it: refused)\n"
     "  --shard I/N        train only share I (0 to N-1) of N shares of the models, split\n"
     "                     by cost; `cohort merge` joins the shares' DIRs (docs/cluster.md)\n"
     "  --quiet            print only the final table\n"
@@ -44,7 +46,7 @@ int cmd_train(int argc, char **argv)
 {
     const char *plan_path = NULL, *out = NULL, *strategy = NULL, *threads = NULL, *shard = NULL;
     const char **sets = calloc((size_t)argc, sizeof *sets);
-    int n_sets = 0, quiet = 0, resume = 0;
+    int n_sets = 0, quiet = 0, resume = 0, overwrite = 0;
     if (!sets)
         return 2;
     for (int i = 1; i < argc; i++) {
@@ -71,6 +73,8 @@ int cmd_train(int argc, char **argv)
             quiet = 1;
         } else if (!strcmp(argv[i], "--resume")) {
             resume = 1;
+        } else if (!strcmp(argv[i], "--overwrite")) {
+            overwrite = 1;
         } else if (argv[i][0] == '-') {
             free(sets);
             return cli_usage_error("train", "unknown option '%s' (see cohort train --help)",
@@ -92,6 +96,11 @@ int cmd_train(int argc, char **argv)
         free(sets);
         return cli_usage_error("train", "an option is missing its value (see cohort train --help)");
     }
+    if (resume && overwrite) {
+        free(sets);
+        return cli_usage_error("train", "--resume continues the run in DIR and --overwrite "
+                               "replaces it: give one of them");
+    }
     cohort_run_options opt;
     cohort_run_options_init(&opt);
     if (strategy) {
@@ -110,6 +119,7 @@ int cmd_train(int argc, char **argv)
         return cli_usage_error("train", "--threads must be a positive integer, not '%s'", threads);
     }
     opt.resume = resume;
+    opt.overwrite = overwrite;
     if (shard) {
         char *end, *end2 = NULL;
         long si = strtol(shard, &end, 10), sn = *end == '/' ? strtol(end + 1, &end2, 10) : 0;
@@ -175,6 +185,9 @@ int cmd_train(int argc, char **argv)
     }
 #endif
 
+    if (resume && !ranks && access(out, F_OK) != 0)
+        fprintf(stderr, "cohort: --resume: %s does not exist, so there is nothing to resume; "
+                "training every model from scratch\n", out);
     cohort_run *run = NULL;
     st = cohort_run_create(plan, &opt, &run, &err);
 #ifdef COHORT_HAVE_MPI
@@ -230,7 +243,10 @@ int cmd_train(int argc, char **argv)
         if (run->m[i].res.state != MODEL_OK)
             fprintf(stderr, "cohort: model '%s' %s: %s\n", run->m[i].spec->name,
                     model_state_str(run->m[i].res.state), run->m[i].res.error);
-    if (st == COHORT_ERR_INTERRUPTED && !ranks)
+    if (run->disk_full && !ranks)
+        fprintf(stderr, "cohort: %s: cohort train %s --out %s --resume\n", err.message, plan_path,
+                out);
+    else if (st == COHORT_ERR_INTERRUPTED && !ranks)
         fprintf(stderr, "cohort: %s; to go on: cohort train %s --out %s --resume\n", err.message,
                 plan_path, out);
     else if (st && st != COHORT_ERR_PARTIAL)

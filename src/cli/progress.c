@@ -139,6 +139,11 @@ void progress_event(const cohort_event *ev, void *user)
         clear_live(p);
         if (strcmp(ev->status, "ok") != 0)
             fprintf(p->out, "%s %s: %s\n", ev->name, ev->status, ev->error);
+        else if (ev->stopped_early && ev->restored_epoch)
+            fprintf(p->out, "%s stopped early at epoch %d, restored epoch %d\n", ev->name,
+                    ev->epoch, ev->restored_epoch);
+        else if (ev->stopped_early)
+            fprintf(p->out, "%s stopped early at epoch %d\n", ev->name, ev->epoch);
         if (l) {
             *l = p->live[--p->n_live];
         }

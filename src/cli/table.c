@@ -21,8 +21,12 @@ void print_results_table(FILE *out, const cohort_run *run)
         if (l > w)
             w = l;
     }
-    fprintf(out, "%-*s  %-11s  %-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w, "model", "status", "device",
-            "params", "epochs", "best_ep", "val_acc", "test_acc", "seconds");
+    int notes = 0;
+    for (int i = 0; i < run->n; i++)
+        notes |= run->m[i].res.state == MODEL_OK && run->m[i].res.stopped_early;
+    fprintf(out, "%-*s  %-11s  %-7s  %9s  %6s  %8s  %8s  %8s  %8s%s\n", w, "model", "status",
+            "device", "params", "epochs", "best_ep", "val_acc", "test_acc", "seconds",
+            notes ? "  note" : "");
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
         char va[16], ta[16], sec[16], be[16];
@@ -30,9 +34,16 @@ void print_results_table(FILE *out, const cohort_run *run)
         cell_num(ta, sizeof ta, e->test_accuracy, "%.4f");
         cell_num(sec, sizeof sec, e->res.seconds, "%.1f");
         cell_num(be, sizeof be, e->res.best_epoch ? (double)e->res.best_epoch : NAN, "%.0f");
-        fprintf(out, "%-*s  %-11s  %-7s  %9zu  %6d  %8s  %8s  %8s  %8s\n", w, e->spec->name,
+        char note[96] = "";
+        int restored = run_restored_epoch(e);
+        if (e->res.state == MODEL_OK && e->res.stopped_early && restored)
+            snprintf(note, sizeof note, "  stopped early at %d, restored %d", e->res.epochs_run,
+                     restored);
+        else if (e->res.state == MODEL_OK && e->res.stopped_early)
+            snprintf(note, sizeof note, "  stopped early at %d", e->res.epochs_run);
+        fprintf(out, "%-*s  %-11s  %-7s  %9zu  %6d  %8s  %8s  %8s  %8s%s\n", w, e->spec->name,
                 model_state_str(e->res.state),
                 e->device >= 0 ? run->devices->dev[e->device].info.name : "-", e->L.n_params,
-                e->res.epochs_run, be, va, ta, sec);
+                e->res.epochs_run, be, va, ta, sec, note);
     }
 }

@@ -18,6 +18,8 @@ typedef struct rmodel {
     const json_value *j;
     const char *name, *status, *error, *device;
     double params, peak_bytes, planned_bytes, seconds, epochs_run;
+    int stopped_early;
+    double restored_epoch;
     double best_epoch, best_val_loss, best_val_acc, test_loss, test_acc;
     const json_value *curve[N_CURVES]; /* arrays, or NULL */
     int n_epochs;                      /* longest curve */
@@ -206,6 +208,8 @@ static void model_read(rmodel *m, const json_value *j, int index)
     m->planned_bytes = jnum(json_get(j, "planned_bytes"));
     m->seconds = jnum(json_get(j, "seconds"));
     m->epochs_run = jnum(json_get(j, "epochs_run"));
+    m->stopped_early = json_bool(json_get(j, "stopped_early"), 0);
+    m->restored_epoch = jnum(json_get(j, "restored_epoch"));
     const json_value *best = json_get(j, "best");
     m->best_epoch = jnum(json_get(best, "epoch"));
     m->best_val_loss = jnum(json_get(best, "val_loss"));
@@ -692,7 +696,18 @@ static void section_table(rctx *c)
         sb_puts(b, ">");
         put_duration(b, m->seconds);
         sb_puts(b, "</td>");
-        td_num(b, m->epochs_run, 0, 0);
+        if (m->stopped_early && is_status(m, "ok")) {
+            sb_puts(b, "<td class=\"num\"");
+            put_data_v(b, m->epochs_run);
+            sb_puts(b, ">");
+            put_fixed(b, m->epochs_run, 0);
+            sb_puts(b, " <span class=\"hint\">stopped early");
+            if (isfinite(m->restored_epoch))
+                sb_printf(b, ", restored %.0f", m->restored_epoch);
+            sb_puts(b, "</span></td>");
+        } else {
+            td_num(b, m->epochs_run, 0, 0);
+        }
         td_num(b, m->best_epoch, 0, 0);
         td_num(b, m->best_val_loss, 4, 0);
         td_num(b, m->best_val_acc, 4, m->best_val_acc == top_val);

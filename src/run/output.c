@@ -8,6 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+int run_restored_epoch(const model_entry *e)
+{
+    const early_stop_spec *es = &e->spec->early_stop;
+    return e->res.state == MODEL_OK && es->enabled && es->restore_best && e->res.best_epoch > 0
+               ? e->res.best_epoch
+               : 0;
+}
+
 static void json_metric_array(strbuf *b, const train_result *r, size_t field)
 {
     sb_puts(b, "[");
@@ -43,6 +51,11 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
     sb_puts(b, e->spec->config_json ? e->spec->config_json : "null");
     sb_printf(b, ",\n      \"params\": %zu,\n      \"epochs_run\": %d,\n      \"stopped_early\": %s",
               e->L.n_params, r->epochs_run, r->stopped_early ? "true" : "false");
+    int restored = run_restored_epoch(e);
+    if (restored)
+        sb_printf(b, ",\n      \"restored_epoch\": %d", restored);
+    else
+        sb_puts(b, ",\n      \"restored_epoch\": null");
     sb_puts(b, ",\n      \"history\": {\"loss\": ");
     json_metric_array(b, r, offsetof(epoch_metrics, loss));
     sb_puts(b, ", \"accuracy\": ");

@@ -62,9 +62,14 @@ struct cohort_run {
     char out_dir[COHORT_PATH_MAX];
     pthread_mutex_t lock;  /* model entries, results.json, events: one writer at a time */
     volatile int stop;
+    volatile int disk_full; /* a write failed for lack of space: stop, write no more */
     int lock_fd;           /* the output directory's lock, -1 = none */
     double last_report;    /* when report.html was last written */
 };
+
+/* The epoch whose weights a finished model ended with when early stopping
+ * restored them (restore_best_weights), else 0. */
+int run_restored_epoch(const model_entry *e);
 
 /* Write results.json (atomically) from the current state of every model. */
 cohort_status run_write_results(cohort_run *run, cohort_error *err);
@@ -94,6 +99,10 @@ cohort_status out_dir_lock(const char *dir, int *fd, cohort_error *err);
 void out_dir_remove_temporaries(const char *dir);
 /* Lock the run's output directory and clear what killed runs left there. */
 cohort_status run_lock(cohort_run *run, cohort_error *err);
+/* With the lock held: refuse (COHORT_ERR_USAGE) an output directory whose
+ * results.json is another run's (another plan or other models), unless the
+ * run resumes; with opt.overwrite, remove that run's files instead. */
+cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err);
 
 /* Apply a plan's devices: section (splits, policies, limits) to r; errors
  * name the plan's file and line. */

@@ -363,6 +363,8 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         st = dir_make(run->out_dir, err);
         if (!st)
             st = run_lock(run, err);
+        if (!st)
+            st = run_claim_out_dir(run, err);
         const char *subs[] = {"models", "history", "checkpoints"};
         for (int i = 0; !st && i < 3; i++) {
             snprintf(sub, sizeof sub, "%s/%s", run->out_dir, subs[i]);

@@ -105,6 +105,18 @@ static void refresh_report(cohort_run *run, int force)
     run->last_report = now;
 }
 
+/* Whether the disk is full (a write of this process failed for lack of
+ * space): then the run stops as if interrupted, starts no model and writes
+ * no more checkpoints, so --resume goes on from the last good ones. */
+static int disk_full(cohort_run *run)
+{
+    if (!run->disk_full && file_out_of_space()) {
+        run->disk_full = 1;
+        run->stop = 1;
+    }
+    return run->disk_full;
+}
+
 /* Apply one report. Caller holds run->lock. */
 static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
 {
@@ -137,10 +149,11 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
             str_copy(e->best_weights, sizeof e->best_weights, m->best_weights);
         }
         e->res.seconds = m->seconds;
-        if (run->out_dir[0]) {
+        if (run->out_dir[0] && !disk_full(run)) {
             run_write_history(run, e, &err);
             run_write_results(run, &err);
             refresh_report(run, 0);
+            disk_full(run);
         }
         event_init(&ev, COHORT_EVENT_EPOCH_END, run, e);
         ev.epoch = m->epoch;
@@ -173,15 +186,18 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
                 memcpy(e->confusion, confusion, (size_t)m->n_confusion * sizeof(int64_t));
         }
         e->done = 1;
-        if (run->out_dir[0]) {
+        if (run->out_dir[0] && !disk_full(run)) {
             run_write_history(run, e, &err);
             run_write_results(run, &err);
+            disk_full(run);
         }
         event_init(&ev, COHORT_EVENT_MODEL_END, run, e);
         ev.status = model_state_str(e->res.state);
         ev.error = e->res.error;
         ev.epoch = e->res.epochs_run;
         ev.seconds = e->res.seconds;
+        ev.stopped_early = e->res.state == MODEL_OK && e->res.stopped_early;
+        ev.restored_epoch = run_restored_epoch(e);
         emit(run, &ev);
         return;
     }
@@ -259,9 +275,10 @@ static int on_epoch(void *user, int k, int epoch, const epoch_metrics *em, int i
     job_ctx *c = user;
     cohort_run *run = c->s->run;
     const model_entry *e = &run->m[c->j->idx[k]];
-    if (is_best && run->out_dir[0]) {
+    if (is_best && run->out_dir[0] && !disk_full(run)) {
         group_get_params(c->g, k, c->host);
-        if (run_write_weights(run, e, c->host, 1, c->best_weights[k], err))
+        /* Out of space: the run stops; the model is not failed for it. */
+        if (run_write_weights(run, e, c->host, 1, c->best_weights[k], err) && !disk_full(run))
             return 1;
     }
     msg m;
@@ -282,13 +299,13 @@ static int on_checkpoint(void *user, int epoch, int64_t step, const train_result
 {
     job_ctx *c = user;
     cohort_run *run = c->s->run;
-    if (!run->out_dir[0])
-        return 0;
+    if (!run->out_dir[0] || disk_full(run))
+        return 0; /* the last checkpoints that were written stay good */
     for (int k = 0; k < c->j->n; k++) {
         if (res[k].state != MODEL_RUNNING)
             continue;
         if (ckpt_write(run, &run->m[c->j->idx[k]], c->g, k, &res[k], epoch, step, c->scratch, err))
-            return 1;
+            return !disk_full(run);
     }
     return 0;
 }
@@ -391,6 +408,9 @@ static void job_run(sched *s, job *j)
             const train_result *r = &res[k];
             m.state = r->state;
             str_copy(m.error, sizeof m.error, r->error);
+            if (r->state == MODEL_INTERRUPTED && run->disk_full)
+                str_copy(m.error, sizeof m.error,
+                         "stopped: the disk is full; --resume continues from its last checkpoint");
             m.epochs_run = r->epochs_run;
             m.best_epoch = r->best_epoch;
             m.best = r->best;
@@ -978,13 +998,37 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
             if (e->done || (e->res.state != MODEL_PENDING && e->res.state != MODEL_RUNNING))
                 continue;
             str_copy(e->res.error, sizeof e->res.error,
-                     e->res.state == MODEL_PENDING ? "not started" : "stopped");
+                     e->res.state == MODEL_PENDING
+                         ? (run->disk_full ? "not started: the disk is full" : "not started")
+                         : "stopped");
             e->res.state = MODEL_INTERRUPTED;
             changed = 1;
         }
         cohort_error werr;
-        if (changed && run->out_dir[0])
+        if (changed && run->out_dir[0] && !run->disk_full)
             run_write_results(run, &werr);
+    }
+    if (run->disk_full) {
+        /* One last try, then say what on disk is out of date. */
+        cohort_error werr;
+        int stale_results = run_write_results(run, &werr) != COHORT_OK;
+        int stale_report = report_write(run->out_dir, &werr) != COHORT_OK;
+        pthread_mutex_unlock(&run->lock);
+        if (st)
+            return st;
+        return cohort_fail(err, COHORT_ERR_PARTIAL,
+                           "the disk is full: writing %s failed for lack of space, so no model "
+                           "was started after it and no checkpoint written; %s%s%s; the "
+                           "checkpoints in %s/checkpoints are good. Free some space, then "
+                           "--resume goes on",
+                           file_out_of_space(),
+                           stale_results || stale_report ? "stale on disk: " : "",
+                           stale_results ? "results.json (it may show models running or "
+                                           "pending), " : "",
+                           stale_report ? "report.html, and the histories and weights of the "
+                                          "models not ok"
+                                        : "the histories and weights of the models not ok",
+                           run->out_dir);
     }
     refresh_report(run, 1);
     pthread_mutex_unlock(&run->lock);

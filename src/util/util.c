@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -325,21 +326,56 @@ static int durable = 1;
 
 void file_set_durable(int on) { durable = on; }
 
+/* The first write that failed for lack of space (ENOSPC, EDQUOT): latched
+ * for the process, so a run can stop writing once the disk is full. */
+static _Atomic int out_of_space, out_of_space_claimed;
+static char out_of_space_path[PATH_MAX];
+
+static void note_no_space(const char *path, int e)
+{
+    if ((e == ENOSPC || e == EDQUOT) && !atomic_exchange(&out_of_space_claimed, 1)) {
+        str_copy(out_of_space_path, sizeof out_of_space_path, path);
+        atomic_store(&out_of_space, 1);
+    }
+}
+
+const char *file_out_of_space(void) { return out_of_space ? out_of_space_path : NULL; }
+
+/* Tests fill the disk without a small filesystem: after
+ * COHORT_TEST_DISK_FULL_AFTER writes, every write fails with ENOSPC. */
+static int test_disk_full(void)
+{
+    static _Atomic long after = -2;
+    static _Atomic long done;
+    if (after == -2) {
+        const char *v = getenv("COHORT_TEST_DISK_FULL_AFTER");
+        after = v ? atol(v) : -1;
+    }
+    return after >= 0 && done++ >= after;
+}
+
 cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err)
 {
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    if (fd < 0) {
+        int e = errno;
+        note_no_space(path, e);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", tmp, strerror(e));
+    }
     const char *p = data;
     size_t left = len;
+    int full = test_disk_full();
     while (left > 0) {
-        ssize_t w = write(fd, p, left);
+        ssize_t w = full ? -1 : write(fd, p, left);
+        if (full)
+            errno = ENOSPC;
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             int e = errno;
+            note_no_space(path, e);
             close(fd);
             unlink(tmp);
             return cohort_fail(err, COHORT_ERR_IO, "%s: write failed: %s", path, strerror(e));
@@ -349,6 +385,7 @@ cohort_status file_write_atomic(const char *path, const void *data, size_t len, 
     }
     if (durable && fsync(fd) != 0) {
         int e = errno;
+        note_no_space(path, e);
         close(fd);
         unlink(tmp);
         return cohort_fail(err, COHORT_ERR_IO, "%s: fsync failed: %s", path, strerror(e));
@@ -364,6 +401,7 @@ cohort_status file_write_atomic(const char *path, const void *data, size_t len, 
         usleep((useconds_t)slow_us);
     if (close(fd) != 0) {
         int e = errno;
+        note_no_space(path, e);
         unlink(tmp);
         return cohort_fail(err, COHORT_ERR_IO, "%s: close failed: %s", path, strerror(e));
     }

@@ -76,6 +76,9 @@ cohort_status file_write_atomic(const char *path, const void *data, size_t len, 
  * (not of cohort) can lose the last writes; tests that write thousands of
  * files turn it off, as SQLite's synchronous=OFF does. */
 void file_set_durable(int on);
+/* NULL, or the path of the first file_write_atomic of this process that
+ * failed for lack of space (ENOSPC, EDQUOT): the disk is full. */
+const char *file_out_of_space(void);
 /* mkdir -p. */
 cohort_status dir_make(const char *path, cohort_error *err);
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A full disk (simulated: COHORT_TEST_DISK_FULL_AFTER=N makes every write
+# after the N-th fail with ENOSPC): the run stops at the first failed write,
+# starts no further model, writes no further checkpoint, exits 1 saying what
+# is stale and that --resume goes on; once space is back, --resume finishes
+# every model, as a run never stopped would.
+set -u
+. "$(dirname "$0")/lib.sh"
+[ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
+
+blobs 5 600 0.5
+{
+    echo "data: {train: csv:$T/train.csv, validation_split: 0.2}"
+    echo "defaults: {epochs: 4, batch_size: 16, layers: [{dense: 8, activation: relu}, {dense: 3, activation: softmax}]}"
+    echo "models:"
+    for i in 0 1 2 3 4 5 6 7; do echo "  - {name: m$i, seed: $i}"; done
+} > "$T/plan.yaml"
+expect_status 0 "reference" -- "$COHORT" train "$T/plan.yaml" --out "$T/ref" --quiet --threads 1
+
+for after in 12 30; do
+    d="$T/full$after"
+    COHORT_TEST_DISK_FULL_AFTER=$after expect_status 1 "disk full after $after writes" -- \
+        "$COHORT" train "$T/plan.yaml" --out "$d" --threads 1
+    expect_err "the disk is full: writing $d/" "disk full after $after"
+    expect_err "--out $d --resume" "disk full after $after"
+    expect_err "stale on disk: results.json" "disk full after $after"
+    expect_err "interrupted: not started: the disk is full" "disk full after $after: no model starts after it"
+    # Nothing written after the failed write: no checkpoint of a model not started.
+    n_ckpt=$(ls "$d/checkpoints" | grep -c safetensors)
+    [ "$n_ckpt" -lt 8 ] && ok || bad "disk full after $after: $n_ckpt checkpoints: models kept training"
+    expect_status 0 "--resume once there is space" -- "$COHORT" train "$T/plan.yaml" --out "$d" --resume --quiet --threads 1
+    /usr/bin/python3 - "$T/ref/results.json" "$d/results.json" <<'PY' && ok || bad "disk full after $after: resumed results differ"
+import json, sys
+a = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
+b = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}
+for n in a:
+    assert b[n]["status"] == "ok", (n, b[n]["status"], b[n]["error"])
+    assert a[n]["history"]["loss"] == b[n]["history"]["loss"], n
+PY
+    for i in 0 1 2 3 4 5 6 7; do
+        cmp -s "$T/ref/models/m$i.safetensors" "$d/models/m$i.safetensors" || { bad "disk full after $after: weights of m$i differ"; break; }
+    done && ok
+done
+finish
