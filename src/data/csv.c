@@ -147,6 +147,15 @@ static cohort_status find_label(const char *path, const csv_line *header, uint64
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: no column named '%s' in the header", path,
                            want);
     *col = nf - 1;
+    if (header) {
+        const char *p = header->s, *fs = p, *fe = p;
+        for (uint64_t i = 0; i < nf; i++)
+            next_field(&p, header->e, &fs, &fe);
+        cohort_log(COHORT_LOG_WARN,
+                   "%s: the header names no column 'label', so the last, column %llu ('%.*s'), "
+                   "is taken as the label; set data.label_column to say which",
+                   path, (unsigned long long)(nf - 1), fe - fs > 60 ? 60 : (int)(fe - fs), fs);
+    }
     return COHORT_OK;
 }
 

@@ -81,6 +81,11 @@ cohort_status data_read_npz_named(const char *path, const char *xname, const cha
 
 void data_free(cohort_dataset *ds);
 
+/* Log a warning (cohort_log) naming the classes in [0, n_classes) that no
+ * sample of ds has: labels 1..3 make 4 classes, class 0 never seen. Returns
+ * how many are empty; 0 for NULL or a dataset without labels. */
+int32_t data_warn_empty_classes(const cohort_dataset *ds);
+
 /* Every row of ds; the shape is ds's (flat dim when ds has none). */
 data_view data_view_all(const cohort_dataset *ds);
 /* Split off the last `fraction` of ds as validation (as Keras does); both

@@ -160,6 +160,38 @@ cohort_status data_make_unlabeled(float *x, int64_t n, int64_t dim, const sample
     return COHORT_OK;
 }
 
+int32_t data_warn_empty_classes(const cohort_dataset *ds)
+{
+    if (!ds || !ds->has_labels || ds->n_classes <= 0)
+        return 0;
+    unsigned char *seen = calloc((size_t)ds->n_classes, 1);
+    if (!seen)
+        return 0;
+    for (int64_t i = 0; i < ds->n; i++)
+        seen[ds->y[i]] = 1;
+    int32_t empty = 0;
+    char list[160] = "";
+    for (int32_t c = 0; c < ds->n_classes; c++) {
+        if (seen[c])
+            continue;
+        size_t len = strlen(list);
+        if (empty < 8)
+            snprintf(list + len, sizeof list - len, "%s%d", empty ? ", " : "", (int)c);
+        else if (empty == 8)
+            snprintf(list + len, sizeof list - len, ", ...");
+        empty++;
+    }
+    free(seen);
+    if (empty)
+        cohort_log(COHORT_LOG_WARN,
+                   "%s: %d of its %d classes (labels 0 to %d) ha%s no samples: %s; the models "
+                   "still get %d outputs. Number the labels from 0 without gaps if that is not "
+                   "meant",
+                   ds->source, (int)empty, (int)ds->n_classes, (int)ds->n_classes - 1,
+                   empty == 1 ? "s" : "ve", list, (int)ds->n_classes);
+    return empty;
+}
+
 /* Frees the dataset and both arrays; NULL is a no-op. */
 void data_free(cohort_dataset *ds)
 {

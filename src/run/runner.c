@@ -73,6 +73,7 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
                            "validation split of %g", d->train, d->validation_split);
     run->n_in = (int)run->train_ds->dim;
     run->n_classes = run->train_ds->n_classes;
+    data_warn_empty_classes(run->train_ds);
     run->in_shape = run->train.shape;
     if (d->input_shape.rank) {
         char want[64], has[64];
