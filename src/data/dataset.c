@@ -192,11 +192,62 @@ int32_t data_warn_empty_classes(const cohort_dataset *ds)
     return empty;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+cohort_status data_align_classes(cohort_dataset *ds, char *const *names, int32_t n,
+                                 const char *what, cohort_error *err)
+{
+    if (!ds || !ds->has_labels)
+        return COHORT_OK;
+    if (!names && !ds->class_names)
+        return COHORT_OK;
+    if (!names || !ds->class_names)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s has %s labels, but %s has %s labels; give both the same kind",
+                           ds->source, ds->class_names ? "text" : "numeric", what,
+                           names ? "text" : "numeric");
+    int32_t *map = malloc((size_t)(ds->n_classes ? ds->n_classes : 1) * sizeof *map);
+    if (!map)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", ds->source);
+    for (int32_t i = 0; i < ds->n_classes; i++) {
+        char *const *at = bsearch(&ds->class_names[i], names, (size_t)n, sizeof *names, cmp_name);
+        if (!at) {
+            char list[256] = "";
+            for (int32_t j = 0; j < n && strlen(list) < 200; j++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+                         names[j]);
+            cohort_status st = cohort_fail(err, COHORT_ERR_INPUT,
+                                           "%s has label '%.80s', which %s does not have (its "
+                                           "labels: %s)",
+                                           ds->source, ds->class_names[i], what, list);
+            free(map);
+            return st;
+        }
+        map[i] = (int32_t)(at - names);
+    }
+    for (int64_t i = 0; i < ds->n; i++)
+        ds->y[i] = map[ds->y[i]];
+    free(map);
+    for (int32_t i = 0; i < ds->n_classes; i++)
+        free(ds->class_names[i]);
+    free(ds->class_names);
+    ds->class_names = NULL;
+    ds->n_classes = n;
+    return COHORT_OK;
+}
+
 /* Frees the dataset and both arrays; NULL is a no-op. */
 void data_free(cohort_dataset *ds)
 {
     if (!ds)
         return;
+    if (ds->class_names)
+        for (int32_t i = 0; i < ds->n_classes; i++)
+            free(ds->class_names[i]);
+    free(ds->class_names);
     free(ds->x);
     free(ds->y);
     free(ds);
