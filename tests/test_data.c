@@ -483,11 +483,40 @@ static void test_csv(void)
     csv("1,2,3\n4,1e999,6\n", NULL, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is): '1e999' is not a finite number");
     /* The label's column, counted from 0 as label_column counts (column 2 here). */
-    csv("a,b,label\n1,2,cat\n", NULL, COHORT_ERR_INPUT, &err);
+    csv("a,b,label\n1,2,nan\n", NULL, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv:2: column 2 (counted from 0, as label_column is), the "
-                                "label: 'cat' is not a number; labels must be integers from 0");
-    csv("a,b,c\n1,x,0\n", "1", COHORT_ERR_INPUT, &err);
+                                "label: 'nan' is not a finite number; labels must be integers from 0");
+    csv("a,b,c\n1,inf,0\n", "1", COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is), the label:");
+
+    /* Text labels are classes in sorted order; a test set is renumbered as
+     * the training set's classes. */
+    ds = csv("a,label\n1,dog\n2,cat\n3,dog\n4,emu\n", NULL, COHORT_OK, &err);
+    CHECK(ds && ds->n == 4 && ds->n_classes == 3 && ds->class_names &&
+          !strcmp(ds->class_names[0], "cat") && !strcmp(ds->class_names[2], "emu"));
+    CHECK(ds && ds->y[0] == 1 && ds->y[1] == 0 && ds->y[2] == 1 && ds->y[3] == 2 && ds->x[3] == 4);
+    cohort_dataset *t = csv("a,label\n5,emu\n6,dog\n", NULL, COHORT_OK, &err);
+    CHECK(t && t->n_classes == 2 && t->y[0] == 1);
+    if (ds && t) {
+        CHECK(data_align_classes(t, ds->class_names, ds->n_classes, "train", &err) == COHORT_OK);
+        CHECK(t->n_classes == 3 && t->y[0] == 2 && t->y[1] == 1 && !t->class_names);
+    }
+    data_free(t);
+    t = csv("a,label\n5,gnu\n", NULL, COHORT_OK, &err);
+    if (ds && t) {
+        CHECK(data_align_classes(t, ds->class_names, ds->n_classes, "train", &err) ==
+              COHORT_ERR_INPUT);
+        CHECK_CONTAINS(err.message, "has label 'gnu', which train does not have (its labels: cat, dog, emu)");
+    }
+    data_free(t);
+    t = csv("a,label\n5,0\n", NULL, COHORT_OK, &err);
+    if (ds && t) {
+        CHECK(data_align_classes(t, ds->class_names, ds->n_classes, "train", &err) ==
+              COHORT_ERR_INPUT);
+        CHECK_CONTAINS(err.message, "has numeric labels, but train has text labels");
+    }
+    data_free(t);
+    data_free(ds);
     csv("", NULL, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv: empty file");
     csv("\r\n\n  \n", NULL, COHORT_ERR_INPUT, &err);

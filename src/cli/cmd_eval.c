@@ -17,10 +17,66 @@ typedef struct loaded {
     cohort_dataset *ds;
     train_group *g;
     data_view all;   /* every row of ds, shaped as the model's input */
+    char **names;    /* the classes' text labels from the weights, or NULL */
+    int32_t n_names;
 } loaded;
+
+static void names_free(char **names, int32_t n)
+{
+    for (int32_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* The weights' class_names (a JSON array of strings) into *names; 0 when
+ * absent, -1 when malformed or out of memory. */
+static int names_parse(const char *json, char ***names, int32_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    if (!json)
+        return 0;
+    json_value *v = json_parse(json, strlen(json), NULL, 0);
+    int rc = -1;
+    if (v && v->type == JSON_ARR && v->n > 0 && v->n < INT32_MAX) {
+        char **out = calloc(v->n, sizeof *out);
+        rc = out ? 0 : -1;
+        for (size_t i = 0; !rc && i < v->n; i++)
+            if (v->items[i].type != JSON_STR || !(out[i] = strdup(v->items[i].str)) ||
+                (i && strcmp(out[i - 1], out[i]) >= 0))
+                rc = -1;
+        if (rc)
+            names_free(out, (int32_t)v->n);
+        else {
+            *names = out;
+            *n = (int32_t)v->n;
+        }
+    } else if (v && v->type == JSON_NULL) {
+        rc = 0;
+    }
+    json_free(v);
+    return rc;
+}
+
+/* s as one CSV field: quoted, with quotes doubled, when it needs it. */
+static void put_csv_field(strbuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        sb_puts(b, s);
+        return;
+    }
+    sb_puts(b, "\"");
+    for (const char *p = s; *p; p++) {
+        sb_putn(b, p, 1);
+        if (*p == '"')
+            sb_puts(b, "\"");
+    }
+    sb_puts(b, "\"");
+}
 
 static void loaded_free(loaded *l)
 {
+    names_free(l->names, l->n_names);
     group_free(l->g);
     data_free(l->ds);
     devices_free(l->devices);
@@ -109,16 +165,28 @@ static int load_model(const char *cmd, const char *weights, const char *data,
     /* The image shape the model was trained on shapes flat data (a CSV of
      * pixels) as the plan's data.input_shape did. */
     char *shape = st_meta_get(&f, "input_shape"), *inputs = st_meta_get(&f, "inputs");
+    char *names = st_meta_get(&f, "class_names");
+    int names_bad = names_parse(names, &l->names, &l->n_names);
+    free(names);
     int h, w, c, image = shape && sscanf(shape, "(%d, %d, %d)", &h, &w, &c) == 3;
     long n_in = inputs ? strtol(inputs, NULL, 10) : 0;
     free(shape);
     free(inputs);
     st_free(&f);
-    if (!spec)
+    if (!spec) {
+        loaded_free(l);
         return cli_usage_error(cmd,
                                "%s: no model spec in its metadata; was it written by cohort? "
                                "(other tools' weights load through init_from in a plan)",
                                weights);
+    }
+    if (names_bad) {
+        free(spec);
+        loaded_free(l);
+        return cli_usage_error(cmd, "%s: its metadata class_names is not a sorted list of text "
+                                    "labels",
+                               weights);
+    }
     if (image && (h <= 0 || w <= 0 || c <= 0))
         image = 0;
     if (image)
@@ -155,6 +223,12 @@ static int load_model(const char *cmd, const char *weights, const char *data,
     }
     if (image)
         l->all.shape = shape_image(h, w, c);
+    char what[COHORT_PATH_MAX + 32];
+    snprintf(what, sizeof what, "the model of %s", weights);
+    if ((st = data_align_classes(l->ds, l->names, l->n_names, what, &err))) {
+        loaded_free(l);
+        return cli_usage_error(cmd, "%s", err.message);
+    }
     if (!l->ds->has_labels && !labels_optional) {
         loaded_free(l);
         return cli_usage_error(cmd, "%s has no labels; %s needs them (cohort predict does not)",
@@ -249,7 +323,8 @@ int cmd_predict(int argc, char **argv)
                  "Written to FILE (atomically) or to standard output.\n\n"
                  "The data may have no labels: npy:X alone, or a CSV whose columns are only\n"
                  "the model's inputs (as many columns as it takes, none named label); the\n"
-                 "label column of the output is then empty.");
+                 "label column of the output is then empty. A model trained on text labels\n"
+                 "(cat, dog) gives its predictions and labels as those names.");
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--data", &v)) {
             data = v;
@@ -285,8 +360,16 @@ int cmd_predict(int argc, char **argv)
     sb_puts(&b, "\n");
     for (int64_t i = 0; i < all.n; i++) {
         const float *row = p + i * n_out;
-        sb_printf(&b, "%lld,%d,", (long long)i, output_class(row, n_out));
-        if (l.ds->has_labels)
+        int cls = output_class(row, n_out);
+        sb_printf(&b, "%lld,", (long long)i);
+        if (l.names && cls >= 0 && cls < l.n_names)
+            put_csv_field(&b, l.names[cls]);
+        else
+            sb_printf(&b, "%d", cls);
+        sb_puts(&b, ",");
+        if (l.ds->has_labels && l.names && all.y[i] < l.n_names)
+            put_csv_field(&b, l.names[all.y[i]]);
+        else if (l.ds->has_labels)
             sb_printf(&b, "%d", all.y[i]);
         for (int j = 0; j < n_out; j++)
             sb_printf(&b, ",%.6g", (double)row[j]);

@@ -76,8 +76,18 @@ int cli_threads(const char *v)
     return v && *v && !*end && t >= 1 && t <= 4096 ? (int)t : -1;
 }
 
+/* The library's warnings and errors (an empty class, a guessed label
+ * column) on stderr; its info and debug messages are not shown. */
+static void log_to_stderr(cohort_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level >= COHORT_LOG_WARN)
+        fprintf(stderr, "cohort: %s: %s\n", level == COHORT_LOG_WARN ? "warning" : "error", msg);
+}
+
 int main(int argc, char **argv)
 {
+    cohort_set_log(log_to_stderr, NULL);
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;

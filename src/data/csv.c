@@ -147,6 +147,15 @@ static cohort_status find_label(const char *path, const csv_line *header, uint64
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: no column named '%s' in the header", path,
                            want);
     *col = nf - 1;
+    if (header) {
+        const char *p = header->s, *fs = p, *fe = p;
+        for (uint64_t i = 0; i < nf; i++)
+            next_field(&p, header->e, &fs, &fe);
+        cohort_log(COHORT_LOG_WARN,
+                   "%s: the header names no column 'label', so the last, column %llu ('%.*s'), "
+                   "is taken as the label; set data.label_column to say which",
+                   path, (unsigned long long)(nf - 1), fe - fs > 60 ? 60 : (int)(fe - fs), fs);
+    }
     return COHORT_OK;
 }
 
@@ -175,13 +184,92 @@ static cohort_status bad_value(const char *path, uint64_t line, uint64_t col, in
                                               "label_column is)%s: '%.*s'%s %s%s",
                        path, (unsigned long long)line, (unsigned long long)col,
                        is_label ? ", the label" : "", len, fs, fe - fs > 60 ? "..." : "", why,
-                       is_label ? "; labels must be integers from 0 (text labels are not read)"
+                       is_label ? "; labels must be integers from 0, or text (classes in sorted "
+                                  "order)"
                                 : "");
 }
 
-/* label: the label's column, or nf for none (then dim is nf and y unused). */
+/* The longest text label kept, in bytes. */
+#define CSV_MAX_NAME 200
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Text labels: when a field of the label column is not a number, the
+ * distinct fields of that column (numbers too) are the classes, sorted by
+ * strcmp; *names receives them (NULL and *n 0 when every label is a
+ * number). r is left where it was.
+ */
+static cohort_status text_labels(const char *path, csv_reader r, uint64_t nf, uint64_t label,
+                                 uint64_t rows, char ***names, int32_t *n, cohort_error *err)
+{
+    *names = NULL;
+    *n = 0;
+    csv_reader scan = r;
+    csv_line line;
+    int text = 0;
+    for (uint64_t row = 0; row < rows && !text && next_line(&scan, &line); row++) {
+        const char *p = line.s, *fs = p, *fe = p;
+        double v;
+        for (uint64_t c = 0; c <= label && c < nf; c++)
+            next_field(&p, line.e, &fs, &fe);
+        text = !parse_number(fs, fe, &v);
+    }
+    if (!text)
+        return COHORT_OK;
+    char **all = calloc((size_t)rows ? (size_t)rows : 1, sizeof *all);
+    if (!all)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", path);
+    cohort_status st = COHORT_OK;
+    uint64_t got = 0;
+    scan = r;
+    for (uint64_t row = 0; row < rows && next_line(&scan, &line); row++) {
+        const char *p = line.s, *fs = p, *fe = p;
+        for (uint64_t c = 0; c <= label && c < nf; c++)
+            next_field(&p, line.e, &fs, &fe);
+        size_t len = (size_t)(fe - fs);
+        if (len == 0 || len > CSV_MAX_NAME || memchr(fs, 0, len)) {
+            st = cohort_fail(err, COHORT_ERR_INPUT,
+                             "%s:%llu: the label is %s; a text label has 1 to %d characters",
+                             path, (unsigned long long)line.number, len ? "too long" : "empty",
+                             CSV_MAX_NAME);
+            break;
+        }
+        if (!(all[got] = malloc(len + 1))) {
+            st = cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", path);
+            break;
+        }
+        memcpy(all[got], fs, len);
+        all[got++][len] = 0;
+    }
+    if (!st) {
+        qsort(all, (size_t)got, sizeof *all, cmp_str);
+        uint64_t u = 0;
+        for (uint64_t i = 0; i < got; i++) {
+            if (u && strcmp(all[u - 1], all[i]) == 0) {
+                free(all[i]);
+                continue;
+            }
+            all[u++] = all[i];
+        }
+        *names = all;
+        *n = (int32_t)u;
+        return COHORT_OK;
+    }
+    for (uint64_t i = 0; i < got; i++)
+        free(all[i]);
+    free(all);
+    return st;
+}
+
+/* label: the label's column, or nf for none (then dim is nf and y unused).
+ * names: text labels (text_labels), or NULL for integer labels. */
 static cohort_status parse_rows(const char *path, csv_reader *r, uint64_t nf, uint64_t label,
-                                uint64_t rows, float *x, int32_t *y, cohort_error *err)
+                                uint64_t rows, char *const *names, int32_t n_names, float *x,
+                                int32_t *y, cohort_error *err)
 {
     uint64_t dim = label < nf ? nf - 1 : nf;
     csv_line line;
@@ -192,6 +280,16 @@ static cohort_status parse_rows(const char *path, csv_reader *r, uint64_t nf, ui
             const char *fs, *fe;
             double v;
             next_field(&p, line.e, &fs, &fe);
+            if (c == label && names) {
+                char key[CSV_MAX_NAME + 1];
+                const char *kp = key;
+                size_t len = (size_t)(fe - fs) <= CSV_MAX_NAME ? (size_t)(fe - fs) : CSV_MAX_NAME;
+                memcpy(key, fs, len);
+                key[len] = 0;
+                char *const *at = bsearch(&kp, names, (size_t)n_names, sizeof *names, cmp_str);
+                y[row] = at ? (int32_t)(at - names) : 0;
+                continue;
+            }
             if (!parse_number(fs, fe, &v))
                 return bad_value(path, line.number, c, c == label, fs, fe, "is not a number", err);
             if (!isfinite(v))
@@ -251,6 +349,8 @@ cohort_status data_read_csv_opt(const char *path, const char *label_column, int6
     const csv_line *header = NULL;
     float *x = NULL;
     int32_t *y = NULL;
+    char **names = NULL;
+    int32_t n_names = 0;
     if (!next_line(&r, &first)) {
         st = cohort_fail(err, COHORT_ERR_INPUT, "%s: empty file", path);
         goto done;
@@ -302,7 +402,9 @@ cohort_status data_read_csv_opt(const char *path, const char *label_column, int6
     r.number = 0;
     if (header)
         next_line(&r, &line);
-    if ((st = parse_rows(path, &r, nf, label, rows, x, y, err)))
+    if (!unlabeled && (st = text_labels(path, r, nf, label, rows, &names, &n_names, err)))
+        goto done;
+    if ((st = parse_rows(path, &r, nf, label, rows, names, n_names, x, y, err)))
         goto done;
     char source[1100];
     snprintf(source, sizeof source, "csv:%s", path);
@@ -310,7 +412,15 @@ cohort_status data_read_csv_opt(const char *path, const char *label_column, int6
                    : data_make(x, y, (int64_t)rows, (int64_t)dim, NULL, source, out, err);
     x = NULL;
     y = NULL;
+    if (!st && names) {
+        (*out)->class_names = names;
+        names = NULL;
+    }
 done:
+    if (names)
+        for (int32_t i = 0; i < n_names; i++)
+            free(names[i]);
+    free(names);
     free(text);
     free(x);
     free(y);

@@ -20,6 +20,8 @@ typedef struct cohort_dataset {
     int32_t *y;        /* [n], owned; each in [0, n_classes) */
     int32_t n_classes; /* 1 + the largest label; 0 without labels */
     int has_labels;    /* 0: read without labels (data_options.unlabeled_dim); y all 0 */
+    char **class_names; /* NULL, or n_classes names, owned: text labels (CSV), sorted by
+                           strcmp; label i is class_names[i] */
     char source[1024]; /* the spec it was read from, for messages */
 } cohort_dataset;
 
@@ -80,6 +82,24 @@ cohort_status data_read_npz_named(const char *path, const char *xname, const cha
                                   cohort_dataset **out, cohort_error *err);
 
 void data_free(cohort_dataset *ds);
+
+/*
+ * Renumber the labels of ds (with class_names, or none) as the classes
+ * `names` (n of them, sorted by strcmp, as a training set's class_names),
+ * so that a test set's "dog" is the training set's "dog". names NULL: the
+ * classes are numbers, and ds must have numeric labels too. Fails
+ * (COHORT_ERR_INPUT, naming `what`, e.g. the training set) when ds has a
+ * label not in names, or text labels where numbers are expected or the
+ * other way round. On success ds->class_names is freed and n_classes is n
+ * (with names).
+ */
+cohort_status data_align_classes(cohort_dataset *ds, char *const *names, int32_t n,
+                                 const char *what, cohort_error *err);
+
+/* Log a warning (cohort_log) naming the classes in [0, n_classes) that no
+ * sample of ds has: labels 1..3 make 4 classes, class 0 never seen. Returns
+ * how many are empty; 0 for NULL or a dataset without labels. */
+int32_t data_warn_empty_classes(const cohort_dataset *ds);
 
 /* Every row of ds; the shape is ds's (flat dim when ds has none). */
 data_view data_view_all(const cohort_dataset *ds);

@@ -160,11 +160,94 @@ cohort_status data_make_unlabeled(float *x, int64_t n, int64_t dim, const sample
     return COHORT_OK;
 }
 
+int32_t data_warn_empty_classes(const cohort_dataset *ds)
+{
+    if (!ds || !ds->has_labels || ds->n_classes <= 0)
+        return 0;
+    unsigned char *seen = calloc((size_t)ds->n_classes, 1);
+    if (!seen)
+        return 0;
+    for (int64_t i = 0; i < ds->n; i++)
+        seen[ds->y[i]] = 1;
+    int32_t empty = 0;
+    char list[160] = "";
+    for (int32_t c = 0; c < ds->n_classes; c++) {
+        if (seen[c])
+            continue;
+        size_t len = strlen(list);
+        if (empty < 8)
+            snprintf(list + len, sizeof list - len, "%s%d", empty ? ", " : "", (int)c);
+        else if (empty == 8)
+            snprintf(list + len, sizeof list - len, ", ...");
+        empty++;
+    }
+    free(seen);
+    if (empty)
+        cohort_log(COHORT_LOG_WARN,
+                   "%s: %d of its %d classes (labels 0 to %d) ha%s no samples: %s; the models "
+                   "still get %d outputs. Number the labels from 0 without gaps if that is not "
+                   "meant",
+                   ds->source, (int)empty, (int)ds->n_classes, (int)ds->n_classes - 1,
+                   empty == 1 ? "s" : "ve", list, (int)ds->n_classes);
+    return empty;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+cohort_status data_align_classes(cohort_dataset *ds, char *const *names, int32_t n,
+                                 const char *what, cohort_error *err)
+{
+    if (!ds || !ds->has_labels)
+        return COHORT_OK;
+    if (!names && !ds->class_names)
+        return COHORT_OK;
+    if (!names || !ds->class_names)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s has %s labels, but %s has %s labels; give both the same kind",
+                           ds->source, ds->class_names ? "text" : "numeric", what,
+                           names ? "text" : "numeric");
+    int32_t *map = malloc((size_t)(ds->n_classes ? ds->n_classes : 1) * sizeof *map);
+    if (!map)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", ds->source);
+    for (int32_t i = 0; i < ds->n_classes; i++) {
+        char *const *at = bsearch(&ds->class_names[i], names, (size_t)n, sizeof *names, cmp_name);
+        if (!at) {
+            char list[256] = "";
+            for (int32_t j = 0; j < n && strlen(list) < 200; j++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+                         names[j]);
+            cohort_status st = cohort_fail(err, COHORT_ERR_INPUT,
+                                           "%s has label '%.80s', which %s does not have (its "
+                                           "labels: %s)",
+                                           ds->source, ds->class_names[i], what, list);
+            free(map);
+            return st;
+        }
+        map[i] = (int32_t)(at - names);
+    }
+    for (int64_t i = 0; i < ds->n; i++)
+        ds->y[i] = map[ds->y[i]];
+    free(map);
+    for (int32_t i = 0; i < ds->n_classes; i++)
+        free(ds->class_names[i]);
+    free(ds->class_names);
+    ds->class_names = NULL;
+    ds->n_classes = n;
+    return COHORT_OK;
+}
+
 /* Frees the dataset and both arrays; NULL is a no-op. */
 void data_free(cohort_dataset *ds)
 {
     if (!ds)
         return;
+    if (ds->class_names)
+        for (int32_t i = 0; i < ds->n_classes; i++)
+            free(ds->class_names[i]);
+    free(ds->class_names);
     free(ds->x);
     free(ds->y);
     free(ds);

@@ -121,6 +121,24 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
     sb_puts(b, "\n    }");
 }
 
+/* The training set's text labels as a JSON array of strings (class i is
+ * item i), appended to b; "null" when its labels are numbers. */
+static void put_class_names(strbuf *b, const cohort_run *run)
+{
+    const cohort_dataset *ds = run->train_ds;
+    if (!ds || !ds->class_names) {
+        sb_puts(b, "null");
+        return;
+    }
+    sb_puts(b, "[");
+    for (int32_t i = 0; i < ds->n_classes; i++) {
+        if (i)
+            sb_puts(b, ", ");
+        sb_json_str(b, ds->class_names[i]);
+    }
+    sb_puts(b, "]");
+}
+
 cohort_status run_write_results(cohort_run *run, cohort_error *err)
 {
     if (!run->out_dir[0])
@@ -139,8 +157,11 @@ cohort_status run_write_results(cohort_run *run, cohort_error *err)
         sb_json_str(&b, run->plan->data.test);
     else
         sb_puts(&b, "null");
-    sb_printf(&b, ", \"test_samples\": %lld, \"features\": %d, \"classes\": %d},\n",
+    sb_printf(&b, ", \"test_samples\": %lld, \"features\": %d, \"classes\": %d",
               (long long)run->test.n, run->n_in, run->n_classes);
+    sb_puts(&b, ", \"class_names\": ");
+    put_class_names(&b, run);
+    sb_puts(&b, "},\n");
     sb_puts(&b, "  \"models\": [\n");
     for (int i = 0; i < run->n; i++) {
         if (i)
@@ -196,13 +217,21 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
     snprintf(classes, sizeof classes, "%d", run->n_classes);
     char n_in[32];
     snprintf(n_in, sizeof n_in, "%d", L->n_in);
+    strbuf names;
+    sb_init(&names);
+    put_class_names(&names, run);
     const char *meta[] = {"format", "cohort", "cohort_version", COHORT_VERSION,
                           "spec", e->spec->config_json ? e->spec->config_json : "{}",
-                          "inputs", n_in, "input_shape", shape, "classes", classes};
+                          "inputs", n_in, "input_shape", shape, "classes", classes,
+                          "class_names", names.data ? names.data : "null"};
     snprintf(rel, COHORT_PATH_MAX, "models/%s%s.safetensors", e->spec->name, best ? ".best" : "");
     char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", run->out_dir, rel);
-    cohort_status st = st_write(path, t, n, meta, 6, err);
+    /* class_names only for text labels: other tools' files need not change. */
+    int n_meta = run->train_ds && run->train_ds->class_names ? 7 : 6;
+    cohort_status st = names.failed ? cohort_fail(err, COHORT_ERR_NOMEM, "out of memory")
+                                    : st_write(path, t, n, meta, n_meta, err);
+    sb_free(&names);
     free(file);
     if (st)
         rel[0] = 0;

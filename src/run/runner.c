@@ -73,6 +73,7 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
                            "validation split of %g", d->train, d->validation_split);
     run->n_in = (int)run->train_ds->dim;
     run->n_classes = run->train_ds->n_classes;
+    data_warn_empty_classes(run->train_ds);
     run->in_shape = run->train.shape;
     if (d->input_shape.rank) {
         char want[64], has[64];
@@ -89,10 +90,17 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
         /* Every set is read as input_shape: they all have n_in values. */
         run->in_shape = run->train.shape = run->val.shape = run->test.shape = d->input_shape;
     }
-    const cohort_dataset *other[2] = {run->test_ds, run->val_ds};
+    cohort_dataset *other[2] = {run->test_ds, run->val_ds};
     for (int i = 0; i < 2; i++) {
         if (!other[i])
             continue;
+        /* Text labels: a test set's "dog" is the training set's "dog". */
+        char what[1100];
+        snprintf(what, sizeof what, "the training data %s", d->train);
+        cohort_status ast = data_align_classes(other[i], run->train_ds->class_names,
+                                               run->train_ds->n_classes, what, err);
+        if (ast)
+            return ast;
         if (other[i]->dim != run->train_ds->dim)
             return cohort_fail(err, COHORT_ERR_INPUT,
                                "%s has %lld features per sample but %s has %lld", other[i]->source,
