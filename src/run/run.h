@@ -61,8 +61,8 @@ struct cohort_run {
     model_entry *m;
     char out_dir[COHORT_PATH_MAX];
     pthread_mutex_t lock;  /* model entries, results.json, events: one writer at a time */
-    volatile int stop;
-    volatile int disk_full; /* a write failed for lack of space: stop, write no more */
+    _Atomic int stop;      /* set by signal handlers and a full disk, read by every job */
+    _Atomic int disk_full; /* a write failed for lack of space: stop, write no more */
     int lock_fd;           /* the output directory's lock, -1 = none */
     double last_report;    /* when report.html was last written */
 };

@@ -65,7 +65,7 @@ typedef struct train_callbacks {
     int (*on_checkpoint)(void *user, int epoch, int64_t step, const train_result *res,
                          cohort_error *err);
     void *user;
-    volatile int *stop; /* non-NULL and set: finish the step and return INTERRUPTED */
+    _Atomic int *stop;  /* non-NULL and set: finish the step and return INTERRUPTED */
 } train_callbacks;
 
 typedef struct train_group train_group;
