@@ -74,7 +74,9 @@ grep -q -- "--strategy" "$T/out" && ok || bad "train --help lacks --strategy"
 expect_status 0 "--version" -- "$COHORT" --version
 grep -q "^cohort [0-9]" "$T/out" && ok || bad "--version output"
 expect_status 2 "unknown command" -- "$COHORT" frobnicate
-expect_err "unknown command 'frobnicate'" "unknown command"
+expect_err "unknown command 'frobnicate'; the commands are train, plan, devices" "unknown command"
+expect_status 2 "a mistyped command" -- "$COHORT" trian
+expect_err "unknown command 'trian' (did you mean 'train'?)" "a mistyped command"
 expect_status 2 "no plan" -- "$COHORT" train
 expect_status 2 "missing plan" -- "$COHORT" train "$T/nope.yaml"
 expect_err "$T/nope.yaml: cannot open" "missing plan"

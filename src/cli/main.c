@@ -1,5 +1,6 @@
 /* cohort: train many neural-network models in one run. */
 #include "cli/cli.h"
+#include "plan/yamltree.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -108,9 +109,21 @@ int main(int argc, char **argv)
                 {"eval", cmd_eval},       {"predict", cmd_predict},
                 {"report", cmd_report},   {"compare", cmd_compare},
                 {"merge", cmd_merge}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    enum { N_CMDS = sizeof cmds / sizeof cmds[0] };
+    const char *names[N_CMDS];
+    for (int i = 0; i < N_CMDS; i++) {
         if (!strcmp(cmd, cmds[i].name))
             return cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "cohort: unknown command '%s'\n\n%s", cmd, usage);
+        names[i] = cmds[i].name;
+    }
+    /* A typo gets the command it was likely meant to be, and the list. */
+    const char *near = ysuggest(cmd, names, N_CMDS);
+    fprintf(stderr, "cohort: unknown command '%s'", cmd);
+    if (near)
+        fprintf(stderr, " (did you mean '%s'?)", near);
+    fputs("; the commands are", stderr);
+    for (int i = 0; i < N_CMDS; i++)
+        fprintf(stderr, "%s %s", i ? "," : "", names[i]);
+    fprintf(stderr, "\n\n%s", usage);
     return 2;
 }
