@@ -75,6 +75,13 @@ expect_status 0 "--version" -- "$COHORT" --version
 grep -q "^cohort [0-9]" "$T/out" && ok || bad "--version output"
 expect_status 2 "unknown command" -- "$COHORT" frobnicate
 expect_err "unknown command 'frobnicate'; the commands are train, plan, devices" "unknown command"
+# plan --strategy fused without a group of two says why: the cut per core, or no pair fits.
+printf 'data:\n  train: csv:%s\ndefaults: {layers: [{dense: 3, activation: softmax}]}\nmodels:\n  - {name: a}\n  - {name: b, seed: 2}\n' "$T/train.csv" > "$T/fz.yaml"
+expect_status 0 "plan fused, cut per core" -- "$COHORT" plan "$T/fz.yaml" --strategy fused --threads 2
+grep -q "cut into one part per core, and there are no more of them than cores" "$T/out" && ok || bad "plan fused: the per-core cut is not named: $(tail -n 2 "$T/out")"
+printf 'data:\n  train: csv:%s\nmodels:\n  - {name: a, layers: [{dense: 3, activation: softmax}]}\n  - {name: b, layers: [{dense: 4, activation: relu}, {dense: 3, activation: softmax}]}\n' "$T/train.csv" > "$T/fz2.yaml"
+expect_status 0 "plan fused, nothing fits" -- "$COHORT" plan "$T/fz2.yaml" --strategy fused --threads 2
+grep -q "no two models on a device have the same layers" "$T/out" && ok || bad "plan fused: wrong reason: $(tail -n 2 "$T/out")"
 expect_status 2 "a mistyped command" -- "$COHORT" trian
 expect_err "unknown command 'trian' (did you mean 'train'?)" "a mistyped command"
 expect_status 2 "no plan" -- "$COHORT" train

@@ -240,13 +240,23 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
     }
     if (run->strategy != COHORT_STRATEGY_FUSED)
         return;
-    int fused = 0;
+    int fused = 0, could = 0;
     for (int i = 0; i < n_groups; i++)
         fused += g[i].n > 1;
+    /* Without a group of two, say why: no two models could share one, or
+     * those that could were cut apart, one part per core. */
+    for (int i = 0; i < run->n && !could; i++)
+        for (int j = i + 1; j < run->n && !could; j++)
+            could = run->m[i].device >= 0 && run->m[i].device == run->m[j].device &&
+                    model_can_fuse(run->m[i].spec, run->m[j].spec);
     printf("\ngroups (fused: each trains as one batched step; on a CPU a group is cut into "
            "one part per core)%s\n",
-           fused ? ":" : ": none of two or more; no two models on a device have the same layers "
-                         "and optimizer");
+           fused  ? ":"
+           : could ? ": none of two or more; the models that could fuse were cut into one part "
+                     "per core, and there are no more of them than cores (--threads 1 keeps "
+                     "them in one group)"
+                   : ": none of two or more; no two models on a device have the same layers "
+                     "and optimizer");
     for (int i = 0; fused && i < n_groups; i++) {
         printf("  %-8s %d model%s, %s%s:", run->devices->dev[g[i].device].info.name, g[i].n,
                g[i].n == 1 ? "" : "s", format_bytes(g[i].bytes, a, sizeof a),
