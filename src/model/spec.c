@@ -97,8 +97,7 @@ static void sb_str_or_null(strbuf *b, const char *s)
         sb_puts(b, "null");
 }
 
-/* The spec as one JSON object, malloc'd (the caller frees it); NULL on out
- * of memory. Only the optimizer fields that apply to its kind are written. */
+/* The seed of the shuffle orders: one common seed under shared_order. */
 uint64_t model_order_seed(const model_spec *spec)
 {
     return spec->shared_order ? 0x5ea7ed0dULL : spec->seed;
@@ -109,6 +108,8 @@ int model_same_order(const model_spec *a, const model_spec *b)
     return a->shuffle == b->shuffle && model_order_seed(a) == model_order_seed(b);
 }
 
+/* The spec as one JSON object, malloc'd (the caller frees it); NULL on out
+ * of memory. Only the optimizer fields that apply to its kind are written. */
 char *model_spec_to_json(const model_spec *spec)
 {
     strbuf b;
