@@ -36,15 +36,11 @@ model's record adds the CUDA allocator's peak (cuda_peak_allocated_bytes). The d
 runs exactly as without the option.
 """
 import argparse
-import ctypes
-import gc
-import gzip
 import json
 import math
 import os
 import re
 import resource
-import struct
 import sys
 import time
 
@@ -52,24 +48,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_seed import read_idx, reset_peak_rss, status_kib  # noqa: E402  (the same readers and RSS measurement)
+
 MODEL_NAMES = ["mnist_convnet", "convnet_bn"]  # as in examples/cnn.yaml
 VALIDATION_SPLIT = 0.1
 LR = 0.001
-
-
-def read_idx(path):
-    """Return the array stored in an IDX file (gzip-compressed or not)."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 8:
-        raise ValueError(f"{path}: not an IDX file of unsigned bytes")
-    ndim = data[3]
-    dims = struct.unpack(">" + "I" * ndim, data[4 : 4 + 4 * ndim])
-    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != int(np.prod(dims)):
-        raise ValueError(f"{path}: {body.size} bytes of data, the header says {dims}")
-    return body.reshape(dims)
 
 
 def load_split(root, prefix):
@@ -81,34 +65,6 @@ def load_split(root, prefix):
     x = torch.from_numpy(x.astype(np.float32)[:, None, :, :] / 255.0)
     y = torch.from_numpy(y.astype(np.int64))
     return x, y
-
-
-def status_kib(field):
-    """Value of FIELD (VmRSS, VmHWM) in /proc/self/status, in KiB; None where unreadable."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def reset_peak_rss():
-    """Return freed heap to the system, then reset VmHWM to the current RSS; True where the
-    kernel allowed the reset (as bench/torch_seed.py)."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def make_model(name):
