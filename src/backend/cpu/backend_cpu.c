@@ -627,15 +627,16 @@ static void window_run(backend_ctx *c, pool_fn fn, window_job *j)
         }                                                                                       \
     }
 
-WINDOW_PART(im2col_part, kern_im2col(j->out + k * j->s_out +
-                                         (size_t)i0 * j->g->oh * j->g->ow * j->g->kh * j->g->kw *
-                                             j->g->c,
+/* Floats of col before image i's rows. */
+static size_t col_at(const window_geom *g, int i)
+{
+    return (size_t)i * (size_t)g->oh * (size_t)g->ow * (size_t)(g->kh * g->kw * g->c);
+}
+
+WINDOW_PART(im2col_part, kern_im2col(j->out + k * j->s_out + col_at(j->g, i0),
                                      j->in + k * j->s_in, j->g, i0, i1))
 WINDOW_PART(col2im_part, kern_col2im(j->out + k * j->s_out,
-                                     j->in + k * j->s_in +
-                                         (size_t)i0 * j->g->oh * j->g->ow * j->g->kh * j->g->kw *
-                                             j->g->c,
-                                     j->g, i0, i1))
+                                     j->in + k * j->s_in + col_at(j->g, i0), j->g, i0, i1))
 WINDOW_PART(maxpool_fwd_part, kern_maxpool_fwd(j->out + k * j->s_out, j->arg + k * j->s_arg,
                                                j->in + k * j->s_in, j->g, i0, i1))
 WINDOW_PART(maxpool_bwd_part, kern_maxpool_bwd(j->out + k * j->s_out, j->in + k * j->s_in,
