@@ -29,7 +29,7 @@ expect_status 0 "train" -- "$COHORT" train "$T/plan.yaml" --out "$T/run" --quiet
 for m in adam_model sgd_model dropout_model; do
     [ -s "$T/run/models/$m.safetensors" ] && ok || bad "no weights for $m"
     [ -s "$T/run/models/$m.best.safetensors" ] && ok || bad "no best weights for $m"
-    head -n 1 "$T/run/history/$m.csv" | grep -qx "epoch,loss,accuracy,val_loss,val_accuracy,seconds" && ok || bad "history header of $m"
+    head -n 1 "$T/run/history/$m.csv" | grep -qx "epoch,loss,accuracy,val_loss,val_accuracy,seconds,lr" && ok || bad "history header of $m"
 done
 grep -q "adam_model" "$T/out" && ok || bad "final table lacks the models"
 /usr/bin/python3 - "$T/run/results.json" <<'PY' && ok || bad "results.json does not hold what the contract says"

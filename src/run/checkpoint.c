@@ -30,13 +30,13 @@ static void path_of(const cohort_run *run, const model_entry *e, char *buf, size
 
 static void json_metrics(strbuf *b, const epoch_metrics *m)
 {
-    const double v[5] = {m->loss, m->accuracy, m->val_loss, m->val_accuracy, m->seconds};
     sb_puts(b, "[");
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < EPOCH_METRIC_COUNT; i++) {
+        double v = epoch_metric_get(m, &epoch_metric_fields[i]);
         if (i)
             sb_puts(b, ",");
-        if (isfinite(v[i]))
-            sb_printf(b, "%.17g", v[i]);
+        if (isfinite(v))
+            sb_printf(b, "%.17g", v);
         else
             sb_puts(b, "null");
     }
@@ -109,9 +109,8 @@ cohort_status ckpt_write(cohort_run *run, const model_entry *e, train_group *g, 
 
 static void metrics_from(const json_value *a, epoch_metrics *m)
 {
-    double *f[5] = {&m->loss, &m->accuracy, &m->val_loss, &m->val_accuracy, &m->seconds};
-    for (int i = 0; i < 5; i++)
-        *f[i] = json_num(json_at(a, (size_t)i), NAN);
+    for (int i = 0; i < EPOCH_METRIC_COUNT; i++)
+        *epoch_metric(m, &epoch_metric_fields[i]) = json_num(json_at(a, (size_t)i), NAN);
 }
 
 void ckpt_free(ckpt *c)
@@ -198,12 +197,12 @@ cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, co
 
 static void fill_history(model_entry *e, const json_value *h, int n)
 {
-    const char *keys[5] = {"loss", "accuracy", "val_loss", "val_accuracy", "seconds"};
     for (int i = 0; i < n && i < e->spec->epochs; i++) {
         epoch_metrics *m = &e->res.history[i];
-        double *f[5] = {&m->loss, &m->accuracy, &m->val_loss, &m->val_accuracy, &m->seconds};
-        for (int j = 0; j < 5; j++)
-            *f[j] = json_num(json_at(json_get(h, keys[j]), (size_t)i), NAN);
+        for (int j = 0; j < EPOCH_METRIC_COUNT; j++) {
+            const metric_field *f = &epoch_metric_fields[j];
+            *epoch_metric(m, f) = json_num(json_at(json_get(h, f->name), (size_t)i), NAN);
+        }
     }
 }
 

@@ -66,6 +66,8 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
     json_metric_array(b, r, offsetof(epoch_metrics, val_accuracy));
     sb_puts(b, ", \"seconds\": ");
     json_metric_array(b, r, offsetof(epoch_metrics, seconds));
+    sb_puts(b, ", \"lr\": ");
+    json_metric_array(b, r, offsetof(epoch_metrics, lr));
     sb_puts(b, "},\n      \"best\": ");
     if (r->best_epoch > 0) {
         sb_printf(b, "{\"epoch\": %d, \"loss\": ", r->best_epoch);
@@ -242,7 +244,7 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
 {
     strbuf b;
     sb_init(&b);
-    sb_puts(&b, "epoch,loss,accuracy,val_loss,val_accuracy,seconds\n");
+    sb_puts(&b, "epoch,loss,accuracy,val_loss,val_accuracy,seconds,lr\n");
     for (int i = 0; i < e->res.epochs_run; i++) {
         const epoch_metrics *m = &e->res.history[i];
         sb_printf(&b, "%d,%.6f,%.6f,", i + 1, m->loss, m->accuracy);
@@ -250,7 +252,10 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
             sb_printf(&b, "%.6f,%.6f,", m->val_loss, m->val_accuracy);
         else
             sb_puts(&b, ",,");
-        sb_printf(&b, "%.3f\n", m->seconds);
+        sb_printf(&b, "%.3f,", m->seconds);
+        if (isfinite(m->lr))
+            sb_printf(&b, "%.9g", m->lr);
+        sb_puts(&b, "\n");
     }
     char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/history/%s.csv", run->out_dir, e->spec->name);

@@ -8,6 +8,7 @@
 #include "util/util.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,17 +30,33 @@ static void shuffle_order(int64_t *order, int64_t n, uint64_t seed, int epoch, i
     }
 }
 
+#define FIELD(f) {#f, offsetof(epoch_metrics, f)}
+const metric_field epoch_metric_fields[EPOCH_METRIC_COUNT] = {
+    FIELD(loss), FIELD(accuracy), FIELD(val_loss), FIELD(val_accuracy), FIELD(seconds),
+    FIELD(mae),  FIELD(rmse),     FIELD(val_mae),  FIELD(val_rmse),     FIELD(lr)};
+#undef FIELD
+
+const metric_field *epoch_metric_find(const char *name)
+{
+    for (int i = 0; i < EPOCH_METRIC_COUNT; i++)
+        if (strcmp(epoch_metric_fields[i].name, name) == 0)
+            return &epoch_metric_fields[i];
+    return NULL;
+}
+
+void epoch_metrics_clear(epoch_metrics *m)
+{
+    for (int i = 0; i < EPOCH_METRIC_COUNT; i++)
+        *epoch_metric(m, &epoch_metric_fields[i]) = NAN;
+}
+
+/* Accuracies improve upwards; losses and errors downwards. */
 static int monitor_is_max(const char *monitor) { return strstr(monitor, "accuracy") != NULL; }
 
 static double monitor_value(const char *monitor, const epoch_metrics *m)
 {
-    if (strcmp(monitor, "loss") == 0)
-        return m->loss;
-    if (strcmp(monitor, "accuracy") == 0)
-        return m->accuracy;
-    if (strcmp(monitor, "val_accuracy") == 0)
-        return m->val_accuracy;
-    return m->val_loss;
+    const metric_field *f = epoch_metric_find(monitor);
+    return f ? epoch_metric_get(m, f) : NAN;
 }
 
 static cohort_status fit(train_group *g, const data_view *train, const data_view *val,
@@ -189,11 +206,13 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 continue;
             }
             epoch_metrics *m = &res[k].history[epoch - 1];
+            epoch_metrics_clear(m);
             m->loss = st[4 * k] / (double)n;
             m->accuracy = st[4 * k + 1] / (double)n;
             m->val_loss = has_val ? vl[k] : NAN;
             m->val_accuracy = has_val ? va[k] : NAN;
             m->seconds = secs;
+            m->lr = g->lr[k];
             res[k].epochs_run = epoch;
             res[k].part_loss = res[k].part_correct = 0.0;
             const early_stop_spec *es = &g->spec[k]->early_stop;

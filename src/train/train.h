@@ -11,9 +11,35 @@
 #include "device/device.h"
 #include "model/model.h"
 
+/* One epoch of one model. A metric that does not apply is NaN: accuracy for
+ * regression (real-valued targets), mae and rmse for classification. lr is
+ * the learning rate of the epoch's last step. */
 typedef struct epoch_metrics {
     double loss, accuracy, val_loss, val_accuracy, seconds;
+    double mae, rmse, val_mae, val_rmse;
+    double lr;
 } epoch_metrics;
+
+/* The fields of epoch_metrics by their history names ("loss", "val_mae",
+ * "lr", ...), in the order checkpoints store them (new ones go last). */
+typedef struct metric_field {
+    const char *name;
+    size_t off;
+} metric_field;
+#define EPOCH_METRIC_COUNT 10
+extern const metric_field epoch_metric_fields[EPOCH_METRIC_COUNT];
+/* The field named `name`, or NULL. */
+const metric_field *epoch_metric_find(const char *name);
+static inline double *epoch_metric(epoch_metrics *m, const metric_field *f)
+{
+    return (double *)((char *)m + f->off);
+}
+static inline double epoch_metric_get(const epoch_metrics *m, const metric_field *f)
+{
+    return *(const double *)((const char *)m + f->off);
+}
+/* Every metric NaN. */
+void epoch_metrics_clear(epoch_metrics *m);
 
 typedef enum model_state {
     MODEL_PENDING,
