@@ -17,7 +17,7 @@ models:
       - {dense: 8, activation: relu}
       - {dense: 3, activation: softmax}
 YAML
-msg="mse_softmax.yaml:7: model 'probs', layers.1 (dense): softmax is applied only with loss: sparse_categorical_crossentropy"
+msg="mse_softmax.yaml:7: model 'probs', layers.1 (dense): softmax is applied only with loss sparse_categorical_crossentropy or categorical_crossentropy"
 expect_status 2 "mse after softmax (plan)" -- "$COHORT" plan "$T/mse_softmax.yaml"
 expect_err "$msg" "mse after softmax (plan)"
 expect_status 2 "mse after softmax (train)" -- "$COHORT" train "$T/mse_softmax.yaml" --out "$T/o_train"
