@@ -219,6 +219,9 @@ typedef struct cohort_model_result {
     double seconds;
     uint64_t params;
     uint64_t planned_bytes, peak_bytes;
+    /* Regression (real-valued targets): the errors in place of accuracy,
+     * which is NaN; NaN for classification. */
+    double best_val_mae, best_val_rmse, final_mae, final_rmse, test_mae, test_rmse;
 } cohort_model_result;
 
 cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model_result *out);

@@ -165,7 +165,11 @@ static int load_model(const char *cmd, const char *weights, const char *data,
     /* The image shape the model was trained on shapes flat data (a CSV of
      * pixels) as the plan's data.input_shape did. */
     char *shape = st_meta_get(&f, "input_shape"), *inputs = st_meta_get(&f, "inputs");
-    char *names = st_meta_get(&f, "class_names");
+    char *names = st_meta_get(&f, "class_names"), *classes = st_meta_get(&f, "classes");
+    /* Trained on class labels: a model of several outputs scores classes
+     * (mse on one-hot labels) rather than errors. */
+    int on_classes = classes && strtol(classes, NULL, 10) > 0;
+    free(classes);
     int names_bad = names_parse(names, &l->names, &l->n_names);
     free(names);
     int h, w, c, image = shape && sscanf(shape, "(%d, %d, %d)", &h, &w, &c) == 3;
@@ -244,7 +248,11 @@ static int load_model(const char *cmd, const char *weights, const char *data,
         return cli_usage_error(cmd, "no cpu:0 device");
     }
     const model_spec *csp = sp;
-    if ((st = group_create(&csp, 1, l->all.shape, 0, dev, 0, &l->g, &err))) {
+    model_layout alone;
+    int n_classes = 0;
+    if (on_classes && model_layout_make(sp, l->all.shape, 0, 1, &alone, NULL) == COHORT_OK)
+        n_classes = alone.n_out;
+    if ((st = group_create(&csp, 1, l->all.shape, n_classes, dev, 0, &l->g, &err))) {
         loaded_free(l);
         return cli_usage_error(cmd, "%s", err.message);
     }
@@ -273,7 +281,8 @@ int cmd_eval(int argc, char **argv)
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             puts("usage: cohort eval WEIGHTS --data SPEC [--json]\n\n"
-                 "Loss and accuracy of the model saved in WEIGHTS (a .safetensors file that\n"
+                 "Loss and accuracy (regression: mae and rmse) of the model saved in WEIGHTS\n"
+                 "(a .safetensors file that\n"
                  "cohort wrote) on the dataset SPEC, e.g. fashion-mnist:test or csv:file.csv.\n"
                  "The model is rebuilt from what WEIGHTS stores (layers, input shape); its\n"
                  "classes are its last layer's units, so the data may hold fewer of them.\n"
@@ -297,16 +306,28 @@ int cmd_eval(int argc, char **argv)
     int rc = load_model("eval", weights, data, 0, &l);
     if (rc)
         return rc;
-    double loss, acc;
+    eval_metrics m;
     data_view all = l.all;
-    group_evaluate(l.g, &all, &loss, &acc, NULL);
-    if (json)
+    if (group_evaluate(l.g, &all, &m, NULL) != COHORT_OK) {
+        loaded_free(&l);
+        fprintf(stderr, "cohort eval: out of host memory evaluating %s on %s\n", weights, data);
+        return 1;
+    }
+    int reg = group_layout(l.g)->metric == METRIC_ERRORS;
+    if (json && reg)
+        printf("{\"weights\": \"%s\", \"data\": \"%s\", \"samples\": %lld, \"loss\": %.6f, "
+               "\"mae\": %.6f, \"rmse\": %.6f}\n",
+               weights, data, (long long)all.n, m.loss, m.mae, m.rmse);
+    else if (json)
         printf("{\"weights\": \"%s\", \"data\": \"%s\", \"samples\": %lld, \"loss\": %.6f, "
                "\"accuracy\": %.6f}\n",
-               weights, data, (long long)all.n, loss, acc);
+               weights, data, (long long)all.n, m.loss, m.accuracy);
+    else if (reg)
+        printf("%s on %s (%lld samples): loss %.4f mae %.4f rmse %.4f\n", weights, data,
+               (long long)all.n, m.loss, m.mae, m.rmse);
     else
         printf("%s on %s (%lld samples): loss %.4f accuracy %.4f\n", weights, data,
-               (long long)all.n, loss, acc);
+               (long long)all.n, m.loss, m.accuracy);
     loaded_free(&l);
     return 0;
 }
