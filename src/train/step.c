@@ -109,8 +109,11 @@ void group_loss_pass(train_group *g, krange r, int rows, int grad)
     size_t sy = g->in_shared ? 0 : B, st = sy * (size_t)L->n_out;
     const int32_t *y = g->labels + slot * B;
     const float *t = g->tgt_rows ? g->targets + slot * B * (size_t)L->n_out : NULL;
-    loss_step o = {g->spec[0]->loss, L->out_act, L->metric, g->smoothing + r.k0, g->huber_delta + r.k0,
-                   g->classw ? g->classw + (size_t)r.k0 * (size_t)L->n_cw : NULL, L->n_cw};
+    /* Class weights are of training, as Keras's fit has them: validation
+     * and test losses are unweighted. */
+    const float *cw = grad && g->classw ? g->classw + (size_t)r.k0 * (size_t)L->n_cw : NULL;
+    loss_step o = {g->spec[0]->loss, L->out_act,   L->metric, g->smoothing + r.k0,
+                   g->huber_delta + r.k0, cw, L->n_cw};
     g->be->loss(g->ctx, &o, out, so, y, sy, t, st, d, sd, g->stats + 4 * r.k0, rows, L->n_out,
                 1.0f / (float)rows, r.count);
 }
