@@ -332,6 +332,54 @@ int cmd_eval(int argc, char **argv)
     return 0;
 }
 
+/* Regression: index, the predicted values y0.., the targets t0.. */
+static void put_values(strbuf *b, const data_view *all, int labeled, const float *p, int n_out)
+{
+    sb_puts(b, "index");
+    for (int j = 0; j < n_out; j++)
+        sb_printf(b, ",y%d", j);
+    for (int j = 0; labeled && j < n_out; j++)
+        sb_printf(b, ",t%d", j);
+    sb_puts(b, "\n");
+    for (int64_t i = 0; i < all->n; i++) {
+        sb_printf(b, "%lld", (long long)i);
+        for (int j = 0; j < n_out; j++)
+            sb_printf(b, ",%.9g", (double)p[i * n_out + j]);
+        for (int j = 0; labeled && j < n_out; j++) {
+            double t = all->t && all->t_dim == n_out ? (double)all->t[i * n_out + j] : (double)all->y[i];
+            sb_printf(b, ",%.9g", t);
+        }
+        sb_puts(b, "\n");
+    }
+}
+
+/* Classification: index, the class, the label, the output of each unit. */
+static void put_classes(strbuf *b, const loaded *l, const data_view *all, const float *p,
+                        int n_out)
+{
+    sb_puts(b, "index,prediction,label");
+    for (int j = 0; j < n_out; j++)
+        sb_printf(b, ",p%d", j);
+    sb_puts(b, "\n");
+    for (int64_t i = 0; i < all->n; i++) {
+        const float *row = p + i * n_out;
+        int cls = output_class(row, n_out);
+        sb_printf(b, "%lld,", (long long)i);
+        if (l->names && cls >= 0 && cls < l->n_names)
+            put_csv_field(b, l->names[cls]);
+        else
+            sb_printf(b, "%d", cls);
+        sb_puts(b, ",");
+        if (l->ds->has_labels && l->names && all->y[i] < l->n_names)
+            put_csv_field(b, l->names[all->y[i]]);
+        else if (l->ds->has_labels && l->ds->n_classes)
+            sb_printf(b, "%d", all->y[i]);
+        for (int j = 0; j < n_out; j++)
+            sb_printf(b, ",%.6g", (double)row[j]);
+        sb_puts(b, "\n");
+    }
+}
+
 int cmd_predict(int argc, char **argv)
 {
     const char *weights = NULL, *data = NULL, *out = NULL;
@@ -340,7 +388,9 @@ int cmd_predict(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             puts("usage: cohort predict WEIGHTS --data SPEC [--out FILE]\n\n"
                  "Predictions of the model saved in WEIGHTS for every sample of SPEC, as CSV:\n"
-                 "index,prediction,label,p0,p1,... (probabilities; values for mse models).\n"
+                 "index,prediction,label,p0,p1,... (the class and each output unit's\n"
+                 "probability; for regression, real-valued targets, index,y0,y1,...,t0,t1,...:\n"
+                 "the predicted values and the targets).\n"
                  "Written to FILE (atomically) or to standard output.\n\n"
                  "The data may have no labels: npy:X alone, or a CSV whose columns are only\n"
                  "the model's inputs (as many columns as it takes, none named label); the\n"
@@ -375,27 +425,10 @@ int cmd_predict(int argc, char **argv)
     group_predict(l.g, 0, &all, p);
     strbuf b;
     sb_init(&b);
-    sb_puts(&b, "index,prediction,label");
-    for (int j = 0; j < n_out; j++)
-        sb_printf(&b, ",p%d", j);
-    sb_puts(&b, "\n");
-    for (int64_t i = 0; i < all.n; i++) {
-        const float *row = p + i * n_out;
-        int cls = output_class(row, n_out);
-        sb_printf(&b, "%lld,", (long long)i);
-        if (l.names && cls >= 0 && cls < l.n_names)
-            put_csv_field(&b, l.names[cls]);
-        else
-            sb_printf(&b, "%d", cls);
-        sb_puts(&b, ",");
-        if (l.ds->has_labels && l.names && all.y[i] < l.n_names)
-            put_csv_field(&b, l.names[all.y[i]]);
-        else if (l.ds->has_labels)
-            sb_printf(&b, "%d", all.y[i]);
-        for (int j = 0; j < n_out; j++)
-            sb_printf(&b, ",%.6g", (double)row[j]);
-        sb_puts(&b, "\n");
-    }
+    if (group_layout(l.g)->metric == METRIC_ERRORS)
+        put_values(&b, &all, l.ds->has_labels, p, n_out);
+    else
+        put_classes(&b, &l, &all, p, n_out);
     free(p);
     cohort_error err;
     rc = 0;
