@@ -201,7 +201,7 @@ for r in rows:
     d, m = ms[r[1]]
     assert r[0] == d and r[2] == m["status"] and r[3] == str(m["params"]), (r, m["name"])
     t = m["test"]["accuracy"] if m["test"] else None
-    assert r[6] == ("%.4f" % t if t is not None else "-"), (r, t)
+    assert r[7] == ("%.4f" % t if t is not None else "-"), (r, t)
     acc.append(t if t is not None else -1)
 assert acc == sorted(acc, reverse=True), acc
 assert acc[-2:] == [-1, -1] and {r[1] for r in rows[-2:]} == {"wild_model", "b_wild_model"}, rows
