@@ -161,6 +161,7 @@ typedef struct cohort_event {
     int epoch, epochs;    /* 1-based epoch, total epochs */
     int64_t step, steps;  /* step within the epoch, steps per epoch */
     double loss, accuracy, val_loss, val_accuracy; /* NaN when unknown */
+    double mae, rmse, val_mae, val_rmse; /* EPOCH_END of a regression; else NaN */
     double seconds;       /* since the model started */
     const char *status;   /* MODEL_END: "ok", "failed", "diverged", "interrupted" */
     const char *error;    /* MODEL_END: the reason, or "" */

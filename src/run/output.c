@@ -269,7 +269,7 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
             sb_puts(&b, reg ? ",,," : ",,");
         sb_printf(&b, "%.3f,", m->seconds);
         if (isfinite(m->lr))
-            sb_printf(&b, "%.9g", m->lr);
+            sb_printf(&b, "%.8g", m->lr);
         sb_puts(&b, "\n");
     }
     char path[2 * COHORT_PATH_MAX];

@@ -85,6 +85,7 @@ static void event_init(cohort_event *ev, cohort_event_kind kind, const cohort_ru
     ev->device = e->device >= 0 ? run->devices->dev[e->device].info.name : "";
     ev->epochs = e->spec->epochs;
     ev->loss = ev->accuracy = ev->val_loss = ev->val_accuracy = NAN;
+    ev->mae = ev->rmse = ev->val_mae = ev->val_rmse = NAN;
 }
 
 static void emit(cohort_run *run, cohort_event *ev)
@@ -161,6 +162,10 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
         ev.accuracy = m->m.accuracy;
         ev.val_loss = m->m.val_loss;
         ev.val_accuracy = m->m.val_accuracy;
+        ev.mae = m->m.mae;
+        ev.rmse = m->m.rmse;
+        ev.val_mae = m->m.val_mae;
+        ev.val_rmse = m->m.val_rmse;
         ev.seconds = m->seconds;
         emit(run, &ev);
         return;

@@ -156,8 +156,8 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 }
                 if (cb && cb->on_step) {
                     int64_t done = step * B + rows;
-                    cb->on_step(cb->user, k, epoch, step + 1, steps, st[4 * k] / (double)done,
-                                st[4 * k + 1] / (double)done);
+                    double acc = L->metric == METRIC_ERRORS ? NAN : st[4 * k + 1] / (double)done;
+                    cb->on_step(cb->user, k, epoch, step + 1, steps, st[4 * k] / (double)done, acc);
                 }
             }
             if (cb && cb->stop && *cb->stop && step + 1 < steps) {
