@@ -51,6 +51,8 @@ for m in binary:
     assert m["status"] == "ok" and m["task"] == "classification", m["name"]
     assert m["test"]["accuracy"] > 0.85, (m["name"], m["test"])
 PY
+    "$COHORT" report "$T/regression" > /dev/null && grep -q "Mean absolute error" "$T/regression/report.html" &&
+        grep -q "test mae" "$T/regression/report.html" && ok || bad "report.html of a regression lacks its mae"
 else
     echo "t_examples.sh: regression and binary examples skipped: /usr/bin/python3 has no numpy"
 fi
