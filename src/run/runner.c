@@ -40,7 +40,9 @@ static void *load_side(void *p)
 static cohort_status load_data(cohort_run *run, cohort_error *err)
 {
     const data_spec *d = &run->plan->data;
-    data_options dopt = {.label_column = d->label_column[0] ? d->label_column : NULL};
+    data_options dopt = {.label_column = d->label_column[0] ? d->label_column : NULL,
+                         .memory = run->opt.memory,
+                         .n_memory = run->opt.n_memory};
     side_load side = {run, &dopt, COHORT_OK, {0}};
     pthread_t t;
     int threaded =
