@@ -229,6 +229,18 @@ void cohort_run_free(cohort_run *run);
 
 int cohort_run_model_count(const cohort_run *run);
 
+/* Ask a training run to stop (from a signal handler or another thread): the
+ * models finish their step, checkpoint, and cohort_run_train returns
+ * COHORT_ERR_INTERRUPTED; --resume (opt.resume) continues them. */
+void cohort_run_request_stop(cohort_run *run);
+
+/* The memory plan, placement and groups of a prepared run, as JSON (the
+ * output of `cohort plan --json`); malloc'd, the caller frees it with
+ * cohort_free. NULL with err on failure. */
+char *cohort_run_plan_json(cohort_run *run, cohort_error *err);
+/* Free memory the library returned. */
+void cohort_free(void *p);
+
 typedef struct cohort_model_result {
     const char *name;
     const char *status;   /* "ok", "failed", "diverged", "pending" */

@@ -143,6 +143,9 @@ typedef struct run_group_info {
 cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, cohort_error *err);
 
 /* Set by signal handlers; every strategy checks it between steps. */
-void cohort_run_request_stop(cohort_run *run);
+/* Every member of g draws the same shuffle order (shared_order). */
+int run_group_shares_order(const cohort_run *run, const run_group_info *g);
+/* The plan of run as `cohort plan --json` prints it (malloc'd; NULL: no memory). */
+char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups);
 
 #endif

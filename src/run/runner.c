@@ -470,6 +470,8 @@ int cohort_run_model_count(const cohort_run *run) { return run->n; }
 
 void cohort_run_request_stop(cohort_run *run) { run->stop = 1; }
 
+void cohort_free(void *p) { free(p); }
+
 cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model_result *out)
 {
     if (i < 0 || i >= run->n)
