@@ -219,9 +219,65 @@ static int same_config(const model_entry *e, const json_value *config)
     return same;
 }
 
+/* Take model e finished from its record r (results.json's or its journal's,
+ * records/NAME.json); path names the file in messages. Returns 1 when it
+ * was taken, 0 when the record is not of a finished model, -1 (with err)
+ * when the model changed since. */
+static int resume_record(cohort_run *run, model_entry *e, const json_value *r, const char *path,
+                         cohort_error *err)
+{
+    const char *status = json_str(json_get(r, "status"), "");
+    /* Only models that ended for good are kept; the rest train again, from
+     * their checkpoint when they have one. */
+    if (e->done || (strcmp(status, "ok") && strcmp(status, "diverged")))
+        return 0;
+    if (!same_config(e, json_get(r, "config"))) {
+        cohort_fail(err, COHORT_ERR_INPUT,
+                    "%s: model '%s' has changed since it was trained there; train into a new "
+                    "--out directory, or run without --resume to start over",
+                    path, e->spec->name);
+        return -1;
+    }
+    e->res.state = strcmp(status, "ok") ? MODEL_DIVERGED : MODEL_OK;
+    str_copy(e->res.error, sizeof e->res.error, json_str(json_get(r, "error"), ""));
+    int n = (int)json_num(json_get(r, "epochs_run"), 0);
+    e->res.epochs_run = n < 0 ? 0 : n > e->spec->epochs ? e->spec->epochs : n;
+    fill_history(e, json_get(r, "history"), e->res.epochs_run);
+    e->res.stopped_early = json_bool(json_get(r, "stopped_early"), 0);
+    const json_value *b = json_get(r, "best");
+    if (b && b->type == JSON_OBJ) {
+        e->res.best_epoch = (int)json_num(json_get(b, "epoch"), 0);
+        epoch_metrics_clear(&e->res.best);
+        for (int mi = 0; mi < EPOCH_METRIC_COUNT; mi++) {
+            const metric_field *f = &epoch_metric_fields[mi];
+            *epoch_metric(&e->res.best, f) = json_num(json_get(b, f->name), NAN);
+        }
+    }
+    const json_value *t = json_get(r, "test");
+    e->test_loss = json_num(json_get(t, "loss"), NAN);
+    e->test_accuracy = json_num(json_get(t, "accuracy"), NAN);
+    e->test_mae = json_num(json_get(t, "mae"), NAN);
+    e->test_rmse = json_num(json_get(t, "rmse"), NAN);
+    e->res.seconds = json_num(json_get(r, "seconds"), 0);
+    e->peak_bytes = (uint64_t)json_num(json_get(r, "peak_bytes"), 0);
+    str_copy(e->weights, sizeof e->weights, json_str(json_get(r, "weights"), ""));
+    str_copy(e->best_weights, sizeof e->best_weights, json_str(json_get(r, "best_weights"), ""));
+    const json_value *c = json_get(r, "confusion");
+    int C = run->n_classes;
+    if (c && c->type == JSON_ARR && c->n == (size_t)C &&
+        (e->confusion = calloc((size_t)C * (size_t)C, sizeof(int64_t))))
+        for (int a = 0; a < C; a++)
+            for (int bb = 0; bb < C; bb++)
+                e->confusion[a * C + bb] =
+                    (int64_t)json_num(json_at(json_at(c, (size_t)a), (size_t)bb), 0);
+    e->done = 1;
+    e->resumed = 1;
+    return 1;
+}
+
 cohort_status run_resume(cohort_run *run, cohort_error *err)
 {
-    char path[COHORT_PATH_MAX + 32];
+    char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/results.json", run->out_dir);
     if (access(path, F_OK) != 0)
         return COHORT_OK; /* nothing to resume: train everything */
@@ -229,61 +285,37 @@ cohort_status run_resume(cohort_run *run, cohort_error *err)
     cohort_status st = report_load_results(run->out_dir, &j, err);
     if (st)
         return cohort_fail_prefix(err, "cannot resume");
+    /* The journal first: a model's record is written as it finishes, while
+     * results.json may be up to RESULTS_EVERY seconds older. */
+    for (int m = 0; m < run->n; m++) {
+        model_entry *e = &run->m[m];
+        char rec[2 * COHORT_PATH_MAX];
+        snprintf(rec, sizeof rec, "%s/records/%s.json", run->out_dir, e->spec->name);
+        char *text;
+        size_t len;
+        if (access(rec, F_OK) != 0 || file_read_all(rec, (size_t)64 << 20, &text, &len, NULL))
+            continue;
+        json_value *r = json_parse(text, len, NULL, 0);
+        free(text);
+        int got = r ? resume_record(run, e, r, rec, err) : 0;
+        json_free(r);
+        if (got < 0) {
+            json_free(j);
+            return COHORT_ERR_INPUT;
+        }
+    }
     const json_value *models = json_get(j, "models");
     for (size_t i = 0; models && i < models->n; i++) {
         const json_value *r = json_at(models, i);
         const char *name = json_str(json_get(r, "name"), "");
-        const char *status = json_str(json_get(r, "status"), "");
         model_entry *e = NULL;
         for (int m = 0; m < run->n && !e; m++)
             if (!strcmp(run->m[m].spec->name, name))
                 e = &run->m[m];
-        /* Only models that ended for good are kept; the rest train again,
-         * from their checkpoint when they have one. */
-        if (!e || e->done || (strcmp(status, "ok") && strcmp(status, "diverged")))
-            continue;
-        if (!same_config(e, json_get(r, "config"))) {
-            cohort_fail(err, COHORT_ERR_INPUT,
-                        "%s: model '%s' has changed since it was trained there; train into a new "
-                        "--out directory, or run without --resume to start over",
-                        path, e->spec->name);
+        if (e && resume_record(run, e, r, path, err) < 0) {
             json_free(j);
             return COHORT_ERR_INPUT;
         }
-        e->res.state = strcmp(status, "ok") ? MODEL_DIVERGED : MODEL_OK;
-        str_copy(e->res.error, sizeof e->res.error, json_str(json_get(r, "error"), ""));
-        int n = (int)json_num(json_get(r, "epochs_run"), 0);
-        e->res.epochs_run = n < 0 ? 0 : n > e->spec->epochs ? e->spec->epochs : n;
-        fill_history(e, json_get(r, "history"), e->res.epochs_run);
-        e->res.stopped_early = json_bool(json_get(r, "stopped_early"), 0);
-        const json_value *b = json_get(r, "best");
-        if (b && b->type == JSON_OBJ) {
-            e->res.best_epoch = (int)json_num(json_get(b, "epoch"), 0);
-            epoch_metrics_clear(&e->res.best);
-            for (int mi = 0; mi < EPOCH_METRIC_COUNT; mi++) {
-                const metric_field *f = &epoch_metric_fields[mi];
-                *epoch_metric(&e->res.best, f) = json_num(json_get(b, f->name), NAN);
-            }
-        }
-        const json_value *t = json_get(r, "test");
-        e->test_loss = json_num(json_get(t, "loss"), NAN);
-        e->test_accuracy = json_num(json_get(t, "accuracy"), NAN);
-        e->test_mae = json_num(json_get(t, "mae"), NAN);
-        e->test_rmse = json_num(json_get(t, "rmse"), NAN);
-        e->res.seconds = json_num(json_get(r, "seconds"), 0);
-        e->peak_bytes = (uint64_t)json_num(json_get(r, "peak_bytes"), 0);
-        str_copy(e->weights, sizeof e->weights, json_str(json_get(r, "weights"), ""));
-        str_copy(e->best_weights, sizeof e->best_weights, json_str(json_get(r, "best_weights"), ""));
-        const json_value *c = json_get(r, "confusion");
-        int C = run->n_classes;
-        if (c && c->type == JSON_ARR && c->n == (size_t)C &&
-            (e->confusion = calloc((size_t)C * (size_t)C, sizeof(int64_t))))
-            for (int a = 0; a < C; a++)
-                for (int bb = 0; bb < C; bb++)
-                    e->confusion[a * C + bb] =
-                        (int64_t)json_num(json_at(json_at(c, (size_t)a), (size_t)bb), 0);
-        e->done = 1;
-        e->resumed = 1;
     }
     json_free(j);
     return COHORT_OK;
@@ -348,8 +380,8 @@ cohort_status run_lock(cohort_run *run, cohort_error *err)
     if (st)
         return st;
     /* Holding the lock, any temporary file left here is from a killed run. */
-    const char *subs[] = {"", "/checkpoints", "/models", "/history"};
-    for (int i = 0; i < 4; i++) {
+    const char *subs[] = {"", "/checkpoints", "/models", "/history", "/records"};
+    for (int i = 0; i < 5; i++) {
         char dir[COHORT_PATH_MAX + 16];
         snprintf(dir, sizeof dir, "%s%s", run->out_dir, subs[i]);
         out_dir_remove_temporaries(dir);

@@ -50,6 +50,7 @@ static void remove_run(const char *dir, const json_value *j)
         remove_file(dir, "models/", name, ".best.safetensors");
         remove_file(dir, "history/", name, ".csv");
         remove_file(dir, "checkpoints/", name, ".safetensors");
+        remove_file(dir, "records/", name, ".json");
     }
     remove_file(dir, "", "results", ".json");
     remove_file(dir, "", "report", ".html");

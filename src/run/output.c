@@ -190,6 +190,36 @@ cohort_status run_write_results(cohort_run *run, cohort_error *err)
     return st;
 }
 
+cohort_status run_write_record(cohort_run *run, const model_entry *e, cohort_error *err)
+{
+    if (!run->out_dir[0])
+        return COHORT_OK;
+    strbuf b;
+    sb_init(&b);
+    json_model(&b, run, e);
+    sb_puts(&b, "\n");
+    if (b.failed) {
+        sb_free(&b);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory writing a record");
+    }
+    char path[2 * COHORT_PATH_MAX];
+    snprintf(path, sizeof path, "%s/records/%s.json", run->out_dir, e->spec->name);
+    cohort_status st = file_write_atomic(path, b.data, b.len, err);
+    sb_free(&b);
+    return st;
+}
+
+cohort_status run_tick_results(cohort_run *run, cohort_error *err)
+{
+    double now = now_seconds();
+    if (!run->out_dir[0] || now < run->next_results)
+        return COHORT_OK;
+    cohort_status st = run_write_results(run, err);
+    double took = now_seconds() - now;
+    run->next_results = now + (10.0 * took > RESULTS_EVERY ? 10.0 * took : RESULTS_EVERY);
+    return st;
+}
+
 cohort_status run_write_weights(cohort_run *run, const model_entry *e, const float *params,
                                 int best, char *rel, cohort_error *err)
 {

@@ -64,7 +64,8 @@ struct cohort_run {
     _Atomic int stop;      /* set by signal handlers and a full disk, read by every job */
     _Atomic int disk_full; /* a write failed for lack of space: stop, write no more */
     int lock_fd;           /* the output directory's lock, -1 = none */
-    double last_report;    /* when report.html was last written */
+    double next_report;    /* report.html is not written again before this time */
+    double next_results;   /* nor results.json by run_tick_results */
 };
 
 /* A model rebuilt from a weights file cohort wrote (run/saved.c). */
@@ -92,6 +93,17 @@ int run_restored_epoch(const model_entry *e);
 
 /* Write results.json (atomically) from the current state of every model. */
 cohort_status run_write_results(cohort_run *run, cohort_error *err);
+/*
+ * A sweep's cost must grow with its size, not its square: results.json
+ * holds every model, so it is written at most every RESULTS_EVERY seconds
+ * (or ten times as long as the last write took) while models train
+ * (run_tick_results) and at the end, and each model's
+ * final record is journaled on its own in records/NAME.json as it
+ * finishes (run_write_record), which --resume reads before results.json.
+ */
+#define RESULTS_EVERY 1.0
+cohort_status run_tick_results(cohort_run *run, cohort_error *err);
+cohort_status run_write_record(cohort_run *run, const model_entry *e, cohort_error *err);
 /* Write models/NAME[.best].safetensors from host parameters; rel (of
  * COHORT_PATH_MAX bytes) receives the path relative to the output directory. */
 cohort_status run_write_weights(cohort_run *run, const model_entry *e, const float *params,

@@ -413,10 +413,17 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
             st = run_lock(run, err);
         if (!st)
             st = run_claim_out_dir(run, err);
-        const char *subs[] = {"models", "history", "checkpoints"};
-        for (int i = 0; !st && i < 3; i++) {
+        const char *subs[] = {"models", "history", "checkpoints", "records"};
+        for (int i = 0; !st && i < 4; i++) {
             snprintf(sub, sizeof sub, "%s/%s", run->out_dir, subs[i]);
             st = dir_make(sub, err);
+        }
+        /* A run that does not resume starts its journal afresh: an old
+         * record would pass for a model of this run on a later --resume. */
+        for (int i = 0; !st && !run->opt.resume && i < run->n; i++) {
+            char rec[2 * COHORT_PATH_MAX];
+            snprintf(rec, sizeof rec, "%s/records/%s.json", run->out_dir, run->m[i].spec->name);
+            unlink(rec);
         }
         if (!st && run->opt.resume)
             st = run_resume(run, err);

@@ -99,11 +99,14 @@ static void emit(cohort_run *run, cohort_event *ev)
 static void refresh_report(cohort_run *run, int force)
 {
     double now = now_seconds();
-    if (!run->out_dir[0] || (!force && now - run->last_report < 1.0))
+    if (!run->out_dir[0] || (!force && now < run->next_report))
         return;
     cohort_error err;
     report_write(run->out_dir, &err);
-    run->last_report = now;
+    /* At most a tenth of the run goes to the report, however many models
+     * it draws: the next one waits ten times as long as this one took. */
+    double took = now_seconds() - now;
+    run->next_report = now + (10.0 * took > 1.0 ? 10.0 * took : 1.0);
 }
 
 /* Whether the disk is full (a write of this process failed for lack of
@@ -152,7 +155,7 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
         e->res.seconds = m->seconds;
         if (run->out_dir[0] && !disk_full(run)) {
             run_write_history(run, e, &err);
-            run_write_results(run, &err);
+            run_tick_results(run, &err);
             refresh_report(run, 0);
             disk_full(run);
         }
@@ -195,7 +198,8 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
         e->done = 1;
         if (run->out_dir[0] && !disk_full(run)) {
             run_write_history(run, e, &err);
-            run_write_results(run, &err);
+            run_write_record(run, e, &err);
+            run_tick_results(run, &err);
             disk_full(run);
         }
         event_init(&ev, COHORT_EVENT_MODEL_END, run, e);
@@ -1001,7 +1005,6 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
     if (run->stop) {
         /* Models the stop kept from starting, or from reporting, are
          * interrupted too: --resume trains them. */
-        int changed = 0;
         for (int i = 0; i < run->n; i++) {
             model_entry *e = &run->m[i];
             if (e->done || (e->res.state != MODEL_PENDING && e->res.state != MODEL_RUNNING))
@@ -1011,11 +1014,16 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
                          ? (run->disk_full ? "not started: the disk is full" : "not started")
                          : "stopped");
             e->res.state = MODEL_INTERRUPTED;
-            changed = 1;
         }
+    }
+    if (run->out_dir[0] && !run->disk_full) {
+        /* The final results.json: run_tick_results writes it only now and then. */
         cohort_error werr;
-        if (changed && run->out_dir[0] && !run->disk_full)
-            run_write_results(run, &werr);
+        if (run_write_results(run, &werr) && !st) {
+            pthread_mutex_unlock(&run->lock);
+            *err = werr;
+            return werr.status;
+        }
     }
     if (run->disk_full) {
         /* One last try, then say what on disk is out of date. */
