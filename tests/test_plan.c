@@ -312,7 +312,7 @@ static void test_optimizers(void)
     EXPECT_WITH("    optimizer: {name: adam, momentum: 0.9}\n",
                 "plan.yaml:5: 'momentum' does not apply to optimizer 'adam' of model 'm'");
     EXPECT_WITH("    optimizer: {name: adm}\n",
-                "plan.yaml:5: optimizer must be one of sgd, adam, adamw, got 'adm' (did you mean "
+                "plan.yaml:5: optimizer must be one of sgd, adam, adamw, rmsprop, adagrad, nadam, got 'adm' (did you mean "
                 "'adam'?)");
     EXPECT_WITH("    optimizer: {lr: -1}\n", "plan.yaml:5: lr must be a positive number, got '-1'");
     EXPECT_WITH("    optimizer: {lr: .nan}\n", "plan.yaml:5: lr must be a positive number");
