@@ -576,7 +576,7 @@ static cohort_status build_piecewise(const yctx *c, const ynode *m, lr_schedule 
         s->bounds[i] = ll;
     }
     for (size_t i = 0; i < v->n; i++)
-        if ((st = yget_num(c, v->vals[i], "a value of piecewise_constant", YR_POSITIVE, 1,
+        if ((st = yget_num(c, v->vals[i], "a value of piecewise_constant", YR_POSITIVE, 0,
                            &s->values[i])))
             return st;
     return COHORT_OK;
@@ -633,7 +633,7 @@ static cohort_status build_schedule(const yctx *c, const ynode *n, lr_schedule *
         s->warmup_steps = ll;
     }
     if ((v = ymap_get(m, "warmup_target")) && !ynode_is_null(v) &&
-        (st = yget_num(c, v, "warmup_target", YR_POSITIVE, 1, &s->warmup_target)))
+        (st = yget_num(c, v, "warmup_target", YR_POSITIVE, 0, &s->warmup_target)))
         return st;
     if (!isnan(s->warmup_target) && s->warmup_steps == 0)
         return ynode_fail(c, v, "cosine_decay's warmup_target needs warmup_steps > 0 (the "
@@ -846,7 +846,7 @@ static cohort_status build_plateau(const yctx *c, const ynode *n, const char *la
         (st = yget_num(c, v, "reduce_lr_on_plateau.min_delta", YR_NONNEG, 0, &p->min_delta)))
         return st;
     if ((v = ymap_get(n, "min_lr")) &&
-        (st = yget_num(c, v, "reduce_lr_on_plateau.min_lr", YR_NONNEG, 1, &p->min_lr)))
+        (st = yget_num(c, v, "reduce_lr_on_plateau.min_lr", YR_NONNEG, 0, &p->min_lr)))
         return st;
     if (opt->schedule.kind != SCHED_NONE)
         return ynode_fail(c, n, "%s has both optimizer.schedule and reduce_lr_on_plateau; a "
