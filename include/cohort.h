@@ -161,6 +161,7 @@ typedef struct cohort_event {
     int epoch, epochs;    /* 1-based epoch, total epochs */
     int64_t step, steps;  /* step within the epoch, steps per epoch */
     double loss, accuracy, val_loss, val_accuracy; /* NaN when unknown */
+    double mae, rmse, val_mae, val_rmse; /* EPOCH_END of a regression; else NaN */
     double seconds;       /* since the model started */
     const char *status;   /* MODEL_END: "ok", "failed", "diverged", "interrupted" */
     const char *error;    /* MODEL_END: the reason, or "" */
@@ -219,6 +220,9 @@ typedef struct cohort_model_result {
     double seconds;
     uint64_t params;
     uint64_t planned_bytes, peak_bytes;
+    /* Regression (real-valued targets): the errors in place of accuracy,
+     * which is NaN; NaN for classification. */
+    double best_val_mae, best_val_rmse, final_mae, final_rmse, test_mae, test_rmse;
 } cohort_model_result;
 
 cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model_result *out);

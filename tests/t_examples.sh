@@ -27,6 +27,36 @@ assert ms["large_model"]["config"]["optimizer"]["lr"] == 0.0005
 assert p["data"]["train_samples"] == 48000 and p["data"]["validation_samples"] == 12000
 PY
 
+# examples/regression.yaml and examples/binary.yaml on the data make_data.py writes.
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+    /usr/bin/python3 examples/make_data.py "$T/ex" > /dev/null && ok || bad "make_data.py"
+    for ex in regression binary; do
+        set_data=(--set "data.train=npy:$T/ex/friedman_train_x.npy,$T/ex/friedman_train_y.npy"
+                  --set "data.test=npy:$T/ex/friedman_test_x.npy,$T/ex/friedman_test_y.npy")
+        [ $ex = binary ] && set_data=(--set "data.train=npy:$T/ex/moons_train_x.npy,$T/ex/moons_train_y.npy"
+                                      --set "data.test=npy:$T/ex/moons_test_x.npy,$T/ex/moons_test_y.npy")
+        "$COHORT" train examples/$ex.yaml "${set_data[@]}" --set defaults.epochs=5 --out "$T/$ex" \
+            --quiet > "$T/$ex.log" 2>&1 && ok || bad "examples/$ex.yaml: $(cat "$T/$ex.log")"
+    done
+    /usr/bin/python3 - "$T/regression/results.json" "$T/binary/results.json" <<'PY' && ok || bad "regression and binary results"
+import json, sys
+reg = json.load(open(sys.argv[1]))["models"]
+binary = json.load(open(sys.argv[2]))["models"]
+for m in reg:
+    assert m["status"] == "ok" and m["task"] == "regression", m["name"]
+    assert "mae" in m["history"] and "accuracy" not in m["history"], m["history"].keys()
+    # y spans about 0..30 with unit noise: five epochs get well under predicting the mean (~4).
+    assert 0.5 < m["test"]["mae"] < 3.0 and m["test"]["rmse"] >= m["test"]["mae"], (m["name"], m["test"])
+for m in binary:
+    assert m["status"] == "ok" and m["task"] == "classification", m["name"]
+    assert m["test"]["accuracy"] > 0.85, (m["name"], m["test"])
+PY
+    "$COHORT" report "$T/regression" > /dev/null && grep -q "Mean absolute error" "$T/regression/report.html" &&
+        grep -q "test mae" "$T/regression/report.html" && ok || bad "report.html of a regression lacks its mae"
+else
+    echo "t_examples.sh: regression and binary examples skipped: /usr/bin/python3 has no numpy"
+fi
+
 # One epoch of the real thing, through the C API (skipped under sanitizers: too slow there).
 if [ -z "${COHORT_SANITIZED:-}" ]; then
     "$BUILD/train_many" examples/seed.yaml defaults.epochs=1 --out "$T/seed" > "$T/seed.log" 2>&1 && ok || bad "train_many seed: $(cat "$T/seed.log")"

@@ -17,7 +17,7 @@ models:
       - {dense: 8, activation: relu}
       - {dense: 3, activation: softmax}
 YAML
-msg="mse_softmax.yaml:7: model 'probs', layers.1 (dense): softmax is applied only with loss: sparse_categorical_crossentropy"
+msg="mse_softmax.yaml:7: model 'probs', layers.1 (dense): softmax is applied only with loss sparse_categorical_crossentropy or categorical_crossentropy"
 expect_status 2 "mse after softmax (plan)" -- "$COHORT" plan "$T/mse_softmax.yaml"
 expect_err "$msg" "mse after softmax (plan)"
 expect_status 2 "mse after softmax (train)" -- "$COHORT" train "$T/mse_softmax.yaml" --out "$T/o_train"
@@ -30,4 +30,34 @@ expect_status 0 "mse after linear" -- "$COHORT" train "$T/mse_softmax.yaml" --ou
     --set 'models=[{name: lin, layers: [{dense: 8, activation: relu}, {dense: 3}]}]'
 expect_status 0 "cross-entropy after softmax" -- "$COHORT" train "$T/mse_softmax.yaml" --out "$T/sce" \
     --quiet --set defaults.loss=sparse_categorical_crossentropy
+# Each loss refuses what it cannot take, naming what would fit (blobs: 3 classes).
+bad_loss() { # NAME MESSAGE SETTINGS...
+    local what=$1 want=$2
+    shift 2
+    expect_status 2 "$what" -- "$COHORT" plan "$T/mse_softmax.yaml" "$@"
+    expect_err "$want" "$what"
+}
+bad_loss "cce on labels" "categorical_crossentropy takes one-hot (or probability) rows as targets, but the data has class labels; use loss: sparse_categorical_crossentropy" \
+    --set defaults.loss=categorical_crossentropy
+bad_loss "bce on 3 classes" "binary_crossentropy takes labels 0 and 1 with one output unit" \
+    --set defaults.loss=binary_crossentropy \
+    --set 'models=[{name: b, layers: [{dense: 8, activation: relu}, {dense: 1, activation: sigmoid}]}]'
+bad_loss "bce after softmax" "loss binary_crossentropy needs the model's output to be a sigmoid, but the last layer is dense with activation softmax; make it {dense: 3, activation: sigmoid}" \
+    --set defaults.loss=binary_crossentropy
+bad_loss "from_logits after softmax" "loss sparse_categorical_crossentropy with from_logits: true takes logits, but the last layer is dense with activation softmax; make it {dense: 3, activation: linear}" \
+    --set 'defaults.loss={name: sparse_categorical_crossentropy, from_logits: true}'
+bad_loss "delta on mse" "'delta' applies to loss huber, not to loss mse" --set 'defaults.loss={name: mse, delta: 2}'
+bad_loss "smoothing on mae" "'label_smoothing' applies to the cross-entropy losses, not to loss mae" \
+    --set 'defaults.loss={name: mae, label_smoothing: 0.1}'
+bad_loss "class_weight count" "class_weight names classes 0..1, but the model has 3 classes; give a weight to each of 0..2" \
+    --set defaults.loss=sparse_categorical_crossentropy --set 'defaults.class_weight={0: 1, 1: 2}'
+bad_loss "class_weight gap" "must be at most 1" \
+    --set defaults.loss=sparse_categorical_crossentropy --set 'defaults.class_weight={0: 1, 5: 2}'
+bad_loss "unknown loss" "categorical_crossentropy" --set defaults.loss=categorical_crossentropi
+# from_logits on a linear layer trains, as does a weighted cross-entropy.
+expect_status 0 "from_logits after linear" -- "$COHORT" train "$T/mse_softmax.yaml" --out "$T/logits" \
+    --quiet --set 'defaults.loss={name: sparse_categorical_crossentropy, from_logits: true}' \
+    --set 'models=[{name: lin, layers: [{dense: 8, activation: relu}, {dense: 3}]}]'
+expect_status 0 "class_weight" -- "$COHORT" train "$T/mse_softmax.yaml" --out "$T/cw" --quiet \
+    --set defaults.loss=sparse_categorical_crossentropy --set 'defaults.class_weight={0: 1, 1: 2, 2: 0.5}'
 finish

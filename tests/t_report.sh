@@ -189,7 +189,7 @@ expect_status 0 "compare" -- "$COHORT" compare "$T/run" "$T/run2"
 "$PY" - "$T/out" "$T/run" "$T/run2" <<'PY' && ok || bad "compare table"
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
-assert lines[0].split() == ["dir", "model", "status", "params", "best_ep", "val_acc", "test_acc", "seconds"], lines[0]
+assert lines[0].split() == ["dir", "model", "status", "params", "best_ep", "val_loss", "val_acc", "test_acc", "seconds"], lines[0]
 rows = [l.split() for l in lines[1:]]
 assert len(rows) == 6, lines
 ms = {}
@@ -201,7 +201,7 @@ for r in rows:
     d, m = ms[r[1]]
     assert r[0] == d and r[2] == m["status"] and r[3] == str(m["params"]), (r, m["name"])
     t = m["test"]["accuracy"] if m["test"] else None
-    assert r[6] == ("%.4f" % t if t is not None else "-"), (r, t)
+    assert r[7] == ("%.4f" % t if t is not None else "-"), (r, t)
     acc.append(t if t is not None else -1)
 assert acc == sorted(acc, reverse=True), acc
 assert acc[-2:] == [-1, -1] and {r[1] for r in rows[-2:]} == {"wild_model", "b_wild_model"}, rows
@@ -211,7 +211,7 @@ expect_status 0 "compare --json --by val" -- "$COHORT" compare --json --by val "
 import json, sys
 rows = json.load(open(sys.argv[1]))["models"]
 assert len(rows) == 6, rows
-keys = {"dir", "model", "status", "params", "best_epoch", "val_accuracy", "test_accuracy", "seconds"}
+keys = {"dir", "model", "status", "params", "best_epoch", "val_loss", "val_accuracy", "test_accuracy", "val_mae", "test_mae", "seconds"}
 assert all(set(r) == keys for r in rows), rows[0]
 v = [r["val_accuracy"] if r["val_accuracy"] is not None else -1 for r in rows]
 assert v == sorted(v, reverse=True), v

@@ -289,69 +289,79 @@ static void test_dropout(int count)
     buf_free(&d);
 }
 
-/* Both losses: out (Z or Y), its gradient, and the stats doubles. */
-static void test_loss(int mse, int cols, int count, int with_grad)
+/* One loss: the outputs (made the model's output in place), the gradient
+ * and the stats doubles, CPU against GPU; targets as labels (rows 0) or
+ * target rows, with or without class weights. */
+static void test_loss(loss_kind kind, metric_kind metric, act_kind out_act, int rows_t, int cw,
+                      int cols, int count, int with_grad)
 {
     const int rows = 37, B = 40;
-    size_t sZ = (size_t)B * cols + 3, sd = (size_t)B * cols + 1;
+    size_t sZ = (size_t)B * cols + 3, sd = (size_t)B * cols + 1, st = (size_t)B * cols;
     buf Z = buf_make(sZ * (size_t)count, -4, 4), dZ = buf_make(sd * (size_t)count, 9, 10);
+    buf T = buf_make(st * (size_t)count, 0, 1);
     int32_t *y = malloc((size_t)count * B * sizeof *y);
+    int classes = cols > 1 ? cols : 2;
     for (int k = 0; k < count; k++)
         for (int r = 0; r < B; r++) {
-            int label = (int)(rng_next(&rng) % (uint64_t)(cols > 1 ? cols : 3));
+            int label = (int)(rng_next(&rng) % (uint64_t)classes);
             y[k * B + r] = label;
             float *z = Z.h + (size_t)k * sZ + (size_t)r * (size_t)cols;
-            if (cols > 1 && r % 5 == 0 && cols > 7) {
-                /* A tie for the maximum: the first index wins on both. */
-                z[3] = z[7] = 6.0f;
-            } else if (cols == 1) {
-                /* Near integers, some exactly halfway: rounding half to even. */
-                z[0] = (float)label + (r % 4 == 0 ? 0.5f : urand(-0.6f, 0.6f));
-            }
+            float *t = T.h + (size_t)k * st + (size_t)r * (size_t)cols;
+            if (kind == LOSS_BCE && r % 3 == 0)
+                for (int j = 0; j < cols; j++)
+                    t[j] = t[j] > 0.5f ? 1.0f : 0.0f; /* some exact 0/1 targets */
+            if (cols > 1 && r % 5 == 0 && cols > 7)
+                z[3] = z[7] = 6.0f; /* a tie for the maximum: the first index wins on both */
         }
     gpu->copy_h2d(gc, Z.d, Z.h, Z.n * sizeof(float));
+    gpu->copy_h2d(gc, T.d, T.h, T.n * sizeof(float));
     int32_t *yd = dev_alloc((size_t)count * B * sizeof *yd);
     gpu->copy_h2d(gc, yd, y, (size_t)count * B * sizeof *y);
+    float wts[3 * 70], *wd = NULL;
+    for (int i = 0; i < count * classes; i++)
+        wts[i] = 0.25f + (float)(i % 5);
+    if (cw) {
+        wd = dev_alloc(sizeof wts);
+        gpu->copy_h2d(gc, wd, wts, sizeof wts);
+    }
     double sh[12], sg[12];
     for (int i = 0; i < 12; i++)
         sh[i] = 0.5 * i + 1.0; /* stats add to what is there */
     double *sdev = dev_alloc(sizeof sh);
     gpu->copy_h2d(gc, sdev, sh, sizeof sh);
-    float scale = 1.0f / (float)rows;
-    if (mse) {
-        cpu->mse(cc, Z.h, sZ, y, B, with_grad ? dZ.h : NULL, sd, sh, rows, cols, scale, count);
-        gpu->mse(gc, Z.d, sZ, yd, B, with_grad ? dZ.d : NULL, sd, sdev, rows, cols, scale, count);
-    } else {
-        cpu->softmax_xent(cc, Z.h, sZ, y, B, with_grad ? dZ.h : NULL, sd, sh, rows, cols, scale,
-                          count);
-        gpu->softmax_xent(gc, Z.d, sZ, yd, B, with_grad ? dZ.d : NULL, sd, sdev, rows, cols, scale,
-                          count);
-    }
+    float scale = 1.0f / (float)rows, smooth[3] = {0.0f, 0.1f, 0.2f}, delta[3] = {1.0f, 0.5f, 2.0f};
+    loss_step oc = {kind, out_act, metric, smooth, delta, cw ? wts : NULL, cw ? classes : 0};
+    loss_step og = oc;
+    og.class_weight = wd;
+    cpu->loss(cc, &oc, Z.h, sZ, rows_t ? NULL : y, B, rows_t ? T.h : NULL, st,
+              with_grad ? dZ.h : NULL, sd, sh, rows, cols, scale, count);
+    gpu->loss(gc, &og, Z.d, sZ, rows_t ? NULL : yd, B, rows_t ? T.d : NULL, st,
+              with_grad ? dZ.d : NULL, sd, sdev, rows, cols, scale, count);
     gpu->copy_d2h(gc, sg, sdev, sizeof sg);
-    char what[96];
-    snprintf(what, sizeof what, "%s cols %d count %d%s", mse ? "mse" : "softmax_xent", cols, count,
-             with_grad ? "" : " (no gradient)");
+    char what[128];
+    snprintf(what, sizeof what, "loss %s cols %d count %d%s%s%s", loss_name(kind), cols, count,
+             rows_t ? " rows" : " labels", cw ? " weighted" : "", with_grad ? "" : " (no gradient)");
     check_close(what, &Z, 1e-5);
     if (with_grad)
         check_close(what, &dZ, 1e-5);
     else
         check_same(what, &dZ);
-    for (int k = 0; k < count; k++) {
-        double l = sh[4 * k], m = sh[4 * k + 2];
-        CHECK_MSG(fabs(sg[4 * k] - l) <= 1e-5 * fmax(1.0, fabs(l)), "%s: model %d loss sum %.9g vs %.9g",
-                  what, k, sg[4 * k], l);
-        CHECK_MSG(sg[4 * k + 1] == sh[4 * k + 1], "%s: model %d correct %g vs %g", what, k,
-                  sg[4 * k + 1], sh[4 * k + 1]);
-        CHECK_MSG(fabs(sg[4 * k + 2] - m) <= 1e-5 * fmax(1.0, fabs(m)), "%s: model %d mean loss %.9g vs %.9g",
-                  what, k, sg[4 * k + 2], m);
-        CHECK_MSG(sg[4 * k + 3] == sh[4 * k + 3], "%s: model %d stats[3] was touched", what, k);
-    }
+    for (int k = 0; k < count; k++)
+        for (int i = 0; i < 4; i++) {
+            double c = sh[4 * k + i], gv = sg[4 * k + i];
+            double tol = i == 1 && metric == METRIC_ARGMAX ? 0.0 : 1e-5 * fmax(1.0, fabs(c));
+            CHECK_MSG(fabs(gv - c) <= tol, "%s: model %d stats[%d] %.9g vs %.9g", what, k, i, gv,
+                      c);
+        }
     check_no_error(what);
     gpu->mem_free(0, sdev);
     gpu->mem_free(0, yd);
+    if (wd)
+        gpu->mem_free(0, wd);
     free(y);
     buf_free(&Z);
     buf_free(&dZ);
+    buf_free(&T);
 }
 
 static void test_optimizers(int count)
@@ -478,10 +488,15 @@ static void test_ops(void)
         test_bias_grad(c);
         test_dropout(c);
         for (int grad = 0; grad < 2; grad++) {
-            test_loss(0, 10, c, grad);
-            test_loss(0, 70, c, grad);
-            test_loss(1, 10, c, grad);
-            test_loss(1, 1, c, grad);
+            test_loss(LOSS_SCE, METRIC_ARGMAX, ACT_SOFTMAX, 0, 0, 10, c, grad);
+            test_loss(LOSS_SCE, METRIC_ARGMAX, ACT_SOFTMAX, 0, 1, 70, c, grad);
+            test_loss(LOSS_CCE, METRIC_ARGMAX, ACT_LINEAR, 1, 1, 10, c, grad);
+            test_loss(LOSS_BCE, METRIC_BINARY, ACT_SIGMOID, 1, 0, 3, c, grad);
+            test_loss(LOSS_BCE, METRIC_BINARY, ACT_SIGMOID, 0, 1, 1, c, grad);
+            test_loss(LOSS_MSE, METRIC_ARGMAX, ACT_LINEAR, 0, 0, 10, c, grad);
+            test_loss(LOSS_MSE, METRIC_ERRORS, ACT_LINEAR, 1, 0, 1, c, grad);
+            test_loss(LOSS_MAE, METRIC_ERRORS, ACT_LINEAR, 1, 0, 4, c, grad);
+            test_loss(LOSS_HUBER, METRIC_ERRORS, ACT_LINEAR, 1, 0, 40, c, grad);
         }
         test_optimizers(c);
         test_clip_reg(c);

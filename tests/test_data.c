@@ -690,10 +690,13 @@ static void test_npy(void)
                  "{'descr': '<u8', 'fortran_order': False, 'shape': (2,), }", ybig, 16,
                  COHORT_ERR_INPUT, &err);
         CHECK_CONTAINS(err.message, "y.npy: label 1 is 9.22337");
-        npy_pair("{'descr': '|i1', 'fortran_order': False, 'shape': (2, 2), }", xi, 4,
-                 "{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", xb, 2,
-                 COHORT_ERR_INPUT, &err);
-        CHECK_CONTAINS(err.message, "dtype '|b1' is not supported for y");
+        /* Booleans are targets (0/1 for binary_crossentropy), and class labels too. */
+        cohort_dataset *bd = npy_pair("{'descr': '|i1', 'fortran_order': False, 'shape': (2, 2), }",
+                                      xi, 4, "{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }",
+                                      xb, 2, COHORT_OK, &err);
+        CHECK(bd && bd->t && bd->t_dim == 1 && bd->t[0] == (float)(xb[0] != 0) &&
+              bd->t[1] == (float)(xb[1] != 0) && bd->n_classes >= 1);
+        data_free(bd);
     }
 
     const char *xf = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }";
@@ -759,9 +762,16 @@ static void test_npy(void)
     npy_pair("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", XF, 4, y3, YI8,
              sizeof YI8, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "x is a scalar");
-    npy_pair(xf, XF, sizeof XF, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }",
-             XF, 24, COHORT_ERR_INPUT, &err);
-    CHECK_CONTAINS(err.message, "y has shape (3, 2); expected (n,) or (n, 1)");
+    {
+        /* Rows of several values are target rows [n, d]: not classes. */
+        cohort_dataset *td = npy_pair(xf, XF, sizeof XF,
+                                      "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }",
+                                      XF, 24, COHORT_OK, &err);
+        CHECK(td && td->t && td->t_dim == 2 && td->n_classes == 0 && td->has_labels);
+        for (int i = 0; td && i < 6; i++)
+            CHECK(td->t[i] == XF[i]);
+        data_free(td);
+    }
     npy_pair(xf, XF, sizeof XF, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }",
              YI8, 16, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "x has 3 rows, y has 2");
@@ -770,10 +780,17 @@ static void test_npy(void)
         npy_pair(xf, XF, sizeof XF, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }",
                  yn, 12, COHORT_ERR_INPUT, &err);
         CHECK_CONTAINS(err.message, "y.npy: label 1 is -1; labels must be integers in [0, 2147483646]");
-        float yf[3] = {0, 1.5f, 2};
-        npy_pair(xf, XF, sizeof XF, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
-                 yf, 12, COHORT_ERR_INPUT, &err);
-        CHECK_CONTAINS(err.message, "label 1 is 1.5");
+        /* Floats are real-valued targets; classes only where all are class numbers. */
+        float yf[3] = {0, 1.5f, 2}, yk[3] = {2, 0, 1};
+        cohort_dataset *fd = npy_pair(xf, XF, sizeof XF,
+                                      "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                                      yf, 12, COHORT_OK, &err);
+        CHECK(fd && fd->t && fd->t_dim == 1 && fd->t[1] == 1.5f && fd->n_classes == 0);
+        data_free(fd);
+        fd = npy_pair(xf, XF, sizeof XF, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                      yk, 12, COHORT_OK, &err);
+        CHECK(fd && fd->t && fd->n_classes == 3 && fd->y[0] == 2 && fd->y[2] == 1);
+        data_free(fd);
         int64_t yb[3] = {0, (int64_t)1 << 40, 2};
         npy_pair(xf, XF, sizeof XF, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }",
                  yb, 24, COHORT_ERR_INPUT, &err);

@@ -236,11 +236,13 @@ static void big_batch_check(void)
     CHECK_MSG(st == COHORT_OK, "batch of 2048: %s", err.message);
     if (!st) {
         float *grad = malloc(group_layout(g)->n_params * sizeof *grad);
-        double loss = NAN, eloss = NAN, eacc = NAN;
+        double loss = NAN, eloss;
+        eval_metrics em;
         CHECK(grad != NULL);
         if (grad)
             group_loss_grad(g, &v, 0, 0, &loss, grad);
-        group_evaluate(g, &v, &eloss, &eacc, NULL);
+        group_evaluate(g, &v, &em, NULL);
+        eloss = em.loss;
         CHECK_MSG(isfinite(loss) && fabs(loss - eloss) <= 1e-5 * fabs(eloss),
                   "batch of %d rows: group_loss_grad's loss %.8g, group_evaluate's %.8g", N, loss,
                   eloss);

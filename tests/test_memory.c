@@ -301,8 +301,8 @@ static void cnn_fit_within_plan(void)
                 CHECK_MSG(res[k].state == MODEL_OK && res[k].epochs_run == 2,
                           "%s: model %d: %s after %d epochs (%s)", c.what, k,
                           model_state_str(res[k].state), res[k].epochs_run, res[k].error);
-            double loss[3], acc[3];
-            group_evaluate(g, &val, loss, acc, NULL);
+            eval_metrics em[3];
+            group_evaluate(g, &val, em, NULL);
             CHECK_MSG(group_peak_bytes(g) == planned,
                       "%s: planned %zu bytes, the group's account peaked at %llu while training",
                       c.what, planned, (unsigned long long)group_peak_bytes(g));

@@ -108,16 +108,16 @@ static void evaluate_oom(void)
     CHECK_MSG(st == COHORT_OK, "%s", err.message);
     if (st)
         return;
-    double loss = 0.0, acc = 0.0;
+    eval_metrics m = {0.0, 0.0, 0.0, 0.0};
     countdown = 0;
-    st = group_evaluate(g, &v, &loss, &acc, NULL);
+    st = group_evaluate(g, &v, &m, NULL);
     countdown = -1;
-    CHECK_MSG(st == COHORT_ERR_NOMEM && isnan(loss) && isnan(acc),
+    CHECK_MSG(st == COHORT_ERR_NOMEM && isnan(m.loss) && isnan(m.accuracy),
               "group_evaluate out of memory: status %s, loss %g, accuracy %g",
-              cohort_status_str(st), loss, acc);
-    st = group_evaluate(g, &v, &loss, &acc, NULL);
-    CHECK_MSG(st == COHORT_OK && isfinite(loss) && loss > 0.0, "group_evaluate: status %s, loss %g",
-              cohort_status_str(st), loss);
+              cohort_status_str(st), m.loss, m.accuracy);
+    st = group_evaluate(g, &v, &m, NULL);
+    CHECK_MSG(st == COHORT_OK && isfinite(m.loss) && m.loss > 0.0,
+              "group_evaluate: status %s, loss %g", cohort_status_str(st), m.loss);
     group_free(g);
 }
 

@@ -63,12 +63,85 @@ int main(void)
     float z[3] = {1.0f, 2.0f, 3.0f}, dz[3];
     int32_t y = 2;
     double stats[4] = {0};
-    kern_softmax_xent(z, &y, dz, stats, 1, 3, 1.0f);
+    loss_params sce = {LOSS_SCE, ACT_SOFTMAX, METRIC_ARGMAX, 0.0f, 1.0f, NULL, 0};
+    kern_loss(&sce, z, &y, NULL, dz, stats, 1, 3, 1.0f);
     CHECK_NEAR(z[0], 0.0900306, 1e-6);
     CHECK_NEAR(z[2], 0.6652410, 1e-6);
     CHECK_NEAR(stats[0], 0.4076059, 1e-6);
     CHECK_NEAR(stats[1], 1.0, 0);
     CHECK_NEAR(dz[2], 0.6652410 - 1.0, 1e-6);
     CHECK_NEAR(dz[1], 0.2447285, 1e-6);
+
+    /* Label smoothing 0.1 over 3 classes: targets (1/30, 1/30, 0.9 + 1/30);
+     * loss = sum t_j (lse - z_j), dz = p - t. The same with one-hot rows
+     * (categorical_crossentropy) and from_logits (z stays the logits). */
+    double lse = log(exp(1.0) + exp(2.0) + exp(3.0)), tt[3] = {0.1 / 3, 0.1 / 3, 0.9 + 0.1 / 3};
+    double want = 0.0;
+    for (int j = 0; j < 3; j++)
+        want += tt[j] * (lse - (j + 1));
+    float onehot[3] = {0.0f, 0.0f, 1.0f};
+    for (int rows_t = 0; rows_t < 2; rows_t++) {
+        float zz[3] = {1.0f, 2.0f, 3.0f};
+        double st[4] = {0};
+        loss_params p = {rows_t ? LOSS_CCE : LOSS_SCE, rows_t ? ACT_LINEAR : ACT_SOFTMAX,
+                         METRIC_ARGMAX, 0.1f, 1.0f, NULL, 0};
+        kern_loss(&p, zz, &y, rows_t ? onehot : NULL, dz, st, 1, 3, 1.0f);
+        CHECK_NEAR(st[0], want, 1e-6);
+        CHECK_NEAR(st[1], 1.0, 0);
+        CHECK_NEAR(dz[0], exp(1.0 - lse) - tt[0], 1e-6);
+        CHECK_NEAR(dz[2], exp(3.0 - lse) - tt[2], 1e-6);
+        CHECK_NEAR(zz[0], rows_t ? 1.0 : exp(1.0 - lse), 1e-6);
+    }
+
+    /* Binary cross-entropy of logits (0.5, -1, 2) against (1, 0, 0), the mean
+     * over the outputs; 2 of 3 right at p > 0.5; dz = (sigmoid - t) / 3. */
+    {
+        float zz[3] = {0.5f, -1.0f, 2.0f}, t[3] = {1.0f, 0.0f, 0.0f};
+        double st[4] = {0}, l = 0.0;
+        for (int j = 0; j < 3; j++) {
+            double p = 1.0 / (1.0 + exp(-(double)zz[j]));
+            l -= t[j] ? log(p) : log(1.0 - p);
+        }
+        loss_params p = {LOSS_BCE, ACT_SIGMOID, METRIC_BINARY, 0.0f, 1.0f, NULL, 0};
+        kern_loss(&p, zz, NULL, t, dz, st, 1, 3, 0.5f);
+        CHECK_NEAR(st[0], l / 3, 1e-6);
+        CHECK_NEAR(st[1], 2.0 / 3, 1e-12);
+        CHECK_NEAR(zz[2], 1.0 / (1.0 + exp(-2.0)), 1e-6);
+        CHECK_NEAR(dz[0], (1.0 / (1.0 + exp(-0.5)) - 1.0) * 0.5 / 3, 1e-7);
+    }
+
+    /* Huber (delta 1) of errors (0.5, -2): (0.125 + 1.5) / 2; dz = (0.5, -1) / 2;
+     * mae |e| mean 1.25, dz = sign / 2; mse 2.125, dz = e; errors in stats. */
+    {
+        float t[2] = {1.0f, 1.0f};
+        loss_kind kinds[3] = {LOSS_HUBER, LOSS_MAE, LOSS_MSE};
+        double wl[3] = {0.8125, 1.25, 2.125}, wd0[3] = {0.25, 0.5, 0.5}, wd1[3] = {-0.5, -0.5, -2.0};
+        for (int i = 0; i < 3; i++) {
+            float zz[2] = {1.5f, -1.0f};
+            double st[4] = {0};
+            loss_params p = {kinds[i], ACT_LINEAR, METRIC_ERRORS, 0.0f, 1.0f, NULL, 0};
+            kern_loss(&p, zz, NULL, t, dz, st, 1, 2, 1.0f);
+            CHECK_NEAR(st[0], wl[i], 1e-7);
+            CHECK_NEAR(st[1], 1.25, 1e-7);
+            CHECK_NEAR(st[3], 2.125, 1e-7);
+            CHECK_NEAR(dz[0], wd0[i], 1e-7);
+            CHECK_NEAR(dz[1], wd1[i], 1e-7);
+        }
+    }
+
+    /* Class weights scale each row's loss and gradient (Keras: the weighted
+     * sum over the batch size): rows of classes 0 and 1, weights 2 and 0.5. */
+    {
+        float zz[4] = {0.0f, 1.0f, 2.0f, -1.0f}, cwt[2] = {2.0f, 0.5f};
+        int32_t yy[2] = {0, 1};
+        double st[4] = {0}, l0 = log(1.0 + exp(1.0)), l1 = 3.0 + log(1.0 + exp(-3.0));
+        loss_params p = {LOSS_SCE, ACT_SOFTMAX, METRIC_ARGMAX, 0.0f, 1.0f, cwt, 2};
+        float d4[4];
+        kern_loss(&p, zz, yy, NULL, d4, st, 2, 2, 0.5f);
+        CHECK_NEAR(st[0], 2.0 * l0 + 0.5 * l1, 1e-6);
+        CHECK_NEAR(st[2], (2.0 * l0 + 0.5 * l1) / 2, 1e-6);
+        CHECK_NEAR(st[1], 0.0, 0); /* row 0 predicts 1, row 1 predicts 0 */
+        CHECK_NEAR(d4[0], 2.0 * 0.5 * (1.0 / (1.0 + exp(1.0)) - 1.0), 1e-6);
+    }
     return check_done("test_optim");
 }

@@ -410,7 +410,7 @@ static void test_fit_settings(void)
     EXPECT_WITH("    seed: 18446744073709551616\n", "plan.yaml:5: seed must be at most");
     EXPECT_WITH("    shuffle: maybe\n", "plan.yaml:5: shuffle must be true or false, got 'maybe'");
     EXPECT_WITH("    loss: crossentropy\n", "plan.yaml:5: loss must be one of");
-    EXPECT_WITH("    metrics: [accuracy, auc]\n", "plan.yaml:5: metrics of model 'm' must be [accuracy]");
+    EXPECT_WITH("    metrics: [accuracy, auc]\n", "plan.yaml:5: metrics of model 'm' must be a list of accuracy, mae, rmse");
     EXPECT_WITH("    device: tpu:0\n", "plan.yaml:5: device of model 'm' must be like cpu:0");
     EXPECT_WITH("    init_from: {}\n", "plan.yaml:5: init_from must be text, got a map");
 }

@@ -271,18 +271,11 @@ static void lazy_copy(backend_ctx *c, float *dst, const float *src, size_t s, si
     REAL()->copy(c, dst, src, s, n, count);
 }
 
-static void lazy_softmax_xent(backend_ctx *c, float *Z, size_t sZ, const int32_t *y, size_t sy,
-                              float *dZ, size_t sdZ, double *stats, int rows, int cols,
-                              float grad_scale, int count)
+static void lazy_loss(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
+                      size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
+                      int rows, int cols, float grad_scale, int count)
 {
-    REAL()->softmax_xent(c, Z, sZ, y, sy, dZ, sdZ, stats, rows, cols, grad_scale, count);
-}
-
-static void lazy_mse(backend_ctx *c, const float *Y, size_t sY, const int32_t *y, size_t sy,
-                     float *dY, size_t sdY, double *stats, int rows, int cols, float grad_scale,
-                     int count)
-{
-    REAL()->mse(c, Y, sY, y, sy, dY, sdY, stats, rows, cols, grad_scale, count);
+    REAL()->loss(c, o, Z, sZ, y, sy, t, st, dZ, sdZ, stats, rows, cols, grad_scale, count);
 }
 
 static void lazy_sgd(backend_ctx *c, float *w, const float *g, float *v, size_t s, size_t n,
@@ -317,8 +310,7 @@ static const backend_ops lazy_ops = {
     .dropout_fwd = lazy_dropout_fwd,
     .mul = lazy_mul,
     .copy = lazy_copy,
-    .softmax_xent = lazy_softmax_xent,
-    .mse = lazy_mse,
+    .loss = lazy_loss,
     .sgd = lazy_sgd,
     .adam = lazy_adam,
 };

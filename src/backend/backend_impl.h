@@ -47,6 +47,18 @@ typedef struct window_geom {
     int oh, ow;
 } window_geom;
 
+/* The loss settings of one pass: the group's kind, output activation and
+ * metric; per-model values in host arrays [count]. */
+typedef struct loss_step {
+    loss_kind kind;
+    act_kind out_act;           /* applied to the outputs first: softmax, sigmoid or none */
+    metric_kind metric;
+    const float *smoothing;     /* label_smoothing */
+    const float *delta;         /* huber */
+    const float *class_weight;  /* dev [count, n_cw] (stride n_cw), or NULL: weight 1 */
+    int n_cw;
+} loss_step;
+
 /* Per-model batch-normalization settings of one pass, host memory, [count]. */
 typedef struct bn_step {
     const float *momentum, *epsilon;
@@ -111,18 +123,25 @@ typedef struct backend_ops {
     void (*mul)(backend_ctx *ctx, float *d, size_t sd, const float *mask, size_t sm, size_t n,
                 int count);
     void (*copy)(backend_ctx *ctx, float *dst, const float *src, size_t s, size_t n, int count);
-    /* Softmax of logits Z (in place: Z becomes probabilities), cross-entropy
-     * against labels y, dZ = (p - onehot(y)) * grad_scale when dZ != NULL.
-     * stats[k*4 + 0] += sum of losses, stats[k*4 + 1] += correct predictions,
-     * stats[k*4 + 2] = this batch's mean loss (stats are doubles, dev). */
-    void (*softmax_xent)(backend_ctx *ctx, float *Z, size_t sZ, const int32_t *y, size_t sy,
-                         float *dZ, size_t sdZ, double *stats, int rows, int cols,
-                         float grad_scale, int count);
-    /* Mean squared error of outputs Y against targets: onehot(y) when cols > 1,
-     * else y itself; dY = 2 (Y - t) * grad_scale / cols when dY != NULL; stats
-     * as softmax_xent (accuracy: argmax, or rounding when cols == 1). */
-    void (*mse)(backend_ctx *ctx, const float *Y, size_t sY, const int32_t *y, size_t sy, float *dY,
-                size_t sdY, double *stats, int rows, int cols, float grad_scale, int count);
+    /*
+     * The loss of outputs Z (rows x cols per model, stride sZ) against labels
+     * y (t NULL: one-hot when cols > 1, else the label as a number) or target
+     * rows t [rows, cols] (stride st). Z holds the last layer's values before
+     * o->out_act, which is applied in place (Z becomes the model's output).
+     * The cross-entropies work from those logits: softmax (SCE, CCE) and
+     * sigmoid (BCE) with targets t(1 - s) + s/C (BCE: s/2); mse, mae and
+     * huber take the mean over a row's outputs. Each row's term is scaled by
+     * the weight of its class (labels: y; rows: the argmax, or one output
+     * rounded). dZ (NULL: none) = the gradient with respect to Z times
+     * grad_scale. Doubles in stats (dev), per model k at k*4: [0] += the sum
+     * of the rows' weighted losses, [1] += the correct predictions (argmax,
+     * or binary: the fraction of outputs right at 0.5) or for METRIC_ERRORS
+     * the rows' mean |e|, [2] = this batch's mean loss, [3] += the rows'
+     * mean e^2.
+     */
+    void (*loss)(backend_ctx *ctx, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
+                 size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
+                 int rows, int cols, float grad_scale, int count);
     /* Optimizer updates over n parameters per model, strides s (floats). */
     void (*sgd)(backend_ctx *ctx, float *w, const float *g, float *v, size_t s, size_t n,
                 const optim_step *o, int count);

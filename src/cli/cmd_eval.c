@@ -165,7 +165,11 @@ static int load_model(const char *cmd, const char *weights, const char *data,
     /* The image shape the model was trained on shapes flat data (a CSV of
      * pixels) as the plan's data.input_shape did. */
     char *shape = st_meta_get(&f, "input_shape"), *inputs = st_meta_get(&f, "inputs");
-    char *names = st_meta_get(&f, "class_names");
+    char *names = st_meta_get(&f, "class_names"), *classes = st_meta_get(&f, "classes");
+    /* Trained on class labels: a model of several outputs scores classes
+     * (mse on one-hot labels) rather than errors. */
+    int on_classes = classes && strtol(classes, NULL, 10) > 0;
+    free(classes);
     int names_bad = names_parse(names, &l->names, &l->n_names);
     free(names);
     int h, w, c, image = shape && sscanf(shape, "(%d, %d, %d)", &h, &w, &c) == 3;
@@ -244,7 +248,11 @@ static int load_model(const char *cmd, const char *weights, const char *data,
         return cli_usage_error(cmd, "no cpu:0 device");
     }
     const model_spec *csp = sp;
-    if ((st = group_create(&csp, 1, l->all.shape, 0, dev, 0, &l->g, &err))) {
+    model_layout alone;
+    int n_classes = 0;
+    if (on_classes && model_layout_make(sp, l->all.shape, 0, 1, &alone, NULL) == COHORT_OK)
+        n_classes = alone.n_out;
+    if ((st = group_create(&csp, 1, l->all.shape, n_classes, dev, 0, &l->g, &err))) {
         loaded_free(l);
         return cli_usage_error(cmd, "%s", err.message);
     }
@@ -273,7 +281,8 @@ int cmd_eval(int argc, char **argv)
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             puts("usage: cohort eval WEIGHTS --data SPEC [--json]\n\n"
-                 "Loss and accuracy of the model saved in WEIGHTS (a .safetensors file that\n"
+                 "Loss and accuracy (regression: mae and rmse) of the model saved in WEIGHTS\n"
+                 "(a .safetensors file that\n"
                  "cohort wrote) on the dataset SPEC, e.g. fashion-mnist:test or csv:file.csv.\n"
                  "The model is rebuilt from what WEIGHTS stores (layers, input shape); its\n"
                  "classes are its last layer's units, so the data may hold fewer of them.\n"
@@ -297,18 +306,78 @@ int cmd_eval(int argc, char **argv)
     int rc = load_model("eval", weights, data, 0, &l);
     if (rc)
         return rc;
-    double loss, acc;
+    eval_metrics m;
     data_view all = l.all;
-    group_evaluate(l.g, &all, &loss, &acc, NULL);
-    if (json)
+    if (group_evaluate(l.g, &all, &m, NULL) != COHORT_OK) {
+        loaded_free(&l);
+        fprintf(stderr, "cohort eval: out of host memory evaluating %s on %s\n", weights, data);
+        return 1;
+    }
+    int reg = group_layout(l.g)->metric == METRIC_ERRORS;
+    if (json && reg)
+        printf("{\"weights\": \"%s\", \"data\": \"%s\", \"samples\": %lld, \"loss\": %.6f, "
+               "\"mae\": %.6f, \"rmse\": %.6f}\n",
+               weights, data, (long long)all.n, m.loss, m.mae, m.rmse);
+    else if (json)
         printf("{\"weights\": \"%s\", \"data\": \"%s\", \"samples\": %lld, \"loss\": %.6f, "
                "\"accuracy\": %.6f}\n",
-               weights, data, (long long)all.n, loss, acc);
+               weights, data, (long long)all.n, m.loss, m.accuracy);
+    else if (reg)
+        printf("%s on %s (%lld samples): loss %.4f mae %.4f rmse %.4f\n", weights, data,
+               (long long)all.n, m.loss, m.mae, m.rmse);
     else
         printf("%s on %s (%lld samples): loss %.4f accuracy %.4f\n", weights, data,
-               (long long)all.n, loss, acc);
+               (long long)all.n, m.loss, m.accuracy);
     loaded_free(&l);
     return 0;
+}
+
+/* Regression: index, the predicted values y0.., the targets t0.. */
+static void put_values(strbuf *b, const data_view *all, int labeled, const float *p, int n_out)
+{
+    sb_puts(b, "index");
+    for (int j = 0; j < n_out; j++)
+        sb_printf(b, ",y%d", j);
+    for (int j = 0; labeled && j < n_out; j++)
+        sb_printf(b, ",t%d", j);
+    sb_puts(b, "\n");
+    for (int64_t i = 0; i < all->n; i++) {
+        sb_printf(b, "%lld", (long long)i);
+        for (int j = 0; j < n_out; j++)
+            sb_printf(b, ",%.9g", (double)p[i * n_out + j]);
+        for (int j = 0; labeled && j < n_out; j++) {
+            double t = all->t && all->t_dim == n_out ? (double)all->t[i * n_out + j] : (double)all->y[i];
+            sb_printf(b, ",%.9g", t);
+        }
+        sb_puts(b, "\n");
+    }
+}
+
+/* Classification: index, the class, the label, the output of each unit. */
+static void put_classes(strbuf *b, const loaded *l, const data_view *all, const float *p,
+                        int n_out)
+{
+    sb_puts(b, "index,prediction,label");
+    for (int j = 0; j < n_out; j++)
+        sb_printf(b, ",p%d", j);
+    sb_puts(b, "\n");
+    for (int64_t i = 0; i < all->n; i++) {
+        const float *row = p + i * n_out;
+        int cls = output_class(row, n_out);
+        sb_printf(b, "%lld,", (long long)i);
+        if (l->names && cls >= 0 && cls < l->n_names)
+            put_csv_field(b, l->names[cls]);
+        else
+            sb_printf(b, "%d", cls);
+        sb_puts(b, ",");
+        if (l->ds->has_labels && l->names && all->y[i] < l->n_names)
+            put_csv_field(b, l->names[all->y[i]]);
+        else if (l->ds->has_labels && l->ds->n_classes)
+            sb_printf(b, "%d", all->y[i]);
+        for (int j = 0; j < n_out; j++)
+            sb_printf(b, ",%.6g", (double)row[j]);
+        sb_puts(b, "\n");
+    }
 }
 
 int cmd_predict(int argc, char **argv)
@@ -319,7 +388,9 @@ int cmd_predict(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             puts("usage: cohort predict WEIGHTS --data SPEC [--out FILE]\n\n"
                  "Predictions of the model saved in WEIGHTS for every sample of SPEC, as CSV:\n"
-                 "index,prediction,label,p0,p1,... (probabilities; values for mse models).\n"
+                 "index,prediction,label,p0,p1,... (the class and each output unit's\n"
+                 "probability; for regression, real-valued targets, index,y0,y1,...,t0,t1,...:\n"
+                 "the predicted values and the targets).\n"
                  "Written to FILE (atomically) or to standard output.\n\n"
                  "The data may have no labels: npy:X alone, or a CSV whose columns are only\n"
                  "the model's inputs (as many columns as it takes, none named label); the\n"
@@ -354,27 +425,10 @@ int cmd_predict(int argc, char **argv)
     group_predict(l.g, 0, &all, p);
     strbuf b;
     sb_init(&b);
-    sb_puts(&b, "index,prediction,label");
-    for (int j = 0; j < n_out; j++)
-        sb_printf(&b, ",p%d", j);
-    sb_puts(&b, "\n");
-    for (int64_t i = 0; i < all.n; i++) {
-        const float *row = p + i * n_out;
-        int cls = output_class(row, n_out);
-        sb_printf(&b, "%lld,", (long long)i);
-        if (l.names && cls >= 0 && cls < l.n_names)
-            put_csv_field(&b, l.names[cls]);
-        else
-            sb_printf(&b, "%d", cls);
-        sb_puts(&b, ",");
-        if (l.ds->has_labels && l.names && all.y[i] < l.n_names)
-            put_csv_field(&b, l.names[all.y[i]]);
-        else if (l.ds->has_labels)
-            sb_printf(&b, "%d", all.y[i]);
-        for (int j = 0; j < n_out; j++)
-            sb_printf(&b, ",%.6g", (double)row[j]);
-        sb_puts(&b, "\n");
-    }
+    if (group_layout(l.g)->metric == METRIC_ERRORS)
+        put_values(&b, &all, l.ds->has_labels, p, n_out);
+    else
+        put_classes(&b, &l, &all, p, n_out);
     free(p);
     cohort_error err;
     rc = 0;

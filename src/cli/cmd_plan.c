@@ -53,7 +53,7 @@ static void layers_str(const model_entry *e, char *buf, size_t n)
 
 static const char *buf_names[BUF_COUNT] = {
     "parameters", "gradients", "optimizer", "activations", "deltas",      "saved",
-    "layer_stats", "workspace", "labels",   "metrics",     "best_weights", "norms"};
+    "layer_stats", "workspace", "labels",   "targets",     "class_weights", "metrics", "best_weights", "norms"};
 
 /* Every member of g draws the same shuffle order (shared_order). */
 static int group_shares_order(const cohort_run *run, const run_group_info *g)

@@ -41,7 +41,7 @@ int cmd_report(int argc, char **argv)
 /* One line of the comparison. */
 typedef struct cmp_row {
     const char *dir, *model, *status;
-    double params, best_epoch, val_acc, test_acc, seconds;
+    double params, best_epoch, val_loss, val_acc, test_acc, val_mae, test_mae, seconds;
     size_t order; /* breaks ties: the order of the command line and of each results.json */
 } cmp_row;
 
@@ -67,6 +67,11 @@ static int cmp_rows(const void *pa, const void *pb)
         return a1 < b1 ? 1 : -1;
     if (ka >= 1 && isfinite(a2) && isfinite(b2) && a2 != b2)
         return a2 < b2 ? 1 : -1;
+    /* Without accuracies (regression): the lower validation loss first. */
+    if (ka == 0 && isfinite(a->val_loss) != isfinite(b->val_loss))
+        return isfinite(a->val_loss) ? -1 : 1;
+    if (ka == 0 && isfinite(a->val_loss) && a->val_loss != b->val_loss)
+        return a->val_loss < b->val_loss ? -1 : 1;
     return a->order < b->order ? -1 : a->order > b->order;
 }
 
@@ -94,10 +99,16 @@ static void print_json(const cmp_row *r, size_t n)
         sb_json_num(&b, r[i].params);
         sb_puts(&b, ", \"best_epoch\": ");
         sb_json_num(&b, r[i].best_epoch);
+        sb_puts(&b, ", \"val_loss\": ");
+        sb_json_num(&b, r[i].val_loss);
         sb_puts(&b, ", \"val_accuracy\": ");
         sb_json_num(&b, r[i].val_acc);
         sb_puts(&b, ", \"test_accuracy\": ");
         sb_json_num(&b, r[i].test_acc);
+        sb_puts(&b, ", \"val_mae\": ");
+        sb_json_num(&b, r[i].val_mae);
+        sb_puts(&b, ", \"test_mae\": ");
+        sb_json_num(&b, r[i].test_mae);
         sb_puts(&b, ", \"seconds\": ");
         sb_json_num(&b, r[i].seconds);
         sb_puts(&b, "}");
@@ -117,17 +128,29 @@ static void print_table(const cmp_row *r, size_t n)
         l = (int)strlen(r[i].model);
         wm = l > wm ? l : wm;
     }
-    printf("%-*s  %-*s  %-11s  %9s  %7s  %8s  %8s  %8s\n", wd, "dir", wm, "model", "status", "params",
-           "best_ep", "val_acc", "test_acc", "seconds");
+    int reg = 0;
+    for (size_t i = 0; i < n; i++)
+        reg |= isfinite(r[i].val_mae) || isfinite(r[i].test_mae);
+    printf("%-*s  %-*s  %-11s  %9s  %7s  %8s  %8s  %8s", wd, "dir", wm, "model", "status",
+           "params", "best_ep", "val_loss", "val_acc", "test_acc");
+    if (reg)
+        printf("  %8s  %8s", "val_mae", "test_mae");
+    printf("  %8s\n", "seconds");
     for (size_t i = 0; i < n; i++) {
-        char p[32], be[16], va[16], ta[16], sec[16];
+        char p[32], be[16], vl[16], va[16], ta[16], vm[16], tm[16], sec[16];
         cell(p, sizeof p, r[i].params, "%.0f");
         cell(be, sizeof be, r[i].best_epoch, "%.0f");
+        cell(vl, sizeof vl, r[i].val_loss, "%.4f");
         cell(va, sizeof va, r[i].val_acc, "%.4f");
         cell(ta, sizeof ta, r[i].test_acc, "%.4f");
+        cell(vm, sizeof vm, r[i].val_mae, "%.4f");
+        cell(tm, sizeof tm, r[i].test_mae, "%.4f");
         cell(sec, sizeof sec, r[i].seconds, "%.1f");
-        printf("%-*s  %-*s  %-11s  %9s  %7s  %8s  %8s  %8s\n", wd, r[i].dir, wm, r[i].model,
-               r[i].status, p, be, va, ta, sec);
+        printf("%-*s  %-*s  %-11s  %9s  %7s  %8s  %8s  %8s", wd, r[i].dir, wm, r[i].model,
+               r[i].status, p, be, vl, va, ta);
+        if (reg)
+            printf("  %8s  %8s", vm, tm);
+        printf("  %8s\n", sec);
     }
 }
 
@@ -140,7 +163,8 @@ int cmd_compare(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             puts("usage: cohort compare DIR... [--by test|val] [--json]\n\n"
                  "One table of the models of several output directories of cohort train:\n"
-                 "dir, model, status, params, best epoch, best val accuracy, test accuracy and\n"
+                 "dir, model, status, params, best epoch, its val loss, best val accuracy, test\n"
+                 "accuracy (for regression also val and test mae) and\n"
                  "seconds, best first. --by test (the default) sorts by test accuracy, then\n"
                  "val accuracy; --by val the other way round. --json prints the rows as JSON.");
             return 0;
@@ -195,8 +219,11 @@ int cmd_compare(int argc, char **argv)
             r->status = json_str(json_get(m, "status"), "?");
             r->params = json_num(json_get(m, "params"), NAN);
             r->best_epoch = json_num(json_get(json_get(m, "best"), "epoch"), NAN);
+            r->val_loss = json_num(json_get(json_get(m, "best"), "val_loss"), NAN);
             r->val_acc = json_num(json_get(json_get(m, "best"), "val_accuracy"), NAN);
             r->test_acc = json_num(json_get(json_get(m, "test"), "accuracy"), NAN);
+            r->val_mae = json_num(json_get(json_get(m, "best"), "val_mae"), NAN);
+            r->test_mae = json_num(json_get(json_get(m, "test"), "mae"), NAN);
             r->seconds = json_num(json_get(m, "seconds"), NAN);
         }
     }

@@ -65,8 +65,10 @@ static void draw_live(progress *p)
         bar[20] = 0;
         double elapsed = now - l->epoch_start;
         double eta = frac > 0.0 ? elapsed / frac - elapsed : NAN;
-        fprintf(p->out, "  %-20.20s %-7s epoch %d/%d [%s] %3.0f%%  loss %.4f  acc %.4f", l->name,
-                l->device, l->epoch, l->epochs, bar, frac * 100.0, l->loss, l->accuracy);
+        fprintf(p->out, "  %-20.20s %-7s epoch %d/%d [%s] %3.0f%%  loss %.4f", l->name,
+                l->device, l->epoch, l->epochs, bar, frac * 100.0, l->loss);
+        if (isfinite(l->accuracy))
+            fprintf(p->out, "  acc %.4f", l->accuracy);
         if (isfinite(eta))
             fprintf(p->out, "  ETA %.0fs", eta);
         fputc('\n', p->out);
@@ -119,9 +121,16 @@ void progress_event(const cohort_event *ev, void *user)
     case COHORT_EVENT_EPOCH_END: {
         clear_live(p);
         double secs = l ? now_seconds() - l->epoch_start : NAN;
-        fprintf(p->out, "%s epoch %d/%d: loss %.4f accuracy %.4f", ev->name, ev->epoch, ev->epochs,
-                ev->loss, ev->accuracy);
-        if (isfinite(ev->val_loss))
+        fprintf(p->out, "%s epoch %d/%d: loss %.4f", ev->name, ev->epoch, ev->epochs, ev->loss);
+        int reg = isfinite(ev->mae);
+        if (reg)
+            fprintf(p->out, " mae %.4f rmse %.4f", ev->mae, ev->rmse);
+        else
+            fprintf(p->out, " accuracy %.4f", ev->accuracy);
+        if (isfinite(ev->val_loss) && reg)
+            fprintf(p->out, " val_loss %.4f val_mae %.4f val_rmse %.4f", ev->val_loss, ev->val_mae,
+                    ev->val_rmse);
+        else if (isfinite(ev->val_loss))
             fprintf(p->out, " val_loss %.4f val_accuracy %.4f", ev->val_loss, ev->val_accuracy);
         if (isfinite(secs))
             fprintf(p->out, " (%.1fs)", secs);

@@ -21,17 +21,28 @@ void print_results_table(FILE *out, const cohort_run *run)
         if (l > w)
             w = l;
     }
-    int notes = 0;
-    for (int i = 0; i < run->n; i++)
+    int notes = 0, cls = 0, reg = 0;
+    for (int i = 0; i < run->n; i++) {
         notes |= run->m[i].res.state == MODEL_OK && run->m[i].res.stopped_early;
-    fprintf(out, "%-*s  %-11s  %-7s  %9s  %6s  %8s  %8s  %8s  %8s%s\n", w, "model", "status",
-            "device", "params", "epochs", "best_ep", "val_acc", "test_acc", "seconds",
-            notes ? "  note" : "");
+        reg |= run->m[i].L.metric == METRIC_ERRORS;
+        cls |= run->m[i].L.metric != METRIC_ERRORS;
+    }
+    /* Accuracy columns for classification, error columns for regression. */
+    fprintf(out, "%-*s  %-11s  %-7s  %9s  %6s  %8s  %8s", w, "model", "status", "device",
+            "params", "epochs", "best_ep", "val_loss");
+    if (cls)
+        fprintf(out, "  %8s  %8s", "val_acc", "test_acc");
+    if (reg)
+        fprintf(out, "  %8s  %8s", "val_mae", "test_mae");
+    fprintf(out, "  %8s%s\n", "seconds", notes ? "  note" : "");
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
-        char va[16], ta[16], sec[16], be[16];
+        char vl[16], va[16], ta[16], vm[16], tm[16], sec[16], be[16];
+        cell_num(vl, sizeof vl, e->res.best_epoch ? e->res.best.val_loss : NAN, "%.4f");
         cell_num(va, sizeof va, e->res.best_epoch ? e->res.best.val_accuracy : NAN, "%.4f");
         cell_num(ta, sizeof ta, e->test_accuracy, "%.4f");
+        cell_num(vm, sizeof vm, e->res.best_epoch ? e->res.best.val_mae : NAN, "%.4f");
+        cell_num(tm, sizeof tm, e->test_mae, "%.4f");
         cell_num(sec, sizeof sec, e->res.seconds, "%.1f");
         cell_num(be, sizeof be, e->res.best_epoch ? (double)e->res.best_epoch : NAN, "%.0f");
         char note[96] = "";
@@ -41,9 +52,14 @@ void print_results_table(FILE *out, const cohort_run *run)
                      restored);
         else if (e->res.state == MODEL_OK && e->res.stopped_early)
             snprintf(note, sizeof note, "  stopped early at %d", e->res.epochs_run);
-        fprintf(out, "%-*s  %-11s  %-7s  %9zu  %6d  %8s  %8s  %8s  %8s%s\n", w, e->spec->name,
+        fprintf(out, "%-*s  %-11s  %-7s  %9zu  %6d  %8s  %8s", w, e->spec->name,
                 model_state_str(e->res.state),
                 e->device >= 0 ? run->devices->dev[e->device].info.name : "-", e->L.n_params,
-                e->res.epochs_run, be, va, ta, sec, note);
+                e->res.epochs_run, be, vl);
+        if (cls)
+            fprintf(out, "  %8s  %8s", va, ta);
+        if (reg)
+            fprintf(out, "  %8s  %8s", vm, tm);
+        fprintf(out, "  %8s%s\n", sec, note);
     }
 }

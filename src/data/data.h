@@ -18,7 +18,12 @@ typedef struct cohort_dataset {
     sample_shape shape; /* one sample: (H, W, C) for images, channels last, or flat (dim) */
     float *x;          /* [n, dim], row-major, owned */
     int32_t *y;        /* [n], owned; each in [0, n_classes) */
-    int32_t n_classes; /* 1 + the largest label; 0 without labels */
+    int32_t n_classes; /* 1 + the largest label; 0 without labels, or with real-valued
+                          targets that are not all class numbers */
+    float *t;          /* NULL, or [n, t_dim] real-valued targets (owned): float label
+                          arrays, CSV label_columns; y then holds them as classes only
+                          where t_dim is 1 and every value is a non-negative integer */
+    int64_t t_dim;
     int has_labels;    /* 0: read without labels (data_options.unlabeled_dim); y all 0 */
     char **class_names; /* NULL, or n_classes names, owned: text labels (CSV), sorted by
                            strcmp; label i is class_names[i] */
@@ -28,7 +33,9 @@ typedef struct cohort_dataset {
 /* A read-only window of a dataset: rows [begin, begin + n). */
 typedef struct data_view {
     const float *x;
-    const int32_t *y;
+    const int32_t *y;  /* class labels (zeros where the dataset has none) */
+    const float *t;    /* target rows [n, t_dim], or NULL */
+    int64_t t_dim;
     int64_t n, dim;
     sample_shape shape; /* the dataset's */
 } data_view;

@@ -103,14 +103,19 @@ typedef struct data_npy_array {
     int64_t n, dim;  /* rows, and the product of the other dimensions */
     sample_shape shape; /* role X: one row's (data_shape_of) */
     float *x;        /* role X: [n, dim], owned by the caller */
-    int32_t *y;      /* role Y: [n], owned by the caller */
+    int32_t *y;      /* role Y: [n] class labels, owned by the caller; NULL for targets
+                        that are not all class numbers */
+    float *t;        /* role Y: real-valued targets [n, dim] (float, bool or multi-column
+                        arrays), owned by the caller; NULL for integer labels */
 } data_npy_array;
 
 /*
  * Parse an .npy stream (versions 1.0, 2.0, 3.0; little-endian dtypes; C order)
  * from src and convert it. X: <f4, <f8, |u1 (scaled by 1/255) or another
- * integer type (as is). Y: any integer type or an integral float, shape [n]
- * or [n, 1], values in [0, DATA_MAX_LABEL]. Checks that src claims at least
+ * integer type (as is). Y: an integer type of shape [n] or [n, 1] is class
+ * labels in [0, DATA_MAX_LABEL]; floats, booleans and rows of several
+ * values are targets t (and labels too where one value a row is always a
+ * class number). Checks that src claims at least
  * the bytes the header declares before allocating. On error out is zeroed
  * and nothing is left allocated.
  */

@@ -250,6 +250,7 @@ void data_free(cohort_dataset *ds)
     free(ds->class_names);
     free(ds->x);
     free(ds->y);
+    free(ds->t);
     free(ds);
 }
 
@@ -262,6 +263,8 @@ data_view data_view_all(const cohort_dataset *ds)
         return v;
     v.x = ds->x;
     v.y = ds->y;
+    v.t = ds->t;
+    v.t_dim = ds->t ? ds->t_dim : 0;
     v.n = ds->n;
     v.dim = ds->dim;
     v.shape = ds->shape.rank || ds->dim > INT32_MAX ? ds->shape : shape_flat((int)ds->dim);
@@ -295,6 +298,7 @@ void data_split(const cohort_dataset *ds, double fraction, data_view *train, dat
         if (all.x) {
             val->x = all.x + split * all.dim;
             val->y = all.y + split;
+            val->t = all.t ? all.t + split * all.t_dim : NULL;
         }
     }
 }

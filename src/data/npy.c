@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -483,6 +484,41 @@ static cohort_status read_x(data_src *src, const npy_header *h, uint64_t count, 
     return st;
 }
 
+/* Target values as they are (no scaling of uint8, unlike inputs). */
+static cohort_status read_targets(data_src *src, const npy_header *h, uint64_t count, float *t,
+                                  cohort_error *err)
+{
+    if (h->kind == NPY_F32)
+        return data_src_read_exact(src, t, (size_t)count * 4, "array data", err);
+    unsigned char *buf = malloc(SRC_CHUNK);
+    if (!buf)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", src->name);
+    size_t per = SRC_CHUNK / h->itemsize;
+    cohort_status st = COHORT_OK;
+    for (uint64_t i = 0; i < count && !st;) {
+        size_t k = count - i < per ? (size_t)(count - i) : per;
+        st = data_src_read_exact(src, buf, k * h->itemsize, "array data", err);
+        for (size_t j = 0; j < k && !st; j++)
+            t[i + j] = (float)elem_double(h, buf + j * h->itemsize);
+        i += k;
+    }
+    free(buf);
+    return st;
+}
+
+/* Class labels from one target per row where every one is an integer in
+ * [0, DATA_MAX_LABEL] (labels saved as floats); else NULL. */
+static int32_t *labels_of_targets(const float *t, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (!(t[i] >= 0.0f && t[i] <= (float)DATA_MAX_LABEL) || t[i] != floorf(t[i]))
+            return NULL;
+    int32_t *y = data_alloc_block(n * sizeof *y);
+    for (uint64_t i = 0; y && i < n; i++)
+        y[i] = (int32_t)t[i];
+    return y;
+}
+
 static cohort_status read_y(data_src *src, const npy_header *h, uint64_t count, int32_t *y,
                             cohort_error *err)
 {
@@ -550,19 +586,12 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
     if (n == 0 || dim == 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: %s is empty (shape %s)", src->name, who,
                            shape);
-    if (role == DATA_NPY_Y) {
-        if (h.ndim > 2 || dim != 1)
-            return cohort_fail(err, COHORT_ERR_INPUT,
-                               "%s: y has shape %s; expected (n,) or (n, 1) of class indices "
-                               "(one-hot labels? save y.argmax(1))",
-                               src->name, shape);
-        if (h.kind == NPY_BOOL)
-            return cohort_fail(err, COHORT_ERR_INPUT,
-                               "%s: dtype '%s' is not supported for y (an integer type)",
-                               src->name, h.descr);
-    }
-    st = role == DATA_NPY_X ? data_check_x(n, dim, src->name, err)
-                            : data_check_x(n, 1, src->name, err);
+    /* y: integer class labels [n] or [n, 1]; anything else (floats, rows
+     * of several values, booleans) is real-valued targets [n, dim]. */
+    int targets = role == DATA_NPY_Y && (dim != 1 || h.kind == NPY_F32 || h.kind == NPY_F64 ||
+                                         h.kind == NPY_BOOL);
+    st = role == DATA_NPY_X || targets ? data_check_x(n, dim, src->name, err)
+                                       : data_check_x(n, 1, src->name, err);
     if (st)
         return st;
     uint64_t count = n * dim, bytes;
@@ -578,6 +607,12 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
         if ((st = data_alloc_x(n, dim, src->name, &out->x, err)))
             return st;
         st = read_x(src, &h, count, out->x, err);
+    } else if (targets) {
+        if ((st = data_alloc_x(n, dim, src->name, &out->t, err)))
+            return st;
+        st = read_targets(src, &h, count, out->t, err);
+        if (!st && dim == 1)
+            out->y = labels_of_targets(out->t, n);
     } else {
         if ((st = data_alloc_y(n, src->name, &out->y, err)))
             return st;
@@ -588,6 +623,7 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
     if (st) {
         free(out->x);
         free(out->y);
+        free(out->t);
         memset(out, 0, sizeof *out);
         return st;
     }
@@ -604,12 +640,33 @@ cohort_status data_npy_pair(data_npy_array *x, data_npy_array *y, const char *so
     if (x->n != y->n) {
         free(x->x);
         free(y->y);
+        free(y->t);
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: x has %lld rows, y has %lld", source,
                            (long long)x->n, (long long)y->n);
     }
-    cohort_status st = data_make(x->x, y->y, x->n, x->dim, &x->shape, source, out, err);
+    int classes = y->y != NULL;
+    int32_t *labels = y->y;
+    cohort_status st = COHORT_OK;
+    if (!labels && (labels = data_alloc_block((size_t)x->n * sizeof *labels)) != NULL)
+        memset(labels, 0, (size_t)x->n * sizeof *labels);
+    if (!labels) {
+        free(x->x);
+        free(y->t);
+        st = cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", source);
+    } else {
+        st = data_make(x->x, labels, x->n, x->dim, &x->shape, source, out, err);
+    }
+    if (!st && y->t) {
+        (*out)->t = y->t;
+        (*out)->t_dim = y->dim;
+        if (!classes)
+            (*out)->n_classes = 0; /* real values, not classes */
+    } else if (st) {
+        free(y->t);
+    }
     x->x = NULL;
     y->y = NULL;
+    y->t = NULL;
     return st;
 }
 

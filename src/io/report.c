@@ -9,9 +9,11 @@
 #define PLAN_MAX_BYTES ((size_t)1 << 20)
 #define COHORT_REPORT_PATH_MAX 4096
 
-/* The four curves of a history, in the order they are drawn. */
-enum { C_LOSS, C_ACC, C_VAL_LOSS, C_VAL_ACC, N_CURVES };
-static const char *const curve_key[N_CURVES] = {"loss", "accuracy", "val_loss", "val_accuracy"};
+/* The curves of a history: accuracy for classification, mae for regression. */
+/* A validation curve is its training curve + C_VAL. */
+enum { C_LOSS, C_ACC, C_MAE, C_VAL_LOSS, C_VAL_ACC, C_VAL_MAE, N_CURVES, C_VAL = C_VAL_LOSS };
+static const char *const curve_key[N_CURVES] = {"loss",     "accuracy",     "mae",
+                                                "val_loss", "val_accuracy", "val_mae"};
 
 /* One model's record, with its fields looked up once. */
 typedef struct rmodel {
@@ -21,6 +23,8 @@ typedef struct rmodel {
     int stopped_early;
     double restored_epoch;
     double best_epoch, best_val_loss, best_val_acc, test_loss, test_acc;
+    double best_val_mae, test_mae; /* regression */
+    int reg;                       /* "task": "regression": mae in place of accuracy */
     const json_value *curve[N_CURVES]; /* arrays, or NULL */
     int n_epochs;                      /* longest curve */
     char color[24];
@@ -217,6 +221,9 @@ static void model_read(rmodel *m, const json_value *j, int index)
     const json_value *test = json_get(j, "test");
     m->test_loss = jnum(json_get(test, "loss"));
     m->test_acc = jnum(json_get(test, "accuracy"));
+    m->best_val_mae = jnum(json_get(best, "val_mae"));
+    m->test_mae = jnum(json_get(test, "mae"));
+    m->reg = strcmp(json_str(json_get(j, "task"), ""), "regression") == 0;
     const json_value *h = json_get(j, "history");
     for (int c = 0; c < N_CURVES; c++) {
         const json_value *a = json_get(h, curve_key[c]);
@@ -459,7 +466,7 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, int xlab
     sb_printf(b, "<g clip-path=\"url(#clip%d)\">", id);
     for (int k = 0; k < ns; k++) {
         const json_value *a = s[k].arr;
-        int val = s[k].curve == C_VAL_LOSS || s[k].curve == C_VAL_ACC;
+        int val = s[k].curve >= C_VAL;
         sb_printf(b, "<path class=\"curve %s\" data-model=\"", val ? "val" : "train");
         html_esc(b, s[k].m->name);
         sb_printf(b, "\" data-curve=\"%s\" stroke=\"%s\" d=\"", curve_key[s[k].curve], s[k].m->color);
@@ -655,6 +662,13 @@ static void section_table(rctx *c)
     th(b, "val acc", 1, "validation accuracy at the best epoch");
     th(b, "test loss", 1, NULL);
     th(b, "test acc", 1, NULL);
+    int any_reg = 0;
+    for (int i = 0; i < c->n; i++)
+        any_reg |= c->m[i].reg;
+    if (any_reg) {
+        th(b, "val mae", 1, "validation mean absolute error at the best epoch (regression)");
+        th(b, "test mae", 1, "test mean absolute error (regression)");
+    }
     sb_puts(b, "</tr></thead><tbody>\n");
     for (int i = 0; i < c->n; i++) {
         const rmodel *m = &c->m[i];
@@ -713,6 +727,10 @@ static void section_table(rctx *c)
         td_num(b, m->best_val_acc, 4, m->best_val_acc == top_val);
         td_num(b, m->test_loss, 4, 0);
         td_num(b, m->test_acc, 4, m->test_acc == top_test);
+        if (any_reg) {
+            td_num(b, m->best_val_mae, 4, 0);
+            td_num(b, m->test_mae, 4, 0);
+        }
         sb_puts(b, "</tr>\n");
     }
     sb_puts(b, "</tbody></table></div></section>\n");
@@ -753,20 +771,30 @@ static cohort_status section_curves(rctx *c, cohort_error *err)
         return COHORT_OK;
     }
     put_legend(c);
+    /* Loss for every model; accuracy for classifiers, mean absolute error
+     * for regressions, each a chart of its own where the plan has them. */
+    int has[2] = {0, 0};
+    for (int i = 0; i < c->n; i++)
+        has[c->m[i].reg] = 1;
     sb_puts(b, "<div class=\"pair\">");
-    for (int acc = 0; acc < 2; acc++) {
+    for (int chart = 0; chart < 3; chart++) {
+        int reg = chart == 2, metric = chart > 0;
+        if (metric && !has[reg])
+            continue;
+        int cur = !metric ? C_LOSS : reg ? C_MAE : C_ACC;
         int ns = 0;
         for (int i = 0; i < c->n; i++) {
             const rmodel *m = &c->m[i];
-            if (!m->n_epochs)
+            if (!m->n_epochs || (metric && m->reg != reg))
                 continue;
             int in_range = !any_ok || !is_failed(m);
-            s[ns++] = (series){m->curve[acc ? C_ACC : C_LOSS], m, acc ? C_ACC : C_LOSS, in_range};
-            s[ns++] = (series){m->curve[acc ? C_VAL_ACC : C_VAL_LOSS], m,
-                               acc ? C_VAL_ACC : C_VAL_LOSS, in_range};
+            s[ns++] = (series){m->curve[cur], m, cur, in_range};
+            s[ns++] = (series){m->curve[cur + C_VAL], m, cur + C_VAL, in_range};
         }
-        sb_printf(b, "<figure><figcaption>%s</figcaption>", acc ? "Accuracy" : "Loss");
-        svg_chart(c, &geom_big, acc ? "accuracy" : "loss", 1, s, ns, c->max_epochs, acc);
+        const char *title = !metric ? "Loss" : reg ? "Mean absolute error" : "Accuracy";
+        sb_printf(b, "<figure><figcaption>%s</figcaption>", title);
+        svg_chart(c, &geom_big, !metric ? "loss" : reg ? "mae" : "accuracy", 1, s, ns,
+                  c->max_epochs, chart == 1);
         sb_puts(b, "</figure>");
     }
     sb_puts(b, "</div></section>\n");
@@ -783,10 +811,14 @@ static cohort_status section_curves(rctx *c, cohort_error *err)
         sb_puts(b, "</b>");
         put_status_pill(b, m->status);
         sb_puts(b, "<span class=\"mstat\">");
-        if (isfinite(m->best_epoch))
+        if (isfinite(m->best_epoch) && m->reg)
+            sb_printf(b, "best epoch %.0f &middot; val mae %.4f", m->best_epoch, m->best_val_mae);
+        else if (isfinite(m->best_epoch))
             sb_printf(b, "best epoch %.0f &middot; val acc %.4f", m->best_epoch, m->best_val_acc);
         if (isfinite(m->test_acc))
             sb_printf(b, " &middot; test acc %.4f", m->test_acc);
+        if (isfinite(m->test_mae))
+            sb_printf(b, " &middot; test mae %.4f", m->test_mae);
         sb_puts(b, "</span></div>");
         if (m->error) {
             sb_puts(b, "<div class=\"err\">");
@@ -796,10 +828,12 @@ static cohort_status section_curves(rctx *c, cohort_error *err)
         if (m->n_epochs) {
             sb_puts(b, "<div class=\"stack\">");
             for (int acc = 0; acc < 2; acc++) {
-                series two[2] = {{m->curve[acc ? C_ACC : C_LOSS], m, acc ? C_ACC : C_LOSS, 1},
-                                 {m->curve[acc ? C_VAL_ACC : C_VAL_LOSS], m,
-                                  acc ? C_VAL_ACC : C_VAL_LOSS, 1}};
-                svg_chart(c, acc ? &geom_small : &geom_small_top, acc ? "accuracy" : "loss", acc, two, 2, m->n_epochs, acc);
+                int cur = !acc ? C_LOSS : m->reg ? C_MAE : C_ACC;
+                series two[2] = {{m->curve[cur], m, cur, 1},
+                                 {m->curve[cur + C_VAL], m, cur + C_VAL, 1}};
+                svg_chart(c, acc ? &geom_small : &geom_small_top,
+                          !acc ? "loss" : m->reg ? "mae" : "accuracy", acc, two, 2, m->n_epochs,
+                          acc && !m->reg);
             }
             sb_puts(b, "</div>");
         } else if (!m->error) {

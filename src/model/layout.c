@@ -2,6 +2,7 @@
 #include "train/layer.h"
 #include "util/util.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static size_t align_up(size_t n) { return (n + COHORT_ALIGN - 1) / COHORT_ALIGN * COHORT_ALIGN; }
@@ -31,6 +32,84 @@ static cohort_status layer_fail(cohort_error *err, model_layout *L, const model_
                        layer_kind_name(ls->kind), why);
 }
 
+act_kind model_loss_act(const model_spec *spec)
+{
+    if (spec->from_logits)
+        return ACT_LINEAR;
+    switch (spec->loss) {
+    case LOSS_SCE:
+    case LOSS_CCE: return ACT_SOFTMAX;
+    case LOSS_BCE: return ACT_SIGMOID;
+    default: return ACT_LINEAR;
+    }
+}
+
+metric_kind model_metric(const model_spec *spec, int n_out, int n_classes)
+{
+    switch (spec->loss) {
+    case LOSS_SCE:
+    case LOSS_CCE: return METRIC_ARGMAX;
+    case LOSS_BCE: return METRIC_BINARY;
+    default: return n_classes > 0 && n_out > 1 ? METRIC_ARGMAX : METRIC_ERRORS;
+    }
+}
+
+/* Whether a model with n_out outputs and spec's loss can train on data with
+ * n_classes class labels (0: target rows, checked against the data by the
+ * caller); if not, why says what would fit. */
+static int loss_fits(const model_spec *spec, int n_out, int n_classes, char *why, size_t len)
+{
+    const char *loss = loss_name(spec->loss);
+    if (n_classes > 0) {
+        switch (spec->loss) {
+        case LOSS_SCE:
+            if (n_out == n_classes)
+                break;
+            snprintf(why, len, "the last layer has %d units but the data has %d classes; make "
+                               "it {dense: %d, activation: softmax}",
+                     n_out, n_classes, n_classes);
+            return 0;
+        case LOSS_CCE:
+            snprintf(why, len, "categorical_crossentropy takes one-hot (or probability) rows "
+                               "as targets, but the data has class labels; use loss: "
+                               "sparse_categorical_crossentropy");
+            return 0;
+        case LOSS_BCE:
+            if (n_out == 1 && n_classes <= 2)
+                break;
+            snprintf(why, len, "binary_crossentropy takes labels 0 and 1 with one output "
+                               "unit ({dense: 1, activation: sigmoid}); the data has %d classes "
+                               "and the last layer %d units%s",
+                     n_classes, n_out,
+                     n_classes > 2 ? "; for more classes use sparse_categorical_crossentropy" : "");
+            return 0;
+        default:
+            if (n_out == 1 || n_out == n_classes)
+                break;
+            snprintf(why, len, "with %s the last layer needs 1 unit (the label as a number) or "
+                               "%d (one per class, the label one-hot), not %d",
+                     loss, n_classes, n_out);
+            return 0;
+        }
+    }
+    int classes = model_metric(spec, n_out, n_classes) == METRIC_ERRORS ? 0
+                  : n_out == 1                                       ? 2
+                                                                     : n_out;
+    if (spec->n_class_weight && !classes) {
+        snprintf(why, len, "class_weight needs classes, but %s on real-valued targets is a "
+                           "regression",
+                 loss);
+        return 0;
+    }
+    if (spec->n_class_weight && spec->n_class_weight != classes) {
+        snprintf(why, len, "class_weight names classes 0..%d, but the model has %d classes; give "
+                           "a weight to each of 0..%d",
+                 spec->n_class_weight - 1, classes, classes - 1);
+        return 0;
+    }
+    return 1;
+}
+
 cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_classes, int K,
                                 model_layout *L, cohort_error *err)
 {
@@ -52,6 +131,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
         layer_plan *lp = &L->layers[i];
         const layer_ops *ops = layer_ops_of(ls->kind);
         lp->kind = ls->kind;
+        lp->act = ls->act;
         lp->index = i;
         lp->batch = spec->batch_size;
         lp->in = cur;
@@ -102,24 +182,22 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
                                   "global_average_pooling2d) and a dense layer", s);
         return layer_fail(err, L, spec, spec->n_layers - 1, why);
     }
-    if (n_classes > 0 && spec->loss == LOSS_SCE && L->n_out != n_classes)
-        return cohort_fail(err, COHORT_ERR_INPUT,
-                           "model '%s': the last layer has %d units but the data has %d classes;"
-                           " make it {dense: %d, activation: softmax}",
-                           spec->name, L->n_out, n_classes, n_classes);
-    /* The softmax is fused into the cross-entropy loss: no kernel applies it
-     * for mse, so the combination is refused rather than trained without it. */
-    for (int i = 0; spec->loss == LOSS_MSE && i < spec->n_layers; i++)
-        if (spec->layers[i].act == ACT_SOFTMAX)
+    /* Softmax exists only fused into a cross-entropy loss: no kernel applies
+     * it anywhere else, so it is refused there rather than trained without it. */
+    act_kind out_act = model_loss_act(spec);
+    for (int i = 0; i < spec->n_layers; i++)
+        if (spec->layers[i].act == ACT_SOFTMAX && !(i == spec->n_layers - 1 && out_act == ACT_SOFTMAX))
             return layer_fail(err, L, spec, i,
-                              "softmax is applied only with loss: "
-                              "sparse_categorical_crossentropy, not with mse; use that loss, or "
-                              "give the last layer activation: linear (or sigmoid) for mse");
-    if (n_classes > 0 && spec->loss == LOSS_MSE && L->n_out != 1 && L->n_out != n_classes)
-        return cohort_fail(err, COHORT_ERR_INPUT,
-                           "model '%s': with mse the last layer needs 1 unit (the label as a"
-                           " number) or %d (one per class), not %d",
-                           spec->name, n_classes, L->n_out);
+                              i == spec->n_layers - 1
+                                  ? "softmax is applied only with loss "
+                                    "sparse_categorical_crossentropy or categorical_crossentropy "
+                                    "(without from_logits); use one of those, or give the last "
+                                    "layer activation: linear (or sigmoid)"
+                                  : "softmax is applied only as the last layer's activation, with a "
+                                    "cross-entropy loss");
+    char why[320];
+    if (!loss_fits(spec, L->n_out, n_classes, why, sizeof why))
+        return cohort_fail(err, COHORT_ERR_INPUT, "model '%s': %s", spec->name, why);
     L->act_width = act;
     L->saved_width = saved;
     L->stat_width = stat;
@@ -127,13 +205,17 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
     L->max_width = (int)max_width;
     L->n_params = P;
     L->opt_slots = opt_slots(&spec->opt);
+    L->out_act = out_act;
+    L->layers[spec->n_layers - 1].act =
+        L->out_act != ACT_LINEAR ? ACT_LINEAR : L->layers[spec->n_layers - 1].act;
+    L->metric = model_metric(spec, L->n_out, n_classes);
     L->keep_best = spec->early_stop.enabled && spec->early_stop.restore_best;
 
     /* Element counts can overflow only for absurd models; check in doubles. */
     double rows = (double)K * (double)L->B;
     double need = (double)K * (double)P * (3.0 + L->opt_slots) * 4.0 + (double)K * (double)stat * 4.0 +
                   rows * ((double)act + 2.0 * (double)max_width + (double)saved + (double)work +
-                          1.0) * 4.0;
+                          2.0 + (double)L->n_out) * 4.0;
     if (need > 1e15 || max_width > (size_t)1 << 30)
         return cohort_fail(err, COHORT_ERR_INPUT, "model '%s': needs %.3g bytes; too large",
                            spec->name, need);
@@ -148,6 +230,9 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
     L->buf_bytes[BUF_STAT] = k * stat * sizeof(float);
     L->buf_bytes[BUF_WORK] = k * b * work * sizeof(float);
     L->buf_bytes[BUF_LABELS] = k * b * sizeof(int32_t);
+    L->buf_bytes[BUF_TARGETS] = spec->loss != LOSS_SCE ? k * b * (size_t)L->n_out * sizeof(float) : 0;
+    L->n_cw = spec->n_class_weight;
+    L->buf_bytes[BUF_CLASSW] = k * (size_t)L->n_cw * sizeof(float);
     L->buf_bytes[BUF_STATS] = k * 4 * sizeof(double);
     L->buf_bytes[BUF_BEST] = L->keep_best ? k * P * sizeof(float) : 0;
     L->buf_bytes[BUF_NORMS] = k * sizeof(double);
@@ -170,6 +255,8 @@ void model_group_spec(const model_spec *const *specs, int n, model_spec *out)
         out->opt.centered |= s->opt.centered;
         if (s->early_stop.enabled && s->early_stop.restore_best)
             out->early_stop = s->early_stop;
+        if (s->n_class_weight > out->n_class_weight)
+            out->n_class_weight = s->n_class_weight;
     }
 }
 
@@ -196,8 +283,8 @@ static int same_layer(const layer_spec *x, const layer_spec *y)
 
 int model_can_fuse(const model_spec *a, const model_spec *b)
 {
-    if (a->n_layers != b->n_layers || a->loss != b->loss || a->batch_size != b->batch_size ||
-        a->opt.kind != b->opt.kind)
+    if (a->n_layers != b->n_layers || a->loss != b->loss || a->from_logits != b->from_logits ||
+        a->batch_size != b->batch_size || a->opt.kind != b->opt.kind)
         return 0;
     for (int i = 0; i < a->n_layers; i++)
         if (!same_layer(&a->layers[i], &b->layers[i]))

@@ -33,13 +33,31 @@ typedef enum layer_kind {
 } layer_kind;
 typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
 typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP, OPT_ADAGRAD, OPT_NADAM } opt_kind;
-typedef enum loss_kind { LOSS_SCE, LOSS_MSE } loss_kind;
+/* Keras's losses. SCE takes class labels; the others take target rows as
+ * wide as the output (class labels one-hot, or the label as a number for a
+ * single output). */
+typedef enum loss_kind {
+    LOSS_SCE,   /* sparse_categorical_crossentropy */
+    LOSS_MSE,   /* mean_squared_error */
+    LOSS_CCE,   /* categorical_crossentropy: one-hot or probability rows */
+    LOSS_BCE,   /* binary_crossentropy: 0/1 or probability targets per output */
+    LOSS_MAE,   /* mean_absolute_error */
+    LOSS_HUBER, /* huber, with delta */
+    LOSS_KIND_COUNT
+} loss_kind;
+/* What the metrics of a model are: accuracy of the argmax (classes), Keras's
+ * binary_accuracy (threshold 0.5, binary_crossentropy), or for real-valued
+ * targets the mean absolute error and the root mean squared error. */
+typedef enum metric_kind { METRIC_ARGMAX, METRIC_BINARY, METRIC_ERRORS } metric_kind;
 
 const char *act_name(act_kind a);
 const char *opt_name(opt_kind o);
 const char *loss_name(loss_kind l);
 /* The plan's name of a layer kind ("dense", "conv2d", "max_pooling2d", ...). */
 const char *layer_kind_name(layer_kind k);
+
+/* class_weight names at most this many classes. */
+#define COHORT_MAX_CLASS_WEIGHTS 256
 
 /* The groups of one run hold at most this many models. */
 #define COHORT_MAX_GROUP 64
@@ -125,6 +143,11 @@ typedef struct model_spec {
     layer_spec layers[COHORT_MAX_LAYERS];
     optim_spec opt;
     loss_kind loss;
+    int from_logits;           /* cross-entropies: the last layer is linear and gives logits */
+    float label_smoothing;     /* cross-entropies: targets t(1 - s) + s/C (binary: s/2) */
+    float huber_delta;         /* huber: 1.0 */
+    int n_class_weight;        /* class_weight: weights of classes [0, n), 0: none */
+    float class_weight[COHORT_MAX_CLASS_WEIGHTS];
     int epochs;
     int batch_size;
     int shuffle;
@@ -156,6 +179,9 @@ char *model_spec_to_json(const model_spec *spec);
 typedef struct layer_plan {
     layer_kind kind;
     int index;             /* in model_spec.layers: the weight names' layers.{i} */
+    act_kind act;          /* the activation its kernels apply: the spec's, except the
+                            * model's output activation that the loss applies (softmax;
+                            * sigmoid under binary_crossentropy), which is linear here */
     int batch;             /* the batch size B the per-row sizes are for */
     sample_shape in, out;
     sample_shape flat_from; /* rank 3: the image a flat input was flattened from, whose
@@ -186,6 +212,8 @@ enum {
     BUF_STAT,    /* [K, stat_width] per-model tensors kept from forward to backward */
     BUF_WORK,    /* [K, B, work_width] scratch of one layer's pass */
     BUF_LABELS,  /* [K, B] int32 */
+    BUF_TARGETS, /* [K, B, n_out] target rows (every loss but SCE) */
+    BUF_CLASSW,  /* [K, n_out] class weights, when a model has class_weight */
     BUF_STATS,   /* [K, 4] per-model loss and accuracy sums (doubles) */
     BUF_BEST,    /* [K, P] the best epoch's parameters (restore_best_weights) */
     BUF_NORMS,   /* [K] doubles: a sum of squares per model (gradient clipping) */
@@ -204,6 +232,9 @@ typedef struct model_layout {
     size_t n_params;      /* P: per model, trained and state */
     size_t n_trained;     /* the trained ones: [0, n_trained) of each model's P */
     int opt_slots;        /* floats of optimizer state per parameter */
+    act_kind out_act;     /* the output activation the loss applies (ACT_LINEAR: none) */
+    metric_kind metric;
+    int n_cw;             /* class weights per model in BUF_CLASSW, 0: none */
     int keep_best;        /* BUF_BEST is allocated */
     size_t buf_off[BUF_COUNT];   /* byte offsets in the slab */
     size_t buf_bytes[BUF_COUNT]; /* bytes, before alignment */
@@ -225,6 +256,14 @@ typedef struct model_layout {
  */
 cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_classes, int K,
                                 model_layout *out, cohort_error *err);
+
+/* The activation the loss applies to the model's output: softmax for the
+ * categorical cross-entropies, sigmoid for binary_crossentropy, none
+ * (ACT_LINEAR) with from_logits or for the regression losses. */
+act_kind model_loss_act(const model_spec *spec);
+/* The metrics of a model of spec with n_out outputs on data with n_classes
+ * class labels (0: real-valued targets, or unknown). */
+metric_kind model_metric(const model_spec *spec, int n_out, int n_classes);
 
 /* The spec a group of specs[0..n) is laid out from: the first one's shapes
  * with the union of the buffers any member needs (momentum slots, the best

@@ -41,6 +41,11 @@ const char *loss_name(loss_kind l)
     switch (l) {
     case LOSS_SCE: return "sparse_categorical_crossentropy";
     case LOSS_MSE: return "mse";
+    case LOSS_CCE: return "categorical_crossentropy";
+    case LOSS_BCE: return "binary_crossentropy";
+    case LOSS_MAE: return "mae";
+    case LOSS_HUBER: return "huber";
+    case LOSS_KIND_COUNT: break;
     }
     return "unknown";
 }
@@ -63,6 +68,7 @@ void model_spec_defaults(model_spec *spec)
     spec->opt.init_accum = 0.1f;
     spec->opt.schedule.warmup_target = NAN;
     spec->loss = LOSS_SCE;
+    spec->huber_delta = 1.0f;
     str_copy(spec->early_stop.monitor, sizeof spec->early_stop.monitor, "val_loss");
 }
 
@@ -360,7 +366,32 @@ char *model_spec_to_json(const model_spec *spec)
     sb_putn(&b, "}", 1);
 
     sb_key(&b, "loss");
-    sb_json_str(&b, loss_name(spec->loss));
+    if (!spec->from_logits && spec->label_smoothing == 0.0f &&
+        (spec->loss != LOSS_HUBER || spec->huber_delta == 1.0f)) {
+        sb_json_str(&b, loss_name(spec->loss));
+    } else {
+        sb_puts(&b, "{\"name\":");
+        sb_json_str(&b, loss_name(spec->loss));
+        if (spec->from_logits)
+            sb_puts(&b, ",\"from_logits\":true");
+        if (spec->label_smoothing != 0.0f) {
+            sb_puts(&b, ",\"label_smoothing\":");
+            sb_float(&b, spec->label_smoothing);
+        }
+        if (spec->loss == LOSS_HUBER) {
+            sb_puts(&b, ",\"delta\":");
+            sb_float(&b, spec->huber_delta);
+        }
+        sb_putn(&b, "}", 1);
+    }
+    if (spec->n_class_weight) {
+        sb_key(&b, "class_weight");
+        for (int i = 0; i < spec->n_class_weight; i++) {
+            sb_printf(&b, "%s\"%d\":", i ? "," : "{", i);
+            sb_float(&b, spec->class_weight[i]);
+        }
+        sb_putn(&b, "}", 1);
+    }
     sb_printf(&b, ",\"epochs\":%d,\"batch_size\":%d,\"shuffle\":%s,\"seed\":%llu", spec->epochs,
               spec->batch_size, spec->shuffle ? "true" : "false",
               (unsigned long long)spec->seed);

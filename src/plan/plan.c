@@ -4,7 +4,6 @@
 #include "plan/plan.h"
 
 #include "plan/yamltree.h"
-#include "train/train.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -17,7 +16,8 @@
 const char *const plan_model_keys[] = {
     "name",    "layers", "epochs",         "batch_size", "shuffle",   "seed",
     "optimizer", "loss", "early_stopping", "device",     "init_from", "metrics",
-    "reduce_lr_on_plateau", NULL};
+    "class_weight", "reduce_lr_on_plateau", NULL};
+const char *const plan_loss_keys[] = {"name", "from_logits", "label_smoothing", "delta", NULL};
 const char *const plan_optimizer_keys[] = {"name",     "lr",       "learning_rate",
                                            "momentum", "nesterov", "beta_1",
                                            "beta_2",   "epsilon",  "weight_decay",
@@ -54,8 +54,14 @@ static const char *const device_keys[] = {"memory", "split", "memory_limit", NUL
 static const char *const act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
 static const char *const pad_names[] = {"valid", "same"};
 static const char *const opt_names[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad", "nadam"};
-static const char *const loss_names[] = {"sparse_categorical_crossentropy", "mse",
-                                         "mean_squared_error"};
+/* The losses as Keras names them, aliases after; loss_kinds[i] is names[i]'s. */
+static const char *const loss_names[] = {
+    "sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
+    "mse", "mae", "huber", "mean_squared_error", "mean_absolute_error", "huber_loss"};
+static const loss_kind loss_kinds[] = {LOSS_SCE, LOSS_CCE, LOSS_BCE,   LOSS_MSE,  LOSS_MAE,
+                                       LOSS_HUBER, LOSS_MSE, LOSS_MAE, LOSS_HUBER};
+static const char *const monitor_names[] = {"val_loss", "val_accuracy", "loss",    "accuracy",
+                                            "val_mae",  "val_rmse",     "mae",     "rmse"};
 static const char *const strategy_names[] = {"auto", "sequential", "threads", "processes",
                                              "fused"};
 static const char *const memory_names[] = {"grow", "preallocate"};
@@ -725,24 +731,146 @@ static cohort_status build_optimizer(const yctx *c, const ynode *o, const char *
     return build_schedule(c, ymap_get(o, "schedule"), &out->schedule);
 }
 
-/* A metric of the history that a callback may watch: any of the epoch
- * metrics but the time and the learning rate. */
+/* A metric of the history that a callback may watch. */
 static cohort_status get_monitor(const yctx *c, const ynode *v, const char *what, char *out,
                                  size_t size)
 {
-    const char *names[EPOCH_METRIC_COUNT];
-    int n = 0;
-    for (int i = 0; i < EPOCH_METRIC_COUNT; i++) {
-        const char *f = epoch_metric_fields[i].name;
-        if (strcmp(f, "seconds") != 0 && strcmp(f, "lr") != 0)
-            names[n++] = f;
-    }
     int idx;
-    cohort_status st = yget_enum(c, v, what, names, n, &idx);
+    cohort_status st = yget_enum(c, v, what, monitor_names, COUNT(monitor_names), &idx);
     if (st)
         return st;
-    str_copy(out, size, names[idx]);
+    str_copy(out, size, monitor_names[idx]);
     return COHORT_OK;
+}
+
+static int layer_has_act(const layer_spec *l)
+{
+    return l->kind == LAYER_DENSE || l->kind == LAYER_CONV2D || l->kind == LAYER_ACTIVATION;
+}
+
+static int is_cross_entropy(loss_kind l) { return l == LOSS_SCE || l == LOSS_CCE || l == LOSS_BCE; }
+
+/* loss: a name, or {name: N, from_logits, label_smoothing, delta}. */
+static cohort_status build_loss(const yctx *c, const ynode *n, const char *label, model_spec *s)
+{
+    char got[80];
+    const ynode *name = n && n->type == YNODE_MAP ? ymap_get(n, "name") : n;
+    if (!n || ynode_is_null(n))
+        return COHORT_OK;
+    if ((n->type != YNODE_SCALAR && n->type != YNODE_MAP) || !name)
+        return ynode_fail(c, n, "loss of %s must be a name like mse or a map like {name: huber, "
+                                "delta: 1.0}, got %s",
+                          label, ynode_describe(n, got, sizeof got));
+    int idx;
+    cohort_status st = yget_enum(c, name, "loss", loss_names, COUNT(loss_names), &idx);
+    if (st)
+        return st;
+    s->loss = loss_kinds[idx];
+    if (n->type != YNODE_MAP)
+        return COHORT_OK;
+    for (size_t i = 0; i < n->n; i++) {
+        const char *k = n->keys[i]->str;
+        const ynode *v = n->vals[i];
+        double d;
+        if (strcmp(k, "name") == 0)
+            continue;
+        int ce = is_cross_entropy(s->loss);
+        if ((strcmp(k, "from_logits") == 0 || strcmp(k, "label_smoothing") == 0) && !ce)
+            return ynode_fail(c, n->keys[i], "'%s' applies to the cross-entropy losses, not to "
+                                             "loss %s of %s",
+                              k, loss_name(s->loss), label);
+        if (strcmp(k, "delta") == 0 && s->loss != LOSS_HUBER)
+            return ynode_fail(c, n->keys[i], "'delta' applies to loss huber, not to loss %s of %s",
+                              loss_name(s->loss), label);
+        if (strcmp(k, "from_logits") == 0) {
+            if ((st = yget_bool(c, v, "from_logits", &s->from_logits)))
+                return st;
+        } else if (strcmp(k, "label_smoothing") == 0) {
+            if ((st = yget_num(c, v, "label_smoothing", YR_UNIT, 1, &d)))
+                return st;
+            s->label_smoothing = (float)d;
+        } else {
+            if ((st = yget_num(c, v, "delta", YR_POSITIVE, 1, &d)))
+                return st;
+            s->huber_delta = (float)d;
+        }
+    }
+    return COHORT_OK;
+}
+
+/* class_weight: {CLASS: WEIGHT, ...} over classes 0..n-1, as Keras's fit. */
+static cohort_status build_class_weight(const yctx *c, const ynode *n, const char *label,
+                                        model_spec *s)
+{
+    char got[80];
+    if (!n || ynode_is_null(n))
+        return COHORT_OK;
+    if (n->type != YNODE_MAP || n->n == 0)
+        return ynode_fail(c, n, "class_weight of %s must be a map of class to weight like "
+                                "{0: 1.0, 1: 5.0}, got %s",
+                          label, ynode_describe(n, got, sizeof got));
+    if (n->n > COHORT_MAX_CLASS_WEIGHTS)
+        return ynode_fail(c, n, "class_weight of %s names %zu classes, more than the %d allowed",
+                          label, n->n, COHORT_MAX_CLASS_WEIGHTS);
+    unsigned char seen[COHORT_MAX_CLASS_WEIGHTS] = {0};
+    for (size_t i = 0; i < n->n; i++) {
+        long long cls;
+        double w;
+        cohort_status st = yget_int(c, n->keys[i], "a class of class_weight", 0,
+                                    (long long)n->n - 1, &cls);
+        if (st)
+            return st;
+        if (seen[cls])
+            return ynode_fail(c, n->keys[i], "class_weight of %s gives class %lld twice", label,
+                              cls);
+        if ((st = yget_num(c, n->vals[i], "class_weight", YR_NONNEG, 1, &w)))
+            return st;
+        seen[cls] = 1;
+        s->class_weight[cls] = (float)w;
+    }
+    s->n_class_weight = (int)n->n;
+    return COHORT_OK;
+}
+
+/* The last layer gives what the loss takes: a softmax for the categorical
+ * cross-entropies, a sigmoid for binary_crossentropy, logits (a linear
+ * layer) with from_logits. */
+static cohort_status check_output(const yctx *c, const ynode *layer, const char *label,
+                                  const model_spec *s)
+{
+    const layer_spec *l = &s->layers[s->n_layers - 1];
+    act_kind want = model_loss_act(s);
+    if (!is_cross_entropy(s->loss))
+        return COHORT_OK;
+    act_kind have = layer_has_act(l) ? l->act : ACT_LINEAR;
+    if (have == want)
+        return COHORT_OK;
+    char is[80], fix[120];
+    const char *kind = layer_kind_name(l->kind);
+    const char *act = act_name(want);
+    if (l->kind == LAYER_ACTIVATION)
+        snprintf(is, sizeof is, "activation %s", act_name(l->act));
+    else if (layer_has_act(l))
+        snprintf(is, sizeof is, "%s with activation %s", kind, act_name(l->act));
+    else
+        snprintf(is, sizeof is, "%s", kind);
+    if (l->kind == LAYER_DENSE)
+        snprintf(fix, sizeof fix, "make it {dense: %d, activation: %s}", l->units, act);
+    else if (l->kind == LAYER_CONV2D)
+        snprintf(fix, sizeof fix, "give it activation: %s", act);
+    else if (l->kind == LAYER_ACTIVATION)
+        snprintf(fix, sizeof fix, "make it {activation: %s}", act);
+    else
+        snprintf(fix, sizeof fix, "end with {dense: %s, activation: %s}",
+                 s->loss == LOSS_BCE ? "1" : "CLASSES", act);
+    if (s->from_logits)
+        return ynode_fail(c, layer, "%s: loss %s with from_logits: true takes logits, but the "
+                                    "last layer is %s; %s (or drop from_logits)",
+                          label, loss_name(s->loss), is, fix);
+    return ynode_fail(c, layer, "%s: loss %s needs the model's output to be a %s, but the last "
+                                "layer is %s; %s%s",
+                      label, loss_name(s->loss), act, is, fix,
+                      have == ACT_LINEAR ? " (or give the loss from_logits: true)" : "");
 }
 
 static cohort_status build_early_stop(const yctx *c, const ynode *n, const char *label,
@@ -1204,11 +1332,6 @@ static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
 }
 
 /* The layer's kind takes an activation. */
-static int layer_has_act(const layer_spec *l)
-{
-    return l->kind == LAYER_DENSE || l->kind == LAYER_CONV2D || l->kind == LAYER_ACTIVATION;
-}
-
 static cohort_status build_layers(const yctx *c, const ynode *t, const char *label,
                                   model_spec *s)
 {
@@ -1234,30 +1357,7 @@ static cohort_status build_layers(const yctx *c, const ynode *t, const char *lab
             return st;
     }
     s->n_layers = (int)n->n;
-    const layer_spec *lastl = &s->layers[s->n_layers - 1];
-    if (s->loss == LOSS_SCE && !(layer_has_act(lastl) && lastl->act == ACT_SOFTMAX)) {
-        char is[80], fix[120];
-        const char *kind = layer_kind_name(lastl->kind);
-        if (lastl->kind == LAYER_ACTIVATION)
-            snprintf(is, sizeof is, "activation %s", act_name(lastl->act));
-        else if (layer_has_act(lastl))
-            snprintf(is, sizeof is, "%s with activation %s", kind, act_name(lastl->act));
-        else
-            snprintf(is, sizeof is, "%s", kind);
-        if (lastl->kind == LAYER_DENSE)
-            snprintf(fix, sizeof fix, "make it {dense: %d, activation: softmax}", lastl->units);
-        else if (lastl->kind == LAYER_CONV2D)
-            snprintf(fix, sizeof fix, "give it activation: softmax");
-        else if (lastl->kind == LAYER_ACTIVATION)
-            snprintf(fix, sizeof fix, "make it {activation: softmax}");
-        else
-            snprintf(fix, sizeof fix, "end with {dense: CLASSES, activation: softmax}");
-        return ynode_fail(c, n->vals[n->n - 1],
-                          "%s: loss sparse_categorical_crossentropy needs the model's output to "
-                          "be a softmax, but the last layer is %s; %s",
-                          label, is, fix);
-    }
-    return COHORT_OK;
+    return check_output(c, n->vals[n->n - 1], label, s);
 }
 
 static int name_char_ok(unsigned char ch)
@@ -1291,12 +1391,10 @@ static cohort_status build_model(const yctx *c, const ynode *t, const char *name
     cohort_status st;
     const ynode *v;
     long long ll;
-    int idx;
-    if ((v = ymap_get(t, "loss"))) {
-        if ((st = yget_enum(c, v, "loss", loss_names, COUNT(loss_names), &idx)))
-            return st;
-        s->loss = idx == 0 ? LOSS_SCE : LOSS_MSE;
-    }
+    if ((st = build_loss(c, ymap_get(t, "loss"), label, s)))
+        return st;
+    if ((st = build_class_weight(c, ymap_get(t, "class_weight"), label, s)))
+        return st;
     if ((st = build_layers(c, t, label, s)))
         return st;
     if ((v = ymap_get(t, "epochs"))) {
@@ -1336,10 +1434,13 @@ static cohort_status build_model(const yctx *c, const ynode *t, const char *name
     if ((v = ymap_get(t, "metrics"))) {
         int ok = v->type == YNODE_SEQ && v->n > 0;
         for (size_t i = 0; ok && i < v->n; i++)
-            ok = v->vals[i]->type == YNODE_SCALAR && strcmp(v->vals[i]->str, "accuracy") == 0;
+            ok = v->vals[i]->type == YNODE_SCALAR && (strcmp(v->vals[i]->str, "accuracy") == 0 ||
+                                                      strcmp(v->vals[i]->str, "mae") == 0 ||
+                                                      strcmp(v->vals[i]->str, "rmse") == 0);
         if (!ok)
-            return ynode_fail(c, v, "metrics of %s must be [accuracy] (loss and accuracy are "
-                                    "always reported), got %s",
+            return ynode_fail(c, v, "metrics of %s must be a list of accuracy, mae, rmse (the "
+                                    "loss and accuracy are always reported for classification, "
+                                    "mae and rmse for regression), got %s",
                               label, ynode_describe(v, got, sizeof got));
     }
     return COHORT_OK;

@@ -84,6 +84,7 @@ cohort_status ckpt_write(cohort_run *run, const model_entry *e, train_group *g, 
               r->stopped_early);
     num17(&s, "part_loss", r->part_loss);
     num17(&s, "part_correct", r->part_correct);
+    num17(&s, "part_sq", r->part_sq);
     num17(&s, "best_value", r->best_value);
     num17(&s, "seconds", r->seconds);
     num17(&s, "lr", r->lr);
@@ -177,6 +178,7 @@ cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, co
         r->stopped_early = (int)json_num(json_get(j, "stopped_early"), 0);
         r->part_loss = json_num(json_get(j, "part_loss"), 0);
         r->part_correct = json_num(json_get(j, "part_correct"), 0);
+        r->part_sq = json_num(json_get(j, "part_sq"), 0);
         r->best_value = json_num(json_get(j, "best_value"), NAN);
         r->seconds = json_num(json_get(j, "seconds"), 0);
         r->lr = json_num(json_get(j, "lr"), NAN);
@@ -266,14 +268,17 @@ cohort_status run_resume(cohort_run *run, cohort_error *err)
         const json_value *b = json_get(r, "best");
         if (b && b->type == JSON_OBJ) {
             e->res.best_epoch = (int)json_num(json_get(b, "epoch"), 0);
-            e->res.best.loss = json_num(json_get(b, "loss"), NAN);
-            e->res.best.accuracy = json_num(json_get(b, "accuracy"), NAN);
-            e->res.best.val_loss = json_num(json_get(b, "val_loss"), NAN);
-            e->res.best.val_accuracy = json_num(json_get(b, "val_accuracy"), NAN);
+            epoch_metrics_clear(&e->res.best);
+            for (int mi = 0; mi < EPOCH_METRIC_COUNT; mi++) {
+                const metric_field *f = &epoch_metric_fields[mi];
+                *epoch_metric(&e->res.best, f) = json_num(json_get(b, f->name), NAN);
+            }
         }
         const json_value *t = json_get(r, "test");
         e->test_loss = json_num(json_get(t, "loss"), NAN);
         e->test_accuracy = json_num(json_get(t, "accuracy"), NAN);
+        e->test_mae = json_num(json_get(t, "mae"), NAN);
+        e->test_rmse = json_num(json_get(t, "rmse"), NAN);
         e->res.seconds = json_num(json_get(r, "seconds"), 0);
         e->peak_bytes = (uint64_t)json_num(json_get(r, "peak_bytes"), 0);
         str_copy(e->weights, sizeof e->weights, json_str(json_get(r, "weights"), ""));

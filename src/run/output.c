@@ -56,28 +56,29 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
         sb_printf(b, ",\n      \"restored_epoch\": %d", restored);
     else
         sb_puts(b, ",\n      \"restored_epoch\": null");
-    sb_puts(b, ",\n      \"history\": {\"loss\": ");
-    json_metric_array(b, r, offsetof(epoch_metrics, loss));
-    sb_puts(b, ", \"accuracy\": ");
-    json_metric_array(b, r, offsetof(epoch_metrics, accuracy));
-    sb_puts(b, ", \"val_loss\": ");
-    json_metric_array(b, r, offsetof(epoch_metrics, val_loss));
-    sb_puts(b, ", \"val_accuracy\": ");
-    json_metric_array(b, r, offsetof(epoch_metrics, val_accuracy));
-    sb_puts(b, ", \"seconds\": ");
-    json_metric_array(b, r, offsetof(epoch_metrics, seconds));
-    sb_puts(b, ", \"lr\": ");
-    json_metric_array(b, r, offsetof(epoch_metrics, lr));
+    int reg = e->L.metric == METRIC_ERRORS;
+    sb_printf(b, ",\n      \"task\": \"%s\"", reg ? "regression" : "classification");
+    /* The history: every metric of the task, seconds and lr. */
+    static const char *const cls_keys[] = {"loss", "accuracy", "val_loss", "val_accuracy",
+                                           "seconds", "lr"};
+    static const char *const reg_keys[] = {"loss", "mae", "rmse", "val_loss", "val_mae",
+                                           "val_rmse", "seconds", "lr"};
+    const char *const *keys = reg ? reg_keys : cls_keys;
+    int nk = reg ? 8 : 6;
+    sb_puts(b, ",\n      \"history\": {");
+    for (int i = 0; i < nk; i++) {
+        sb_printf(b, "%s\"%s\": ", i ? ", " : "", keys[i]);
+        json_metric_array(b, r, epoch_metric_find(keys[i])->off);
+    }
     sb_puts(b, "},\n      \"best\": ");
     if (r->best_epoch > 0) {
-        sb_printf(b, "{\"epoch\": %d, \"loss\": ", r->best_epoch);
-        sb_json_num(b, r->best.loss);
-        sb_puts(b, ", \"accuracy\": ");
-        sb_json_num(b, r->best.accuracy);
-        sb_puts(b, ", \"val_loss\": ");
-        sb_json_num(b, r->best.val_loss);
-        sb_puts(b, ", \"val_accuracy\": ");
-        sb_json_num(b, r->best.val_accuracy);
+        sb_printf(b, "{\"epoch\": %d", r->best_epoch);
+        for (int i = 0; i < nk; i++) {
+            if (strcmp(keys[i], "seconds") == 0 || strcmp(keys[i], "lr") == 0)
+                continue;
+            sb_printf(b, ", \"%s\": ", keys[i]);
+            sb_json_num(b, epoch_metric_get(&r->best, epoch_metric_find(keys[i])));
+        }
         sb_puts(b, "}");
     } else {
         sb_puts(b, "null");
@@ -86,8 +87,15 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
     if (run->has_test && isfinite(e->test_loss)) {
         sb_puts(b, "{\"loss\": ");
         sb_json_num(b, e->test_loss);
-        sb_puts(b, ", \"accuracy\": ");
-        sb_json_num(b, e->test_accuracy);
+        if (reg) {
+            sb_puts(b, ", \"mae\": ");
+            sb_json_num(b, e->test_mae);
+            sb_puts(b, ", \"rmse\": ");
+            sb_json_num(b, e->test_rmse);
+        } else {
+            sb_puts(b, ", \"accuracy\": ");
+            sb_json_num(b, e->test_accuracy);
+        }
         sb_puts(b, "}");
     } else {
         sb_puts(b, "null");
@@ -244,17 +252,24 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
 {
     strbuf b;
     sb_init(&b);
-    sb_puts(&b, "epoch,loss,accuracy,val_loss,val_accuracy,seconds,lr\n");
+    int reg = e->L.metric == METRIC_ERRORS;
+    sb_puts(&b, reg ? "epoch,loss,mae,rmse,val_loss,val_mae,val_rmse,seconds,lr\n"
+                    : "epoch,loss,accuracy,val_loss,val_accuracy,seconds,lr\n");
     for (int i = 0; i < e->res.epochs_run; i++) {
         const epoch_metrics *m = &e->res.history[i];
-        sb_printf(&b, "%d,%.6f,%.6f,", i + 1, m->loss, m->accuracy);
-        if (isfinite(m->val_loss))
+        if (reg)
+            sb_printf(&b, "%d,%.6f,%.6f,%.6f,", i + 1, m->loss, m->mae, m->rmse);
+        else
+            sb_printf(&b, "%d,%.6f,%.6f,", i + 1, m->loss, m->accuracy);
+        if (isfinite(m->val_loss) && reg)
+            sb_printf(&b, "%.6f,%.6f,%.6f,", m->val_loss, m->val_mae, m->val_rmse);
+        else if (isfinite(m->val_loss))
             sb_printf(&b, "%.6f,%.6f,", m->val_loss, m->val_accuracy);
         else
-            sb_puts(&b, ",,");
+            sb_puts(&b, reg ? ",,," : ",,");
         sb_printf(&b, "%.3f,", m->seconds);
         if (isfinite(m->lr))
-            sb_printf(&b, "%.9g", m->lr);
+            sb_printf(&b, "%.8g", m->lr);
         sb_puts(&b, "\n");
     }
     char path[2 * COHORT_PATH_MAX];

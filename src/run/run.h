@@ -22,7 +22,7 @@ typedef struct model_entry {
     uint64_t planned_bytes;
     uint64_t peak_bytes;
     train_result res;
-    double test_loss, test_accuracy;
+    double test_loss, test_accuracy, test_mae, test_rmse; /* NaN: none, or not this task's */
     int64_t *confusion;    /* [classes, classes] on the test set: row true, column predicted */
     char weights[COHORT_PATH_MAX];      /* relative to the output directory */
     char best_weights[COHORT_PATH_MAX];

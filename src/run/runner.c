@@ -105,11 +105,47 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
             return cohort_fail(err, COHORT_ERR_INPUT,
                                "%s has %lld features per sample but %s has %lld", other[i]->source,
                                (long long)other[i]->dim, d->train, (long long)run->train_ds->dim);
+        int64_t want = run->train_ds->t ? run->train_ds->t_dim : 0,
+                has = other[i]->t ? other[i]->t_dim : 0;
+        if (want != has && !(want <= 1 && has <= 1 && other[i]->n_classes && run->n_classes))
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s has %s, but the training data %s has %s", other[i]->source,
+                               has ? "real-valued targets" : "class labels", d->train,
+                               want ? "real-valued targets" : "class labels");
+        if (want > 1 && want != has)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s has %lld targets per sample, but the training data %s has %lld",
+                               other[i]->source, (long long)has, d->train, (long long)want);
         if (other[i]->n_classes > run->n_classes)
             return cohort_fail(err, COHORT_ERR_INPUT,
                                "%s has label %d, but the training data %s has only %d classes",
                                other[i]->source, other[i]->n_classes - 1, d->train, run->n_classes);
     }
+    return COHORT_OK;
+}
+
+/* The training data's targets are what model e's loss takes: class labels
+ * for sparse_categorical_crossentropy, target rows as wide as the output for
+ * the others (or class labels, made one-hot or taken as numbers). */
+static cohort_status check_targets(const cohort_run *run, const model_entry *e, cohort_error *err)
+{
+    const cohort_dataset *ds = run->train_ds;
+    const model_spec *s = e->spec;
+    int n_out = e->L.n_out;
+    if (!ds->t)
+        return COHORT_OK; /* class labels: checked with the layout */
+    if (s->loss == LOSS_SCE && !ds->n_classes)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "model '%s': sparse_categorical_crossentropy takes integer class "
+                           "labels, but %s has real-valued targets (%lld per sample); use loss "
+                           "mse, mae or huber for regression%s",
+                           s->name, ds->source, (long long)ds->t_dim,
+                           ds->t_dim > 1 ? ", or categorical_crossentropy for one-hot rows" : "");
+    if (s->loss != LOSS_SCE && ds->t_dim != n_out && !(ds->n_classes && ds->t_dim == 1))
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "model '%s': %s has %lld targets per sample, but the last layer has %d "
+                           "units; make it {dense: %lld}",
+                           s->name, ds->source, (long long)ds->t_dim, n_out, (long long)ds->t_dim);
     return COHORT_OK;
 }
 
@@ -341,9 +377,11 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         e->spec = &plan->models[i];
         e->index = i;
         e->device = -1;
-        e->test_loss = e->test_accuracy = NAN;
+        e->test_loss = e->test_accuracy = e->test_mae = e->test_rmse = NAN;
         e->res.state = MODEL_PENDING;
         st = model_layout_make(e->spec, run->in_shape, run->n_classes, 1, &e->L, err);
+        if (!st)
+            st = check_targets(run, e, err);
         /* An init_from file that does not fit the model is bad input, found
          * before anything trains (exit 2), not a model failing later. */
         if (!st && e->spec->init_from[0]) {
@@ -448,6 +486,12 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
     out->final_accuracy = e->res.epochs_run ? e->res.history[e->res.epochs_run - 1].accuracy : NAN;
     out->test_loss = e->test_loss;
     out->test_accuracy = e->test_accuracy;
+    out->best_val_mae = e->res.best_epoch ? e->res.best.val_mae : NAN;
+    out->best_val_rmse = e->res.best_epoch ? e->res.best.val_rmse : NAN;
+    out->final_mae = e->res.epochs_run ? e->res.history[e->res.epochs_run - 1].mae : NAN;
+    out->final_rmse = e->res.epochs_run ? e->res.history[e->res.epochs_run - 1].rmse : NAN;
+    out->test_mae = e->test_mae;
+    out->test_rmse = e->test_rmse;
     out->seconds = e->res.seconds;
     out->params = e->L.n_params;
     out->planned_bytes = e->planned_bytes;

@@ -66,7 +66,7 @@ typedef struct msg {
     epoch_metrics m;
     int state, epochs_run, best_epoch, stopped_early;
     epoch_metrics best;
-    double seconds, test_loss, test_accuracy;
+    double seconds, test_loss, test_accuracy, test_mae, test_rmse;
     uint64_t peak_bytes, planned_bytes;
     char error[768];
     char weights[COHORT_PATH_MAX], best_weights[COHORT_PATH_MAX];
@@ -85,6 +85,7 @@ static void event_init(cohort_event *ev, cohort_event_kind kind, const cohort_ru
     ev->device = e->device >= 0 ? run->devices->dev[e->device].info.name : "";
     ev->epochs = e->spec->epochs;
     ev->loss = ev->accuracy = ev->val_loss = ev->val_accuracy = NAN;
+    ev->mae = ev->rmse = ev->val_mae = ev->val_rmse = NAN;
 }
 
 static void emit(cohort_run *run, cohort_event *ev)
@@ -161,6 +162,10 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
         ev.accuracy = m->m.accuracy;
         ev.val_loss = m->m.val_loss;
         ev.val_accuracy = m->m.val_accuracy;
+        ev.mae = m->m.mae;
+        ev.rmse = m->m.rmse;
+        ev.val_mae = m->m.val_mae;
+        ev.val_rmse = m->m.val_rmse;
         ev.seconds = m->seconds;
         emit(run, &ev);
         return;
@@ -174,6 +179,8 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
         e->res.seconds = m->seconds;
         e->test_loss = m->test_loss;
         e->test_accuracy = m->test_accuracy;
+        e->test_mae = m->test_mae;
+        e->test_rmse = m->test_rmse;
         e->peak_bytes = m->peak_bytes;
         if (m->planned_bytes)
             e->planned_bytes = m->planned_bytes;
@@ -390,15 +397,15 @@ static void job_run(sched *s, job *j)
     int32_t *pred = conf ? malloc((size_t)j->n * (size_t)run->test.n * sizeof *pred + 1) : NULL;
     uint64_t share = c.g ? (group_peak_bytes(c.g) + (uint64_t)j->n - 1) / (uint64_t)j->n : 0;
     uint64_t planned = (j->bytes + (uint64_t)j->n - 1) / (uint64_t)j->n;
-    double tl[MAX_GROUP], ta[MAX_GROUP];
+    eval_metrics te[MAX_GROUP];
     cohort_status test_st = COHORT_OK;
     if (!st && run->has_test)
-        test_st = group_evaluate(c.g, &run->test, tl, ta, pred);
+        test_st = group_evaluate(c.g, &run->test, te, pred);
     for (int k = 0; k < j->n; k++) {
         memset(&m, 0, sizeof m);
         m.type = MSG_FINAL;
         m.model = j->idx[k];
-        m.test_loss = m.test_accuracy = NAN;
+        m.test_loss = m.test_accuracy = m.test_mae = m.test_rmse = NAN;
         m.planned_bytes = planned;
         m.peak_bytes = share;
         if (st) {
@@ -422,8 +429,10 @@ static void job_run(sched *s, job *j)
                 str_copy(m.error, sizeof m.error, "out of host memory evaluating the test data");
             }
             if (r->state == MODEL_OK && run->has_test && !test_st) {
-                m.test_loss = tl[k];
-                m.test_accuracy = ta[k];
+                m.test_loss = te[k].loss;
+                m.test_accuracy = te[k].accuracy;
+                m.test_mae = te[k].mae;
+                m.test_rmse = te[k].rmse;
                 if (conf && pred) {
                     memset(conf, 0, (size_t)n_conf * sizeof *conf);
                     const int32_t *pk = pred + (size_t)k * (size_t)run->test.n;
@@ -749,7 +758,7 @@ static void reap(sched *s, job *j)
         m.best_epoch = e->res.best_epoch;
         m.best = e->res.best;
         m.seconds = e->res.seconds;
-        m.test_loss = m.test_accuracy = NAN;
+        m.test_loss = m.test_accuracy = m.test_mae = m.test_rmse = NAN;
         str_copy(m.best_weights, sizeof m.best_weights, e->best_weights);
         str_copy(m.error, sizeof m.error,
                  run->stop ? "stopped before its worker reported; its last checkpoint is saved"

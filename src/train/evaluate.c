@@ -21,8 +21,22 @@ static void infer_batch(train_group *g, int rows)
     }
 }
 
-cohort_status group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy,
-                             int32_t *pred)
+eval_metrics metrics_of_stats(const model_layout *L, const double *st, double n)
+{
+    eval_metrics m = {NAN, NAN, NAN, NAN};
+    if (!(n > 0))
+        return m;
+    m.loss = st[0] / n;
+    if (L->metric == METRIC_ERRORS) {
+        m.mae = st[1] / n;
+        m.rmse = sqrt(st[3] / n);
+    } else {
+        m.accuracy = st[1] / n;
+    }
+    return m;
+}
+
+cohort_status group_evaluate(train_group *g, const data_view *d, eval_metrics *em, int32_t *pred)
 {
     int K = g->K, B = g->L.B, n_out = g->L.n_out;
     int64_t idx[1024];
@@ -32,7 +46,7 @@ cohort_status group_evaluate(train_group *g, const data_view *d, double *loss, d
     if (!ix) {
         /* No loss rather than a loss of 0 that looks like a perfect model. */
         for (int k = 0; k < K; k++)
-            loss[k] = accuracy[k] = NAN;
+            em[k] = metrics_of_stats(&g->L, st, 0);
         return COHORT_ERR_NOMEM;
     }
     /* The outputs (probabilities after loss_pass) of every model, per batch. */
@@ -64,10 +78,8 @@ cohort_status group_evaluate(train_group *g, const data_view *d, double *loss, d
     /* Keras's evaluate reports the regularized loss too. */
     group_reg_penalty(g, all, (int)d->n);
     group_read_stats(g, st);
-    for (int k = 0; k < K; k++) {
-        loss[k] = d->n ? st[4 * k] / (double)d->n : NAN;
-        accuracy[k] = d->n ? st[4 * k + 1] / (double)d->n : NAN;
-    }
+    for (int k = 0; k < K; k++)
+        em[k] = metrics_of_stats(&g->L, st + 4 * k, (double)d->n);
     return COHORT_OK;
 }
 

@@ -166,7 +166,8 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
         for (int k = 0; k < K; k++) {
             st[4 * k] = first ? res[k].part_loss : 0.0;
             st[4 * k + 1] = first ? res[k].part_correct : 0.0;
-            st[4 * k + 2] = st[4 * k + 3] = 0.0;
+            st[4 * k + 2] = 0.0;
+            st[4 * k + 3] = first ? res[k].part_sq : 0.0;
         }
         g->be->copy_h2d(g->ctx, g->stats, st, (size_t)K * 4 * sizeof(double));
         for (int64_t step = first; step < steps; step++) {
@@ -196,14 +197,15 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 }
                 if (cb && cb->on_step) {
                     int64_t done = step * B + rows;
-                    cb->on_step(cb->user, k, epoch, step + 1, steps, st[4 * k] / (double)done,
-                                st[4 * k + 1] / (double)done);
+                    double acc = L->metric == METRIC_ERRORS ? NAN : st[4 * k + 1] / (double)done;
+                    cb->on_step(cb->user, k, epoch, step + 1, steps, st[4 * k] / (double)done, acc);
                 }
             }
             if (cb && cb->stop && *cb->stop && step + 1 < steps) {
                 for (int k = 0; k < K; k++) {
                     res[k].part_loss = st[4 * k];
                     res[k].part_correct = st[4 * k + 1];
+                    res[k].part_sq = st[4 * k + 3];
                     res[k].seconds = base[k] + (now_seconds() - t0);
                 }
                 if (cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch - 1, step + 1, res, err))
@@ -215,8 +217,8 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
         }
         if (ret)
             break;
-        double vl[COHORT_MAX_GROUP], va[COHORT_MAX_GROUP];
-        if (has_val && group_evaluate(g, val, vl, va, NULL) != COHORT_OK) {
+        eval_metrics ve[COHORT_MAX_GROUP];
+        if (has_val && group_evaluate(g, val, ve, NULL) != COHORT_OK) {
             for (int k = 0; k < K; k++)
                 if (g->active[k]) {
                     g->active[k] = 0;
@@ -248,14 +250,21 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
             }
             epoch_metrics *m = &res[k].history[epoch - 1];
             epoch_metrics_clear(m);
-            m->loss = st[4 * k] / (double)n;
-            m->accuracy = st[4 * k + 1] / (double)n;
-            m->val_loss = has_val ? vl[k] : NAN;
-            m->val_accuracy = has_val ? va[k] : NAN;
+            eval_metrics tm = metrics_of_stats(L, st + 4 * k, (double)n);
+            m->loss = tm.loss;
+            m->accuracy = tm.accuracy;
+            m->mae = tm.mae;
+            m->rmse = tm.rmse;
+            if (has_val) {
+                m->val_loss = ve[k].loss;
+                m->val_accuracy = ve[k].accuracy;
+                m->val_mae = ve[k].mae;
+                m->val_rmse = ve[k].rmse;
+            }
             m->seconds = secs;
             m->lr = group_lr_at(g, k, g->t - 1);
             res[k].epochs_run = epoch;
-            res[k].part_loss = res[k].part_correct = 0.0;
+            res[k].part_loss = res[k].part_correct = res[k].part_sq = 0.0;
             const early_stop_spec *es = &g->spec[k]->early_stop;
             const char *mon = es->enabled ? es->monitor : has_val ? "val_loss" : "loss";
             double v = monitor_value(mon, m), delta = es->enabled ? es->min_delta : 0.0;

@@ -122,6 +122,17 @@ static void group_configure(train_group *g, const model_spec *const *specs, int 
         g->xt_ldt = ldt;
 }
 
+/* Every model's class weights, 1 for a model without class_weight. */
+static void upload_class_weights(train_group *g)
+{
+    int n = g->L.n_cw;
+    for (int k = 0; k < g->K; k++) {
+        for (int i = 0; i < n; i++)
+            g->host[i] = g->spec[k]->n_class_weight ? g->spec[k]->class_weight[i] : 1.0f;
+        g->be->copy_h2d(g->ctx, g->classw + (size_t)k * (size_t)n, g->host, (size_t)n * sizeof(float));
+    }
+}
+
 cohort_status group_create(const model_spec *const *specs, int K, sample_shape in,
                            int n_classes, cohort_device *dev, int threads, train_group **out,
                            cohort_error *err)
@@ -164,6 +175,8 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
         g->global_clipnorm[k] = s->opt.global_clipnorm;
         g->clipvalue[k] = s->opt.clipvalue;
         g->seed[k] = s->seed;
+        g->smoothing[k] = s->label_smoothing;
+        g->huber_delta[k] = s->huber_delta;
         g->active[k] = 1;
     }
     st = g->be->ctx_create(dev->be_dev, threads, &g->ctx, err);
@@ -192,16 +205,21 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
     g->stat = (float *)BUF(BUF_STAT);
     g->work = (float *)BUF(BUF_WORK);
     g->labels = (int32_t *)BUF(BUF_LABELS);
+    g->targets = (float *)BUF(BUF_TARGETS);
+    g->classw = L->buf_bytes[BUF_CLASSW] ? (float *)BUF(BUF_CLASSW) : NULL;
     g->stats = (double *)BUF(BUF_STATS);
     g->best = L->keep_best ? (float *)BUF(BUF_BEST) : NULL;
     g->norms = (double *)BUF(BUF_NORMS);
 #undef BUF
 
-    float *host = g->host = malloc((L->n_params ? L->n_params : 1) * sizeof(float));
+    size_t host_n = L->n_params > (size_t)L->n_cw ? L->n_params : (size_t)L->n_cw;
+    float *host = g->host = malloc((host_n ? host_n : 1) * sizeof(float));
     if (!host) {
         group_free(g);
         return cohort_fail(err, COHORT_ERR_NOMEM, "model '%s': out of host memory", specs[0]->name);
     }
+    if (g->classw)
+        upload_class_weights(g);
     for (int k = 0; k < K && specs[0]->opt.kind == OPT_ADAGRAD; k++) {
         /* Keras starts Adagrad's accumulators at initial_accumulator_value. */
         for (size_t i = 0; i < L->n_params; i++)

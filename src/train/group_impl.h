@@ -23,6 +23,9 @@ struct train_group {
     char *slab;
     float *params, *grads, *opt_m, *opt_v, *act, *delta[2], *saved, *stat, *work, *best;
     int32_t *labels;
+    float *targets; /* [K or slots, B, n_out] target rows, for every loss but SCE */
+    float *classw;  /* [K, n_cw] class weights, NULL: none */
+    int tgt_rows;   /* the batch's targets are rows in targets (else labels) */
     double *stats;
     double *norms; /* [K] device scratch: a sum of squares per model (clipping) */
     /* host-side, [K] each */
@@ -46,6 +49,7 @@ struct train_group {
      * adamw) and no member's gradient must be whole first (a clip or a
      * kernel regularizer). */
     int fuse_step;
+    float smoothing[COHORT_MAX_GROUP], huber_delta[COHORT_MAX_GROUP]; /* the loss's */
     unsigned char active[COHORT_MAX_GROUP];
     uint64_t seed[COHORT_MAX_GROUP];
     float hp[4 * COHORT_MAX_GROUP]; /* the layers' per-model settings of one pass */

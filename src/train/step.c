@@ -105,15 +105,17 @@ void group_loss_pass(train_group *g, krange r, int rows, int grad)
     size_t B = (size_t)L->B, sd = B * (size_t)L->max_width, so;
     float *out = group_act(g, L->n_layers, r, &so);
     float *d = grad ? AT(g->delta[0], sd, r) : NULL;
-    size_t sy = g->in_shared ? 0 : B;
-    const int32_t *y = g->labels + (g->in_shared ? (size_t)g->in_slot : (size_t)r.k0) * B;
-    float scale = 1.0f / (float)rows;
-    if (g->spec[0]->loss == LOSS_SCE)
-        g->be->softmax_xent(g->ctx, out, so, y, sy, d, sd, g->stats + 4 * r.k0, rows, L->n_out,
-                            scale, r.count);
-    else
-        g->be->mse(g->ctx, out, so, y, sy, d, sd, g->stats + 4 * r.k0, rows, L->n_out, scale,
-                   r.count);
+    size_t slot = g->in_shared ? (size_t)g->in_slot : (size_t)r.k0;
+    size_t sy = g->in_shared ? 0 : B, st = sy * (size_t)L->n_out;
+    const int32_t *y = g->labels + slot * B;
+    const float *t = g->tgt_rows ? g->targets + slot * B * (size_t)L->n_out : NULL;
+    /* Class weights are of training, as Keras's fit has them: validation
+     * and test losses are unweighted. */
+    const float *cw = grad && g->classw ? g->classw + (size_t)r.k0 * (size_t)L->n_cw : NULL;
+    loss_step o = {g->spec[0]->loss, L->out_act,   L->metric, g->smoothing + r.k0,
+                   g->huber_delta + r.k0, cw, L->n_cw};
+    g->be->loss(g->ctx, &o, out, so, y, sy, t, st, d, sd, g->stats + 4 * r.k0, rows, L->n_out,
+                1.0f / (float)rows, r.count);
 }
 
 float group_lr_at(const train_group *g, int k, int64_t step)
@@ -331,6 +333,22 @@ static void train_step(train_group *g, krange r, int rows, uint64_t counter, int
     optimize(g, r, t, stepped);
 }
 
+/* The targets of rows ix into slot `slot` (dst stride: per model): target
+ * rows where the loss takes rows and d has them as wide as the output,
+ * else class labels (made one-hot, or taken as a number, by the loss). */
+static void load_targets(train_group *g, const data_view *d, size_t slot, size_t stride_models,
+                         const int64_t *ix, size_t stride, int rows, int count)
+{
+    size_t B = (size_t)g->L.B, w = (size_t)g->L.n_out;
+    g->tgt_rows = g->spec[0]->loss != LOSS_SCE && d->t && d->t_dim == (int64_t)w;
+    if (g->tgt_rows)
+        g->be->load_rows(g->ctx, g->targets + slot * B * w, stride_models * w, d->t, d->t_dim, ix,
+                         stride, rows, count);
+    else
+        g->be->load_labels(g->ctx, g->labels + slot * B, stride_models, d->y, ix, stride, rows,
+                           count);
+}
+
 void group_load_batch(train_group *g, const data_view *d, const int64_t *ix, size_t stride,
                       int rows)
 {
@@ -340,7 +358,7 @@ void group_load_batch(train_group *g, const data_view *d, const int64_t *ix, siz
     int count = g->in_shared ? 1 : g->K;
     g->be->load_rows(g->ctx, g->act, (size_t)g->L.B * (size_t)g->L.n_in, d->x, d->dim, ix, stride,
                      rows, count);
-    g->be->load_labels(g->ctx, g->labels, (size_t)g->L.B, d->y, ix, stride, rows, count);
+    load_targets(g, d, 0, (size_t)g->L.B, ix, stride, rows, count);
 }
 
 /* The most steps a block takes (train_block). */
@@ -378,7 +396,7 @@ static int load_slot(train_group *g, const data_view *d, const int64_t *order, i
     const int64_t *ix = order + step * (int64_t)B;
     g->xt_ready[slot] = 0;
     g->be->load_rows(g->ctx, g->act + (size_t)slot * B * in, 0, d->x, d->dim, ix, 0, rows, 1);
-    g->be->load_labels(g->ctx, g->labels + (size_t)slot * B, 0, d->y, ix, 0, rows, 1);
+    load_targets(g, d, (size_t)slot, 0, ix, 0, rows, 1);
     return rows;
 }
 

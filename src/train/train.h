@@ -67,7 +67,8 @@ typedef struct train_result {
     int wait;                /* epochs since it last improved (early stopping) */
     int stopped_early;
     double seconds;
-    double part_loss, part_correct; /* sums over the steps done of an unfinished epoch */
+    double part_loss, part_correct, part_sq; /* sums over the steps done of an unfinished
+                                              * epoch (stats [0], [1], [3]) */
     /* reduce_lr_on_plateau: the learning rate now (NaN: the spec's), the
      * best monitored value, epochs without improvement, cooldown left */
     double lr, plateau_best;
@@ -139,13 +140,22 @@ void group_set_state(train_group *g, int k, const float *params, const float *m,
 int group_opt_slots(const train_group *g);
 int group_keeps_best(const train_group *g);
 
-/* Mean loss and accuracy of every model on d (no dropout). pred: NULL, or
+/* A model's metrics on a dataset: the loss, and the accuracy or (for real
+ * targets, METRIC_ERRORS) the mean absolute and root mean squared errors;
+ * what does not apply is NaN. */
+typedef struct eval_metrics {
+    double loss, accuracy, mae, rmse;
+} eval_metrics;
+
+/* The metrics of n samples from the loss op's stats sums (st: 4 doubles). */
+eval_metrics metrics_of_stats(const model_layout *L, const double *st, double n);
+
+/* Metrics of every model on d (no dropout): out[K]. pred: NULL, or
  * [K * d->n] host memory for the class (output_class) each model gives each
  * sample, pred[k * d->n + i], taken from the same pass (-1 where there was
- * no memory for it). Returns COHORT_ERR_NOMEM, every loss and accuracy NaN,
- * when its host memory cannot be had. */
-cohort_status group_evaluate(train_group *g, const data_view *d, double *loss, double *accuracy,
-                             int32_t *pred);
+ * no memory for it). Returns COHORT_ERR_NOMEM, every metric NaN, when its
+ * host memory cannot be had. */
+cohort_status group_evaluate(train_group *g, const data_view *d, eval_metrics *out, int32_t *pred);
 
 /* Output probabilities (or values, for mse) of model k for all of d:
  * out is [d->n, n_out] host memory. */

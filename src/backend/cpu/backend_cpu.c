@@ -429,24 +429,19 @@ static void cpu_copyf(backend_ctx *c, float *dst, const float *src, size_t s, si
         memcpy(dst + k * s, src + k * s, n * sizeof(float));
 }
 
-static void cpu_softmax_xent(backend_ctx *c, float *Z, size_t sZ, const int32_t *y, size_t sy,
-                             float *dZ, size_t sdZ, double *stats, int rows, int cols,
-                             float grad_scale, int count)
+static void cpu_loss(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
+                     size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
+                     int rows, int cols, float grad_scale, int count)
 {
     (void)c;
-    for (int k = 0; k < count; k++)
-        kern_softmax_xent(Z + k * sZ, y + k * sy, dZ ? dZ + k * sdZ : NULL, stats + 4 * k, rows,
-                          cols, grad_scale);
-}
-
-static void cpu_mse(backend_ctx *c, const float *Y, size_t sY, const int32_t *y, size_t sy,
-                    float *dY, size_t sdY, double *stats, int rows, int cols, float grad_scale,
-                    int count)
-{
-    (void)c;
-    for (int k = 0; k < count; k++)
-        kern_mse(Y + k * sY, y + k * sy, dY ? dY + k * sdY : NULL, stats + 4 * k, rows, cols,
-                 grad_scale);
+    for (int k = 0; k < count; k++) {
+        loss_params p = {o->kind,         o->out_act,
+                         o->metric,       o->smoothing[k],
+                         o->delta[k],     o->class_weight ? o->class_weight + (size_t)k * o->n_cw : NULL,
+                         o->n_cw};
+        kern_loss(&p, Z + k * sZ, y ? y + k * sy : NULL, t ? t + k * st : NULL,
+                  dZ ? dZ + k * sdZ : NULL, stats + 4 * k, rows, cols, grad_scale);
+    }
 }
 
 static void cpu_sgd(backend_ctx *c, float *w, const float *g, float *v, size_t s, size_t n,
@@ -1023,8 +1018,7 @@ static const backend_ops cpu_ops = {
     .dropout_fwd = cpu_dropout_fwd,
     .mul = cpu_mul,
     .copy = cpu_copyf,
-    .softmax_xent = cpu_softmax_xent,
-    .mse = cpu_mse,
+    .loss = cpu_loss,
     .sgd = cpu_sgd,
     .adam = cpu_adam,
     .rmsprop = cpu_rmsprop,

@@ -101,74 +101,160 @@ void kern_dropout_fwd(float *Y, const float *X, float *mask, size_t n, float rat
     }
 }
 
-void kern_softmax_xent(float *Z, const int32_t *y, float *dZ, double *stats, int rows, int cols,
-                       float grad_scale)
+/* Target j of a row: the label one-hot (or, for one output, the label as
+ * a number) or the row's own value. */
+static inline float target_at(const int32_t *y, const float *t, int r, int j, int cols)
 {
-    double loss = 0.0;
-    int correct = 0;
-    for (int r = 0; r < rows; r++) {
-        float *z = Z + (size_t)r * (size_t)cols;
-        float mx = z[0];
-        int arg = 0;
-        for (int j = 1; j < cols; j++)
-            if (z[j] > mx) {
-                mx = z[j];
-                arg = j;
-            }
-        double zl = (double)z[y[r]] - (double)mx;
-        float sum = 0.0f;
-        for (int j = 0; j < cols; j++) {
-            z[j] = expf(z[j] - mx);
-            sum += z[j];
-        }
-        float inv = 1.0f / sum;
-        for (int j = 0; j < cols; j++)
-            z[j] *= inv;
-        int label = y[r];
-        /* -log p[label] = log(sum) - (z[label] - max): exact where p underflows,
-         * and Inf or NaN only when the logits are. */
-        loss += log((double)sum) - zl;
-        correct += arg == label;
-        if (dZ) {
-            float *d = dZ + (size_t)r * (size_t)cols;
-            for (int j = 0; j < cols; j++)
-                d[j] = z[j] * grad_scale;
-            d[label] -= grad_scale;
-        }
-    }
-    stats[0] += loss;
-    stats[1] += correct;
-    stats[2] = rows ? loss / rows : 0.0;
+    if (t)
+        return t[(size_t)r * (size_t)cols + (size_t)j];
+    return cols == 1 ? (float)y[r] : (j == y[r] ? 1.0f : 0.0f);
 }
 
-void kern_mse(const float *Y, const int32_t *y, float *dY, double *stats, int rows, int cols,
-              float grad_scale)
+/* The class of a row for its class weight: the label, the argmax of a
+ * target row, or a single target rounded; clamped into [0, n). */
+static int row_class(const int32_t *y, const float *t, int r, int cols, int n)
+{
+    int c = 0;
+    if (!t) {
+        c = y[r];
+    } else if (cols == 1) {
+        c = (int)lrintf(t[r]);
+    } else {
+        const float *tr = t + (size_t)r * (size_t)cols;
+        for (int j = 1; j < cols; j++)
+            if (tr[j] > tr[c])
+                c = j;
+    }
+    return c < 0 ? 0 : c >= n ? n - 1 : c;
+}
+
+static int argmax_of(const float *z, int cols)
+{
+    int a = 0;
+    for (int j = 1; j < cols; j++)
+        if (z[j] > z[a])
+            a = j;
+    return a;
+}
+
+/* Softmax cross-entropy of logits z against targets t' = t(1 - s) + s/C:
+ * loss = sum t'_j (log sum exp z - z_j), dz_j = p_j sum t' - t'_j. z becomes
+ * the probabilities when keep_logits is 0. */
+static double xent_row(float *z, const int32_t *y, const float *t, int r, int cols, float s,
+                       float *d, float scale, int keep_logits)
+{
+    float mx = z[0];
+    for (int j = 1; j < cols; j++)
+        mx = z[j] > mx ? z[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j < cols; j++)
+        sum += expf(z[j] - mx);
+    double lse = log((double)sum) + (double)mx, loss = 0.0, tsum = 0.0;
+    float inv = 1.0f / sum, off = s / (float)cols;
+    for (int j = 0; j < cols; j++) {
+        float tj = target_at(y, t, r, j, cols) * (1.0f - s) + off;
+        float p = expf(z[j] - mx) * inv;
+        /* t_j (lse - z_j): exact where p underflows, and Inf or NaN only when
+         * the logits are. A zero target adds nothing, even for an infinite term. */
+        if (tj != 0.0f)
+            loss += (double)tj * (lse - (double)z[j]);
+        tsum += tj;
+        if (d)
+            d[j] = p * scale; /* times sum t' below */
+        if (!keep_logits)
+            z[j] = p;
+    }
+    if (d)
+        for (int j = 0; j < cols; j++)
+            d[j] = d[j] * (float)tsum - (target_at(y, t, r, j, cols) * (1.0f - s) + off) * scale;
+    return loss;
+}
+
+/* Binary cross-entropy of logits z (Keras's from logits, as TensorFlow's
+ * sigmoid_cross_entropy_with_logits), the mean over the row's outputs:
+ * max(z, 0) - z t + log(1 + exp(-|z|)), dz = (sigmoid(z) - t) / cols. */
+static double bce_row(float *z, const int32_t *y, const float *t, int r, int cols, float s,
+                      float *d, float scale, int keep_logits, double *right)
 {
     double loss = 0.0;
-    int correct = 0;
-    for (int r = 0; r < rows; r++) {
-        const float *o = Y + (size_t)r * (size_t)cols;
-        int label = y[r];
-        double se = 0.0;
-        int arg = 0;
-        for (int j = 0; j < cols; j++) {
-            float t = cols == 1 ? (float)label : (j == label ? 1.0f : 0.0f);
-            float e = o[j] - t;
-            se += (double)e * e;
-            if (o[j] > o[arg])
-                arg = j;
-            if (dY)
-                dY[(size_t)r * (size_t)cols + (size_t)j] = 2.0f * e * grad_scale / (float)cols;
+    int ok = 0;
+    for (int j = 0; j < cols; j++) {
+        float raw = target_at(y, t, r, j, cols), tj = raw * (1.0f - s) + 0.5f * s;
+        float zj = z[j], p = 1.0f / (1.0f + expf(-zj));
+        loss += (double)(zj > 0.0f ? zj : 0.0f) - (double)zj * tj + log1p(exp(-fabs((double)zj)));
+        ok += raw == (zj > 0.0f ? 1.0f : 0.0f); /* Keras's binary_accuracy: p > 0.5 */
+        if (d)
+            d[j] = (p - tj) * scale / (float)cols;
+        if (!keep_logits)
+            z[j] = p;
+    }
+    *right += (double)ok / cols;
+    return loss / cols;
+}
+
+/* The regression losses, the mean over the row's outputs of e = z - t:
+ * mse e^2 (dz 2e), mae |e| (dz sign e), huber 0.5 e^2 within delta, else
+ * delta (|e| - 0.5 delta) (dz e, or delta sign e). */
+static double error_row(const loss_params *p, const float *z, const int32_t *y, const float *t,
+                        int r, int cols, float *d, float scale, double *abs_sum, double *sq_sum)
+{
+    double loss = 0.0, ae = 0.0, se = 0.0;
+    float delta = p->delta;
+    for (int j = 0; j < cols; j++) {
+        float e = z[j] - target_at(y, t, r, j, cols), a = fabsf(e);
+        float sign = e > 0.0f ? 1.0f : e < 0.0f ? -1.0f : 0.0f, g;
+        ae += a;
+        se += (double)e * e;
+        switch (p->kind) {
+        case LOSS_MAE:
+            loss += a;
+            g = sign;
+            break;
+        case LOSS_HUBER:
+            loss += a <= delta ? 0.5 * (double)e * e : (double)delta * (a - 0.5 * (double)delta);
+            g = a <= delta ? e : delta * sign;
+            break;
+        default:
+            loss += (double)e * e;
+            g = 2.0f * e;
+            break;
         }
-        loss += se / cols;
-        if (cols == 1)
-            correct += lrintf(o[0]) == label;
-        else
-            correct += arg == label;
+        if (d)
+            d[j] = g * scale / (float)cols;
+    }
+    *abs_sum += ae / cols;
+    *sq_sum += se / cols;
+    return loss / cols;
+}
+
+void kern_loss(const loss_params *p, float *Z, const int32_t *y, const float *t, float *dZ,
+               double *stats, int rows, int cols, float grad_scale)
+{
+    double loss = 0.0, right = 0.0, abs_sum = 0.0, sq = 0.0;
+    int keep = p->out_act == ACT_LINEAR;
+    for (int r = 0; r < rows; r++) {
+        float *z = Z + (size_t)r * (size_t)cols;
+        float *d = dZ ? dZ + (size_t)r * (size_t)cols : NULL;
+        float w = p->cw ? p->cw[row_class(y, t, r, cols, p->n_cw)] : 1.0f, scale = grad_scale * w;
+        /* The argmax is of the logits: the same class as of the probabilities. */
+        int arg = p->metric == METRIC_ARGMAX ? argmax_of(z, cols) : 0;
+        double l;
+        switch (p->kind) {
+        case LOSS_SCE:
+        case LOSS_CCE: l = xent_row(z, y, t, r, cols, p->smoothing, d, scale, keep); break;
+        case LOSS_BCE: l = bce_row(z, y, t, r, cols, p->smoothing, d, scale, keep, &right); break;
+        default: l = error_row(p, z, y, t, r, cols, d, scale, &abs_sum, &sq); break;
+        }
+        if (p->metric == METRIC_ARGMAX) {
+            int want = t ? argmax_of(t + (size_t)r * (size_t)cols, cols) : y[r];
+            right += arg == want;
+        }
+        loss += (double)w * l;
     }
     stats[0] += loss;
-    stats[1] += correct;
+    stats[1] += p->metric == METRIC_ERRORS ? abs_sum : right;
     stats[2] = rows ? loss / rows : 0.0;
+    stats[3] += sq;
 }
 
 void kern_step(float *w, const float *g, float *s1, float *s2, size_t n, const step_scalars *o)

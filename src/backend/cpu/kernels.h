@@ -22,12 +22,21 @@ void kern_bias_grad(float *db, const float *dZ, int rows, int cols);
 /* X, Y, mask are (n); element i keeps with probability 1 - rate. */
 void kern_dropout_fwd(float *Y, const float *X, float *mask, size_t n, float rate, uint64_t key,
                       uint64_t counter0);
-/* Z (rows, cols) logits -> probabilities; y (rows); dZ (rows, cols) or NULL;
- * stats[0] += loss sum, stats[1] += correct, stats[2] = mean loss. */
-void kern_softmax_xent(float *Z, const int32_t *y, float *dZ, double *stats, int rows, int cols,
-                       float grad_scale);
-void kern_mse(const float *Y, const int32_t *y, float *dY, double *stats, int rows, int cols,
-              float grad_scale);
+/* One model's loss settings (backend_impl.h's loss_step, for model k). */
+typedef struct loss_params {
+    loss_kind kind;
+    act_kind out_act;   /* applied to Z in place: softmax, sigmoid, or none */
+    metric_kind metric;
+    float smoothing, delta;
+    const float *cw;    /* [n_cw] class weights, or NULL */
+    int n_cw;
+} loss_params;
+/* The loss of outputs Z (rows, cols) against labels y (t NULL) or target
+ * rows t (rows, cols); dZ (rows, cols) or NULL; stats as the backend's
+ * loss op: [0] += weighted loss sum, [1] += correct (or summed mean |e|),
+ * [2] = the batch's mean loss, [3] += summed mean e^2. */
+void kern_loss(const loss_params *p, float *Z, const int32_t *y, const float *t, float *dZ,
+               double *stats, int rows, int cols, float grad_scale);
 /* Keras SGD: v = momentum*v - lr*g; w += v (nesterov: w += momentum*v - lr*g).
  * v may be NULL when momentum is 0: w -= lr*g. */
 void kern_sgd(float *w, const float *g, float *v, size_t n, float lr, float momentum, int nesterov);

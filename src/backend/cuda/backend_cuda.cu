@@ -481,20 +481,29 @@ void cu_copy_op(backend_ctx *c, float *dst, const float *src, size_t s, size_t n
     note(c, "copy", cu_copy(c->stream, dst, src, s, n, count));
 }
 
-void cu_softmax_xent_op(backend_ctx *c, float *Z, size_t sZ, const int32_t *y, size_t sy,
-                        float *dZ, size_t sdZ, double *stats, int rows, int cols,
-                        float grad_scale, int count)
+void cu_loss_op(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
+                size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
+                int rows, int cols, float grad_scale, int count)
 {
     on(c);
-    note(c, "softmax_xent",
-         cu_softmax_xent(c->stream, Z, sZ, y, sy, dZ, sdZ, stats, rows, cols, grad_scale, count));
-}
-
-void cu_mse_op(backend_ctx *c, const float *Y, size_t sY, const int32_t *y, size_t sy, float *dY,
-               size_t sdY, double *stats, int rows, int cols, float grad_scale, int count)
-{
-    on(c);
-    note(c, "mse", cu_mse(c->stream, Y, sY, y, sy, dY, sdY, stats, rows, cols, grad_scale, count));
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_loss_args a;
+        memset(&a, 0, sizeof a);
+        a.kind = o->kind;
+        a.out_act = o->out_act;
+        a.metric = o->metric;
+        a.class_weight = o->class_weight ? o->class_weight + (size_t)k0 * (size_t)o->n_cw : nullptr;
+        a.n_cw = o->n_cw;
+        for (int k = 0; k < m; k++) {
+            a.smoothing[k] = o->smoothing[k0 + k];
+            a.delta[k] = o->delta[k0 + k];
+        }
+        note(c, "loss",
+             cu_loss(c->stream, &a, Z + (size_t)k0 * sZ, sZ, y ? y + (size_t)k0 * sy : nullptr, sy,
+                     t ? t + (size_t)k0 * st : nullptr, st, dZ ? dZ + (size_t)k0 * sdZ : nullptr,
+                     sdZ, stats + 4 * (size_t)k0, rows, cols, grad_scale, m));
+    }
 }
 
 void cu_sgd_op(backend_ctx *c, float *w, const float *g, float *v, size_t s, size_t n,
@@ -796,8 +805,7 @@ backend_ops make_ops()
     o.dropout_fwd = cu_dropout_fwd_op;
     o.mul = cu_mul_op;
     o.copy = cu_copy_op;
-    o.softmax_xent = cu_softmax_xent_op;
-    o.mse = cu_mse_op;
+    o.loss = cu_loss_op;
     o.sgd = cu_sgd_op;
     o.adam = cu_adam_op;
     o.rmsprop = cu_rmsprop_op;

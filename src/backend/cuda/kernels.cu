@@ -171,109 +171,154 @@ __device__ __forceinline__ double warp_sum_d(double v)
 
 const int LOSS_WARPS = 8;
 
-/* Adds the per-warp sums of one model in warp order and updates its stats. */
-__device__ void stats_finish(double *stats, double wl, int wc, int rows)
+/* Adds the per-warp sums of one model in warp order and updates its stats
+ * (the loss op of backend_impl.h). */
+__device__ void stats_finish(double *stats, double wl, double wr, double wsq, int rows)
 {
-    __shared__ double loss_part[LOSS_WARPS];
-    __shared__ int correct_part[LOSS_WARPS];
+    __shared__ double part[3][LOSS_WARPS];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (lane == 0) {
-        loss_part[warp] = wl;
-        correct_part[warp] = wc;
+        part[0][warp] = wl;
+        part[1][warp] = wr;
+        part[2][warp] = wsq;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-        double loss = 0.0;
-        int correct = 0;
+        double loss = 0.0, right = 0.0, sq = 0.0;
         for (int w = 0; w < LOSS_WARPS; w++) {
-            loss += loss_part[w];
-            correct += correct_part[w];
+            loss += part[0][w];
+            right += part[1][w];
+            sq += part[2][w];
         }
         stats[0] += loss;
-        stats[1] += correct;
+        stats[1] += right;
         stats[2] = rows ? loss / rows : 0.0;
+        stats[3] += sq;
     }
 }
 
-/* One block per model, one warp per row (rows w, w + 8, ...). Z (rows,
- * cols) logits become probabilities; dZ = (p - onehot) * grad_scale. */
-__global__ void k_softmax_xent(float *Z, size_t sZ, const int32_t *Y, size_t sy, float *DZ,
-                               size_t sdZ, double *stats, int rows, int cols, float grad_scale)
+/* Target j of row r: the label one-hot (one output: the label as a number)
+ * or the row's own value, as the CPU's target_at. */
+__device__ __forceinline__ float target_at(const int32_t *y, const float *t, int r, int j, int cols)
+{
+    if (t)
+        return t[(size_t)r * (size_t)cols + (size_t)j];
+    return cols == 1 ? (float)y[r] : (j == y[r] ? 1.0f : 0.0f);
+}
+
+/* The argmax over the warp of v[0..cols) (first largest). */
+__device__ int warp_argmax_of(const float *v, int cols, int lane)
+{
+    float mx = -INFINITY;
+    int arg = 0x7fffffff;
+    for (int j = lane; j < cols; j += 32)
+        argmax_merge(mx, arg, v[j], j);
+    warp_argmax(mx, arg);
+    return arg == 0x7fffffff ? 0 : arg;
+}
+
+/* One block per model, one warp per row (rows w, w + 8, ...): the loss op
+ * of backend_impl.h with the CPU kernel's formulas (kern_loss). */
+__global__ void k_loss(cu_loss_args a, float *Z, size_t sZ, const int32_t *Y, size_t sy,
+                       const float *T, size_t st, float *DZ, size_t sdZ, double *stats, int rows,
+                       int cols, float grad_scale)
 {
     int k = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int32_t *y = Y + k * sy;
-    double wl = 0.0;
-    int wc = 0;
+    const int32_t *y = Y ? Y + k * sy : nullptr;
+    const float *t = T ? T + k * st : nullptr;
+    const float *cw = a.class_weight ? a.class_weight + (size_t)k * (size_t)a.n_cw : nullptr;
+    float s = a.smoothing[k], delta = a.delta[k];
+    int keep = a.out_act == ACT_LINEAR;
+    double wl = 0.0, wr = 0.0, wsq = 0.0;
     for (int r = warp; r < rows; r += LOSS_WARPS) {
         float *z = Z + k * sZ + (size_t)r * (size_t)cols;
-        float mx = -INFINITY;
-        int arg = 0x7fffffff;
-        for (int j = lane; j < cols; j += 32)
-            argmax_merge(mx, arg, z[j], j);
-        warp_argmax(mx, arg);
-        int label = y[r];
-        double zl = (double)z[label] - (double)mx;
-        __syncwarp(); /* every lane has read z[label] before any overwrites it */
-        float part = 0.0f;
-        for (int j = lane; j < cols; j += 32) {
-            float e = expf(z[j] - mx);
-            z[j] = e;
-            part += e;
+        float *d = DZ ? DZ + k * sdZ + (size_t)r * (size_t)cols : nullptr;
+        float w = 1.0f;
+        if (cw) {
+            int c = !t ? y[r] : cols == 1 ? __float2int_rn(t[r])
+                                          : warp_argmax_of(t + (size_t)r * (size_t)cols, cols, lane);
+            c = c < 0 ? 0 : c >= a.n_cw ? a.n_cw - 1 : c;
+            w = cw[c];
         }
-        float sum = warp_sum(part);
-        float inv = 1.0f / sum;
-        for (int j = lane; j < cols; j += 32)
-            z[j] *= inv;
-        if (DZ) {
-            float *d = DZ + k * sdZ + (size_t)r * (size_t)cols;
+        float scale = grad_scale * w;
+        int arg = a.metric == METRIC_ARGMAX ? warp_argmax_of(z, cols, lane) : 0;
+        double l = 0.0;
+        if (a.kind == LOSS_SCE || a.kind == LOSS_CCE) {
+            float mx = -INFINITY;
+            for (int j = lane; j < cols; j += 32)
+                mx = fmaxf(mx, z[j]);
+            for (int o = 16; o > 0; o >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            float part = 0.0f;
+            for (int j = lane; j < cols; j += 32)
+                part += expf(z[j] - mx);
+            float sum = warp_sum(part), inv = 1.0f / sum, off = s / (float)cols;
+            double lse = log((double)sum) + (double)mx, pl = 0.0;
+            float ts = 0.0f;
             for (int j = lane; j < cols; j += 32) {
-                float g = z[j] * grad_scale;
-                d[j] = j == label ? g - grad_scale : g;
+                float tj = target_at(y, t, r, j, cols) * (1.0f - s) + off;
+                if (tj != 0.0f)
+                    pl += (double)tj * (lse - (double)z[j]);
+                ts += tj;
+            }
+            l = warp_sum_d(pl);
+            float tsum = warp_sum(ts);
+            for (int j = lane; j < cols; j += 32) {
+                float tj = target_at(y, t, r, j, cols) * (1.0f - s) + off;
+                float p = expf(z[j] - mx) * inv;
+                if (d)
+                    d[j] = p * scale * tsum - tj * scale;
+                if (!keep)
+                    z[j] = p;
+            }
+        } else if (a.kind == LOSS_BCE) {
+            double pl = 0.0, ok = 0.0;
+            for (int j = lane; j < cols; j += 32) {
+                float raw = target_at(y, t, r, j, cols), tj = raw * (1.0f - s) + 0.5f * s;
+                float zj = z[j], p = 1.0f / (1.0f + expf(-zj));
+                pl += (double)fmaxf(zj, 0.0f) - (double)zj * tj + log1p(exp(-fabs((double)zj)));
+                ok += raw == (zj > 0.0f ? 1.0f : 0.0f);
+                if (d)
+                    d[j] = (p - tj) * scale / (float)cols;
+                if (!keep)
+                    z[j] = p;
+            }
+            l = warp_sum_d(pl) / cols;
+            wr += warp_sum_d(ok) / cols;
+        } else {
+            double pl = 0.0, ae = 0.0, se = 0.0;
+            for (int j = lane; j < cols; j += 32) {
+                float e = z[j] - target_at(y, t, r, j, cols), ab = fabsf(e);
+                float sign = e > 0.0f ? 1.0f : e < 0.0f ? -1.0f : 0.0f, g;
+                ae += ab;
+                se += (double)e * e;
+                if (a.kind == LOSS_MAE) {
+                    pl += ab;
+                    g = sign;
+                } else if (a.kind == LOSS_HUBER) {
+                    pl += ab <= delta ? 0.5 * (double)e * e
+                                      : (double)delta * (ab - 0.5 * (double)delta);
+                    g = ab <= delta ? e : delta * sign;
+                } else {
+                    pl += (double)e * e;
+                    g = 2.0f * e;
+                }
+                if (d)
+                    d[j] = g * scale / (float)cols;
+            }
+            l = warp_sum_d(pl) / cols;
+            if (a.metric == METRIC_ERRORS) {
+                wr += warp_sum_d(ae) / cols;
+                wsq += warp_sum_d(se) / cols;
             }
         }
-        /* -log p[label] = log(sum) - (z[label] - max), as the CPU has it. */
-        wl += log((double)sum) - zl;
-        wc += arg == label;
-    }
-    stats_finish(stats + 4 * k, wl, wc, rows);
-}
-
-/* One block per model, one warp per row: mean squared error against
- * onehot(y) (cols > 1) or y itself (cols == 1). */
-__global__ void k_mse(const float *Yo, size_t sY, const int32_t *Y, size_t sy, float *DY,
-                      size_t sdY, double *stats, int rows, int cols, float grad_scale)
-{
-    int k = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int32_t *y = Y + k * sy;
-    double wl = 0.0;
-    int wc = 0;
-    for (int r = warp; r < rows; r += LOSS_WARPS) {
-        const float *o = Yo + k * sY + (size_t)r * (size_t)cols;
-        int label = y[r];
-        double se = 0.0;
-        float mx = -INFINITY;
-        int arg = 0x7fffffff;
-        for (int j = lane; j < cols; j += 32) {
-            float t = cols == 1 ? (float)label : (j == label ? 1.0f : 0.0f);
-            float e = o[j] - t;
-            se += (double)e * e;
-            argmax_merge(mx, arg, o[j], j);
-            if (DY)
-                DY[k * sdY + (size_t)r * (size_t)cols + (size_t)j] =
-                    2.0f * e * grad_scale / (float)cols;
+        if (a.metric == METRIC_ARGMAX) {
+            int want = t ? warp_argmax_of(t + (size_t)r * (size_t)cols, cols, lane) : y[r];
+            wr += arg == want;
         }
-        se = warp_sum_d(se);
-        warp_argmax(mx, arg);
-        wl += se / cols;
-        if (cols == 1) {
-            /* lrintf: round half to even; out of range or NaN never matches. */
-            float v = o[0];
-            wc += !isnan(v) && fabsf(v) < 2147483520.0f && __float2int_rn(v) == label;
-        } else {
-            wc += arg == label;
-        }
+        wl += (double)w * l;
     }
-    stats_finish(stats + 4 * k, wl, wc, rows);
+    stats_finish(stats + 4 * k, wl, wr, wsq, rows);
 }
 
 __global__ void k_sgd(float *W, const float *G, float *V, size_t st, size_t n, cu_sgd_args a)
@@ -893,26 +938,14 @@ cudaError_t cu_copy(cudaStream_t s, float *dst, const float *src, size_t st, siz
     return cudaGetLastError();
 }
 
-cudaError_t cu_softmax_xent(cudaStream_t s, float *Z, size_t sZ, const int32_t *y, size_t sy,
-                            float *dZ, size_t sdZ, double *stats, int rows, int cols,
-                            float grad_scale, int count)
+cudaError_t cu_loss(cudaStream_t s, const cu_loss_args *a, float *Z, size_t sZ, const int32_t *y,
+                    size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
+                    int rows, int cols, float grad_scale, int count)
 {
     if (count <= 0 || cols <= 0)
         return cudaSuccess;
-    k_softmax_xent<<<dim3(1, (unsigned)count), 32 * LOSS_WARPS, 0, s>>>(
-        Z, sZ, y, sy, dZ, sdZ, stats, rows < 0 ? 0 : rows, cols, grad_scale);
-    return cudaGetLastError();
-}
-
-cudaError_t cu_mse(cudaStream_t s, const float *Y, size_t sY, const int32_t *y, size_t sy,
-                   float *dY, size_t sdY, double *stats, int rows, int cols, float grad_scale,
-                   int count)
-{
-    if (count <= 0 || cols <= 0)
-        return cudaSuccess;
-    k_mse<<<dim3(1, (unsigned)count), 32 * LOSS_WARPS, 0, s>>>(Y, sY, y, sy, dY, sdY, stats,
-                                                               rows < 0 ? 0 : rows, cols,
-                                                               grad_scale);
+    k_loss<<<dim3(1, (unsigned)count), 32 * LOSS_WARPS, 0, s>>>(
+        *a, Z, sZ, y, sy, t, st, dZ, sdZ, stats, rows < 0 ? 0 : rows, cols, grad_scale);
     return cudaGetLastError();
 }
 

@@ -29,6 +29,15 @@ typedef struct cu_sgd_args {
     unsigned char active[CU_CHUNK];
 } cu_sgd_args;
 
+typedef struct cu_loss_args {
+    loss_kind kind;
+    act_kind out_act;
+    metric_kind metric;
+    float smoothing[CU_CHUNK], delta[CU_CHUNK];
+    const float *class_weight; /* dev [count, n_cw] or NULL */
+    int n_cw;
+} cu_loss_args;
+
 typedef struct cu_adam_args {
     float alpha[CU_CHUNK], c1[CU_CHUNK], c2[CU_CHUNK], eps[CU_CHUNK], decay[CU_CHUNK];
     unsigned char active[CU_CHUNK];
@@ -77,12 +86,10 @@ cudaError_t cu_dropout_fwd(cudaStream_t s, float *Y, const float *X, float *mask
 cudaError_t cu_mul(cudaStream_t s, float *d, size_t sd, const float *mask, size_t sm, size_t n,
                    int count);
 cudaError_t cu_copy(cudaStream_t s, float *dst, const float *src, size_t st, size_t n, int count);
-cudaError_t cu_softmax_xent(cudaStream_t s, float *Z, size_t sZ, const int32_t *y, size_t sy,
-                            float *dZ, size_t sdZ, double *stats, int rows, int cols,
-                            float grad_scale, int count);
-cudaError_t cu_mse(cudaStream_t s, const float *Y, size_t sY, const int32_t *y, size_t sy,
-                   float *dY, size_t sdY, double *stats, int rows, int cols, float grad_scale,
-                   int count);
+/* The loss op of backend_impl.h; count <= CU_CHUNK. */
+cudaError_t cu_loss(cudaStream_t s, const cu_loss_args *a, float *Z, size_t sZ, const int32_t *y,
+                    size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
+                    int rows, int cols, float grad_scale, int count);
 /* count <= CU_CHUNK; v may be NULL (plain SGD). */
 cudaError_t cu_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t st, size_t n,
                    const cu_sgd_args *a, int count);

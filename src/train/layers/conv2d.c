@@ -101,14 +101,14 @@ static void conv_forward(const layer_pass *p)
     const float *b = p->ls[0]->no_bias ? NULL : W + (size_t)F * (size_t)kc;
     if (p->count == 1 && p->be->conv_fwd) {
         /* The partial sums' region is free in forward: W transposed goes there. */
-        p->be->conv_fwd(p->ctx, p->Y, p->work, partials_of(p), p->X, W, b, &g, F, p->ls[0]->act,
+        p->be->conv_fwd(p->ctx, p->Y, p->work, partials_of(p), p->X, W, b, &g, F, p->lp->act,
                         chunk_fwd(lp));
         return;
     }
     p->be->im2col(p->ctx, p->work, p->s_work, p->X, p->sX, &g, p->count);
     p->be->gemm(p->ctx, 0, 1, M, F, kc, 1.0f, p->work, kc, p->s_work, W, kc, p->sP, 0.0f, p->Y,
                 F, p->sY, p->count);
-    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, M, F, p->ls[0]->act, p->count);
+    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, M, F, p->lp->act, p->count);
 }
 
 static int conv_backward(const layer_pass *p)
@@ -121,12 +121,12 @@ static int conv_backward(const layer_pass *p)
     float *db = p->ls[0]->no_bias ? NULL : G + (size_t)F * (size_t)kc;
     if (p->count == 1 && be->conv_wgrad && be->conv_bwd_data) {
         be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->X, p->work, partials_of(p), &g, F,
-                       p->ls[0]->act, chunk_wgrad(lp));
+                       p->lp->act, chunk_wgrad(lp));
         if (p->dX)
             be->conv_bwd_data(p->ctx, p->dX, p->work, p->dY, W, &g, F, chunk_fwd(lp));
         return 0;
     }
-    be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, p->ls[0]->act,
+    be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, p->lp->act,
                      p->count);
     if (db)
         be->bias_grad(p->ctx, db, p->sP, p->dY, p->sd, M, F, p->count);

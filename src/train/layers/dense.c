@@ -53,7 +53,7 @@ static void dense_forward(const layer_pass *p)
     else
         p->be->gemm(p->ctx, 0, 1, p->rows, out, in, 1.0f, p->X, in, p->sX, W, in, p->sP, 0.0f,
                     p->Y, out, p->sY, p->count);
-    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, p->rows, out, p->ls[0]->act, p->count);
+    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, p->rows, out, p->lp->act, p->count);
 }
 
 /* The gradients from dY (dZ once the activation's derivative is applied):
@@ -66,7 +66,7 @@ static int dense_backward(const layer_pass *p)
     size_t nw = (size_t)in * (size_t)out;
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
     be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)rows * (size_t)out,
-                     p->ls[0]->act, p->count);
+                     p->lp->act, p->count);
     if (!p->ls[0]->no_bias)
         be->bias_grad(p->ctx, G + nw, p->sP, p->dY, p->sd, rows, out, p->count);
     if (p->dX)

@@ -85,13 +85,13 @@ static void activation_forward(const layer_pass *p)
     size_t w = shape_size(p->lp->in), s = (size_t)p->batch * w;
     if (p->Y != p->X)
         p->be->copy(p->ctx, p->Y, p->X, s, (size_t)p->rows * w, p->count);
-    p->be->bias_act(p->ctx, p->Y, s, NULL, 0, p->rows, (int)w, p->ls[0]->act, p->count);
+    p->be->bias_act(p->ctx, p->Y, s, NULL, 0, p->rows, (int)w, p->lp->act, p->count);
 }
 
 static int activation_backward(const layer_pass *p)
 {
     size_t w = shape_size(p->lp->in);
-    p->be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)p->rows * w, p->ls[0]->act,
+    p->be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)p->rows * w, p->lp->act,
                         p->count);
     return 0;
 }

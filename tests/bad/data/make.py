@@ -110,7 +110,6 @@ put("npy_rows_mismatch.npy", npy("<f4", (2, 2), f32([0, 1, 2, 3])))
 put("npy_y_onehot.npy", npy("<f4", (3, 3), f32([1, 0, 0, 0, 1, 0, 0, 0, 1])))
 put("npy_y_fraction.npy", npy("<f4", (3,), f32([0, 1.5, 2])))
 put("npy_y_negative.npy", npy("<i8", (3,), i64([0, -1, 2])))
-put("npy_y_bool.npy", npy("|b1", (3,), b"\0\1\1"))
 put("npy_is_npz.npy", bytes(npz([("x.npy", X3), ("y.npy", Y3)])))
 
 # ---- NPZ ----
