@@ -138,6 +138,21 @@ def torch_train(init, x, y, layers, opt, regs):
     return weights, loss_sum / len(x), clipped
 
 
+def eval_loss(weights, x, y, layers, regs):
+    """The loss Keras's evaluate reports: the mean cross-entropy plus the
+    regularizers' penalty, from the given weights."""
+    h = torch.tensor(x)
+    with torch.no_grad():
+        for i, act in layers:
+            h = h @ torch.tensor(weights[f"layers.{i}.weight"]).T + torch.tensor(weights[f"layers.{i}.bias"])
+            h = torch.relu(h) if act == "relu" else torch.tanh(h) if act == "tanh" else h
+        loss = float(torch.nn.functional.cross_entropy(h, torch.tensor(y, dtype=torch.long)))
+    for li, (l1, l2) in regs.items():
+        w = weights[f"layers.{li}.weight"].astype(np.float64)
+        loss += l2 * float(np.sum(w * w)) + l1 * float(np.sum(np.abs(w)))
+    return loss
+
+
 def main():
     cohort = os.environ.get("COHORT_BIN", "build/cohort")
     if not os.path.exists(cohort):
@@ -215,6 +230,17 @@ def main():
             if any(c in opt for c in ("clipnorm", "global_clipnorm", "clipvalue")):
                 check(clipped > 0, f"{name}: the clip never clipped; make it smaller")
             print(f"{NAME}: {name}: max relative weight difference {worst:.3g}, loss {rel:.3g}")
+            if regs:
+                # cohort eval (and so the validation and test losses) adds the penalty too
+                e = subprocess.run([cohort, "eval", f"{tmp}/out/models/{name}.safetensors", "--data",
+                                    f"npy:{tmp}/x.npy,{tmp}/y.npy", "--json"],
+                                   capture_output=True, text=True)
+                check(e.returncode == 0, f"{name}: cohort eval exited {e.returncode}: {e.stderr}")
+                if e.returncode == 0:
+                    got_eval = json.loads(e.stdout)["loss"]
+                    want_eval = eval_loss(want, x, y, layers, regs)
+                    check(abs(got_eval - want_eval) <= 1e-4 * want_eval,
+                          f"{name}: cohort eval loss {got_eval} vs {want_eval} (with the penalty)")
     print(f"{NAME}: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
