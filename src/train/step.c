@@ -1,8 +1,10 @@
 /*
  * One training step of a group: the batch gathered into the input region,
- * every layer's forward pass from the layer table, the loss, the backward
- * pass (layers that can fuse their optimizer step into their weight
- * gradient do) and the optimizer over the rest. On a CPU each model's steps
+ * every layer's forward pass from the layer table, the loss and the kernel
+ * regularizers' penalty, the backward pass (layers that can fuse their
+ * optimizer step into their weight gradient do, in groups that neither clip
+ * nor regularize), the regularizers' gradients and the clips, and the
+ * optimizer over the rest, at each model's scheduled rate. On a CPU each model's steps
  * run start to end before the next model's (model_major), so its tensors
  * stay in cache; elsewhere each op is batched over the whole group.
  */
