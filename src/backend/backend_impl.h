@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 5
+#define COHORT_BACKEND_API_VERSION 6
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
