@@ -172,6 +172,26 @@ typedef struct cohort_event {
 
 typedef void (*cohort_event_fn)(const cohort_event *ev, void *user);
 
+/*
+ * A dataset in the caller's memory, for the plan's data specs
+ * `memory:NAME` (cohort_run_options.memory). x is float32 [n, ...] in C
+ * order, one sample of `sample_shape` (rank 1: (d); rank 3: (H, W, C),
+ * channels last); labels int32 [n] class labels in [0, 2^31 - 2], or
+ * targets float32 [n, target_dim] real-valued targets, or neither (inputs
+ * only: predict). The arrays are read in place, never copied or changed,
+ * and must stay alive and unchanged until cohort_run_free.
+ */
+typedef struct cohort_data {
+    const char *name;             /* NAME of memory:NAME */
+    const float *x;
+    int64_t n;
+    int sample_rank;              /* 1 or 3 */
+    int64_t sample_shape[3];
+    const int32_t *labels;        /* NULL: none */
+    const float *targets;         /* NULL: none */
+    int64_t target_dim;
+} cohort_data;
+
 typedef struct cohort_run_options {
     const char *out_dir;      /* NULL: no files written */
     cohort_strategy strategy; /* AUTO: the plan's, else chosen */
@@ -185,6 +205,8 @@ typedef struct cohort_run_options {
                                      (split by cost); 0/0: every model */
     int overwrite;            /* out_dir may hold another run's results: remove
                                  them (else such a directory is refused) */
+    const cohort_data *memory; /* [n_memory] datasets for memory:NAME specs (borrowed) */
+    int n_memory;
 } cohort_run_options;
 
 void cohort_run_options_init(cohort_run_options *opt);
@@ -207,6 +229,18 @@ void cohort_run_free(cohort_run *run);
 
 int cohort_run_model_count(const cohort_run *run);
 
+/* Ask a training run to stop (from a signal handler or another thread): the
+ * models finish their step, checkpoint, and cohort_run_train returns
+ * COHORT_ERR_INTERRUPTED; --resume (opt.resume) continues them. */
+void cohort_run_request_stop(cohort_run *run);
+
+/* The memory plan, placement and groups of a prepared run, as JSON (the
+ * output of `cohort plan --json`); malloc'd, the caller frees it with
+ * cohort_free. NULL with err on failure. */
+char *cohort_run_plan_json(cohort_run *run, cohort_error *err);
+/* Free memory the library returned. */
+void cohort_free(void *p);
+
 typedef struct cohort_model_result {
     const char *name;
     const char *status;   /* "ok", "failed", "diverged", "pending" */
@@ -226,6 +260,18 @@ typedef struct cohort_model_result {
 } cohort_model_result;
 
 cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model_result *out);
+
+/* ---- saved models ------------------------------------------------------ */
+
+/*
+ * The outputs of the model saved in `weights` (a .safetensors file cohort
+ * wrote) for the samples of x (labels and targets are ignored): out gets
+ * [x->n, *n_out] floats, probabilities for a softmax or sigmoid output
+ * (logits with from_logits), values for regression. out NULL: only *n_out.
+ * Runs on the CPU.
+ */
+cohort_status cohort_predict(const char *weights, const cohort_data *x, float *out,
+                             int64_t out_len, int *n_out, cohort_error *err);
 
 #ifdef __cplusplus
 }

@@ -2,9 +2,15 @@
 PyTorch: the reference format's layout (an 8-byte little-endian header length, the JSON
 header, the tensors' bytes), with no package beyond numpy."""
 import json
+import os
 import struct
+import sys
 
 import numpy as np
+
+# The reader is the Python package's (python/cohort/_safetensors.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from cohort._safetensors import read as _read  # noqa: E402
 
 
 def write_safetensors(path, tensors):
@@ -24,14 +30,4 @@ def write_safetensors(path, tensors):
 
 def read_safetensors(path):
     """The tensors of a file as a dict of name -> read-only array (metadata left out)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + a:8 + n + b], dtype="<f4").reshape(info["shape"])
-    return out
+    return _read(path)[0]

@@ -51,100 +51,6 @@ static void layers_str(const model_entry *e, char *buf, size_t n)
     }
 }
 
-static const char *buf_names[BUF_COUNT] = {
-    "parameters", "gradients", "optimizer", "activations", "deltas",      "saved",
-    "layer_stats", "workspace", "labels",   "targets",     "class_weights", "metrics", "best_weights", "norms"};
-
-/* Every member of g draws the same shuffle order (shared_order). */
-static int group_shares_order(const cohort_run *run, const run_group_info *g)
-{
-    for (int k = 1; k < g->n; k++)
-        if (!model_same_order(run->m[g->idx[0]].spec, run->m[g->idx[k]].spec))
-            return 0;
-    return g->n > 1;
-}
-
-static void print_json(const cohort_run *run, const run_group_info *g, int n_groups)
-{
-    strbuf b;
-    sb_init(&b);
-    sb_puts(&b, "{\n  \"plan\": ");
-    sb_json_str(&b, run->plan->name);
-    sb_puts(&b, ",\n  \"strategy\": ");
-    sb_json_str(&b, cohort_strategy_str(run->strategy));
-    sb_printf(&b, ",\n  \"data\": {\"train_samples\": %lld, \"validation_samples\": %lld, "
-                  "\"test_samples\": %lld, \"features\": %d, \"classes\": %d},\n",
-              (long long)run->train.n, (long long)run->val.n, (long long)run->test.n, run->n_in,
-              run->n_classes);
-    sb_puts(&b, "  \"models\": [\n");
-    for (int i = 0; i < run->n; i++) {
-        const model_entry *e = &run->m[i];
-        sb_puts(&b, i ? ",\n    {\"name\": " : "    {\"name\": ");
-        sb_json_str(&b, e->spec->name);
-        sb_printf(&b, ", \"params\": %zu, \"planned_bytes\": %zu, \"bytes\": {", e->L.n_params,
-                  e->L.total_bytes);
-        for (int j = 0; j < BUF_COUNT; j++)
-            sb_printf(&b, "%s\"%s\": %zu", j ? ", " : "", buf_names[j], e->L.buf_bytes[j]);
-        sb_puts(&b, "}, \"device\": ");
-        if (e->device >= 0)
-            sb_json_str(&b, run->devices->dev[e->device].info.name);
-        else
-            sb_puts(&b, "null");
-        sb_printf(&b, ", \"fits\": %s, \"error\": ", e->res.error[0] ? "false" : "true");
-        if (e->res.error[0])
-            sb_json_str(&b, e->res.error);
-        else
-            sb_puts(&b, "null");
-        sb_puts(&b, ", \"layers\": [");
-        for (int l = 0; l < e->L.n_layers; l++) {
-            const layer_plan *lp = &e->L.layers[l];
-            size_t rows = (size_t)e->L.B * sizeof(float);
-            sb_printf(&b, "%s{\"kind\": \"%s\", \"output_shape\": ", l ? ", " : "",
-                      layer_kind_name(lp->kind));
-            if (lp->out.rank == 3)
-                sb_printf(&b, "[%d, %d, %d]", lp->out.h, lp->out.w, lp->out.c);
-            else
-                sb_printf(&b, "[%d]", lp->out.c);
-            sb_printf(&b, ", \"params\": %zu, \"state\": %zu, \"saved_bytes\": %zu, "
-                          "\"workspace_bytes\": %zu}",
-                      lp->n_params, lp->n_state, lp->n_saved * rows, lp->n_work * rows);
-        }
-        sb_printf(&b, "], \"flops_per_epoch\": %.0f, \"config\": %s}",
-                  model_train_flops(&e->L, run->train.n),
-                  e->spec->config_json ? e->spec->config_json : "null");
-    }
-    sb_puts(&b, "\n  ],\n  \"devices\": [\n");
-    int first = 1;
-    for (int d = 0; d < run->devices->n; d++) {
-        const cohort_device *dev = &run->devices->dev[d];
-        if (!dev->pool)
-            continue;
-        uint64_t planned = 0;
-        for (int i = 0; i < run->n; i++)
-            if (run->m[i].device == d && !run->m[i].res.error[0])
-                planned += run->m[i].planned_bytes;
-        sb_puts(&b, first ? "    {\"name\": " : ",\n    {\"name\": ");
-        first = 0;
-        sb_json_str(&b, dev->info.name);
-        sb_printf(&b, ", \"limit_bytes\": %llu, \"planned_bytes\": %llu}",
-                  (unsigned long long)pool_limit(dev->pool), (unsigned long long)planned);
-    }
-    sb_puts(&b, "\n  ],\n  \"groups\": [");
-    for (int i = 0; i < n_groups; i++) {
-        sb_puts(&b, i ? ",\n    {\"device\": " : "\n    {\"device\": ");
-        sb_json_str(&b, run->devices->dev[g[i].device].info.name);
-        sb_puts(&b, ", \"models\": [");
-        for (int k = 0; k < g[i].n; k++) {
-            sb_puts(&b, k ? ", " : "");
-            sb_json_str(&b, run->m[g[i].idx[k]].spec->name);
-        }
-        sb_printf(&b, "], \"planned_bytes\": %llu, \"shared_order\": %s}",
-                  (unsigned long long)g[i].bytes, group_shares_order(run, &g[i]) ? "true" : "false");
-    }
-    sb_puts(&b, "\n  ]\n}\n");
-    fputs(b.data ? b.data : "", stdout);
-    sb_free(&b);
-}
 
 /* Each layer of e: its output shape, parameters and the buffers it adds. */
 static void print_layers(const model_entry *e, int w)
@@ -234,7 +140,7 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
         for (int j = 0; j < BUF_COUNT; j++) {
             if (!e->L.buf_bytes[j])
                 continue;
-            printf("%s%s %s", first ? "" : ", ", buf_names[j],
+            printf("%s%s %s", first ? "" : ", ", model_buf_name(j),
                    format_bytes(e->L.buf_bytes[j], a, sizeof a));
             first = 0;
         }
@@ -288,7 +194,7 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
     for (int i = 0; fused && i < n_groups; i++) {
         printf("  %-8s %d model%s, %s%s:", run->devices->dev[g[i].device].info.name, g[i].n,
                g[i].n == 1 ? "" : "s", format_bytes(g[i].bytes, a, sizeof a),
-               g[i].n == 1 ? "" : group_shares_order(run, &g[i]) ? ", one shared order"
+               g[i].n == 1 ? "" : run_group_shares_order(run, &g[i]) ? ", one shared order"
                                                                  : ", an order each");
         for (int k = 0; k < g[i].n; k++)
             printf("%s%s", k ? ", " : " ", run->m[g[i].idx[k]].spec->name);
@@ -371,10 +277,13 @@ int cmd_plan(int argc, char **argv)
         cohort_plan_free(plan);
         return cli_usage_error(NULL, "%s", err.message);
     }
-    if (json)
-        print_json(run, groups, n_groups);
-    else
+    if (json) {
+        char *text = run_plan_json(run, groups, n_groups);
+        fputs(text ? text : "", stdout);
+        free(text);
+    } else {
         print_text(run, groups, n_groups);
+    }
     free(groups);
     int fits = 1;
     for (int i = 0; i < run->n; i++)

@@ -28,7 +28,10 @@ typedef struct cohort_dataset {
     char **class_names; /* NULL, or n_classes names, owned: text labels (CSV), sorted by
                            strcmp; label i is class_names[i] */
     char source[1024]; /* the spec it was read from, for messages */
+    unsigned borrowed; /* DATA_BORROW_*: arrays the caller owns (memory:), not freed here */
 } cohort_dataset;
+
+enum { DATA_BORROW_X = 1, DATA_BORROW_Y = 2, DATA_BORROW_T = 4 };
 
 /* A read-only window of a dataset: rows [begin, begin + n). */
 typedef struct data_view {
@@ -48,6 +51,8 @@ typedef struct data_options {
      * without labels (has_labels 0). < 0: labels optional, input size unknown
      * (npy:X alone only). */
     int64_t unlabeled_dim;
+    const cohort_data *memory; /* the datasets of memory:NAME specs, [n_memory] */
+    int n_memory;
 } data_options;
 
 /*
@@ -71,6 +76,11 @@ typedef struct data_options {
  */
 cohort_status data_load(const char *spec, const data_options *opt, cohort_dataset **out,
                         cohort_error *err);
+
+/* A dataset over the caller's arrays (cohort_data), read in place: x,
+ * labels and targets are borrowed (labels are made, zeros, when there are
+ * none); labels are checked to be in range. */
+cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohort_error *err);
 
 cohort_status data_read_idx(const char *images, const char *labels, cohort_dataset **out,
                             cohort_error *err);

@@ -248,9 +248,12 @@ void data_free(cohort_dataset *ds)
         for (int32_t i = 0; i < ds->n_classes; i++)
             free(ds->class_names[i]);
     free(ds->class_names);
-    free(ds->x);
-    free(ds->y);
-    free(ds->t);
+    if (!(ds->borrowed & DATA_BORROW_X))
+        free(ds->x);
+    if (!(ds->borrowed & DATA_BORROW_Y))
+        free(ds->y);
+    if (!(ds->borrowed & DATA_BORROW_T))
+        free(ds->t);
     free(ds);
 }
 
@@ -436,6 +439,62 @@ static cohort_status load_npz(const char *spec, const char *rest, const data_opt
 }
 
 /* The reader for spec; fills *out without touching its source. */
+cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohort_error *err)
+{
+    *out = NULL;
+    const char *name = m->name ? m->name : "?";
+    int64_t dim = 1;
+    int ok = m->x && m->n > 0 && (m->sample_rank == 1 || m->sample_rank == 3);
+    for (int i = 0; ok && i < m->sample_rank; i++) {
+        ok = m->sample_shape[i] > 0 && m->sample_shape[i] <= INT32_MAX;
+        dim = ok ? dim * m->sample_shape[i] : dim;
+        ok = ok && dim <= INT32_MAX;
+    }
+    if (!ok)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "memory:%s: expected float32 inputs [n, d] or [n, H, W, C] with n > 0 "
+                           "(got n %lld, a sample of rank %d)",
+                           name, (long long)m->n, m->sample_rank);
+    if (m->targets && m->target_dim <= 0)
+        return cohort_fail(err, COHORT_ERR_INPUT, "memory:%s: targets need target_dim >= 1", name);
+    cohort_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "memory:%s: out of memory", name);
+    ds->n = m->n;
+    ds->dim = dim;
+    ds->shape = m->sample_rank == 3 ? shape_image((int)m->sample_shape[0], (int)m->sample_shape[1],
+                                                  (int)m->sample_shape[2])
+                                    : shape_flat((int)dim);
+    ds->x = (float *)m->x;
+    ds->borrowed = DATA_BORROW_X;
+    ds->has_labels = m->labels || m->targets;
+    if (m->labels) {
+        ds->y = (int32_t *)m->labels;
+        ds->borrowed |= DATA_BORROW_Y;
+        for (int64_t i = 0; i < m->n; i++) {
+            if (m->labels[i] < 0 || m->labels[i] > DATA_MAX_LABEL) {
+                data_free(ds);
+                return cohort_fail(err, COHORT_ERR_INPUT,
+                                   "memory:%s: label %lld is %d; labels must be integers in [0, "
+                                   "%d]",
+                                   name, (long long)i, (int)m->labels[i], DATA_MAX_LABEL);
+            }
+            if (m->labels[i] + 1 > ds->n_classes)
+                ds->n_classes = m->labels[i] + 1;
+        }
+    } else if (!(ds->y = calloc((size_t)m->n, sizeof *ds->y))) {
+        data_free(ds);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "memory:%s: out of memory", name);
+    }
+    if (m->targets) {
+        ds->t = (float *)m->targets;
+        ds->t_dim = m->target_dim;
+        ds->borrowed |= DATA_BORROW_T;
+    }
+    *out = ds;
+    return COHORT_OK;
+}
+
 static cohort_status load_spec(const char *spec, const data_options *opt, cohort_dataset **out,
                                cohort_error *err)
 {
@@ -446,6 +505,13 @@ static cohort_status load_spec(const char *spec, const data_options *opt, cohort
     cohort_status st;
 
 #define PREFIX_IS(s) (colon && plen == strlen(s) && memcmp(spec, s, plen) == 0)
+    if (PREFIX_IS("memory")) {
+        for (int i = 0; opt && i < opt->n_memory; i++)
+            if (opt->memory[i].name && strcmp(opt->memory[i].name, rest) == 0)
+                return data_from_memory(&opt->memory[i], out, err);
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "dataset '%s': no in-memory dataset named '%s' was given", spec, rest);
+    }
     if (PREFIX_IS("fashion-mnist") || PREFIX_IS("mnist")) {
         const char *dataset = PREFIX_IS("mnist") ? "mnist" : "fashion-mnist";
         if (strcmp(rest, "train") != 0 && strcmp(rest, "test") != 0)

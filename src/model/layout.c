@@ -309,3 +309,12 @@ double model_train_flops(const model_layout *L, int64_t n)
     }
     return f * (double)n;
 }
+
+const char *model_buf_name(int i)
+{
+    static const char *const names[BUF_COUNT] = {
+        "parameters",  "gradients", "optimizer", "activations", "deltas",        "saved",
+        "layer_stats", "workspace", "labels",    "targets",     "class_weights", "metrics",
+        "best_weights", "norms"};
+    return i >= 0 && i < BUF_COUNT ? names[i] : "unknown";
+}

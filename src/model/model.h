@@ -220,6 +220,9 @@ enum {
     BUF_COUNT
 };
 
+/* A buffer's name in `cohort plan` ("parameters", "activations", ...). */
+const char *model_buf_name(int i);
+
 typedef struct model_layout {
     sample_shape in_shape;
     int n_in, n_out;      /* input width, output width */

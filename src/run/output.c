@@ -279,3 +279,117 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
     sb_free(&b);
     return st;
 }
+
+/* ---- the memory plan as JSON (cohort plan --json, cohort_run_plan_json) ---- */
+
+/* Every member of g draws the same shuffle order (shared_order). */
+int run_group_shares_order(const cohort_run *run, const run_group_info *g)
+{
+    for (int k = 1; k < g->n; k++)
+        if (!model_same_order(run->m[g->idx[0]].spec, run->m[g->idx[k]].spec))
+            return 0;
+    return g->n > 1;
+}
+
+char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups)
+{
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "{\n  \"plan\": ");
+    sb_json_str(&b, run->plan->name);
+    sb_puts(&b, ",\n  \"strategy\": ");
+    sb_json_str(&b, cohort_strategy_str(run->strategy));
+    sb_printf(&b, ",\n  \"data\": {\"train_samples\": %lld, \"validation_samples\": %lld, "
+                  "\"test_samples\": %lld, \"features\": %d, \"classes\": %d},\n",
+              (long long)run->train.n, (long long)run->val.n, (long long)run->test.n, run->n_in,
+              run->n_classes);
+    sb_puts(&b, "  \"models\": [\n");
+    for (int i = 0; i < run->n; i++) {
+        const model_entry *e = &run->m[i];
+        sb_puts(&b, i ? ",\n    {\"name\": " : "    {\"name\": ");
+        sb_json_str(&b, e->spec->name);
+        sb_printf(&b, ", \"params\": %zu, \"planned_bytes\": %zu, \"bytes\": {", e->L.n_params,
+                  e->L.total_bytes);
+        for (int j = 0; j < BUF_COUNT; j++)
+            sb_printf(&b, "%s\"%s\": %zu", j ? ", " : "", model_buf_name(j), e->L.buf_bytes[j]);
+        sb_puts(&b, "}, \"device\": ");
+        if (e->device >= 0)
+            sb_json_str(&b, run->devices->dev[e->device].info.name);
+        else
+            sb_puts(&b, "null");
+        sb_printf(&b, ", \"fits\": %s, \"error\": ", e->res.error[0] ? "false" : "true");
+        if (e->res.error[0])
+            sb_json_str(&b, e->res.error);
+        else
+            sb_puts(&b, "null");
+        sb_puts(&b, ", \"layers\": [");
+        for (int l = 0; l < e->L.n_layers; l++) {
+            const layer_plan *lp = &e->L.layers[l];
+            size_t rows = (size_t)e->L.B * sizeof(float);
+            sb_printf(&b, "%s{\"kind\": \"%s\", \"output_shape\": ", l ? ", " : "",
+                      layer_kind_name(lp->kind));
+            if (lp->out.rank == 3)
+                sb_printf(&b, "[%d, %d, %d]", lp->out.h, lp->out.w, lp->out.c);
+            else
+                sb_printf(&b, "[%d]", lp->out.c);
+            sb_printf(&b, ", \"params\": %zu, \"state\": %zu, \"saved_bytes\": %zu, "
+                          "\"workspace_bytes\": %zu}",
+                      lp->n_params, lp->n_state, lp->n_saved * rows, lp->n_work * rows);
+        }
+        sb_printf(&b, "], \"flops_per_epoch\": %.0f, \"config\": %s}",
+                  model_train_flops(&e->L, run->train.n),
+                  e->spec->config_json ? e->spec->config_json : "null");
+    }
+    sb_puts(&b, "\n  ],\n  \"devices\": [\n");
+    int first = 1;
+    for (int d = 0; d < run->devices->n; d++) {
+        const cohort_device *dev = &run->devices->dev[d];
+        if (!dev->pool)
+            continue;
+        uint64_t planned = 0;
+        for (int i = 0; i < run->n; i++)
+            if (run->m[i].device == d && !run->m[i].res.error[0])
+                planned += run->m[i].planned_bytes;
+        sb_puts(&b, first ? "    {\"name\": " : ",\n    {\"name\": ");
+        first = 0;
+        sb_json_str(&b, dev->info.name);
+        sb_printf(&b, ", \"limit_bytes\": %llu, \"planned_bytes\": %llu}",
+                  (unsigned long long)pool_limit(dev->pool), (unsigned long long)planned);
+    }
+    sb_puts(&b, "\n  ],\n  \"groups\": [");
+    for (int i = 0; i < n_groups; i++) {
+        sb_puts(&b, i ? ",\n    {\"device\": " : "\n    {\"device\": ");
+        sb_json_str(&b, run->devices->dev[g[i].device].info.name);
+        sb_puts(&b, ", \"models\": [");
+        for (int k = 0; k < g[i].n; k++) {
+            sb_puts(&b, k ? ", " : "");
+            sb_json_str(&b, run->m[g[i].idx[k]].spec->name);
+        }
+        sb_printf(&b, "], \"planned_bytes\": %llu, \"shared_order\": %s}",
+                  (unsigned long long)g[i].bytes, run_group_shares_order(run, &g[i]) ? "true" : "false");
+    }
+    sb_puts(&b, "\n  ]\n}\n");
+    if (b.failed) {
+        sb_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
+char *cohort_run_plan_json(cohort_run *run, cohort_error *err)
+{
+    run_group_info *groups = NULL;
+    int n_groups = 0;
+    if (!run) {
+        cohort_fail(err, COHORT_ERR_USAGE, "cohort_run_plan_json: run is NULL");
+        return NULL;
+    }
+    if (run_plan_groups(run, &groups, &n_groups, err))
+        return NULL;
+    char *json = run_plan_json(run, groups, n_groups);
+    free(groups);
+    if (!json)
+        cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    return json;
+}
+

@@ -67,6 +67,25 @@ struct cohort_run {
     double last_report;    /* when report.html was last written */
 };
 
+/* A model rebuilt from a weights file cohort wrote (run/saved.c). */
+typedef struct saved_model {
+    cohort_plan *plan;       /* a plan of that one model, init_from the file */
+    device_registry *devices;
+    train_group *g;          /* after saved_model_build */
+    char **names;            /* the classes' text labels, or NULL */
+    int32_t n_names;
+    sample_shape in;         /* the stored image shape, rank 0 when flat or unknown */
+    int64_t n_in;            /* values per sample, 0 when not stored */
+    int on_classes;          /* trained on class labels */
+} saved_model;
+
+/* Read the spec, shapes and class names of `weights` (COHORT_ERR_INPUT or
+ * _IO naming the file when it is not cohort's). Nothing is trained. */
+cohort_status saved_model_open(const char *weights, saved_model *m, cohort_error *err);
+/* Make its group on cpu:0 for samples of shape `in`, weights loaded. */
+cohort_status saved_model_build(saved_model *m, sample_shape in, cohort_error *err);
+void saved_model_free(saved_model *m);
+
 /* The epoch whose weights a finished model ended with when early stopping
  * restored them (restore_best_weights), else 0. */
 int run_restored_epoch(const model_entry *e);
@@ -124,6 +143,9 @@ typedef struct run_group_info {
 cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, cohort_error *err);
 
 /* Set by signal handlers; every strategy checks it between steps. */
-void cohort_run_request_stop(cohort_run *run);
+/* Every member of g draws the same shuffle order (shared_order). */
+int run_group_shares_order(const cohort_run *run, const run_group_info *g);
+/* The plan of run as `cohort plan --json` prints it (malloc'd; NULL: no memory). */
+char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups);
 
 #endif

@@ -40,7 +40,9 @@ static void *load_side(void *p)
 static cohort_status load_data(cohort_run *run, cohort_error *err)
 {
     const data_spec *d = &run->plan->data;
-    data_options dopt = {.label_column = d->label_column[0] ? d->label_column : NULL};
+    data_options dopt = {.label_column = d->label_column[0] ? d->label_column : NULL,
+                         .memory = run->opt.memory,
+                         .n_memory = run->opt.n_memory};
     side_load side = {run, &dopt, COHORT_OK, {0}};
     pthread_t t;
     int threaded =
@@ -467,6 +469,8 @@ void cohort_run_free(cohort_run *run)
 int cohort_run_model_count(const cohort_run *run) { return run->n; }
 
 void cohort_run_request_stop(cohort_run *run) { run->stop = 1; }
+
+void cohort_free(void *p) { free(p); }
 
 cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model_result *out)
 {

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The Python package (python/cohort) over libcohort.so: the seed example
+trained from numpy arrays gives the CLI's weights bit for bit; plan and data
+errors raise PlanError and DataError with the CLI's messages; a model that
+diverges is a result, not an exception; Ctrl-C interrupts and resume=True
+continues to the same weights as an uninterrupted run; a fused sweep equals
+its sequential run; regression from float targets; predict agrees with the
+test accuracy the run reported; cohort.plan gives the CLI's plan.
+
+Skipped (77) without numpy, and under the sanitizers (an instrumented shared
+library does not load into an uninstrumented Python)."""
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+NAME = "t_python.py"
+if os.environ.get("COHORT_SANITIZED"):
+    print(f"{NAME}: skipped under the sanitizers")
+    sys.exit(77)
+try:
+    import numpy as np
+except ImportError:
+    print(f"{NAME}: skipped: numpy missing (apt-get install python3-numpy)")
+    sys.exit(77)
+
+SRC = os.environ.get("COHORT_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+BUILD = os.environ.get("COHORT_BUILD", os.path.join(SRC, "build"))
+os.environ.setdefault("COHORT_LIB", os.path.join(BUILD, "libcohort.so"))
+sys.path.insert(0, os.path.join(SRC, "python"))
+import cohort  # noqa: E402
+
+COHORT = os.environ.get("COHORT_BIN", os.path.join(BUILD, "cohort"))
+passed = failed = 0
+
+
+def check(cond, msg):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
+
+
+def same_weights(a, b):
+    return a is not None and b is not None and a.keys() == b.keys() and \
+        all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def idx(path):
+    with gzip.open(path) as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def seed_parity(tmp):
+    """examples/seed.yaml, one epoch, from arrays and from the CLI."""
+    root = os.environ.get("COHORT_DATA", "/usr/share/datasets/fashion-mnist")
+    files = [os.path.join(root, f) for f in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                             "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")]
+    if not all(os.path.exists(f) for f in files):
+        print(f"{NAME}: seed parity skipped: no Fashion-MNIST in {root}")
+        return
+    # The IDX reader's scaling, in the same float32 arithmetic.
+    x, y, xt, yt = (idx(f) for f in files)
+    x = x.astype(np.float32) / np.float32(255)
+    xt = xt.astype(np.float32) / np.float32(255)
+    plan = os.path.join(SRC, "examples", "seed.yaml")
+    r = subprocess.run([COHORT, "train", plan, "--set", "defaults.epochs=1", "--out", f"{tmp}/cli",
+                        "--quiet"], capture_output=True, text=True)
+    check(r.returncode == 0, f"CLI seed run: {r.stderr}")
+    res = cohort.train(plan, data={"train": (x, y.astype(np.int64)), "test": (xt, yt.astype(np.int64))},
+                       out=f"{tmp}/py", overrides=["defaults.epochs=1"], progress=False)
+    cli = {m.name: m for m in cohort._results(f"{tmp}/cli")}
+    check(len(res) == 3 and set(cli) == {m.name for m in res}, f"seed: models {[m.name for m in res]}")
+    for m in res:
+        c = cli.get(m.name)
+        check(m.status == "ok" and c is not None and same_weights(m.weights, c.weights),
+              f"seed {m.name}: weights from arrays differ from the CLI's")
+        check(c is not None and np.array_equal(m.history["loss"], c.history["loss"]) and
+              m.test == c.test, f"seed {m.name}: history or test differ: {m.test} vs {c and c.test}")
+    print(f"{NAME}: seed example from numpy arrays == CLI, bit for bit ({len(res)} models)")
+
+
+def blobs(rng, n=400, d=6, classes=3):
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    y = np.argmax(x[:, :classes] + 0.2 * rng.standard_normal((n, classes)), axis=1)
+    return x, y.astype(np.int64)
+
+
+MLP = [{"dense": 16, "activation": "relu"}, {"dense": 3, "activation": "softmax"}]
+
+
+def errors(rng):
+    x, y = blobs(rng)
+    try:
+        cohort.train({"models": [{"name": "m", "layers": MLP, "epochz": 2}]}, data={"train": (x, y)})
+        check(False, "a misspelt key raised nothing")
+    except cohort.PlanError as e:
+        check("unknown key 'epochz'" in str(e) and "did you mean 'epochs'" in str(e) and
+              e.status == 2, f"PlanError: {e}")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write("models:\n  - name: m\n    layers: [{dense: 3, activation: softmax}]\n    epochs: -1\n")
+    try:
+        cohort.train(f.name, data={"train": (x, y)})
+        check(False, "epochs -1 raised nothing")
+    except cohort.PlanError as e:
+        check(f"{f.name}:4:" in str(e), f"PlanError names file:line: {e}")
+    os.unlink(f.name)
+    try:
+        cohort.train({"models": [{"name": "m", "layers": MLP}]}, data={"train": (x, y - 1)})
+        check(False, "negative labels raised nothing")
+    except cohort.DataError as e:
+        check("labels must be integers" in str(e), f"DataError: {e}")
+    try:
+        cohort.train({"models": [{"name": "m", "layers": MLP}]}, data={"train": (x, y[:-1])})
+        check(False, "a row mismatch raised nothing")
+    except cohort.DataError as e:
+        check("400 rows, y has 399" in str(e), f"DataError: {e}")
+
+
+def failures_and_predict(rng, tmp):
+    x, y = blobs(rng)
+    xt, yt = blobs(rng, 200)
+    plan = {"defaults": {"epochs": 3, "batch_size": 32, "layers": MLP},
+            "models": [{"name": "good"},
+                       {"name": "wild", "optimizer": {"name": "sgd", "lr": 1.0e12}}]}
+    res = {m.name: m for m in cohort.train(plan, data={"train": (x, y), "test": (xt, yt)},
+                                           out=f"{tmp}/fail", progress=False)}
+    check(res["good"].status == "ok" and res["wild"].status == "diverged",
+          f"statuses {res['good'].status}, {res['wild'].status}: {res['wild'].error}")
+    p = cohort.predict(f"{tmp}/fail/models/good.safetensors", xt)
+    check(p.shape == (200, 3) and np.allclose(p.sum(axis=1), 1, atol=1e-5), f"predict shape {p.shape}")
+    acc = float(np.mean(np.argmax(p, axis=1) == yt))
+    check(abs(acc - res["good"].test["accuracy"]) < 1e-9,
+          f"predict's accuracy {acc} vs the run's {res['good'].test['accuracy']}")
+    try:
+        cohort.predict(f"{tmp}/fail/models/good.safetensors", xt[:, :4])
+        check(False, "predict on the wrong width raised nothing")
+    except cohort.DataError as e:
+        check("4 values per sample" in str(e) and "takes 6" in str(e), f"predict DataError: {e}")
+    pl = cohort.plan(plan, data={"train": (x, y)})
+    check([m["name"] for m in pl["models"]] == ["good", "wild"] and
+          pl["models"][0]["planned_bytes"] == res["good"].planned_bytes, f"plan: {pl['models'][0]}")
+
+
+def interrupt_and_resume(rng, tmp):
+    x, y = blobs(rng, 2000)
+    plan = {"defaults": {"epochs": 4, "batch_size": 16, "layers": MLP, "seed": 3},
+            "models": [{"name": "a"}, {"name": "b", "optimizer": {"name": "sgd", "lr": 0.05}}]}
+    full = {m.name: m for m in cohort.train(plan, data={"train": (x, y)}, out=f"{tmp}/full",
+                                            strategy="sequential", progress=False)}
+
+    def ctrl_c(model, epoch, metrics):
+        if model == "a" and epoch == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        cohort.train(plan, data={"train": (x, y)}, out=f"{tmp}/cut", strategy="sequential",
+                     on_epoch=ctrl_c)
+        check(False, "Ctrl-C did not interrupt")
+    except cohort.Interrupted as e:
+        st = {m.name: m.status for m in e.results}
+        check("interrupted" in st.values() or "pending" in st.values(), f"after Ctrl-C: {st}")
+    res = {m.name: m for m in cohort.train(plan, data={"train": (x, y)}, out=f"{tmp}/cut",
+                                           strategy="sequential", resume=True, progress=False)}
+    for n in ("a", "b"):
+        check(res[n].status == "ok" and same_weights(res[n].weights, full[n].weights),
+              f"resumed {n}: {res[n].status}, differs from the uninterrupted run")
+
+
+def fused_sweep(rng, tmp):
+    x, y = blobs(rng)
+    plan = {"defaults": {"epochs": 2, "batch_size": 32, "layers": MLP},
+            "models": [{"name": "m"}], "sweep": {"optimizer.lr": [0.001, 0.003, 0.01, 0.03]}}
+    w = {}
+    for s in ("fused", "sequential"):
+        w[s] = {m.name: m.weights for m in cohort.train(plan, data={"train": (x, y)}, strategy=s,
+                                                        progress=False)}
+    check(len(w["fused"]) == 4 and all(same_weights(w["fused"][k], w["sequential"][k]) for k in w["fused"]),
+          "fused sweep differs from sequential")
+
+
+def regression(rng):
+    x = rng.standard_normal((500, 4)).astype(np.float32)
+    t = np.stack([x[:, 0] * 2 + x[:, 1], x[:, 2] - x[:, 3]], axis=1).astype(np.float32)
+    res = cohort.train({"defaults": {"epochs": 8, "loss": "mse", "optimizer": {"name": "adam", "lr": 0.01},
+                                     "layers": [{"dense": 16, "activation": "tanh"}, {"dense": 2}]},
+                        "models": [{"name": "r"}]}, data={"train": (x, t), "test": (x, t)}, progress=False)
+    r = res[0]
+    check(r.task == "regression" and "mae" in r.history and "accuracy" not in r.history,
+          f"regression history {sorted(r.history)}")
+    check(r.test["mae"] < 0.5 * float(np.mean(np.abs(t))), f"regression test mae {r.test}")
+
+
+def main():
+    if not os.path.exists(os.environ["COHORT_LIB"]):
+        print(f"{NAME}: FAILED: {os.environ['COHORT_LIB']} not found (build first)")
+        return 1
+    rng = np.random.default_rng(5)
+    with tempfile.TemporaryDirectory() as tmp:
+        seed_parity(tmp)
+        errors(rng)
+        failures_and_predict(rng, tmp)
+        interrupt_and_resume(rng, tmp)
+        fused_sweep(rng, tmp)
+        regression(rng)
+    print(f"{NAME}: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
