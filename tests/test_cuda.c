@@ -374,7 +374,10 @@ static void test_optimizers(int count)
     unsigned char active[3] = {1, 1, 1};
     if (count == 3)
         active[1] = 0; /* an inactive model must stay as it is */
-    optim_step o = {lr, mom, b1, b2, eps, wd, nest, active, 5};
+    float rho[3] = {0.9f, 0.8f, 0.95f}, nm[3] = {0.5f, 0.4f, 0.6f}, ng[3] = {0.1f, 0.2f, 0.05f};
+    float nv[3] = {1.5f, 2.0f, 1.1f};
+    int centered[3] = {0, 1, 0};
+    optim_step o = {lr, mom, b1, b2, eps, wd, nest, rho, centered, nm, ng, nv, active, 5};
     char what[64];
     for (int with_v = 0; with_v < 2; with_v++) {
         buf w = buf_make(s * (size_t)count, -1, 1), g = buf_make(s * (size_t)count, -1, 1);
@@ -396,11 +399,76 @@ static void test_optimizers(int count)
     check_close(what, &w, 1e-5);
     check_close(what, &m, 1e-5);
     check_close(what, &v, 1e-5);
+    cpu->nadam(cc, w.h, g.h, m.h, v.h, s, n, &o, count);
+    gpu->nadam(gc, w.d, g.d, m.d, v.d, s, n, &o, count);
+    snprintf(what, sizeof what, "nadam count %d", count);
+    check_close(what, &w, 1e-5);
+    check_close(what, &m, 1e-5);
+    check_close(what, &v, 1e-5);
+    /* rmsprop below: model 0 plain, 1 centered, 2 with momentum */
+    cpu->adagrad(cc, w.h, g.h, v.h, s, n, &o, count);
+    gpu->adagrad(gc, w.d, g.d, v.d, s, n, &o, count);
+    snprintf(what, sizeof what, "adagrad count %d", count);
+    check_close(what, &w, 1e-5);
+    check_close(what, &v, 1e-5);
+    buf vel = buf_make(s * (size_t)count, 0.5f, 1.0f), s2 = buf_make(s * (size_t)count, -0.1f, 0.1f);
+    cpu->rmsprop(cc, w.h, g.h, vel.h, s2.h, s, n, &o, count);
+    gpu->rmsprop(gc, w.d, g.d, vel.d, s2.d, s, n, &o, count);
+    snprintf(what, sizeof what, "rmsprop count %d", count);
+    check_close(what, &w, 1e-5);
+    check_close(what, &vel, 1e-5);
+    check_close(what, &s2, 1e-5);
     check_no_error(what);
+    buf_free(&vel);
+    buf_free(&s2);
     buf_free(&w);
     buf_free(&g);
     buf_free(&m);
     buf_free(&v);
+}
+
+/* The clipping and regularizer ops: the norms' sums in double, the same on
+ * both (to rounding), and each model's own setting (0: off). */
+static void test_clip_reg(int count)
+{
+    const size_t n = 3000, s = 3011;
+    float c[3] = {0.5f, 0.0f, 100.0f}, l1[3] = {0.01f, 0.0f, 0.0f}, l2[3] = {0.02f, 0.0f, 0.5f};
+    char what[64];
+    buf w = buf_make(s * (size_t)count, -1, 1), g = buf_make(s * (size_t)count, -1, 1);
+    double acc_h[3], *acc_d = dev_alloc(3 * sizeof(double)), back[3];
+    double st_h[12] = {0}, *st_d = dev_alloc(12 * sizeof(double)), st_back[12];
+    gpu->copy_h2d(gc, st_d, st_h, sizeof st_h);
+    cpu->sum_sq(cc, acc_h, g.h, s, n, 0, count);
+    gpu->sum_sq(gc, acc_d, g.d, s, n, 0, count);
+    cpu->sum_sq(cc, acc_h, w.h, s, n, 1, count);
+    gpu->sum_sq(gc, acc_d, w.d, s, n, 1, count);
+    gpu->copy_d2h(gc, back, acc_d, (size_t)count * sizeof(double));
+    for (int k = 0; k < count; k++)
+        CHECK_MSG(fabs(back[k] - acc_h[k]) <= 1e-12 * acc_h[k], "sum_sq model %d: %.17g vs %.17g",
+                  k, back[k], acc_h[k]);
+    cpu->clip_norm(cc, g.h, s, n, acc_h, c, count);
+    gpu->clip_norm(gc, g.d, s, n, acc_d, c, count);
+    snprintf(what, sizeof what, "clip_norm count %d", count);
+    check_close(what, &g, 1e-6);
+    cpu->clip_value(cc, g.h, s, n, c, count);
+    gpu->clip_value(gc, g.d, s, n, c, count);
+    snprintf(what, sizeof what, "clip_value count %d", count);
+    check_close(what, &g, 0.0);
+    cpu->reg_grad(cc, g.h, w.h, s, n, l1, l2, count);
+    gpu->reg_grad(gc, g.d, w.d, s, n, l1, l2, count);
+    snprintf(what, sizeof what, "reg_grad count %d", count);
+    check_close(what, &g, 1e-6);
+    cpu->reg_penalty(cc, st_h, w.h, s, n, l1, l2, 7, count);
+    gpu->reg_penalty(gc, st_d, w.d, s, n, l1, l2, 7, count);
+    gpu->copy_d2h(gc, st_back, st_d, sizeof st_back);
+    for (int i = 0; i < 4 * count; i++)
+        CHECK_MSG(fabs(st_back[i] - st_h[i]) <= 1e-12 * fmax(1.0, fabs(st_h[i])),
+                  "reg_penalty stats[%d]: %.17g vs %.17g", i, st_back[i], st_h[i]);
+    check_no_error("clip and regularizer ops");
+    gpu->mem_free(0, acc_d);
+    gpu->mem_free(0, st_d);
+    buf_free(&w);
+    buf_free(&g);
 }
 
 static void test_ops(void)
@@ -431,6 +499,7 @@ static void test_ops(void)
             test_loss(LOSS_HUBER, METRIC_ERRORS, ACT_LINEAR, 1, 0, 40, c, grad);
         }
         test_optimizers(c);
+        test_clip_reg(c);
     }
     test_load(3, 1);
     test_gemm(0, 1, 3, 1, 0.0f); /* the forward pass's shape, one shared weight matrix */

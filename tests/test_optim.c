@@ -143,5 +143,58 @@ int main(void)
         CHECK_NEAR(st[1], 0.0, 0); /* row 0 predicts 1, row 1 predicts 0 */
         CHECK_NEAR(d4[0], 2.0 * 0.5 * (1.0 / (1.0 + exp(1.0)) - 1.0), 1e-6);
     }
+    /* RMSprop, lr 0.1, rho 0.9, g = 0.5 from vel = 0: vel = 0.1 * 0.25 = 0.025,
+     * w = 1 - 0.1 * 0.5 / sqrt(0.025 + 1e-7) (Keras: epsilon inside the root). */
+    {
+        float w1 = 1.0f, vel = 0.0f;
+        kern_rmsprop(&w1, &g, &vel, NULL, 1, 0.1f, 0.9f, 0.0f, 0, 1e-7f);
+        CHECK_NEAR(vel, 0.025, 1e-8);
+        CHECK_NEAR(w1, 1.0 - 0.05 / sqrt(0.025 + 1e-7), 1e-6);
+        /* centered, from avg = 0: avg = 0.05, d = 0.025 - 0.0025 + 1e-7 */
+        float w2 = 1.0f, vel2 = 0.0f, avg = 0.0f;
+        kern_rmsprop(&w2, &g, &vel2, &avg, 1, 0.1f, 0.9f, 0.0f, 1, 1e-7f);
+        CHECK_NEAR(avg, 0.05, 1e-7); /* 1 - 0.9f rounds up */
+        CHECK_NEAR(w2, 1.0 - 0.05 / sqrt(0.0225 + 1e-7), 1e-6);
+        /* momentum 0.5 twice: mom1 = inc1, mom2 = 0.5 mom1 + inc2 */
+        float w3 = 1.0f, vel3 = 0.0f, mom = 0.0f;
+        kern_rmsprop(&w3, &g, &vel3, &mom, 1, 0.1f, 0.9f, 0.5f, 0, 1e-7f);
+        kern_rmsprop(&w3, &g, &vel3, &mom, 1, 0.1f, 0.9f, 0.5f, 0, 1e-7f);
+        double inc1 = 0.05 / sqrt(0.025 + 1e-7), inc2 = 0.05 / sqrt(0.0475 + 1e-7);
+        CHECK_NEAR(mom, 0.5 * inc1 + inc2, 1e-6);
+        CHECK_NEAR(w3, 1.0 - inc1 - (0.5 * inc1 + inc2), 1e-6);
+    }
+    /* Adagrad from the accumulator 0.1: acc = 0.35, w = 1 - 0.05 / sqrt(0.35 + 1e-7). */
+    {
+        float w1 = 1.0f, acc = 0.1f;
+        kern_adagrad(&w1, &g, &acc, 1, 0.1f, 1e-7f);
+        CHECK_NEAR(acc, 0.35, 1e-7);
+        CHECK_NEAR(w1, 1.0 - 0.05 / sqrt(0.35 + 1e-7), 1e-6);
+    }
+    /* Nadam's step from given factors: m = 0.05, v = 0.00025 (beta 0.9, 0.999),
+     * w = 1 - lr (nm m + ng g) / (sqrt(v nv) + eps). */
+    {
+        float w1 = 1.0f, nm = 0.0f, nv = 0.0f;
+        kern_nadam(&w1, &g, &nm, &nv, 1, 0.01f, 0.9f, 0.999f, 1e-7f, 2.0f, 3.0f, 1000.0f);
+        CHECK_NEAR(nm, 0.05, 1e-7);
+        CHECK_NEAR(nv, 0.00025, 1e-8);
+        CHECK_NEAR(w1, 1.0 - 0.01 * (2.0 * 0.05 + 3.0 * 0.5) / (sqrt(0.25) + 1e-7), 1e-6);
+    }
+    /* Clips and the regularizer's gradient. */
+    CHECK_NEAR(clip_norm_factor(4.0, 1.0f), 0.5, 1e-7);   /* norm 2 clipped to 1 */
+    CHECK_NEAR(clip_norm_factor(0.25, 1.0f), 1.0, 0);     /* norm 0.5: unchanged */
+    {
+        float x[3] = {-2.0f, 0.3f, 5.0f}, gw[3] = {0.5f, 0.5f, 0.5f}, zero = 0.0f, gz = 1.0f;
+        kern_clip_value(x, 3, 1.0f);
+        CHECK(x[0] == -1.0f && x[1] == 0.3f && x[2] == 1.0f);
+        float wr[3] = {-2.0f, 0.5f, 0.0f};
+        kern_reg_grad(gw, wr, 3, 0.1f, 0.01f); /* g += 2 l2 w + l1 sign(w) */
+        CHECK_NEAR(gw[0], 0.5 - 0.04 - 0.1, 1e-7);
+        CHECK_NEAR(gw[1], 0.5 + 0.01 + 0.1, 1e-7);
+        CHECK_NEAR(gw[2], 0.5, 0); /* sign(0) = 0 */
+        kern_reg_grad(&gz, &zero, 1, 0.1f, 0.0f);
+        CHECK_NEAR(gz, 1.0, 0);
+        CHECK_NEAR(kern_sum_sq(wr, 3), 4.25, 0);
+        CHECK_NEAR(kern_sum_abs(wr, 3), 2.5, 0);
+    }
     return check_done("test_optim");
 }

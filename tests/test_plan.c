@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -312,7 +313,7 @@ static void test_optimizers(void)
     EXPECT_WITH("    optimizer: {name: adam, momentum: 0.9}\n",
                 "plan.yaml:5: 'momentum' does not apply to optimizer 'adam' of model 'm'");
     EXPECT_WITH("    optimizer: {name: adm}\n",
-                "plan.yaml:5: optimizer must be one of sgd, adam, adamw, got 'adm' (did you mean "
+                "plan.yaml:5: optimizer must be one of sgd, adam, adamw, rmsprop, adagrad, nadam, got 'adm' (did you mean "
                 "'adam'?)");
     EXPECT_WITH("    optimizer: {lr: -1}\n", "plan.yaml:5: lr must be a positive number, got '-1'");
     EXPECT_WITH("    optimizer: {lr: .nan}\n", "plan.yaml:5: lr must be a positive number");
@@ -962,6 +963,108 @@ static const char *const SWEEP_PLAN =
     "  optimizer.lr: [0.001, 0.0005]\n"
     "  batch_size: [32, 64]\n";
 
+/* Optimizers, clips, schedules, regularizers and reduce_lr_on_plateau:
+ * Keras's defaults, the spec JSON, which must read back as the same spec,
+ * and sweeps of their nested keys. */
+static void test_training_toolkit(void)
+{
+    const char *text =
+        "data: {train: x, validation_split: 0.2}\n"
+        "models:\n"
+        "  - {name: r, optimizer: rmsprop, layers: [{dense: 2, activation: softmax}]}\n"
+        "  - {name: a, optimizer: {name: adagrad, clipvalue: 0.5}, layers: [{dense: 2, "
+        "activation: softmax, kernel_regularizer: l2}]}\n"
+        "  - name: n\n"
+        "    optimizer: {name: nadam, global_clipnorm: 2, schedule: {cosine_decay: {decay_steps: "
+        "100, warmup_steps: 10, warmup_target: 0.01}}}\n"
+        "    layers: [{conv2d: 4, kernel_size: 3, kernel_regularizer: {l1: 0.001, l2: 0.002}}, "
+        "flatten, {dense: 2, activation: softmax, kernel_regularizer: l1}]\n"
+        "  - name: p\n"
+        "    optimizer: {name: sgd, clipnorm: 1.5}\n"
+        "    reduce_lr_on_plateau: {monitor: val_accuracy, factor: 0.5, cooldown: 2}\n"
+        "    layers: [{dense: 2, activation: softmax}]\n"
+        "  - name: e\n"
+        "    optimizer: {name: adam, schedule: {piecewise_constant: {boundaries: [5, 9], values: "
+        "[0.1, 0.01, 0.001]}}}\n"
+        "    layers: [{dense: 2, activation: softmax}]\n";
+    cohort_plan *p = PARSE(text, NULL, 0);
+    if (p && p->n_models == 5) {
+        const model_spec *r = &p->models[0], *a = &p->models[1], *n = &p->models[2];
+        const model_spec *pl = &p->models[3], *e = &p->models[4];
+        CHECK(r->opt.kind == OPT_RMSPROP && r->opt.lr == 0.001f && r->opt.rho == 0.9f &&
+              r->opt.momentum == 0.0f && !r->opt.centered && r->opt.eps == 1e-7f);
+        CHECK(a->opt.kind == OPT_ADAGRAD && a->opt.init_accum == 0.1f && a->opt.clipvalue == 0.5f);
+        CHECK(a->layers[0].l2 == 0.01f && a->layers[0].l1 == 0.0f);
+        CHECK(n->opt.kind == OPT_NADAM && n->opt.global_clipnorm == 2.0f);
+        CHECK(n->opt.schedule.kind == SCHED_COSINE && n->opt.schedule.decay_steps == 100 &&
+              n->opt.schedule.warmup_steps == 10 && n->opt.schedule.warmup_target == 0.01);
+        CHECK(n->layers[0].l1 == 0.001f && n->layers[0].l2 == 0.002f && n->layers[2].l1 == 0.01f);
+        CHECK(model_needs_full_grads(n) && !model_needs_full_grads(r));
+        CHECK(pl->plateau.enabled && strcmp(pl->plateau.monitor, "val_accuracy") == 0 &&
+              pl->plateau.factor == 0.5 && pl->plateau.patience == 10 &&
+              pl->plateau.min_delta == 1e-4 && pl->plateau.cooldown == 2);
+        CHECK(e->opt.schedule.kind == SCHED_PIECEWISE && e->opt.schedule.n_bounds == 2);
+        /* Keras's schedules at a few steps. */
+        CHECK(model_lr_at(&e->opt, 1.0, 5) == 0.1 && model_lr_at(&e->opt, 1.0, 6) == 0.01 &&
+              model_lr_at(&e->opt, 1.0, 10) == 0.001);
+        CHECK(fabs(model_lr_at(&n->opt, 0.001, 5) - 0.0055) < 1e-12);
+        CHECK(fabs(model_lr_at(&n->opt, 0.001, 60) - 0.01 * 0.5 * (1 + cos(M_PI * 0.5))) < 1e-12);
+        CHECK(model_lr_at(&n->opt, 0.001, 500) == 0.0);
+        CHECK(model_lr_at(&r->opt, 0.25, 7) == 0.25);
+        CHECK_CONTAINS(n->config_json, "\"schedule\":{\"cosine_decay\":{\"decay_steps\":100,"
+                                       "\"alpha\":0,\"warmup_steps\":10,\"warmup_target\":0.01}}");
+        CHECK_CONTAINS(pl->config_json, "\"reduce_lr_on_plateau\":{\"monitor\":\"val_accuracy\","
+                                        "\"factor\":0.5,\"patience\":10,\"min_delta\":0.0001,"
+                                        "\"cooldown\":2,\"min_lr\":0}");
+        /* Each spec's JSON, as a plan's model, gives the same JSON again. */
+        for (int i = 0; i < p->n_models; i++) {
+            strbuf b;
+            sb_init(&b);
+            sb_puts(&b, "{\"data\": {\"train\": \"x\", \"validation_split\": 0.2}, \"models\": [");
+            sb_puts(&b, p->models[i].config_json);
+            sb_puts(&b, "]}");
+            cohort_plan *q = PARSE(b.data, NULL, 0);
+            if (q)
+                CHECK_MSG(strcmp(q->models[0].config_json, p->models[i].config_json) == 0,
+                          "%s\nvs %s", q->models[0].config_json, p->models[i].config_json);
+            cohort_plan_free(q);
+            sb_free(&b);
+        }
+    } else {
+        CHECK(0);
+    }
+    cohort_plan_free(p);
+
+    const char *sw = "data: {train: x}\n"
+                     "defaults: {optimizer: {name: adam, schedule: {exponential_decay: "
+                     "{decay_steps: 10, decay_rate: 0.5}}}}\n"
+                     "models:\n"
+                     "  - {name: m, layers: [{dense: 2, activation: softmax}]}\n"
+                     "sweep:\n"
+                     "  optimizer.schedule.exponential_decay.decay_rate: [0.9, 0.8]\n"
+                     "  layers.0.kernel_regularizer.l2: [0.001]\n"
+                     "  optimizer.clipnorm: [~, 1.0]\n";
+    p = PARSE(sw, NULL, 0);
+    if (p && p->n_models == 4) {
+        CHECK(p->models[0].opt.schedule.decay_rate == 0.9 &&
+              p->models[3].opt.schedule.decay_rate == 0.8);
+        CHECK(p->models[0].opt.schedule.decay_steps == 10);
+        CHECK(p->models[2].layers[0].l2 == 0.001f);
+        CHECK(p->models[0].opt.clipnorm == 0.0f && p->models[1].opt.clipnorm == 1.0f);
+        CHECK(model_can_fuse(&p->models[0], &p->models[3]));
+    } else {
+        CHECK(0);
+    }
+    cohort_plan_free(p);
+    EXPECT_WITH("sweep:\n  optimizer.schedule.cosine.alpha: [1]\n",
+                "plan.yaml:6: sweep key 'optimizer.schedule.cosine.alpha' is not a model key");
+    EXPECT_WITH("sweep:\n  layers.0.kernel_regularizer.l3: [1]\n",
+                "plan.yaml:6: sweep key 'layers.0.kernel_regularizer.l3' is not a model key");
+    EXPECT_WITH("sweep:\n  reduce_lr_on_plateau.factr: [0.5]\n",
+                "plan.yaml:6: sweep key 'reduce_lr_on_plateau.factr' is not a model key (did you "
+                "mean 'reduce_lr_on_plateau.factor'?)");
+}
+
 static void test_sweep(void)
 {
     cohort_plan *p = PARSE(SWEEP_PLAN, NULL, 0);
@@ -1322,6 +1425,7 @@ int main(void)
     test_yaml_errors();
     test_devices();
     test_sweep();
+    test_training_toolkit();
     test_overrides();
     test_load();
     test_paths();

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 5
+#define COHORT_BACKEND_API_VERSION 6
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -24,6 +24,13 @@ typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a B
 typedef struct optim_step {
     const float *lr, *momentum, *beta1, *beta2, *eps, *weight_decay;
     const int *nesterov;
+    const float *rho;            /* rmsprop */
+    const int *centered;         /* rmsprop */
+    /* nadam's factors at step t, from Keras's momentum schedule u_i =
+     * beta1 (1 - 0.5 * 0.96^i) and their products P_t = u_1...u_t (the host
+     * computes them in double): nm = u_{t+1} / (1 - P_{t+1}) for m,
+     * ng = (1 - u_t) / (1 - P_t) for the gradient, nv = 1 / (1 - beta2^t) */
+    const float *nm, *ng, *nv;
     const unsigned char *active; /* 0: leave this model's parameters alone */
     int64_t t;                   /* 1-based step number (Adam bias correction) */
 } optim_step;
@@ -140,6 +147,40 @@ typedef struct backend_ops {
                 const optim_step *o, int count);
     void (*adam)(backend_ctx *ctx, float *w, const float *g, float *m, float *v, size_t s,
                  size_t n, const optim_step *o, int count); /* adam and adamw */
+    /* Keras's RMSprop: vel = rho vel + (1-rho) g^2; centered: avg = rho avg +
+     * (1-rho) g and d = vel - avg^2 + eps, else d = vel + eps; inc = lr g /
+     * sqrt(d); momentum > 0: mom = momentum mom + inc, w -= mom; else w -= inc.
+     * s2 is the momentum or the average gradient (NULL where no model needs one). */
+    void (*rmsprop)(backend_ctx *ctx, float *w, const float *g, float *vel, float *s2, size_t s,
+                    size_t n, const optim_step *o, int count);
+    /* Keras's Adagrad: acc += g^2; w -= lr g / sqrt(acc + eps). */
+    void (*adagrad)(backend_ctx *ctx, float *w, const float *g, float *acc, size_t s, size_t n,
+                    const optim_step *o, int count);
+    /* Keras's Nadam: m += (g-m)(1-beta1), v += (g^2-v)(1-beta2),
+     * w -= lr (nm m + ng g) / (sqrt(v nv) + eps). */
+    void (*nadam)(backend_ctx *ctx, float *w, const float *g, float *m, float *v, size_t s,
+                  size_t n, const optim_step *o, int count);
+
+    /* -- gradient clipping and regularizers; every per-model setting is
+     * host memory [count], and 0 turns it off for that model -- */
+    /* acc[k] (+= with add, else =) the sum of x^2 over model k's n floats,
+     * summed in double in a fixed order (no result depends on threads);
+     * acc is device memory, [count] doubles. */
+    void (*sum_sq)(backend_ctx *ctx, double *acc, const float *x, size_t s, size_t n, int add,
+                   int count);
+    /* x *= c[k] / max(sqrt(acc[k]), c[k]) where c[k] > 0 (Keras's clip_by_norm). */
+    void (*clip_norm)(backend_ctx *ctx, float *x, size_t s, size_t n, const double *acc,
+                      const float *c, int count);
+    /* x = min(max(x, -c[k]), c[k]) where c[k] > 0. */
+    void (*clip_value)(backend_ctx *ctx, float *x, size_t s, size_t n, const float *c,
+                       int count);
+    /* The kernel regularizer's gradient: g += 2 l2[k] w + l1[k] sign(w). */
+    void (*reg_grad)(backend_ctx *ctx, float *g, const float *w, size_t s, size_t n,
+                     const float *l1, const float *l2, int count);
+    /* Its penalty p = l2[k] sum w^2 + l1[k] sum |w| (in double) into the
+     * loss stats: stats[k*4 + 0] += rows * p, stats[k*4 + 2] += p. */
+    void (*reg_penalty)(backend_ctx *ctx, double *stats, const float *w, size_t s, size_t n,
+                        const float *l1, const float *l2, int rows, int count);
 
     /* -- image layers (NHWC). g describes one model's images; every op is
      * batched over count models, model k at +k*s of each operand. -- */
@@ -224,7 +265,9 @@ typedef struct backend_ops {
      * each active model k, G = dZᵀ·X (dZ rows x n_out, leading dimension ldd;
      * X rows x n_in, ldx) updates W (n_out x n_in) and its optimizer slots s1
      * (velocity or Adam's m) and s2 (Adam's v; NULL for SGD) exactly as sgd or
-     * adam would from G, without storing G. Strides: sW for W, s1 and s2. */
+     * adam would from G, without storing G. Strides: sW for W, s1 and s2.
+     * kind is sgd, adam or adamw: the trainer never asks for another, nor
+     * for a model whose gradient must be whole first (clipping, regularizers). */
     int (*dense_step)(backend_ctx *ctx, opt_kind kind, float *W, float *s1, float *s2, size_t sW,
                       const float *dZ, int ldd, size_t sdZ, const float *X, int ldx, size_t sX,
                       int rows, int n_out, int n_in, const optim_step *o, int count);

@@ -71,8 +71,35 @@ static void print_layers(const model_entry *e, int w)
             printf(", saved %s", format_bytes(lp->n_saved * rows, a, sizeof a));
         if (lp->n_work)
             printf(", workspace %s", format_bytes(lp->n_work * rows, a, sizeof a));
+        const layer_spec *ls = &e->spec->layers[i];
+        if (ls->l2 != 0.0f)
+            printf(", l2 %g", (double)ls->l2);
+        if (ls->l1 != 0.0f)
+            printf(", l1 %g", (double)ls->l1);
         printf("\n");
     }
+}
+
+/* The optimizer, its clip and schedule, and reduce_lr_on_plateau. */
+static void print_training(const model_entry *e, int w)
+{
+    static const char *const schedules[] = {"", "cosine_decay", "exponential_decay",
+                                            "piecewise_constant"};
+    const optim_spec *o = &e->spec->opt;
+    printf("%-*s    optimizer %s, lr %g", w, "", opt_name(o->kind), (double)o->lr);
+    if (o->clipnorm > 0.0f)
+        printf(", clipnorm %g", (double)o->clipnorm);
+    if (o->global_clipnorm > 0.0f)
+        printf(", global_clipnorm %g", (double)o->global_clipnorm);
+    if (o->clipvalue > 0.0f)
+        printf(", clipvalue %g", (double)o->clipvalue);
+    if (o->schedule.kind != SCHED_NONE)
+        printf(", schedule %s", schedules[o->schedule.kind]);
+    const plateau_spec *p = &e->spec->plateau;
+    if (p->enabled)
+        printf(", reduce_lr_on_plateau on %s (factor %g, patience %d)", p->monitor, p->factor,
+               p->patience);
+    printf("\n");
 }
 
 static void print_text(const cohort_run *run, const run_group_info *g, int n_groups)
@@ -119,6 +146,7 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
         }
         printf(" (%zu bytes exactly)\n", e->L.total_bytes);
         print_layers(e, w);
+        print_training(e, w);
         if (e->res.error[0])
             printf("%-*s  error: %s\n", w, "", e->res.error);
     }

@@ -12,7 +12,11 @@ static int opt_slots(const optim_spec *o)
     switch (o->kind) {
     case OPT_SGD: return o->momentum > 0.0f ? 1 : 0;
     case OPT_ADAM:
-    case OPT_ADAMW: return 2;
+    case OPT_ADAMW:
+    case OPT_NADAM: return 2;
+    /* the velocity; then the momentum or the average gradient */
+    case OPT_RMSPROP: return o->momentum > 0.0f || o->centered ? 2 : 1;
+    case OPT_ADAGRAD: return 1; /* the accumulator */
     }
     return 0;
 }
@@ -231,6 +235,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
     L->buf_bytes[BUF_CLASSW] = k * (size_t)L->n_cw * sizeof(float);
     L->buf_bytes[BUF_STATS] = k * 4 * sizeof(double);
     L->buf_bytes[BUF_BEST] = L->keep_best ? k * P * sizeof(float) : 0;
+    L->buf_bytes[BUF_NORMS] = k * sizeof(double);
     size_t off = 0;
     for (int i = 0; i < BUF_COUNT; i++) {
         L->buf_off[i] = off;
@@ -247,6 +252,7 @@ void model_group_spec(const model_spec *const *specs, int n, model_spec *out)
         const model_spec *s = specs[k];
         if (s->opt.momentum > out->opt.momentum)
             out->opt.momentum = s->opt.momentum;
+        out->opt.centered |= s->opt.centered;
         if (s->early_stop.enabled && s->early_stop.restore_best)
             out->early_stop = s->early_stop;
         if (s->n_class_weight > out->n_class_weight)
@@ -309,6 +315,6 @@ const char *model_buf_name(int i)
     static const char *const names[BUF_COUNT] = {
         "parameters",  "gradients", "optimizer", "activations", "deltas",        "saved",
         "layer_stats", "workspace", "labels",    "targets",     "class_weights", "metrics",
-        "best_weights"};
+        "best_weights", "norms"};
     return i >= 0 && i < BUF_COUNT ? names[i] : "unknown";
 }

@@ -32,7 +32,7 @@ typedef enum layer_kind {
     LAYER_KIND_COUNT
 } layer_kind;
 typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
-typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
+typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP, OPT_ADAGRAD, OPT_NADAM } opt_kind;
 /* Keras's losses. SCE takes class labels; the others take target rows as
  * wide as the output (class labels one-hot, or the label as a number for a
  * single output). */
@@ -73,18 +73,60 @@ typedef struct layer_spec {
     pad_kind pad;    /* conv2d, pooling: padding */
     float momentum;  /* batch_normalization: Keras's momentum (0.99) */
     float epsilon;   /* batch_normalization: 0.001 */
+    float l1, l2;    /* dense, conv2d: kernel_regularizer (0: none) */
     int line;        /* the plan line of the layer, for shape errors; 0: unknown */
 } layer_spec;
+
+/* Keras's learning-rate schedules, called with the number of updates done
+ * before the one they give the rate of (the first update: step 0). */
+typedef enum sched_kind {
+    SCHED_NONE,
+    SCHED_COSINE,      /* CosineDecay, with its optional linear warmup */
+    SCHED_EXPONENTIAL, /* ExponentialDecay */
+    SCHED_PIECEWISE    /* PiecewiseConstantDecay */
+} sched_kind;
+#define COHORT_MAX_PIECES 16
+typedef struct lr_schedule {
+    sched_kind kind;
+    int64_t decay_steps;    /* cosine, exponential */
+    double alpha;           /* cosine: the final fraction of the rate */
+    int64_t warmup_steps;   /* cosine */
+    double warmup_target;   /* cosine: NAN: no warmup */
+    double decay_rate;      /* exponential */
+    int staircase;          /* exponential */
+    int n_bounds;           /* piecewise: boundaries, and one value more */
+    int64_t bounds[COHORT_MAX_PIECES];
+    double values[COHORT_MAX_PIECES + 1];
+} lr_schedule;
 
 typedef struct optim_spec {
     opt_kind kind;
     float lr;
-    float momentum;     /* sgd */
+    float momentum;     /* sgd, rmsprop */
     int nesterov;       /* sgd */
-    float beta1, beta2; /* adam, adamw */
-    float eps;          /* adam, adamw: Keras's epsilon (1e-7) */
+    float beta1, beta2; /* adam, adamw, nadam */
+    float eps;          /* adam, adamw, nadam, rmsprop, adagrad: Keras's epsilon (1e-7) */
     float weight_decay; /* adamw (Keras default 0.004); sgd/adam: 0 */
+    float rho;          /* rmsprop (0.9) */
+    int centered;       /* rmsprop */
+    float init_accum;   /* adagrad: initial_accumulator_value (0.1) */
+    /* At most one of the three clips (Keras's rule); 0: not set. */
+    float clipnorm;        /* each variable's gradient to this L2 norm */
+    float global_clipnorm; /* all of the model's gradients together */
+    float clipvalue;       /* each element to [-clipvalue, clipvalue] */
+    lr_schedule schedule;
 } optim_spec;
+
+/* Keras's ReduceLROnPlateau callback. */
+typedef struct plateau_spec {
+    int enabled;
+    char monitor[32];
+    double factor;
+    int patience;
+    double min_delta;
+    int cooldown;
+    double min_lr;
+} plateau_spec;
 
 typedef struct early_stop_spec {
     int enabled;
@@ -112,6 +154,7 @@ typedef struct model_spec {
     uint64_t seed;
     int shared_order;          /* the plan's shared_order: one shuffle order for every model */
     early_stop_spec early_stop;
+    plateau_spec plateau;      /* reduce_lr_on_plateau */
     char device[32];           /* "" = placed by cohort */
     char init_from[COHORT_PATH_MAX]; /* "" = Glorot-uniform init */
     char *config_json;         /* the expanded spec, as JSON (owned) */
@@ -173,6 +216,7 @@ enum {
     BUF_CLASSW,  /* [K, n_out] class weights, when a model has class_weight */
     BUF_STATS,   /* [K, 4] per-model loss and accuracy sums (doubles) */
     BUF_BEST,    /* [K, P] the best epoch's parameters (restore_best_weights) */
+    BUF_NORMS,   /* [K] doubles: a sum of squares per model (gradient clipping) */
     BUF_COUNT
 };
 
@@ -231,8 +275,17 @@ metric_kind model_metric(const model_spec *spec, int n_out, int n_classes);
 void model_group_spec(const model_spec *const *specs, int n, model_spec *out);
 
 /* Two specs have the same layer shapes and optimizer kind: they can train
- * as one group. */
+ * as one group. Every value (learning rate and its schedule, the optimizer's
+ * constants, clipping, regularizers, dropout rates, plateau settings) may
+ * differ between members; the trainer passes them per model. */
 int model_can_fuse(const model_spec *a, const model_spec *b);
+
+/* The learning rate of the update after `step` updates (0: the first) under
+ * spec's schedule from its lr; without a schedule, `lr` itself. */
+double model_lr_at(const optim_spec *o, double lr, int64_t step);
+/* The spec clips gradients or has a kernel regularizer: its gradients must
+ * be stored whole before its step. */
+int model_needs_full_grads(const model_spec *spec);
 
 /* FLOPs of training on n samples (the products of dense and conv2d layers,
  * forward and backward). */

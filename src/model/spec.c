@@ -3,6 +3,7 @@
 
 #include "util/util.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ const char *opt_name(opt_kind o)
     case OPT_SGD: return "sgd";
     case OPT_ADAM: return "adam";
     case OPT_ADAMW: return "adamw";
+    case OPT_RMSPROP: return "rmsprop";
+    case OPT_ADAGRAD: return "adagrad";
+    case OPT_NADAM: return "nadam";
     }
     return "unknown";
 }
@@ -60,6 +64,9 @@ void model_spec_defaults(model_spec *spec)
     spec->opt.beta1 = 0.9f;
     spec->opt.beta2 = 0.999f;
     spec->opt.eps = 1e-7f;
+    spec->opt.rho = 0.9f;
+    spec->opt.init_accum = 0.1f;
+    spec->opt.schedule.warmup_target = NAN;
     spec->loss = LOSS_SCE;
     spec->huber_delta = 1.0f;
     str_copy(spec->early_stop.monitor, sizeof spec->early_stop.monitor, "val_loss");
@@ -114,6 +121,160 @@ int model_same_order(const model_spec *a, const model_spec *b)
     return a->shuffle == b->shuffle && model_order_seed(a) == model_order_seed(b);
 }
 
+/* A double as the shortest %g that reads back as the same double. */
+static void sb_double(strbuf *b, double v)
+{
+    char buf[40];
+    for (int digits = 7; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    sb_puts(b, buf);
+}
+
+/* `,"kernel_regularizer":{"l1":..,"l2":..}` where the layer has one. */
+static void sb_regularizer(strbuf *b, const layer_spec *l)
+{
+    if (l->l1 == 0.0f && l->l2 == 0.0f)
+        return;
+    sb_puts(b, ",\"kernel_regularizer\":{\"l1\":");
+    sb_float(b, l->l1);
+    sb_puts(b, ",\"l2\":");
+    sb_float(b, l->l2);
+    sb_putn(b, "}", 1);
+}
+
+/* RMSprop's and Adagrad's own constants. */
+static void sb_opt_rms(strbuf *b, const optim_spec *o)
+{
+    if (o->kind == OPT_RMSPROP) {
+        sb_puts(b, ",\"rho\":");
+        sb_float(b, o->rho);
+        sb_puts(b, ",\"momentum\":");
+        sb_float(b, o->momentum);
+        sb_puts(b, o->centered ? ",\"centered\":true" : ",\"centered\":false");
+    } else {
+        sb_puts(b, ",\"initial_accumulator_value\":");
+        sb_float(b, o->init_accum);
+    }
+    sb_puts(b, ",\"epsilon\":");
+    sb_float(b, o->eps);
+}
+
+/* The clip that is set, if any. */
+static void sb_clips(strbuf *b, const optim_spec *o)
+{
+    const char *names[3] = {"clipnorm", "global_clipnorm", "clipvalue"};
+    float v[3] = {o->clipnorm, o->global_clipnorm, o->clipvalue};
+    for (int i = 0; i < 3; i++)
+        if (v[i] > 0.0f) {
+            sb_key(b, names[i]);
+            sb_float(b, v[i]);
+        }
+}
+
+static void sb_schedule(strbuf *b, const lr_schedule *s)
+{
+    switch (s->kind) {
+    case SCHED_NONE: return;
+    case SCHED_COSINE:
+        sb_printf(b, ",\"schedule\":{\"cosine_decay\":{\"decay_steps\":%lld,\"alpha\":",
+                  (long long)s->decay_steps);
+        sb_double(b, s->alpha);
+        sb_printf(b, ",\"warmup_steps\":%lld,\"warmup_target\":", (long long)s->warmup_steps);
+        if (isnan(s->warmup_target))
+            sb_puts(b, "null");
+        else
+            sb_double(b, s->warmup_target);
+        break;
+    case SCHED_EXPONENTIAL:
+        sb_printf(b, ",\"schedule\":{\"exponential_decay\":{\"decay_steps\":%lld,"
+                     "\"decay_rate\":",
+                  (long long)s->decay_steps);
+        sb_double(b, s->decay_rate);
+        sb_puts(b, s->staircase ? ",\"staircase\":true" : ",\"staircase\":false");
+        break;
+    case SCHED_PIECEWISE:
+        sb_puts(b, ",\"schedule\":{\"piecewise_constant\":{\"boundaries\":[");
+        for (int i = 0; i < s->n_bounds; i++)
+            sb_printf(b, "%s%lld", i ? "," : "", (long long)s->bounds[i]);
+        sb_puts(b, "],\"values\":[");
+        for (int i = 0; i <= s->n_bounds; i++) {
+            if (i)
+                sb_putn(b, ",", 1);
+            sb_double(b, s->values[i]);
+        }
+        sb_putn(b, "]", 1);
+        break;
+    }
+    sb_puts(b, "}}");
+}
+
+static void sb_plateau(strbuf *b, const plateau_spec *p)
+{
+    if (!p->enabled)
+        return;
+    sb_key(b, "reduce_lr_on_plateau");
+    sb_puts(b, "{\"monitor\":");
+    sb_json_str(b, p->monitor);
+    sb_puts(b, ",\"factor\":");
+    sb_double(b, p->factor);
+    sb_printf(b, ",\"patience\":%d,\"min_delta\":", p->patience);
+    sb_double(b, p->min_delta);
+    sb_printf(b, ",\"cooldown\":%d,\"min_lr\":", p->cooldown);
+    sb_double(b, p->min_lr);
+    sb_putn(b, "}", 1);
+}
+
+double model_lr_at(const optim_spec *o, double lr, int64_t step)
+{
+    const lr_schedule *s = &o->schedule;
+    double x = (double)step;
+    switch (s->kind) {
+    case SCHED_NONE: return lr;
+    case SCHED_COSINE: {
+        double d = (double)s->decay_steps, from = lr;
+        if (!isnan(s->warmup_target)) {
+            double w = (double)s->warmup_steps;
+            if (x > d + w)
+                x = d + w;
+            if (x < w) /* linear from lr to the target */
+                return (s->warmup_target - lr) * (x / w) + lr;
+            x -= w;
+            from = s->warmup_target;
+        } else if (x > d) {
+            x = d;
+        }
+        double cosine = 0.5 * (1.0 + cos(M_PI * (x / d)));
+        return from * ((1.0 - s->alpha) * cosine + s->alpha);
+    }
+    case SCHED_EXPONENTIAL: {
+        double p = x / (double)s->decay_steps;
+        return lr * pow(s->decay_rate, s->staircase ? floor(p) : p);
+    }
+    case SCHED_PIECEWISE: {
+        /* values[i] while step <= bounds[i]; the last value past them all */
+        int i = 0;
+        while (i < s->n_bounds && step > s->bounds[i])
+            i++;
+        return s->values[i];
+    }
+    }
+    return lr;
+}
+
+int model_needs_full_grads(const model_spec *spec)
+{
+    const optim_spec *o = &spec->opt;
+    if (o->clipnorm > 0.0f || o->global_clipnorm > 0.0f || o->clipvalue > 0.0f)
+        return 1;
+    for (int i = 0; i < spec->n_layers; i++)
+        if (spec->layers[i].l1 != 0.0f || spec->layers[i].l2 != 0.0f)
+            return 1;
+    return 0;
+}
+
 /* The spec as one JSON object, malloc'd (the caller frees it); NULL on out
  * of memory. Only the optimizer fields that apply to its kind are written. */
 char *model_spec_to_json(const model_spec *spec)
@@ -134,6 +295,7 @@ char *model_spec_to_json(const model_spec *spec)
             sb_json_str(&b, act_name(l->act));
             if (l->no_bias)
                 sb_puts(&b, ",\"use_bias\":false");
+            sb_regularizer(&b, l);
             break;
         case LAYER_DROPOUT:
             sb_puts(&b, "{\"dropout\":");
@@ -148,6 +310,7 @@ char *model_spec_to_json(const model_spec *spec)
             sb_json_str(&b, act_name(l->act));
             if (l->no_bias)
                 sb_puts(&b, ",\"use_bias\":false");
+            sb_regularizer(&b, l);
             break;
         case LAYER_MAX_POOL2D:
         case LAYER_AVG_POOL2D:
@@ -180,7 +343,9 @@ char *model_spec_to_json(const model_spec *spec)
     sb_json_str(&b, opt_name(o->kind));
     sb_puts(&b, ",\"lr\":");
     sb_float(&b, o->lr);
-    if (o->kind == OPT_SGD) {
+    if (o->kind == OPT_RMSPROP || o->kind == OPT_ADAGRAD) {
+        sb_opt_rms(&b, o);
+    } else if (o->kind == OPT_SGD) {
         sb_puts(&b, ",\"momentum\":");
         sb_float(&b, o->momentum);
         sb_puts(&b, o->nesterov ? ",\"nesterov\":true" : ",\"nesterov\":false");
@@ -196,6 +361,8 @@ char *model_spec_to_json(const model_spec *spec)
             sb_float(&b, o->weight_decay);
         }
     }
+    sb_clips(&b, o);
+    sb_schedule(&b, &o->schedule);
     sb_putn(&b, "}", 1);
 
     sb_key(&b, "loss");
@@ -243,6 +410,7 @@ char *model_spec_to_json(const model_spec *spec)
     } else {
         sb_puts(&b, "null");
     }
+    sb_plateau(&b, &spec->plateau);
     sb_key(&b, "device");
     sb_str_or_null(&b, spec->device);
     sb_key(&b, "init_from");

@@ -6,6 +6,7 @@
 #include "plan/yamltree.h"
 #include "util/util.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +16,16 @@
 const char *const plan_model_keys[] = {
     "name",    "layers", "epochs",         "batch_size", "shuffle",   "seed",
     "optimizer", "loss", "early_stopping", "device",     "init_from", "metrics",
-    "class_weight", NULL};
+    "class_weight", "reduce_lr_on_plateau", NULL};
 const char *const plan_loss_keys[] = {"name", "from_logits", "label_smoothing", "delta", NULL};
-const char *const plan_optimizer_keys[] = {"name",   "lr",     "learning_rate",
+const char *const plan_optimizer_keys[] = {"name",     "lr",       "learning_rate",
                                            "momentum", "nesterov", "beta_1",
-                                           "beta_2", "epsilon", "weight_decay", NULL};
+                                           "beta_2",   "epsilon",  "weight_decay",
+                                           "rho",      "centered", "initial_accumulator_value",
+                                           "clipnorm", "global_clipnorm", "clipvalue",
+                                           "schedule", NULL};
+const char *const plan_plateau_keys[] = {"monitor", "factor", "patience", "min_delta",
+                                         "cooldown", "min_lr", NULL};
 const char *const plan_early_stop_keys[] = {"monitor", "patience", "min_delta",
                                             "restore_best_weights", NULL};
 /* The layer kinds (as layer_kind_name spells them), then their settings. */
@@ -36,6 +42,7 @@ const char *const plan_layer_keys[] = {"dense",
                                        "strides",
                                        "padding",
                                        "use_bias",
+                                       "kernel_regularizer",
                                        NULL};
 
 static const char *const top_keys[] = {"data",    "defaults", "models",      "sweep",
@@ -46,7 +53,7 @@ static const char *const device_keys[] = {"memory", "split", "memory_limit", NUL
 /* Same order as the enums of model.h and cohort.h. */
 static const char *const act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
 static const char *const pad_names[] = {"valid", "same"};
-static const char *const opt_names[] = {"sgd", "adam", "adamw"};
+static const char *const opt_names[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad", "nadam"};
 /* The losses as Keras names them, aliases after; loss_kinds[i] is names[i]'s. */
 static const char *const loss_names[] = {
     "sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
@@ -462,6 +469,184 @@ static cohort_status parse_devices(const yctx *c, const ynode *root, cohort_plan
 
 /* ---- one model ------------------------------------------------------- */
 
+/* Key k of an optimizer map applies to optimizer `kind`. */
+static int opt_takes(opt_kind kind, const char *k)
+{
+    static const char *const common[] = {"lr", "clipnorm", "global_clipnorm", "clipvalue",
+                                          "schedule", NULL};
+    for (int i = 0; common[i]; i++)
+        if (strcmp(k, common[i]) == 0)
+            return 1;
+    int adam_like = kind == OPT_ADAM || kind == OPT_ADAMW || kind == OPT_NADAM;
+    if (strcmp(k, "momentum") == 0)
+        return kind == OPT_SGD || kind == OPT_RMSPROP;
+    if (strcmp(k, "nesterov") == 0)
+        return kind == OPT_SGD;
+    if (strcmp(k, "beta_1") == 0 || strcmp(k, "beta_2") == 0)
+        return adam_like;
+    if (strcmp(k, "epsilon") == 0)
+        return kind != OPT_SGD;
+    if (strcmp(k, "weight_decay") == 0)
+        return kind == OPT_ADAMW;
+    if (strcmp(k, "rho") == 0 || strcmp(k, "centered") == 0)
+        return kind == OPT_RMSPROP;
+    if (strcmp(k, "initial_accumulator_value") == 0)
+        return kind == OPT_ADAGRAD;
+    return 0;
+}
+
+/* What optimizer `kind` takes, for messages. */
+static const char *opt_takes_list(opt_kind kind)
+{
+    switch (kind) {
+    case OPT_SGD: return "lr, momentum, nesterov";
+    case OPT_ADAM:
+    case OPT_NADAM: return "lr, beta_1, beta_2, epsilon";
+    case OPT_ADAMW: return "lr, beta_1, beta_2, epsilon, weight_decay";
+    case OPT_RMSPROP: return "lr, rho, momentum, epsilon, centered";
+    case OPT_ADAGRAD: return "lr, initial_accumulator_value, epsilon";
+    }
+    return "lr";
+}
+
+/* The gradient clip of an optimizer map: at most one of clipnorm,
+ * global_clipnorm and clipvalue (Keras refuses more); null is not set. */
+static cohort_status build_clip(const yctx *c, const ynode *o, const char *label,
+                                optim_spec *out)
+{
+    static const char *const names[] = {"clipnorm", "global_clipnorm", "clipvalue"};
+    float *dst[3] = {&out->clipnorm, &out->global_clipnorm, &out->clipvalue};
+    const ynode *first = NULL;
+    for (int i = 0; i < 3; i++) {
+        int at = ymap_find(o, names[i]);
+        if (at < 0 || ynode_is_null(o->vals[at]))
+            continue;
+        if (first)
+            return ynode_fail(c, o->keys[at], "the optimizer of %s has both '%s' and '%s'; only "
+                                              "one of clipnorm, clipvalue and global_clipnorm "
+                                              "can be set (as in Keras)",
+                              label, first->str, names[i]);
+        first = o->keys[at];
+        double d;
+        cohort_status st = yget_num(c, o->vals[at], names[i], YR_POSITIVE, 1, &d);
+        if (st)
+            return st;
+        *dst[i] = (float)d;
+    }
+    return COHORT_OK;
+}
+
+static const char *const schedule_names[] = {"cosine_decay", "exponential_decay",
+                                             "piecewise_constant"};
+static const char *const cosine_keys[] = {"decay_steps", "alpha", "warmup_steps",
+                                          "warmup_target", NULL};
+static const char *const exp_keys[] = {"decay_steps", "decay_rate", "staircase", NULL};
+static const char *const piece_keys[] = {"boundaries", "values", NULL};
+
+/* A required key of a schedule's map. */
+static cohort_status sched_need(const yctx *c, const ynode *m, const char *key,
+                                const char *kind, const ynode **v)
+{
+    if ((*v = ymap_get(m, key)))
+        return COHORT_OK;
+    return ynode_fail(c, m, "%s needs %s (like {%s: {decay_steps: 1000%s}})", kind, key, kind,
+                      strcmp(kind, "exponential_decay") == 0 ? ", decay_rate: 0.96" : "");
+}
+
+static cohort_status build_piecewise(const yctx *c, const ynode *m, lr_schedule *s)
+{
+    const ynode *b, *v;
+    char got[80];
+    cohort_status st;
+    if ((st = sched_need(c, m, "boundaries", "piecewise_constant", &b)) ||
+        (st = sched_need(c, m, "values", "piecewise_constant", &v)))
+        return st;
+    if (b->type != YNODE_SEQ || b->n == 0 || b->n > COHORT_MAX_PIECES)
+        return ynode_fail(c, b, "boundaries of piecewise_constant must be a list of 1 to %d "
+                                "step numbers, like [1500, 3000], got %s",
+                          COHORT_MAX_PIECES, ynode_describe(b, got, sizeof got));
+    if (v->type != YNODE_SEQ || v->n != b->n + 1)
+        return ynode_fail(c, v, "values of piecewise_constant must be a list of %zu learning "
+                                "rates (one more than the boundaries), got %s",
+                          b->n + 1, ynode_describe(v, got, sizeof got));
+    s->n_bounds = (int)b->n;
+    for (size_t i = 0; i < b->n; i++) {
+        long long ll;
+        if ((st = yget_int(c, b->vals[i], "a boundary of piecewise_constant", 0, INT64_MAX,
+                           &ll)))
+            return st;
+        if (i > 0 && ll <= s->bounds[i - 1])
+            return ynode_fail(c, b->vals[i], "boundaries of piecewise_constant must increase "
+                                             "strictly; %lld follows %lld",
+                              ll, (long long)s->bounds[i - 1]);
+        s->bounds[i] = ll;
+    }
+    for (size_t i = 0; i < v->n; i++)
+        if ((st = yget_num(c, v->vals[i], "a value of piecewise_constant", YR_POSITIVE, 0,
+                           &s->values[i])))
+            return st;
+    return COHORT_OK;
+}
+
+/* optimizer.schedule: null, or a map of one of Keras's schedules. */
+static cohort_status build_schedule(const yctx *c, const ynode *n, lr_schedule *s)
+{
+    char got[80];
+    if (!n || ynode_is_null(n))
+        return COHORT_OK;
+    if (n->type != YNODE_MAP || n->n != 1)
+        return ynode_fail(c, n, "schedule must be a map of one schedule, like {cosine_decay: "
+                                "{decay_steps: 1000}}, {exponential_decay: {decay_steps: 1000, "
+                                "decay_rate: 0.96}} or {piecewise_constant: {boundaries: [1000], "
+                                "values: [0.001, 0.0001]}}, got %s",
+                          ynode_describe(n, got, sizeof got));
+    int kind;
+    cohort_status st = yget_enum(c, n->keys[0], "schedule", schedule_names,
+                                 COUNT(schedule_names), &kind);
+    if (st)
+        return st;
+    const char *name = schedule_names[kind];
+    const ynode *m = n->vals[0], *v;
+    if (m->type != YNODE_MAP)
+        return ynode_fail(c, m, "%s must be a map of its settings, got %s", name,
+                          ynode_describe(m, got, sizeof got));
+    const char *const *keys = kind == 0 ? cosine_keys : kind == 1 ? exp_keys : piece_keys;
+    char where[64];
+    snprintf(where, sizeof where, "in %s", name);
+    if ((st = ycheck_keys(c, m, keys, plan_key_count(keys), where)))
+        return st;
+    long long ll;
+    s->kind = kind == 0 ? SCHED_COSINE : kind == 1 ? SCHED_EXPONENTIAL : SCHED_PIECEWISE;
+    if (s->kind == SCHED_PIECEWISE)
+        return build_piecewise(c, m, s);
+    if ((st = sched_need(c, m, "decay_steps", name, &v)) ||
+        (st = yget_int(c, v, "decay_steps", 1, INT64_MAX, &ll)))
+        return st;
+    s->decay_steps = ll;
+    if (s->kind == SCHED_EXPONENTIAL) {
+        if ((st = sched_need(c, m, "decay_rate", name, &v)) ||
+            (st = yget_num(c, v, "decay_rate", YR_POSITIVE, 0, &s->decay_rate)))
+            return st;
+        if ((v = ymap_get(m, "staircase")) && (st = yget_bool(c, v, "staircase", &s->staircase)))
+            return st;
+        return COHORT_OK;
+    }
+    if ((v = ymap_get(m, "alpha")) && (st = yget_num(c, v, "alpha", YR_NONNEG, 0, &s->alpha)))
+        return st;
+    if ((v = ymap_get(m, "warmup_steps"))) {
+        if ((st = yget_int(c, v, "warmup_steps", 0, INT64_MAX, &ll)))
+            return st;
+        s->warmup_steps = ll;
+    }
+    if ((v = ymap_get(m, "warmup_target")) && !ynode_is_null(v) &&
+        (st = yget_num(c, v, "warmup_target", YR_POSITIVE, 0, &s->warmup_target)))
+        return st;
+    if (!isnan(s->warmup_target) && s->warmup_steps == 0)
+        return ynode_fail(c, v, "cosine_decay's warmup_target needs warmup_steps > 0 (the "
+                                "steps to reach it)");
+    return COHORT_OK;
+}
+
 static cohort_status build_optimizer(const yctx *c, const ynode *o, const char *label,
                                      optim_spec *out)
 {
@@ -472,8 +657,8 @@ static cohort_status build_optimizer(const yctx *c, const ynode *o, const char *
     else if (o && o->type == YNODE_MAP)
         name = ymap_get(o, "name");
     else if (o)
-        return ynode_fail(c, o, "optimizer of %s must be a name (sgd, adam, adamw) or a map like "
-                                "{name: adam, lr: 0.001}, got %s",
+        return ynode_fail(c, o, "optimizer of %s must be a name (sgd, adam, adamw, rmsprop, "
+                                "adagrad, nadam) or a map like {name: adam, lr: 0.001}, got %s",
                           label, ynode_describe(o, got, sizeof got));
     int kind = OPT_ADAM;
     cohort_status st;
@@ -488,38 +673,33 @@ static cohort_status build_optimizer(const yctx *c, const ynode *o, const char *
     out->beta2 = 0.999f;
     out->eps = 1e-7f;
     out->weight_decay = kind == OPT_ADAMW ? 0.004f : 0.0f;
+    out->rho = 0.9f;
+    out->init_accum = 0.1f;
+    out->schedule.warmup_target = NAN;
     if (!o || o->type != YNODE_MAP)
         return COHORT_OK;
     for (size_t i = 0; i < o->n; i++) {
         const char *k = o->keys[i]->str;
         const ynode *v = o->vals[i];
-        int is_lr = strcmp(k, "lr") == 0 || strcmp(k, "learning_rate") == 0;
-        int sgd_key = strcmp(k, "momentum") == 0 || strcmp(k, "nesterov") == 0;
-        int adam_key = strcmp(k, "beta_1") == 0 || strcmp(k, "beta_2") == 0 ||
-                       strcmp(k, "epsilon") == 0;
-        int adamw_key = strcmp(k, "weight_decay") == 0;
         if (strcmp(k, "name") == 0)
             continue;
-        int applies = is_lr || (sgd_key && kind == OPT_SGD) ||
-                      (adam_key && kind != OPT_SGD) || (adamw_key && kind == OPT_ADAMW);
-        if (!applies) {
+        if (!opt_takes(out->kind, k)) {
             if (o->keys[i]->inherited)
                 continue; /* a default meant for another optimizer */
-            static const char *const takes[] = {"lr, momentum, nesterov",
-                                                "lr, beta_1, beta_2, epsilon",
-                                                "lr, beta_1, beta_2, epsilon, weight_decay"};
-            return ynode_fail(c, o->keys[i], "'%s' does not apply to optimizer '%s' of %s (it takes %s)",
-                              k, opt_names[kind], label, takes[kind]);
+            return ynode_fail(c, o->keys[i], "'%s' does not apply to optimizer '%s' of %s (it "
+                                             "takes %s, and clipnorm, global_clipnorm, "
+                                             "clipvalue, schedule)",
+                              k, opt_names[kind], label, opt_takes_list(out->kind));
         }
-        if (strcmp(k, "nesterov") == 0) {
-            if ((st = yget_bool(c, v, "nesterov", &out->nesterov)))
+        if (strcmp(k, "nesterov") == 0 || strcmp(k, "centered") == 0) {
+            if ((st = yget_bool(c, v, k, k[0] == 'n' ? &out->nesterov : &out->centered)))
                 return st;
             continue;
         }
-        float *dst = &out->weight_decay;
+        float *dst = NULL;
         yrange range = YR_NONNEG;
-        if (is_lr)
-            dst = &out->lr, range = YR_POSITIVE, k = "lr";
+        if (strcmp(k, "lr") == 0)
+            dst = &out->lr, range = YR_POSITIVE;
         else if (strcmp(k, "momentum") == 0)
             dst = &out->momentum, range = YR_UNIT;
         else if (strcmp(k, "beta_1") == 0)
@@ -528,11 +708,38 @@ static cohort_status build_optimizer(const yctx *c, const ynode *o, const char *
             dst = &out->beta2, range = YR_UNIT;
         else if (strcmp(k, "epsilon") == 0)
             dst = &out->eps, range = YR_POSITIVE;
+        else if (strcmp(k, "weight_decay") == 0)
+            dst = &out->weight_decay;
+        else if (strcmp(k, "rho") == 0)
+            dst = &out->rho, range = YR_UNIT;
+        else if (strcmp(k, "initial_accumulator_value") == 0)
+            dst = &out->init_accum;
+        if (!dst)
+            continue; /* the clips and the schedule: below */
         double d;
         if ((st = yget_num(c, v, k, range, 1, &d)))
             return st;
         *dst = (float)d;
     }
+    if (out->kind == OPT_RMSPROP && out->centered && out->momentum > 0.0f)
+        return ynode_fail(c, o, "optimizer rmsprop of %s: centered together with momentum is "
+                                "not supported (it needs a third optimizer slot); use one of "
+                                "them",
+                          label);
+    if ((st = build_clip(c, o, label, out)))
+        return st;
+    return build_schedule(c, ymap_get(o, "schedule"), &out->schedule);
+}
+
+/* A metric of the history that a callback may watch. */
+static cohort_status get_monitor(const yctx *c, const ynode *v, const char *what, char *out,
+                                 size_t size)
+{
+    int idx;
+    cohort_status st = yget_enum(c, v, what, monitor_names, COUNT(monitor_names), &idx);
+    if (st)
+        return st;
+    str_copy(out, size, monitor_names[idx]);
     return COHORT_OK;
 }
 
@@ -686,12 +893,10 @@ static cohort_status build_early_stop(const yctx *c, const ynode *n, const char 
         const ynode *v;
         long long ll;
         double d;
-        int idx;
         if ((v = ymap_get(n, "monitor"))) {
-            if ((st = yget_enum(c, v, "early_stopping.monitor", monitor_names,
-                                COUNT(monitor_names), &idx)))
+            if ((st = get_monitor(c, v, "early_stopping.monitor", es->monitor,
+                                  sizeof es->monitor)))
                 return st;
-            str_copy(es->monitor, sizeof es->monitor, monitor_names[idx]);
             at = v;
         }
         if ((v = ymap_get(n, "patience"))) {
@@ -721,6 +926,69 @@ static cohort_status build_early_stop(const yctx *c, const ynode *n, const char 
     return COHORT_OK;
 }
 
+/* reduce_lr_on_plateau: null, or a map of Keras's ReduceLROnPlateau
+ * settings with its defaults. A schedule owns the learning rate, so the two
+ * cannot be combined (Keras cannot set the rate of a schedule either). */
+static cohort_status build_plateau(const yctx *c, const ynode *n, const char *label,
+                                   const data_spec *data, const optim_spec *opt,
+                                   plateau_spec *p)
+{
+    char got[80];
+    if (!n || ynode_is_null(n))
+        return COHORT_OK;
+    if (n->type != YNODE_MAP)
+        return ynode_fail(c, n, "reduce_lr_on_plateau of %s must be a map like {monitor: "
+                                "val_loss, factor: 0.1, patience: 10}, got %s",
+                          label, ynode_describe(n, got, sizeof got));
+    p->enabled = 1;
+    str_copy(p->monitor, sizeof p->monitor, "val_loss");
+    p->factor = 0.1;
+    p->patience = 10;
+    p->min_delta = 1e-4;
+    const ynode *v, *at = n;
+    cohort_status st;
+    long long ll;
+    if ((v = ymap_get(n, "monitor"))) {
+        if ((st = get_monitor(c, v, "reduce_lr_on_plateau.monitor", p->monitor,
+                              sizeof p->monitor)))
+            return st;
+        at = v;
+    }
+    if ((v = ymap_get(n, "factor"))) {
+        if ((st = yget_num(c, v, "reduce_lr_on_plateau.factor", YR_UNIT, 0, &p->factor)))
+            return st;
+        if (p->factor == 0.0)
+            return ynode_fail(c, v, "reduce_lr_on_plateau.factor must be in (0, 1), got 0");
+    }
+    if ((v = ymap_get(n, "patience"))) {
+        if ((st = yget_int(c, v, "reduce_lr_on_plateau.patience", 0, 1000000, &ll)))
+            return st;
+        p->patience = (int)ll;
+    }
+    if ((v = ymap_get(n, "cooldown"))) {
+        if ((st = yget_int(c, v, "reduce_lr_on_plateau.cooldown", 0, 1000000, &ll)))
+            return st;
+        p->cooldown = (int)ll;
+    }
+    if ((v = ymap_get(n, "min_delta")) &&
+        (st = yget_num(c, v, "reduce_lr_on_plateau.min_delta", YR_NONNEG, 0, &p->min_delta)))
+        return st;
+    if ((v = ymap_get(n, "min_lr")) &&
+        (st = yget_num(c, v, "reduce_lr_on_plateau.min_lr", YR_NONNEG, 0, &p->min_lr)))
+        return st;
+    if (opt->schedule.kind != SCHED_NONE)
+        return ynode_fail(c, n, "%s has both optimizer.schedule and reduce_lr_on_plateau; a "
+                                "schedule sets the learning rate of every step, so keep one",
+                          label);
+    if (strncmp(p->monitor, "val_", 4) == 0 && !data->validation[0] &&
+        data->validation_split <= 0)
+        return ynode_fail(c, at, "reduce_lr_on_plateau of %s monitors %s, but the plan has no "
+                                 "validation data (set data.validation_split or "
+                                 "data.validation, or monitor loss)",
+                          label, p->monitor);
+    return COHORT_OK;
+}
+
 /* ---- layers ---------------------------------------------------------- */
 
 /* Largest kernel, pool or stride along one axis. */
@@ -741,7 +1009,8 @@ static int layer_kind_find(const char *s)
 static int layer_takes(layer_kind k, const char *key)
 {
     int window = strcmp(key, "strides") == 0 || strcmp(key, "padding") == 0;
-    int act = strcmp(key, "activation") == 0 || strcmp(key, "use_bias") == 0;
+    int act = strcmp(key, "activation") == 0 || strcmp(key, "use_bias") == 0 ||
+              strcmp(key, "kernel_regularizer") == 0;
     switch (k) {
     case LAYER_DENSE: return act;
     case LAYER_CONV2D: return act || window || strcmp(key, "kernel_size") == 0;
@@ -754,8 +1023,9 @@ static int layer_takes(layer_kind k, const char *key)
 static const char *layer_takes_list(layer_kind k)
 {
     switch (k) {
-    case LAYER_DENSE: return "it takes activation and use_bias";
-    case LAYER_CONV2D: return "it takes kernel_size, strides, padding, activation and use_bias";
+    case LAYER_DENSE: return "it takes activation, use_bias and kernel_regularizer";
+    case LAYER_CONV2D: return "it takes kernel_size, strides, padding, activation, use_bias and "
+                              "kernel_regularizer";
     case LAYER_MAX_POOL2D:
     case LAYER_AVG_POOL2D: return "it takes strides and padding";
     case LAYER_BATCH_NORM: return "write {batch_normalization: {momentum: 0.99, epsilon: 0.001}}";
@@ -923,6 +1193,40 @@ static cohort_status layer_kind_of(const yctx *c, const ynode *n, int i, const c
     return COHORT_OK;
 }
 
+static const char *const regularizer_keys[] = {"l1", "l2", NULL};
+
+/* kernel_regularizer: null, Keras's shorthands l1 and l2 (a factor of
+ * 0.01, as keras.regularizers.get gives them), or a map {l1: x, l2: y}. */
+static cohort_status build_regularizer(const yctx *c, const ynode *v, int i, const char *label,
+                                       layer_spec *l)
+{
+    char got[80], where[200], what[64];
+    if (ynode_is_null(v))
+        return COHORT_OK;
+    if (v->type == YNODE_SCALAR && strcmp(v->str, "l1") == 0) {
+        l->l1 = 0.01f;
+        return COHORT_OK;
+    }
+    if (v->type == YNODE_SCALAR && strcmp(v->str, "l2") == 0) {
+        l->l2 = 0.01f;
+        return COHORT_OK;
+    }
+    if (v->type != YNODE_MAP)
+        return ynode_fail(c, v, "kernel_regularizer of layers.%d of %s must be l1, l2 or a map "
+                                "like {l2: 0.0001, l1: 0}, got %s",
+                          i, label, ynode_describe(v, got, sizeof got));
+    snprintf(where, sizeof where, "in kernel_regularizer of layers.%d of %s", i, label);
+    cohort_status st = ycheck_keys(c, v, regularizer_keys, plan_key_count(regularizer_keys), where);
+    for (int j = 0; !st && j < 2; j++) {
+        const ynode *x = ymap_get(v, regularizer_keys[j]);
+        double d;
+        snprintf(what, sizeof what, "kernel_regularizer.%s of layers.%d", regularizer_keys[j], i);
+        if (x && !(st = yget_num(c, x, what, YR_NONNEG, 1, &d)))
+            *(j ? &l->l2 : &l->l1) = (float)d;
+    }
+    return st;
+}
+
 /* One entry of a model's layers: a map like {conv2d: 32, kernel_size: 3} or
  * a bare name like flatten, with Keras's defaults. */
 static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
@@ -1011,6 +1315,9 @@ static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
             return st;
         l->no_bias = !use;
     }
+    if (map && (v = ymap_get(map, "kernel_regularizer")) &&
+        (st = build_regularizer(c, v, i, label, l)))
+        return st;
     if (act) {
         int a;
         snprintf(what, sizeof what, "activation of layers.%d", i);
@@ -1112,6 +1419,9 @@ static cohort_status build_model(const yctx *c, const ynode *t, const char *name
         return st;
     if ((st = build_early_stop(c, ymap_get(t, "early_stopping"), label, data, &s->early_stop)))
         return st;
+    if ((st = build_plateau(c, ymap_get(t, "reduce_lr_on_plateau"), label, data, &s->opt,
+                            &s->plateau)))
+        return st;
     if ((v = ymap_get(t, "device")) && !ynode_is_null(v)) {
         if (v->type != YNODE_SCALAR || !device_name_ok(v->str, 1) ||
             str_copy(s->device, sizeof s->device, v->str))
@@ -1193,10 +1503,17 @@ static cohort_status check_model_keys(const yctx *c, ynode *m, const char *where
                               where)))
             return st;
     }
+    const ynode *rp = ymap_get(m, "reduce_lr_on_plateau");
+    if (rp && rp->type == YNODE_MAP) {
+        snprintf(where, sizeof where, "in reduce_lr_on_plateau of %s", label);
+        if ((st = ycheck_keys(c, rp, plan_plateau_keys, plan_key_count(plan_plateau_keys),
+                              where)))
+            return st;
+    }
     return COHORT_OK;
 }
 
-/* The defaults' optimizer/early_stopping value d made a map the model's map
+/* The defaults' optimizer/early_stopping/reduce_lr_on_plateau value d made a map the model's map
  * can merge into: "adam" becomes {name: adam}, a switch becomes {}. */
 static ynode *as_merge_map(ynode *d, int optimizer)
 {
@@ -1236,7 +1553,9 @@ static cohort_status merge_model(const yctx *c, const ynode *defaults, const yno
         const ynode *k = own->keys[i], *v = own->vals[i];
         int is_opt = strcmp(k->str, "optimizer") == 0;
         int di = ymap_find(m, k->str);
-        if ((is_opt || strcmp(k->str, "early_stopping") == 0) && v->type == YNODE_MAP && di >= 0) {
+        int by_key = is_opt || strcmp(k->str, "early_stopping") == 0 ||
+                     strcmp(k->str, "reduce_lr_on_plateau") == 0;
+        if (by_key && v->type == YNODE_MAP && di >= 0) {
             ynode *d = as_merge_map(m->vals[di], is_opt);
             if (!d) {
                 ynode_free(m);

@@ -59,6 +59,7 @@ struct yctx;
 extern const char *const plan_model_keys[];
 extern const char *const plan_optimizer_keys[];
 extern const char *const plan_early_stop_keys[];
+extern const char *const plan_plateau_keys[];
 extern const char *const plan_layer_keys[];
 /* Entries of a NULL-terminated key list. */
 int plan_key_count(const char *const *keys);

@@ -55,6 +55,21 @@ static cohort_status bad_key(const yctx *c, const ynode *key, const char *hint)
     return ynode_fail(c, key, "sweep key '%.200s' is not a model key%s", key->str, hint);
 }
 
+/* The keys of four parts: optimizer.schedule.SCHEDULE.KEY and
+ * layers.N.kernel_regularizer.l1|l2 (the keys below a schedule are checked
+ * where the model is built, with the sweep key's line). */
+static int deep_path_ok(char **parts)
+{
+    static const char *const schedules[] = {"cosine_decay", "exponential_decay",
+                                            "piecewise_constant", NULL};
+    static const char *const reg[] = {"l1", "l2", NULL};
+    if (strcmp(parts[0], "optimizer") == 0)
+        return strcmp(parts[1], "schedule") == 0 && in_list(parts[2], schedules);
+    return strcmp(parts[0], "layers") == 0 && all_digits(parts[1]) && strlen(parts[1]) <= 4 &&
+           atoi(parts[1]) < COHORT_MAX_LAYERS && strcmp(parts[2], "kernel_regularizer") == 0 &&
+           in_list(parts[3], reg);
+}
+
 /* Check one dotted key; writes the canonical path. */
 static cohort_status check_path(const yctx *c, const ynode *key, char *canon, size_t size)
 {
@@ -79,13 +94,25 @@ static cohort_status check_path(const yctx *c, const ynode *key, char *canon, si
         sub = plan_optimizer_keys;
     else if (strcmp(p0, "early_stopping") == 0)
         sub = plan_early_stop_keys;
+    else if (strcmp(p0, "reduce_lr_on_plateau") == 0)
+        sub = plan_plateau_keys;
     if (n == 1) {
         str_copy(canon, size, p0);
         return COHORT_OK;
     }
+    if (n == 4 && deep_path_ok(parts)) {
+        if (strcmp(p0, "layers") == 0)
+            snprintf(canon, size, "layers.%d.%s.%s", atoi(parts[1]), parts[2], parts[3]);
+        else
+            snprintf(canon, size, "optimizer.schedule.%s.%s", parts[2], parts[3]);
+        return COHORT_OK;
+    }
     if (sub) {
         if (n != 2)
-            return bad_key(c, key, "");
+            return bad_key(c, key, n == 4 ? " (the parts below optimizer.schedule are "
+                                            "SCHEDULE.KEY, like "
+                                            "optimizer.schedule.cosine_decay.alpha)"
+                                          : "");
         if (!in_list(parts[1], sub)) {
             const char *near = ysuggest(parts[1], sub, plan_key_count(sub));
             if (near)
@@ -244,6 +271,32 @@ static cohort_status sub_map(const yctx *c, const plan_sweep_key *k, ynode *mode
     return COHORT_OK;
 }
 
+/* The map at parent[key], made where it is missing or null; another value
+ * there cannot take the swept key. */
+static cohort_status child_map(const yctx *c, const plan_sweep_key *k, ynode *parent,
+                               const char *key, ynode **out)
+{
+    int i = ymap_find(parent, key);
+    if (i >= 0 && parent->vals[i]->type == YNODE_MAP) {
+        *out = parent->vals[i];
+        return COHORT_OK;
+    }
+    if (i >= 0 && !ynode_is_null(parent->vals[i])) {
+        char got[80];
+        return ynode_fail(c, parent->vals[i], "%s must be a map to sweep '%s', got %s", key,
+                          k->key->str, ynode_describe(parent->vals[i], got, sizeof got));
+    }
+    ynode *m = ynode_new(YNODE_MAP, k->key->line, k->key->origin);
+    ynode *name = ynode_scalar(key, k->key->line, k->key->origin);
+    if (!m || !name || ymap_set(parent, name, m)) {
+        ynode_free(m);
+        ynode_free(name);
+        return ynode_nomem(c);
+    }
+    *out = m;
+    return COHORT_OK;
+}
+
 static cohort_status apply_one(const yctx *c, const plan_sweep_key *k, const ynode *v,
                                ynode *model, const char *model_label)
 {
@@ -254,9 +307,14 @@ static cohort_status apply_one(const yctx *c, const plan_sweep_key *k, const yno
     if (n == 1)
         return set_copy(c, k->key, model, parts[0], v);
     if (strcmp(parts[0], "layers") != 0) {
-        ynode *m = NULL;
+        ynode *m = NULL, *sched = NULL, *one = NULL;
         cohort_status st = sub_map(c, k, model, parts[0], model_label, &m);
-        return st ? st : set_copy(c, k->key, m, parts[1], v);
+        if (st || n == 2)
+            return st ? st : set_copy(c, k->key, m, parts[1], v);
+        if ((st = child_map(c, k, m, parts[1], &sched)) ||
+            (st = child_map(c, k, sched, parts[2], &one)))
+            return st;
+        return set_copy(c, k->key, one, parts[3], v);
     }
     ynode *layers = ymap_get(model, "layers");
     if (!layers || layers->type != YNODE_SEQ)
@@ -279,6 +337,11 @@ static cohort_status apply_one(const yctx *c, const plan_sweep_key *k, const yno
         char got[80];
         return ynode_fail(c, layer, "layers.%zu of %s must be a map to sweep '%s', got %s", li,
                           model_label, k->key->str, ynode_describe(layer, got, sizeof got));
+    }
+    if (n == 4) {
+        ynode *reg = NULL;
+        cohort_status st = child_map(c, k, layer, parts[2], &reg);
+        return st ? st : set_copy(c, k->key, reg, parts[3], v);
     }
     return set_copy(c, k->key, layer, parts[2], v);
 }

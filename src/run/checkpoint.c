@@ -4,7 +4,8 @@
  * A checkpoint (DIR/checkpoints/NAME.safetensors) holds one model's
  * parameters, optimizer state and best-epoch parameters as F32 tensors, and
  * in its metadata where training stands (epochs done, steps done of the
- * next, partial sums), its history and its early-stopping state. Shuffle
+ * next, partial sums), its history, its early-stopping state and its
+ * reduce_lr_on_plateau state (the rate now, best, wait, cooldown). Shuffle
  * orders and dropout masks are functions of (seed, epoch, step), so no
  * random-number state needs saving: a resumed model continues exactly.
  */
@@ -86,6 +87,10 @@ cohort_status ckpt_write(cohort_run *run, const model_entry *e, train_group *g, 
     num17(&s, "part_sq", r->part_sq);
     num17(&s, "best_value", r->best_value);
     num17(&s, "seconds", r->seconds);
+    num17(&s, "lr", r->lr);
+    num17(&s, "plateau_best", r->plateau_best);
+    sb_printf(&s, ",\"plateau_wait\":%d,\"plateau_cooldown\":%d", r->plateau_wait,
+              r->plateau_cooldown);
     sb_puts(&s, ",\"best\":");
     json_metrics(&s, &r->best);
     sb_puts(&s, ",\"history\":[");
@@ -176,6 +181,10 @@ cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, co
         r->part_sq = json_num(json_get(j, "part_sq"), 0);
         r->best_value = json_num(json_get(j, "best_value"), NAN);
         r->seconds = json_num(json_get(j, "seconds"), 0);
+        r->lr = json_num(json_get(j, "lr"), NAN);
+        r->plateau_best = json_num(json_get(j, "plateau_best"), NAN);
+        r->plateau_wait = (int)json_num(json_get(j, "plateau_wait"), 0);
+        r->plateau_cooldown = (int)json_num(json_get(j, "plateau_cooldown"), 0);
         metrics_from(json_get(j, "best"), &r->best);
         const json_value *h = json_get(j, "history");
         if (c->epoch < 0 || c->epoch > e->spec->epochs || c->step < 0 || !h ||

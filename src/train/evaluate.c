@@ -75,6 +75,8 @@ cohort_status group_evaluate(train_group *g, const data_view *d, eval_metrics *e
     free(out);
     if (ix != idx)
         free(ix);
+    /* Keras's evaluate reports the regularized loss too. */
+    group_reg_penalty(g, all, (int)d->n);
     group_read_stats(g, st);
     for (int k = 0; k < K; k++)
         em[k] = metrics_of_stats(&g->L, st + 4 * k, (double)d->n);

@@ -59,6 +59,43 @@ static double monitor_value(const char *monitor, const epoch_metrics *m)
     return f ? epoch_metric_get(m, f) : NAN;
 }
 
+/*
+ * Keras's ReduceLROnPlateau at the end of an epoch of model k: once
+ * `patience` epochs in a row (not counting a cooldown) did not improve the
+ * monitored metric by min_delta, the rate times factor, not below min_lr
+ * (and not at all once it is there), then `cooldown` epochs of rest. A
+ * metric the epoch does not have (NaN) changes nothing. The rate is a float,
+ * as Keras's variable is.
+ */
+static void plateau_step(train_group *g, int k, const epoch_metrics *m, train_result *r)
+{
+    const plateau_spec *p = &g->spec[k]->plateau;
+    double v = p->enabled ? monitor_value(p->monitor, m) : NAN;
+    if (isnan(v))
+        return;
+    if (r->plateau_cooldown > 0) {
+        r->plateau_cooldown--;
+        r->plateau_wait = 0;
+    }
+    double best = r->plateau_best;
+    int better = isnan(best) || (monitor_is_max(p->monitor) ? v > best + p->min_delta
+                                                            : v < best - p->min_delta);
+    if (better) {
+        r->plateau_best = v;
+        r->plateau_wait = 0;
+        return;
+    }
+    if (r->plateau_cooldown > 0 || ++r->plateau_wait < p->patience)
+        return;
+    if ((double)g->lr[k] > (double)(float)p->min_lr) {
+        double lr = (double)g->lr[k] * p->factor;
+        g->lr[k] = (float)(lr > p->min_lr ? lr : p->min_lr);
+        r->lr = g->lr[k];
+        r->plateau_cooldown = p->cooldown;
+        r->plateau_wait = 0;
+    }
+}
+
 static cohort_status fit(train_group *g, const data_view *train, const data_view *val,
                          const train_callbacks *cb, const train_start *start, train_result *res,
                          cohort_error *err)
@@ -80,6 +117,10 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
             memset(&res[k], 0, sizeof res[k]);
             res[k].history = h;
             res[k].best_value = NAN;
+            res[k].lr = g->lr[k];
+            res[k].plateau_best = NAN;
+        } else if (isfinite(res[k].lr) && res[k].lr > 0.0) {
+            g->lr[k] = (float)res[k].lr; /* as reduce_lr_on_plateau left it */
         }
         res[k].state = MODEL_RUNNING;
         res[k].error[0] = 0;
@@ -221,7 +262,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 m->val_rmse = ve[k].rmse;
             }
             m->seconds = secs;
-            m->lr = g->lr[k];
+            m->lr = group_lr_at(g, k, g->t - 1);
             res[k].epochs_run = epoch;
             res[k].part_loss = res[k].part_correct = res[k].part_sq = 0.0;
             const early_stop_spec *es = &g->spec[k]->early_stop;
@@ -252,6 +293,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                     continue;
                 }
             }
+            plateau_step(g, k, m, &res[k]);
             /* Keras: stop once `patience` epochs in a row did not improve. */
             if (es->enabled && !improved && res[k].wait >= es->patience &&
                 epoch < g->spec[k]->epochs) {

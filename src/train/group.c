@@ -86,8 +86,9 @@ cohort_status model_load_params(const model_spec *spec, const model_layout *L, c
     return st;
 }
 
-/* The capabilities of the group's backend, the sharing of its input and the
- * transposed-input path of its first layer. */
+/* The capabilities of the group's backend, the sharing of its input, whether
+ * dense layers may fuse their step into backward, and the transposed-input
+ * path of its first layer. */
 static void group_configure(train_group *g, const model_spec *const *specs, int K)
 {
     const model_layout *L = &g->L;
@@ -107,9 +108,16 @@ static void group_configure(train_group *g, const model_spec *const *specs, int 
     for (int k = 1; k < K; k++)
         if (!model_same_order(specs[0], specs[k]))
             g->shared = 0;
+    opt_kind kind = specs[0]->opt.kind;
+    g->fuse_step = kind == OPT_SGD || kind == OPT_ADAM || kind == OPT_ADAMW;
+    for (int k = 0; k < K; k++)
+        if (model_needs_full_grads(specs[k]))
+            g->fuse_step = 0;
+    /* The transposed input lives in gradients that only a fused step leaves alone. */
     const layer_plan *l0 = &L->layers[0];
     int ldt = g->be->xt_ld ? g->be->xt_ld(g->ctx, L->B) : 0;
-    if (ldt > 0 && g->be->model_major && g->can_share && layer_ops_of(l0->kind)->uses_xt &&
+    if (ldt > 0 && g->fuse_step && g->be->model_major && g->can_share &&
+        layer_ops_of(l0->kind)->uses_xt &&
         (size_t)ldt * (size_t)L->n_in <= l0->n_fused)
         g->xt_ldt = ldt;
 }
@@ -160,6 +168,12 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
         g->beta2[k] = s->opt.beta2;
         g->eps[k] = s->opt.eps;
         g->wd[k] = s->opt.kind == OPT_ADAMW ? s->opt.weight_decay : 0.0f;
+        g->rho[k] = s->opt.rho;
+        g->centered[k] = s->opt.centered;
+        g->uprod[k] = 1.0;
+        g->clipnorm[k] = s->opt.clipnorm;
+        g->global_clipnorm[k] = s->opt.global_clipnorm;
+        g->clipvalue[k] = s->opt.clipvalue;
         g->seed[k] = s->seed;
         g->smoothing[k] = s->label_smoothing;
         g->huber_delta[k] = s->huber_delta;
@@ -195,6 +209,7 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
     g->classw = L->buf_bytes[BUF_CLASSW] ? (float *)BUF(BUF_CLASSW) : NULL;
     g->stats = (double *)BUF(BUF_STATS);
     g->best = L->keep_best ? (float *)BUF(BUF_BEST) : NULL;
+    g->norms = (double *)BUF(BUF_NORMS);
 #undef BUF
 
     size_t host_n = L->n_params > (size_t)L->n_cw ? L->n_params : (size_t)L->n_cw;
@@ -205,6 +220,13 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
     }
     if (g->classw)
         upload_class_weights(g);
+    for (int k = 0; k < K && specs[0]->opt.kind == OPT_ADAGRAD; k++) {
+        /* Keras starts Adagrad's accumulators at initial_accumulator_value. */
+        for (size_t i = 0; i < L->n_params; i++)
+            host[i] = specs[k]->opt.init_accum;
+        g->be->copy_h2d(g->ctx, g->opt_m + (size_t)k * L->n_params, host,
+                        L->n_params * sizeof(float));
+    }
     for (int k = 0; k < K && !st; k++) {
         if (specs[k]->init_from[0])
             st = model_load_params(specs[k], L, specs[k]->init_from, host, err);

@@ -27,10 +27,28 @@ struct train_group {
     float *classw;  /* [K, n_cw] class weights, NULL: none */
     int tgt_rows;   /* the batch's targets are rows in targets (else labels) */
     double *stats;
+    double *norms; /* [K] device scratch: a sum of squares per model (clipping) */
     /* host-side, [K] each */
     float lr[COHORT_MAX_GROUP], momentum[COHORT_MAX_GROUP], beta1[COHORT_MAX_GROUP],
         beta2[COHORT_MAX_GROUP], eps[COHORT_MAX_GROUP], wd[COHORT_MAX_GROUP];
     int nesterov[COHORT_MAX_GROUP];
+    float rho[COHORT_MAX_GROUP];
+    int centered[COHORT_MAX_GROUP];
+    /* lr is each model's learning rate (reduce_lr_on_plateau lowers it);
+     * lr_step the rate of the step being taken (under a schedule, the
+     * schedule's); nm, ng, nv: nadam's factors of that step (optim_step) */
+    float lr_step[COHORT_MAX_GROUP], nm[COHORT_MAX_GROUP], ng[COHORT_MAX_GROUP],
+        nv[COHORT_MAX_GROUP];
+    /* nadam: the momentum schedule's product u_1...u_i of model k, i = uprod_t[k] */
+    double uprod[COHORT_MAX_GROUP];
+    int64_t uprod_t[COHORT_MAX_GROUP];
+    float clipnorm[COHORT_MAX_GROUP], global_clipnorm[COHORT_MAX_GROUP],
+        clipvalue[COHORT_MAX_GROUP];
+    /* Dense layers may take their weights' step inside backward (the
+     * backend's dense_step): the optimizer is one it implements (sgd, adam,
+     * adamw) and no member's gradient must be whole first (a clip or a
+     * kernel regularizer). */
+    int fuse_step;
     float smoothing[COHORT_MAX_GROUP], huber_delta[COHORT_MAX_GROUP]; /* the loss's */
     unsigned char active[COHORT_MAX_GROUP];
     uint64_t seed[COHORT_MAX_GROUP];
@@ -80,6 +98,12 @@ void group_backward(train_group *g, krange r, int rows, int64_t t, unsigned char
 int group_train_steps(train_group *g, const data_view *d, const int64_t *order, int64_t step,
                       int64_t steps, uint64_t counter);
 void group_read_stats(train_group *g, double *host);
+/* The kernel regularizers' penalties of models r, from their weights now,
+ * added to the loss stats as a loss over `rows` rows would be (the reported
+ * loss includes them, as Keras's does); after the loss pass. */
+void group_reg_penalty(train_group *g, krange r, int rows);
+/* The learning rate of model k's update after `step` updates. */
+float group_lr_at(const train_group *g, int k, int64_t step);
 /* Rows in batch `step` of n samples in batches of B (the last may be short). */
 int group_batch_rows(int64_t n, int64_t step, int B);
 

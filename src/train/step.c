@@ -1,8 +1,10 @@
 /*
  * One training step of a group: the batch gathered into the input region,
- * every layer's forward pass from the layer table, the loss, the backward
- * pass (layers that can fuse their optimizer step into their weight
- * gradient do) and the optimizer over the rest. On a CPU each model's steps
+ * every layer's forward pass from the layer table, the loss and the kernel
+ * regularizers' penalty, the backward pass (layers that can fuse their
+ * optimizer step into their weight gradient do, in groups that neither clip
+ * nor regularize), the regularizers' gradients and the clips, and the
+ * optimizer over the rest, at each model's scheduled rate. On a CPU each model's steps
  * run start to end before the next model's (model_major), so its tensors
  * stay in cache; elsewhere each op is batched over the whole group.
  */
@@ -118,12 +120,48 @@ void group_loss_pass(train_group *g, krange r, int rows, int grad)
                 1.0f / (float)rows, r.count);
 }
 
-/* The optimizer settings of models r for the step that makes the count t. */
+float group_lr_at(const train_group *g, int k, int64_t step)
+{
+    return (float)model_lr_at(&g->spec[k]->opt, (double)g->lr[k], step);
+}
+
+/* Keras's Nadam momentum factor u_i = beta1 (1 - 0.5 * 0.96^i). */
+static double nadam_u(double beta1, int64_t i) { return beta1 * (1.0 - 0.5 * pow(0.96, (double)i)); }
+
+/* u_1...u_t of model k: one factor more than the last call's, or (a
+ * resumed fit) the product over again. */
+static double nadam_product(train_group *g, int k, int64_t t)
+{
+    double b1 = (double)g->beta1[k];
+    if (g->uprod_t[k] > t || g->uprod_t[k] < t - 1) {
+        g->uprod[k] = 1.0;
+        g->uprod_t[k] = 0;
+    }
+    while (g->uprod_t[k] < t)
+        g->uprod[k] *= nadam_u(b1, ++g->uprod_t[k]);
+    return g->uprod[k];
+}
+
+/* The optimizer settings of models r for the step that makes the count t:
+ * each model's learning rate at step t - 1 of its schedule, and nadam's
+ * factors of step t. */
 static optim_step optim_of(train_group *g, krange r, int64_t t)
 {
     int k0 = r.k0;
-    optim_step o = {g->lr + k0, g->momentum + k0, g->beta1 + k0, g->beta2 + k0, g->eps + k0,
-                    g->wd + k0, g->nesterov + k0, g->active + k0, t};
+    for (int k = k0; k < k0 + r.count; k++) {
+        g->lr_step[k] = group_lr_at(g, k, t > 0 ? t - 1 : 0);
+        if (g->spec[k]->opt.kind != OPT_NADAM || t <= 0)
+            continue;
+        double b1 = (double)g->beta1[k], p = nadam_product(g, k, t);
+        double u = nadam_u(b1, t), u_next = nadam_u(b1, t + 1);
+        g->nm[k] = (float)(u_next / (1.0 - p * u_next));
+        g->ng[k] = (float)((1.0 - u) / (1.0 - p));
+        g->nv[k] = (float)(1.0 / (1.0 - pow((double)g->beta2[k], (double)t)));
+    }
+    optim_step o = {g->lr_step + k0, g->momentum + k0, g->beta1 + k0, g->beta2 + k0,
+                    g->eps + k0,     g->wd + k0,       g->nesterov + k0, g->rho + k0,
+                    g->centered + k0, g->nm + k0,      g->ng + k0,       g->nv + k0,
+                    g->active + k0,  t};
     return o;
 }
 
@@ -141,7 +179,7 @@ void group_backward(train_group *g, krange r, int rows, int64_t t, unsigned char
         p.dY = AT(g->delta[cur], p.sd, r);
         if (i > g->first_trained)
             p.dX = ops->grad_in_place ? p.dY : AT(g->delta[1 - cur], p.sd, r);
-        if (t > 0) {
+        if (t > 0 && g->fuse_step) {
             p.step = &o;
             p.opt = g->spec[0]->opt.kind;
             p.s1 = L->opt_slots ? AT(g->opt_m, P, r) : NULL;
@@ -176,11 +214,111 @@ static void optimize(train_group *g, krange r, int64_t t, const unsigned char *s
         size_t n = any ? lp->p_off + lp->n_params - off : L->n_trained;
         if (n == 0)
             continue;
-        if (g->spec[0]->opt.kind == OPT_SGD)
+        switch (g->spec[0]->opt.kind) {
+        case OPT_SGD:
             g->be->sgd(g->ctx, w + off, gr + off, m ? m + off : NULL, P, n, &o, r.count);
-        else
+            break;
+        case OPT_ADAM:
+        case OPT_ADAMW:
             g->be->adam(g->ctx, w + off, gr + off, m + off, v + off, P, n, &o, r.count);
+            break;
+        case OPT_RMSPROP:
+            g->be->rmsprop(g->ctx, w + off, gr + off, m + off, v ? v + off : NULL, P, n, &o,
+                           r.count);
+            break;
+        case OPT_ADAGRAD:
+            g->be->adagrad(g->ctx, w + off, gr + off, m + off, P, n, &o, r.count);
+            break;
+        case OPT_NADAM:
+            g->be->nadam(g->ctx, w + off, gr + off, m + off, v + off, P, n, &o, r.count);
+            break;
+        }
     }
+}
+
+/* The kernel (a dense or conv2d layer's first tensor) of layer i. */
+static layer_tensor kernel_of(const layer_plan *lp)
+{
+    layer_tensor t[4];
+    layer_ops_of(lp->kind)->tensors(lp, t);
+    return t[0];
+}
+
+/* Layer i's regularizer factors of models r into l1, l2; returns whether
+ * any model has one. */
+static int reg_of(const train_group *g, int i, krange r, float *l1, float *l2)
+{
+    int any = 0;
+    for (int k = 0; k < r.count; k++) {
+        const layer_spec *ls = &g->spec[r.k0 + k]->layers[i];
+        l1[k] = ls->l1;
+        l2[k] = ls->l2;
+        any |= ls->l1 != 0.0f || ls->l2 != 0.0f;
+    }
+    return any;
+}
+
+void group_reg_penalty(train_group *g, krange r, int rows)
+{
+    float l1[COHORT_MAX_GROUP], l2[COHORT_MAX_GROUP];
+    size_t P = g->L.n_params;
+    for (int i = 0; i < g->L.n_layers; i++) {
+        if (!reg_of(g, i, r, l1, l2))
+            continue;
+        layer_tensor t = kernel_of(&g->L.layers[i]);
+        g->be->reg_penalty(g->ctx, g->stats + 4 * r.k0, AT(g->params, P, r) + t.off, P, t.n, l1,
+                           l2, rows, r.count);
+    }
+}
+
+/* Which of models r set a clip of kind c (their values into out, 0 for
+ * none); returns whether any does. */
+static int clip_of(const float *c, krange r, float *out)
+{
+    int any = 0;
+    for (int k = 0; k < r.count; k++)
+        any |= (out[k] = c[r.k0 + k]) > 0.0f;
+    return any;
+}
+
+/*
+ * What Keras does to the gradients between the backward pass and the
+ * update, in its order: the kernel regularizers' gradients join the loss's
+ * (the penalty is part of the loss), then the clip: per variable (each
+ * layer's kernel, bias, gamma, beta alone), over all of a model's trained
+ * variables, or per element.
+ */
+static void adjust_grads(train_group *g, krange r)
+{
+    const model_layout *L = &g->L;
+    size_t P = L->n_params;
+    float a[COHORT_MAX_GROUP], b[COHORT_MAX_GROUP];
+    float *w = AT(g->params, P, r), *gr = AT(g->grads, P, r);
+    double *acc = g->norms + r.k0;
+    for (int i = 0; i < L->n_layers; i++)
+        if (reg_of(g, i, r, a, b)) {
+            layer_tensor t = kernel_of(&L->layers[i]);
+            g->be->reg_grad(g->ctx, gr + t.off, w + t.off, P, t.n, a, b, r.count);
+        }
+    if (clip_of(g->clipnorm, r, a))
+        for (int i = 0; i < L->n_layers; i++) {
+            const layer_plan *lp = &L->layers[i];
+            const layer_ops *ops = layer_ops_of(lp->kind);
+            layer_tensor t[4];
+            int n = lp->n_params && ops->tensors ? ops->tensors(lp, t) : 0;
+            for (int j = 0; j < n; j++) {
+                if (t[j].off + t[j].n > L->n_trained)
+                    continue; /* moving statistics: not a trained variable */
+                g->be->sum_sq(g->ctx, acc, gr + t[j].off, P, t[j].n, 0, r.count);
+                g->be->clip_norm(g->ctx, gr + t[j].off, P, t[j].n, acc, a, r.count);
+            }
+        }
+    if (clip_of(g->global_clipnorm, r, a)) {
+        g->be->sum_sq(g->ctx, acc, gr, P, L->n_trained, 0, r.count);
+        g->be->clip_norm(g->ctx, gr, P, L->n_trained, acc, a, r.count);
+    }
+    if (clip_of(g->clipvalue, r, a))
+        g->be->clip_value(g->ctx, gr, P, L->n_trained, a, r.count);
 }
 
 /* One training step of models r on the batch in the input region; t is
@@ -190,7 +328,10 @@ static void train_step(train_group *g, krange r, int rows, uint64_t counter, int
     unsigned char stepped[COHORT_MAX_LAYERS];
     group_forward(g, r, rows, 1, counter);
     group_loss_pass(g, r, rows, 1);
+    group_reg_penalty(g, r, rows);
     group_backward(g, r, rows, t, stepped);
+    if (!g->fuse_step)
+        adjust_grads(g, r);
     optimize(g, r, t, stepped);
 }
 

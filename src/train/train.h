@@ -69,6 +69,10 @@ typedef struct train_result {
     double seconds;
     double part_loss, part_correct, part_sq; /* sums over the steps done of an unfinished
                                               * epoch (stats [0], [1], [3]) */
+    /* reduce_lr_on_plateau: the learning rate now (NaN: the spec's), the
+     * best monitored value, epochs without improvement, cooldown left */
+    double lr, plateau_best;
+    int plateau_wait, plateau_cooldown;
 } train_result;
 
 /* Where a fit starts: after `epoch` whole epochs and `step` steps of the next. */

@@ -468,6 +468,84 @@ static void cpu_adam(backend_ctx *c, float *w, const float *g, float *m, float *
     }
 }
 
+static void cpu_rmsprop(backend_ctx *c, float *w, const float *g, float *vel, float *s2,
+                        size_t s, size_t n, const optim_step *o, int count)
+{
+    (void)c;
+    for (int k = 0; k < count; k++)
+        if (o->active[k])
+            kern_rmsprop(w + k * s, g + k * s, vel + k * s, s2 ? s2 + k * s : NULL, n, o->lr[k],
+                         o->rho[k], o->momentum[k], o->centered[k], o->eps[k]);
+}
+
+static void cpu_adagrad(backend_ctx *c, float *w, const float *g, float *acc, size_t s,
+                        size_t n, const optim_step *o, int count)
+{
+    (void)c;
+    for (int k = 0; k < count; k++)
+        if (o->active[k])
+            kern_adagrad(w + k * s, g + k * s, acc + k * s, n, o->lr[k], o->eps[k]);
+}
+
+static void cpu_nadam(backend_ctx *c, float *w, const float *g, float *m, float *v, size_t s,
+                      size_t n, const optim_step *o, int count)
+{
+    (void)c;
+    for (int k = 0; k < count; k++)
+        if (o->active[k])
+            kern_nadam(w + k * s, g + k * s, m + k * s, v + k * s, n, o->lr[k], o->beta1[k],
+                       o->beta2[k], o->eps[k], o->nm[k], o->ng[k], o->nv[k]);
+}
+
+static void cpu_sum_sq(backend_ctx *c, double *acc, const float *x, size_t s, size_t n, int add,
+                       int count)
+{
+    (void)c;
+    for (int k = 0; k < count; k++)
+        acc[k] = (add ? acc[k] : 0.0) + kern_sum_sq(x + k * s, n);
+}
+
+static void cpu_clip_norm(backend_ctx *c, float *x, size_t s, size_t n, const double *acc,
+                          const float *cn, int count)
+{
+    (void)c;
+    for (int k = 0; k < count; k++)
+        if (cn[k] > 0.0f)
+            kern_scale(x + k * s, n, clip_norm_factor(acc[k], cn[k]));
+}
+
+static void cpu_clip_value(backend_ctx *c, float *x, size_t s, size_t n, const float *cv,
+                           int count)
+{
+    (void)c;
+    for (int k = 0; k < count; k++)
+        if (cv[k] > 0.0f)
+            kern_clip_value(x + k * s, n, cv[k]);
+}
+
+static void cpu_reg_grad(backend_ctx *c, float *g, const float *w, size_t s, size_t n,
+                         const float *l1, const float *l2, int count)
+{
+    (void)c;
+    for (int k = 0; k < count; k++)
+        if (l1[k] != 0.0f || l2[k] != 0.0f)
+            kern_reg_grad(g + k * s, w + k * s, n, l1[k], l2[k]);
+}
+
+static void cpu_reg_penalty(backend_ctx *c, double *stats, const float *w, size_t s, size_t n,
+                            const float *l1, const float *l2, int rows, int count)
+{
+    (void)c;
+    for (int k = 0; k < count; k++) {
+        if (l1[k] == 0.0f && l2[k] == 0.0f)
+            continue;
+        double p = (double)l2[k] * kern_sum_sq(w + k * s, n) +
+                   (double)l1[k] * kern_sum_abs(w + k * s, n);
+        stats[4 * k] += (double)rows * p;
+        stats[4 * k + 2] += p;
+    }
+}
+
 /* The arguments of one dense_step call, split over the pool by rows of W. */
 typedef struct dense_job {
     cpu_isa isa;
@@ -943,6 +1021,14 @@ static const backend_ops cpu_ops = {
     .loss = cpu_loss,
     .sgd = cpu_sgd,
     .adam = cpu_adam,
+    .rmsprop = cpu_rmsprop,
+    .adagrad = cpu_adagrad,
+    .nadam = cpu_nadam,
+    .sum_sq = cpu_sum_sq,
+    .clip_norm = cpu_clip_norm,
+    .clip_value = cpu_clip_value,
+    .reg_grad = cpu_reg_grad,
+    .reg_penalty = cpu_reg_penalty,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
     .maxpool_fwd = cpu_maxpool_fwd,

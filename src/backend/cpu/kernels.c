@@ -309,3 +309,89 @@ void kern_adam(float *w, const float *g, float *m, float *v, size_t n, float lr,
     adam_scalars(lr, beta1, beta2, eps, weight_decay, t, &o);
     kern_step(w, g, m, v, n, &o);
 }
+
+void kern_rmsprop(float *w, const float *g, float *vel, float *s2, size_t n, float lr, float rho,
+                  float momentum, int centered, float eps)
+{
+    /* 1 - rho in double, then rounded once, as Keras computes it. */
+    float c = (float)(1.0 - (double)rho);
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        vel[i] = rho * vel[i] + c * (gi * gi);
+        float d = vel[i] + eps;
+        if (centered) {
+            s2[i] = rho * s2[i] + c * gi;
+            d = vel[i] - s2[i] * s2[i] + eps;
+        }
+        float inc = lr * gi / sqrtf(d);
+        if (momentum > 0.0f) {
+            s2[i] = momentum * s2[i] + inc;
+            inc = s2[i];
+        }
+        w[i] -= inc;
+    }
+}
+
+void kern_adagrad(float *w, const float *g, float *acc, size_t n, float lr, float eps)
+{
+    for (size_t i = 0; i < n; i++) {
+        acc[i] += g[i] * g[i];
+        w[i] -= lr * g[i] / sqrtf(acc[i] + eps);
+    }
+}
+
+void kern_nadam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                float beta2, float eps, float nm, float ng, float nv)
+{
+    float c1 = (float)(1.0 - (double)beta1), c2 = (float)(1.0 - (double)beta2);
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        m[i] += (gi - m[i]) * c1;
+        v[i] += (gi * gi - v[i]) * c2;
+        float mhat = nm * m[i] + ng * gi;
+        w[i] -= lr * mhat / (sqrtf(v[i] * nv) + eps);
+    }
+}
+
+double kern_sum_sq(const float *x, size_t n)
+{
+    double acc = 0.0;
+    for (size_t i = 0; i < n; i++)
+        acc += (double)x[i] * (double)x[i];
+    return acc;
+}
+
+double kern_sum_abs(const float *x, size_t n)
+{
+    double acc = 0.0;
+    for (size_t i = 0; i < n; i++)
+        acc += fabs((double)x[i]);
+    return acc;
+}
+
+void kern_scale(float *x, size_t n, float f)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] *= f;
+}
+
+void kern_clip_value(float *x, size_t n, float c)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = fminf(fmaxf(x[i], -c), c);
+}
+
+void kern_reg_grad(float *g, const float *w, size_t n, float l1, float l2)
+{
+    float two_l2 = 2.0f * l2;
+    for (size_t i = 0; i < n; i++) {
+        float sign = (float)((w[i] > 0.0f) - (w[i] < 0.0f));
+        g[i] += two_l2 * w[i] + l1 * sign;
+    }
+}
+
+float clip_norm_factor(double sum_sq, float c)
+{
+    double norm = sqrt(sum_sq);
+    return (float)((double)c / (norm > (double)c ? norm : (double)c));
+}

@@ -44,5 +44,22 @@ void kern_sgd(float *w, const float *g, float *v, size_t n, float lr, float mome
  * m += (g-m)(1-b1), v += (g^2-v)(1-b2), w -= lr*sqrt(1-b2^t)/(1-b1^t) * m/(sqrt(v)+eps). */
 void kern_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                float beta2, float eps, float weight_decay, int64_t t);
+/* Keras's RMSprop over n weights (s2: momentum or average gradient). */
+void kern_rmsprop(float *w, const float *g, float *vel, float *s2, size_t n, float lr, float rho,
+                  float momentum, int centered, float eps);
+/* Keras's Adagrad: acc += g^2; w -= lr g / sqrt(acc + eps). */
+void kern_adagrad(float *w, const float *g, float *acc, size_t n, float lr, float eps);
+/* Keras's Nadam with the step's factors nm, ng, nv (optim_step). */
+void kern_nadam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                float beta2, float eps, float nm, float ng, float nv);
+/* Sums in double, in index order. */
+double kern_sum_sq(const float *x, size_t n);
+double kern_sum_abs(const float *x, size_t n);
+void kern_scale(float *x, size_t n, float f);
+void kern_clip_value(float *x, size_t n, float c);
+/* g += 2 l2 w + l1 sign(w) (sign(0) = 0). */
+void kern_reg_grad(float *g, const float *w, size_t n, float l1, float l2);
+/* Keras's clip_by_norm factor c / max(norm, c), from the sum of squares. */
+float clip_norm_factor(double sum_sq, float c);
 
 #endif

@@ -550,6 +550,139 @@ void cu_adam_op(backend_ctx *c, float *w, const float *g, float *m, float *v, si
     }
 }
 
+void cu_rmsprop_op(backend_ctx *c, float *w, const float *g, float *vel, float *s2, size_t s,
+                   size_t n, const optim_step *o, int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_rmsprop_args a;
+        memset(&a, 0, sizeof a);
+        for (int k = 0; k < m; k++) {
+            int i = k0 + k;
+            a.lr[k] = o->lr[i];
+            a.rho[k] = o->rho[i];
+            a.c[k] = (float)(1.0 - (double)o->rho[i]); /* as kern_rmsprop */
+            a.momentum[k] = o->momentum[i];
+            a.eps[k] = o->eps[i];
+            a.centered[k] = o->centered[i];
+            a.active[k] = o->active[i];
+        }
+        size_t off = (size_t)k0 * s;
+        note(c, "rmsprop", cu_rmsprop(c->stream, w + off, g + off, vel + off,
+                                      s2 ? s2 + off : nullptr, s, n, &a, m));
+    }
+}
+
+void cu_adagrad_op(backend_ctx *c, float *w, const float *g, float *acc, size_t s, size_t n,
+                   const optim_step *o, int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_adagrad_args a;
+        memset(&a, 0, sizeof a);
+        for (int k = 0; k < m; k++) {
+            a.lr[k] = o->lr[k0 + k];
+            a.eps[k] = o->eps[k0 + k];
+            a.active[k] = o->active[k0 + k];
+        }
+        size_t off = (size_t)k0 * s;
+        note(c, "adagrad", cu_adagrad(c->stream, w + off, g + off, acc + off, s, n, &a, m));
+    }
+}
+
+void cu_nadam_op(backend_ctx *c, float *w, const float *g, float *m, float *v, size_t s,
+                 size_t n, const optim_step *o, int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int cnt = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_nadam_args a;
+        memset(&a, 0, sizeof a);
+        for (int k = 0; k < cnt; k++) {
+            int i = k0 + k;
+            a.lr[k] = o->lr[i];
+            a.c1[k] = (float)(1.0 - (double)o->beta1[i]); /* as kern_nadam */
+            a.c2[k] = (float)(1.0 - (double)o->beta2[i]);
+            a.eps[k] = o->eps[i];
+            a.nm[k] = o->nm[i];
+            a.ng[k] = o->ng[i];
+            a.nv[k] = o->nv[i];
+            a.active[k] = o->active[i];
+        }
+        size_t off = (size_t)k0 * s;
+        note(c, "nadam", cu_nadam(c->stream, w + off, g + off, m + off, v + off, s, n, &a, cnt));
+    }
+}
+
+/* Models k0 .. k0 + m - 1 of the host settings a and b (b may be NULL). */
+cu_pair_args pair_args(const float *a, const float *b, int k0, int m)
+{
+    cu_pair_args p;
+    memset(&p, 0, sizeof p);
+    for (int k = 0; k < m; k++) {
+        p.a[k] = a[k0 + k];
+        p.b[k] = b ? b[k0 + k] : 0.0f;
+    }
+    return p;
+}
+
+void cu_sum_sq_op(backend_ctx *c, double *acc, const float *x, size_t s, size_t n, int add,
+                  int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        note(c, "sum_sq", cu_sum_sq(c->stream, acc + k0, x + (size_t)k0 * s, s, n, add, m));
+    }
+}
+
+void cu_clip_norm_op(backend_ctx *c, float *x, size_t s, size_t n, const double *acc,
+                     const float *cn, int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_pair_args a = pair_args(cn, nullptr, k0, m);
+        note(c, "clip_norm", cu_clip_norm(c->stream, x + (size_t)k0 * s, s, n, acc + k0, &a, m));
+    }
+}
+
+void cu_clip_value_op(backend_ctx *c, float *x, size_t s, size_t n, const float *cv, int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_pair_args a = pair_args(cv, nullptr, k0, m);
+        note(c, "clip_value", cu_clip_value(c->stream, x + (size_t)k0 * s, s, n, &a, m));
+    }
+}
+
+void cu_reg_grad_op(backend_ctx *c, float *g, const float *w, size_t s, size_t n,
+                    const float *l1, const float *l2, int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_pair_args a = pair_args(l1, l2, k0, m);
+        size_t off = (size_t)k0 * s;
+        note(c, "reg_grad", cu_reg_grad(c->stream, g + off, w + off, s, n, &a, m));
+    }
+}
+
+void cu_reg_penalty_op(backend_ctx *c, double *stats, const float *w, size_t s, size_t n,
+                       const float *l1, const float *l2, int rows, int count)
+{
+    on(c);
+    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
+        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
+        cu_pair_args a = pair_args(l1, l2, k0, m);
+        note(c, "reg_penalty", cu_reg_penalty(c->stream, stats + 4 * k0, w + (size_t)k0 * s, s, n,
+                                              &a, rows, m));
+    }
+}
+
 void cu_im2col_op(backend_ctx *c, float *col, size_t scol, const float *X, size_t sX,
                   const window_geom *g, int count)
 {
@@ -675,6 +808,14 @@ backend_ops make_ops()
     o.loss = cu_loss_op;
     o.sgd = cu_sgd_op;
     o.adam = cu_adam_op;
+    o.rmsprop = cu_rmsprop_op;
+    o.adagrad = cu_adagrad_op;
+    o.nadam = cu_nadam_op;
+    o.sum_sq = cu_sum_sq_op;
+    o.clip_norm = cu_clip_norm_op;
+    o.clip_value = cu_clip_value_op;
+    o.reg_grad = cu_reg_grad_op;
+    o.reg_penalty = cu_reg_penalty_op;
     o.im2col = cu_im2col_op;
     o.col2im = cu_col2im_op;
     o.maxpool_fwd = cu_maxpool_fwd_op;

@@ -372,6 +372,174 @@ __global__ void k_adam(float *W, const float *G, float *M, float *V, size_t st, 
     }
 }
 
+__global__ void k_rmsprop(float *W, const float *G, float *VEL, float *S2, size_t st, size_t n,
+                          cu_rmsprop_args a)
+{
+    int k = blockIdx.y;
+    if (!a.active[k])
+        return;
+    float *w = W + k * st, *vel = VEL + k * st, *s2 = S2 ? S2 + k * st : nullptr;
+    const float *g = G + k * st;
+    float lr = a.lr[k], rho = a.rho[k], c = a.c[k], mom = a.momentum[k], eps = a.eps[k];
+    int centered = a.centered[k];
+    ELEMENTS(i, n)
+    {
+        float gi = g[i];
+        float vi = rho * vel[i] + c * (gi * gi);
+        vel[i] = vi;
+        float d = vi + eps;
+        if (centered) {
+            float ai = rho * s2[i] + c * gi;
+            s2[i] = ai;
+            d = vi - ai * ai + eps;
+        }
+        float inc = lr * gi / sqrtf(d);
+        if (mom > 0.0f) {
+            inc = mom * s2[i] + inc;
+            s2[i] = inc;
+        }
+        w[i] -= inc;
+    }
+}
+
+__global__ void k_adagrad(float *W, const float *G, float *ACC, size_t st, size_t n,
+                          cu_adagrad_args a)
+{
+    int k = blockIdx.y;
+    if (!a.active[k])
+        return;
+    float *w = W + k * st, *acc = ACC + k * st;
+    const float *g = G + k * st;
+    float lr = a.lr[k], eps = a.eps[k];
+    ELEMENTS(i, n)
+    {
+        float ai = acc[i] + g[i] * g[i];
+        acc[i] = ai;
+        w[i] -= lr * g[i] / sqrtf(ai + eps);
+    }
+}
+
+__global__ void k_nadam(float *W, const float *G, float *M, float *V, size_t st, size_t n,
+                        cu_nadam_args a)
+{
+    int k = blockIdx.y;
+    if (!a.active[k])
+        return;
+    float *w = W + k * st, *m = M + k * st, *v = V + k * st;
+    const float *g = G + k * st;
+    float lr = a.lr[k], c1 = a.c1[k], c2 = a.c2[k], eps = a.eps[k];
+    float nm = a.nm[k], ng = a.ng[k], nv = a.nv[k];
+    ELEMENTS(i, n)
+    {
+        float gi = g[i];
+        float mi = m[i] + (gi - m[i]) * c1;
+        float vi = v[i] + (gi * gi - v[i]) * c2;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = nm * mi + ng * gi;
+        w[i] -= lr * mhat / (sqrtf(vi * nv) + eps);
+    }
+}
+
+/* ---- clipping and regularizers -------------------------------------------- */
+
+const int SUM_THREADS = 256;
+
+/* The block's sum of v (one double per thread), thread order fixed: a tree
+ * over shared memory. Every thread gets the total. */
+__device__ double block_sum(double v)
+{
+    __shared__ double part[SUM_THREADS];
+    __shared__ double total;
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int half = SUM_THREADS / 2; half > 0; half >>= 1) {
+        if ((int)threadIdx.x < half)
+            part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        total = part[0];
+    __syncthreads();
+    double r = total;
+    __syncthreads(); /* part and total may be reused by the caller's next sum */
+    return r;
+}
+
+/* One block per model: acc[k] (+)= sum of x^2, each thread over a fixed
+ * stride of elements, then the block's tree. */
+__global__ void k_sum_sq(double *acc, const float *X, size_t st, size_t n, int add)
+{
+    int k = blockIdx.y;
+    const float *x = X + k * st;
+    double v = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += SUM_THREADS)
+        v += (double)x[i] * (double)x[i];
+    v = block_sum(v);
+    if (threadIdx.x == 0)
+        acc[k] = (add ? acc[k] : 0.0) + v;
+}
+
+__global__ void k_clip_norm(float *X, size_t st, size_t n, const double *acc, cu_pair_args a)
+{
+    int k = blockIdx.y;
+    float c = a.a[k];
+    if (!(c > 0.0f))
+        return;
+    double norm = sqrt(acc[k]);
+    float f = (float)((double)c / (norm > (double)c ? norm : (double)c));
+    float *x = X + k * st;
+    ELEMENTS(i, n) { x[i] *= f; }
+}
+
+__global__ void k_clip_value(float *X, size_t st, size_t n, cu_pair_args a)
+{
+    int k = blockIdx.y;
+    float c = a.a[k];
+    if (!(c > 0.0f))
+        return;
+    float *x = X + k * st;
+    ELEMENTS(i, n) { x[i] = fminf(fmaxf(x[i], -c), c); }
+}
+
+__global__ void k_reg_grad(float *G, const float *W, size_t st, size_t n, cu_pair_args a)
+{
+    int k = blockIdx.y;
+    float l1 = a.a[k], l2 = a.b[k];
+    if (l1 == 0.0f && l2 == 0.0f)
+        return;
+    float two_l2 = 2.0f * l2, *g = G + k * st;
+    const float *w = W + k * st;
+    ELEMENTS(i, n)
+    {
+        float wi = w[i];
+        float sign = (float)((wi > 0.0f) - (wi < 0.0f));
+        g[i] += two_l2 * wi + l1 * sign;
+    }
+}
+
+__global__ void k_reg_penalty(double *stats, const float *W, size_t st, size_t n,
+                              cu_pair_args a, int rows)
+{
+    int k = blockIdx.y;
+    float l1 = a.a[k], l2 = a.b[k];
+    if (l1 == 0.0f && l2 == 0.0f)
+        return;
+    const float *w = W + k * st;
+    double sq = 0.0, ab = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += SUM_THREADS) {
+        double x = (double)w[i];
+        sq += x * x;
+        ab += fabs(x);
+    }
+    sq = block_sum(sq);
+    ab = block_sum(ab);
+    if (threadIdx.x == 0) {
+        double p = (double)l2 * sq + (double)l1 * ab;
+        stats[4 * k] += (double)rows * p;
+        stats[4 * k + 2] += p;
+    }
+}
 
 /* ---- image windows (NHWC) ------------------------------------------------ */
 
@@ -796,6 +964,78 @@ cudaError_t cu_adam(cudaStream_t s, float *w, const float *g, float *m, float *v
     if (count <= 0 || n == 0)
         return cudaSuccess;
     k_adam<<<grid_for(n, count), THREADS, 0, s>>>(w, g, m, v, st, n, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_rmsprop(cudaStream_t s, float *w, const float *g, float *vel, float *s2,
+                       size_t st, size_t n, const cu_rmsprop_args *a, int count)
+{
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_rmsprop<<<grid_for(n, count), THREADS, 0, s>>>(w, g, vel, s2, st, n, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_adagrad(cudaStream_t s, float *w, const float *g, float *acc, size_t st,
+                       size_t n, const cu_adagrad_args *a, int count)
+{
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_adagrad<<<grid_for(n, count), THREADS, 0, s>>>(w, g, acc, st, n, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_nadam(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t st,
+                     size_t n, const cu_nadam_args *a, int count)
+{
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_nadam<<<grid_for(n, count), THREADS, 0, s>>>(w, g, m, v, st, n, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_sum_sq(cudaStream_t s, double *acc, const float *x, size_t st, size_t n, int add,
+                      int count)
+{
+    if (count <= 0)
+        return cudaSuccess;
+    k_sum_sq<<<dim3(1, (unsigned)count), SUM_THREADS, 0, s>>>(acc, x, st, n, add);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_clip_norm(cudaStream_t s, float *x, size_t st, size_t n, const double *acc,
+                         const cu_pair_args *a, int count)
+{
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_clip_norm<<<grid_for(n, count), THREADS, 0, s>>>(x, st, n, acc, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_clip_value(cudaStream_t s, float *x, size_t st, size_t n, const cu_pair_args *a,
+                          int count)
+{
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_clip_value<<<grid_for(n, count), THREADS, 0, s>>>(x, st, n, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_reg_grad(cudaStream_t s, float *g, const float *w, size_t st, size_t n,
+                        const cu_pair_args *a, int count)
+{
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_reg_grad<<<grid_for(n, count), THREADS, 0, s>>>(g, w, st, n, *a);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_reg_penalty(cudaStream_t s, double *stats, const float *w, size_t st, size_t n,
+                           const cu_pair_args *a, int rows, int count)
+{
+    if (count <= 0)
+        return cudaSuccess;
+    k_reg_penalty<<<dim3(1, (unsigned)count), SUM_THREADS, 0, s>>>(stats, w, st, n, *a, rows);
     return cudaGetLastError();
 }
 

@@ -43,6 +43,30 @@ typedef struct cu_adam_args {
     unsigned char active[CU_CHUNK];
 } cu_adam_args;
 
+/* RMSprop: c = 1 - rho, rounded once on the host. */
+typedef struct cu_rmsprop_args {
+    float lr[CU_CHUNK], rho[CU_CHUNK], c[CU_CHUNK], momentum[CU_CHUNK], eps[CU_CHUNK];
+    int centered[CU_CHUNK];
+    unsigned char active[CU_CHUNK];
+} cu_rmsprop_args;
+
+typedef struct cu_adagrad_args {
+    float lr[CU_CHUNK], eps[CU_CHUNK];
+    unsigned char active[CU_CHUNK];
+} cu_adagrad_args;
+
+/* Nadam: c = 1 - beta, and the step's factors nm, ng, nv (optim_step). */
+typedef struct cu_nadam_args {
+    float lr[CU_CHUNK], c1[CU_CHUNK], c2[CU_CHUNK], eps[CU_CHUNK], nm[CU_CHUNK], ng[CU_CHUNK],
+        nv[CU_CHUNK];
+    unsigned char active[CU_CHUNK];
+} cu_nadam_args;
+
+/* One or two per-model settings of a clip or regularizer op (0: off). */
+typedef struct cu_pair_args {
+    float a[CU_CHUNK], b[CU_CHUNK];
+} cu_pair_args;
+
 typedef struct cu_bn_args {
     float momentum[CU_CHUNK], eps[CU_CHUNK];
 } cu_bn_args;
@@ -72,6 +96,26 @@ cudaError_t cu_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t st
 /* count <= CU_CHUNK. */
 cudaError_t cu_adam(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t st,
                     size_t n, const cu_adam_args *a, int count);
+/* count <= CU_CHUNK each; s2 may be NULL (no model has momentum or centered). */
+cudaError_t cu_rmsprop(cudaStream_t s, float *w, const float *g, float *vel, float *s2,
+                       size_t st, size_t n, const cu_rmsprop_args *a, int count);
+cudaError_t cu_adagrad(cudaStream_t s, float *w, const float *g, float *acc, size_t st,
+                       size_t n, const cu_adagrad_args *a, int count);
+cudaError_t cu_nadam(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t st,
+                     size_t n, const cu_nadam_args *a, int count);
+/* The clip and regularizer ops of backend_impl.h, count <= CU_CHUNK; the
+ * sums are one block per model, in a fixed order (no atomics). a.a is the
+ * clip (clip_norm, clip_value) or l1, a.b is l2. */
+cudaError_t cu_sum_sq(cudaStream_t s, double *acc, const float *x, size_t st, size_t n, int add,
+                      int count);
+cudaError_t cu_clip_norm(cudaStream_t s, float *x, size_t st, size_t n, const double *acc,
+                         const cu_pair_args *a, int count);
+cudaError_t cu_clip_value(cudaStream_t s, float *x, size_t st, size_t n, const cu_pair_args *a,
+                          int count);
+cudaError_t cu_reg_grad(cudaStream_t s, float *g, const float *w, size_t st, size_t n,
+                        const cu_pair_args *a, int count);
+cudaError_t cu_reg_penalty(cudaStream_t s, double *stats, const float *w, size_t st, size_t n,
+                           const cu_pair_args *a, int rows, int count);
 
 /* The image ops of backend_impl.h (NHWC, g: one model's geometry, passed by
  * value to the kernels). The backward ops are gathers: each input pixel
