@@ -98,12 +98,13 @@ $MPIRUN -np 2 "$COHORT" train "$T/plan.yaml" --shard 0/2 --out "$T/x" >"$T/x.out
 
 wait $kref && ok || bad "kill plan: reference run"
 
-# Wait until rank 0's results say model $2 is ok, then kill -9 rank $3 of run $1.
+# Wait until rank 0's journal says model $2 is ok (its record is written as
+# it finishes; results.json only now and then), then kill -9 rank $3 of run $1.
 kill_when() {
     local d=$1 model=$2 rank=$3 i
     for i in $(seq 1 300); do
-        $PY -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if any(m['name']==sys.argv[2] and m['status']=='ok' for m in r['models']) else 1)" \
-            "$d/.ranks/0/results.json" "$model" 2>/dev/null && break
+        $PY -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['status'] == 'ok' else 1)" \
+            "$d/.ranks/0/records/$model.json" 2>/dev/null && break
         sleep 0.05
     done
     local pid
