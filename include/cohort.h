@@ -53,7 +53,7 @@ typedef enum cohort_status {
 
 typedef struct cohort_error {
     cohort_status status;
-    char message[1024];
+    char message[4096];  /* one line, or for a plan up to 20 errors one a line */
 } cohort_error;
 
 /* Name of a status ("ok", "input error", ...). Never NULL. */

@@ -1411,6 +1411,38 @@ static void test_paths(void)
     }
 }
 
+/* Every model's error at once (up to 20, then a count), one file:line a line. */
+static void test_many_errors(void)
+{
+    EXPECT_ERR("data: {train: x}\nmodels:\n"
+               "  - {name: a, layers: [{dense: 2, activation: softmax}], epochs: -1}\n"
+               "  - {name: b, layers: [{dense: 2, activation: softmx}]}\n"
+               "  - {name: ok, layers: [{dense: 2, activation: softmax}]}\n"
+               "  - {name: c, layers: [{dense: 2, activation: softmax}], optimizer: adamm}\n",
+               "plan.yaml:3: epochs must be a positive integer, got '-1'\n"
+               "plan.yaml:4: activation of layers.0 must be one of");
+    cohort_plan *p = NULL;
+    cohort_error err;
+    const char *three = "data: {train: x}\nmodels:\n"
+                        "  - {name: a, layers: [{dense: 2, activation: softmax}], epochs: -1}\n"
+                        "  - {name: b, layers: [{dense: 2, activation: softmx}]}\n"
+                        "  - {name: c, layers: [{dense: 2, activation: softmax}], optimizer: adamm}\n";
+    CHECK(cohort_plan_parse(three, strlen(three), "plan.yaml", NULL, 0, &p, &err) == COHORT_ERR_INPUT);
+    CHECK(p == NULL);
+    CHECK_CONTAINS(err.message, "\nplan.yaml:5: optimizer must be one of");
+    CHECK_CONTAINS(err.message, "\n3 errors in the plan");
+    strbuf b;
+    sb_init(&b);
+    sb_puts(&b, "data: {train: x}\nmodels:\n");
+    for (int i = 0; i < 25; i++)
+        sb_printf(&b, "  - {name: m%d, layers: [{dense: 2, activation: softmax}], epochs: 0}\n", i);
+    CHECK(cohort_plan_parse(b.data, b.len, "plan.yaml", NULL, 0, &p, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "plan.yaml:22: epochs must be");
+    CHECK(strstr(err.message, "plan.yaml:23:") == NULL);
+    CHECK_CONTAINS(err.message, "\n... and 5 more\n25 errors in the plan");
+    sb_free(&b);
+}
+
 int main(void)
 {
     test_spec_helpers();
@@ -1423,6 +1455,7 @@ int main(void)
     test_input_shape();
     test_models_section();
     test_yaml_errors();
+    test_many_errors();
     test_devices();
     test_sweep();
     test_training_toolkit();

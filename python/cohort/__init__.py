@@ -58,7 +58,7 @@ class Interrupted(KeyboardInterrupt):
 # ---- the C API's structures ------------------------------------------------
 
 class _Error(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 1024)]
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 4096)]
 
 
 class _DeviceInfo(ctypes.Structure):

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #define PLAN_MAX_NODES ((size_t)1 << 20)
+/* The most errors one plan reports at once. */
+#define PLAN_MAX_ERRORS 20
 
 const char *const plan_model_keys[] = {
     "name",    "layers", "epochs",         "batch_size", "shuffle",   "seed",
@@ -1639,6 +1641,63 @@ static cohort_status check_unique_names(const yctx *c, const cohort_plan *plan)
                        c->file, d->line, d->name, f->line);
 }
 
+/* Model `i` of the plan's list (own), merged with defaults and swept, into
+ * plan->models; the first error of its combinations, if any. */
+static cohort_status build_plan_model(const yctx *c, ynode *own, size_t i, const ynode *defaults,
+                                      const plan_sweep *sw, cohort_plan *plan)
+{
+    char got[80];
+    cohort_status st = COHORT_OK;
+    char base[COHORT_NAME_MAX], label[COHORT_NAME_MAX + 32], where[COHORT_NAME_MAX + 48];
+    if (own->type != YNODE_MAP)
+        return ynode_fail(c, own, "models.%zu must be a map with a name and layers, got %s", i,
+                          ynode_describe(own, got, sizeof got));
+    const ynode *name = ymap_get(own, "name");
+    if (!name)
+        return ynode_fail(c, own, "models.%zu has no name", i);
+    if ((st = check_name(c, name, base)))
+        return st;
+    snprintf(label, sizeof label, "model '%s'", base);
+    snprintf(where, sizeof where, "in model '%s'", base);
+    if ((st = check_model_keys(c, own, where, label)))
+        return st;
+    ynode *merged;
+    if ((st = merge_model(c, defaults, own, &merged)))
+        return st;
+    for (size_t k = 0; k < sw->combos && st == COHORT_OK; k++) {
+        ynode *t = sw->n ? ynode_clone(merged, 0) : merged;
+        char suffix[COHORT_NAME_MAX + 64], full[COHORT_NAME_MAX + 192];
+        suffix[0] = 0;
+        if (!t) {
+            st = ynode_nomem(c);
+            break;
+        }
+        if (sw->n)
+            st = plan_sweep_apply(c, sw, k, t, label, suffix, sizeof suffix);
+        if (st == COHORT_OK) {
+            snprintf(full, sizeof full, "%s%s", base, suffix);
+            if (strlen(full) >= COHORT_NAME_MAX)
+                st = ynode_fail(c, name, "the name the sweep gives %s, '%.60s...', is too long "
+                                         "(at most %d characters)",
+                                label, full, COHORT_NAME_MAX - 1);
+        }
+        model_spec *s = &plan->models[plan->n_models];
+        if (st == COHORT_OK)
+            st = build_model(c, t, full, &plan->data, s);
+        if (st == COHORT_OK) {
+            s->shared_order = plan->shared_order;
+            if ((s->config_json = model_spec_to_json(s)))
+                plan->n_models++;
+            else
+                st = ynode_nomem(c);
+        }
+        if (t != merged)
+            ynode_free(t);
+    }
+    ynode_free(merged);
+    return st;
+}
+
 /* Models of the plan: each merged with defaults and swept. */
 static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
 {
@@ -1688,61 +1747,30 @@ static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
         return ynode_nomem(c);
     }
 
+    /* A model's error does not stop the others': every one found, up to
+     * PLAN_MAX_ERRORS, is reported at once, one file:line each, as a
+     * compiler does. Out of memory stops at once. */
+    strbuf errs;
+    sb_init(&errs);
+    int n_err = 0;
     for (size_t i = 0; i < models->n && st == COHORT_OK; i++) {
-        ynode *own = models->vals[i];
-        char base[COHORT_NAME_MAX], label[COHORT_NAME_MAX + 32], where[COHORT_NAME_MAX + 48];
-        if (own->type != YNODE_MAP) {
-            st = ynode_fail(c, own, "models.%zu must be a map with a name and layers, got %s", i,
-                            ynode_describe(own, got, sizeof got));
-            break;
+        cohort_status mst = build_plan_model(c, models->vals[i], i, defaults, &sweep, plan);
+        if (mst != COHORT_ERR_INPUT) {
+            st = mst;
+            continue;
         }
-        const ynode *name = ymap_get(own, "name");
-        if (!name) {
-            st = ynode_fail(c, own, "models.%zu has no name", i);
-            break;
-        }
-        if ((st = check_name(c, name, base)))
-            break;
-        snprintf(label, sizeof label, "model '%s'", base);
-        snprintf(where, sizeof where, "in model '%s'", base);
-        if ((st = check_model_keys(c, own, where, label)))
-            break;
-        ynode *merged;
-        if ((st = merge_model(c, defaults, own, &merged)))
-            break;
-        for (size_t k = 0; k < sweep.combos && st == COHORT_OK; k++) {
-            ynode *t = sweep.n ? ynode_clone(merged, 0) : merged;
-            char suffix[COHORT_NAME_MAX + 64], full[COHORT_NAME_MAX + 192];
-            suffix[0] = 0;
-            if (!t) {
-                st = ynode_nomem(c);
-                break;
-            }
-            if (sweep.n)
-                st = plan_sweep_apply(c, &sweep, k, t, label, suffix, sizeof suffix);
-            if (st == COHORT_OK) {
-                snprintf(full, sizeof full, "%s%s", base, suffix);
-                if (strlen(full) >= COHORT_NAME_MAX)
-                    st = ynode_fail(c, name, "the name the sweep gives %s, '%.60s...', is too long "
-                                             "(at most %d characters)",
-                                    label, full, COHORT_NAME_MAX - 1);
-            }
-            model_spec *s = &plan->models[plan->n_models];
-            if (st == COHORT_OK)
-                st = build_model(c, t, full, &plan->data, s);
-            if (st == COHORT_OK) {
-                s->shared_order = plan->shared_order;
-                if ((s->config_json = model_spec_to_json(s)))
-                    plan->n_models++;
-                else
-                    st = ynode_nomem(c);
-            }
-            if (t != merged)
-                ynode_free(t);
-        }
-        ynode_free(merged);
+        if (n_err++ < PLAN_MAX_ERRORS)
+            sb_printf(&errs, "%s%s", n_err > 1 ? "\n" : "", c->err->message);
     }
     plan_sweep_free(&sweep);
+    if (!st && n_err) {
+        if (n_err > PLAN_MAX_ERRORS)
+            sb_printf(&errs, "\n... and %d more", n_err - PLAN_MAX_ERRORS);
+        if (n_err > 1)
+            sb_printf(&errs, "\n%d errors in the plan", n_err);
+        st = cohort_fail(c->err, COHORT_ERR_INPUT, "%s", errs.data ? errs.data : "");
+    }
+    sb_free(&errs);
     if (st)
         return st;
     return check_unique_names(c, plan);
