@@ -1411,6 +1411,86 @@ static void test_paths(void)
     }
 }
 
+/* search: random draws, the same for the same seed, within their bounds. */
+static void test_search(void)
+{
+    const char *space = "search:\n  samples: 40\n  seed: 7\n  space:\n"
+                        "    optimizer.lr: {loguniform: [1.0e-4, 1.0e-2]}\n"
+                        "    layers.0.dropout: {uniform: [0.1, 0.5]}\n"
+                        "    batch_size: {randint: [16, 20]}\n"
+                        "    layers.1.dense: {choice: [32, 64]}\n";
+    const char *model = "data: {train: 'csv:x.csv'}\nmodels:\n  - name: m\n"
+                        "    layers: [{dropout: 0.2}, {dense: 8, activation: relu}, "
+                        "{dense: 3, activation: softmax}]\n";
+    char text[2048];
+    snprintf(text, sizeof text, "%s%s", model, space);
+    cohort_plan *a = PARSE(text, NULL, 0), *b = PARSE(text, NULL, 0);
+    const char *seed8[] = {"search.seed=8"};
+    cohort_plan *c = PARSE(text, seed8, 1);
+    if (a && b && c) {
+        CHECK(a->n_models == 40 && b->n_models == 40);
+        int same_c = 1, seen32 = 0, seen64 = 0, batch[4] = {0};
+        double lo = 1.0, hi = 0.0;
+        for (int i = 0; i < a->n_models && i < 40; i++) {
+            const model_spec *m = &a->models[i];
+            CHECK_MSG(strcmp(m->name, b->models[i].name) == 0, "%s vs %s", m->name,
+                      b->models[i].name);
+            CHECK(m->opt.lr == b->models[i].opt.lr && m->batch_size == b->models[i].batch_size);
+            same_c &= m->opt.lr == c->models[i].opt.lr;
+            CHECK_MSG(m->opt.lr >= 1e-4f && m->opt.lr <= 1e-2f, "lr %g", (double)m->opt.lr);
+            CHECK_MSG(m->layers[0].rate >= 0.1f && m->layers[0].rate <= 0.5f, "rate %g",
+                      (double)m->layers[0].rate);
+            CHECK_MSG(m->batch_size >= 16 && m->batch_size < 20, "batch %d", m->batch_size);
+            CHECK(m->layers[1].units == 32 || m->layers[1].units == 64);
+            seen32 |= m->layers[1].units == 32;
+            seen64 |= m->layers[1].units == 64;
+            if (m->batch_size >= 16 && m->batch_size < 20)
+                batch[m->batch_size - 16]++;
+            lo = fmin(lo, m->opt.lr);
+            hi = fmax(hi, m->opt.lr);
+            char want[32];
+            snprintf(want, sizeof want, "m-s%02d-lr=", i);
+            CHECK_MSG(strncmp(m->name, want, strlen(want)) == 0, "name %s", m->name);
+        }
+        CHECK(!same_c);
+        CHECK(seen32 && seen64 && batch[0] && batch[1] && batch[2] && batch[3]);
+        /* Log-uniform over two decades: 40 draws reach into both. */
+        CHECK_MSG(lo < 1e-3 && hi > 1e-3, "lr from %g to %g", lo, hi);
+    }
+    cohort_plan_free(a);
+    cohort_plan_free(b);
+    cohort_plan_free(c);
+
+    /* Beside a sweep: every combination gets every draw. */
+    snprintf(text, sizeof text, "%s%ssweep: {epochs: [1, 2, 3]}\n", model, space);
+    cohort_plan *d = PARSE(text, NULL, 0);
+    CHECK(d && d->n_models == 120 && strncmp(d->models[40].name, "m-epochs=2-s00-", 15) == 0);
+    cohort_plan_free(d);
+
+    EXPECT_WITH("search: {samples: 3, space: {optimizer.lr: {normal: [0, 1]}}}\n",
+                "plan.yaml:5: a search distribution must be one of uniform, loguniform, randint, "
+                "choice, got 'normal'");
+    EXPECT_WITH("search: {samples: 3, space: {optimizer.lr: {loguniform: [0, 1]}}}\n",
+                "plan.yaml:5: loguniform must be a positive number");
+    EXPECT_WITH("search: {samples: 3, space: {optimizer.lr: {uniform: [0.5, 0.1]}}}\n",
+                "needs its low bound below its high bound");
+    EXPECT_WITH("search: {samples: 3, space: {optimizer.lr: {uniform: [0.5]}}}\n",
+                "uniform of search key 'optimizer.lr' takes two bounds");
+    EXPECT_WITH("search: {samples: 3, space: {optimizer.lr: {choice: []}}}\n",
+                "choice of search key 'optimizer.lr' takes a non-empty list");
+    EXPECT_WITH("search: {samples: 3, space: {optimzer.lr: {choice: [1]}}}\n",
+                "plan.yaml:5: sweep key 'optimzer.lr' is not a model key (did you mean 'optimizer'?)");
+    EXPECT_WITH("search: {space: {optimizer.lr: {choice: [1]}}}\n",
+                "plan.yaml:5: search needs samples");
+    EXPECT_WITH("search: {samples: 0, space: {optimizer.lr: {choice: [1]}}}\n",
+                "plan.yaml:5: search.samples must be a positive integer");
+    EXPECT_WITH("search: {samples: 3, seeds: 1, space: {optimizer.lr: {choice: [1]}}}\n",
+                "plan.yaml:5: unknown key 'seeds' in search (did you mean 'seed'?)");
+    /* A drawn value the model cannot take fails where the distribution is. */
+    EXPECT_WITH("search: {samples: 3, space: {epochs: {uniform: [1, 2]}}}\n",
+                "plan.yaml:5: epochs must be");
+}
+
 /* Every model's error at once (up to 20, then a count), one file:line a line. */
 static void test_many_errors(void)
 {
@@ -1456,6 +1536,7 @@ int main(void)
     test_models_section();
     test_yaml_errors();
     test_many_errors();
+    test_search();
     test_devices();
     test_sweep();
     test_training_toolkit();

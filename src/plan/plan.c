@@ -47,7 +47,7 @@ const char *const plan_layer_keys[] = {"dense",
                                        "kernel_regularizer",
                                        NULL};
 
-static const char *const top_keys[] = {"data",    "defaults", "models",      "sweep",
+static const char *const top_keys[] = {"data",    "defaults", "models",      "sweep", "search",
                                        "devices", "strategy", "shared_order", NULL};
 static const char *const data_keys[] = {"train", "test", "validation", "validation_split",
                                         "label_column", "input_shape", NULL};
@@ -1644,7 +1644,8 @@ static cohort_status check_unique_names(const yctx *c, const cohort_plan *plan)
 /* Model `i` of the plan's list (own), merged with defaults and swept, into
  * plan->models; the first error of its combinations, if any. */
 static cohort_status build_plan_model(const yctx *c, ynode *own, size_t i, const ynode *defaults,
-                                      const plan_sweep *sw, cohort_plan *plan)
+                                      const plan_sweep *sw, const plan_sweep *search,
+                                      cohort_plan *plan)
 {
     char got[80];
     cohort_status st = COHORT_OK;
@@ -1664,18 +1665,21 @@ static cohort_status build_plan_model(const yctx *c, ynode *own, size_t i, const
     ynode *merged;
     if ((st = merge_model(c, defaults, own, &merged)))
         return st;
-    for (size_t k = 0; k < sw->combos && st == COHORT_OK; k++) {
-        ynode *t = sw->n ? ynode_clone(merged, 0) : merged;
-        char suffix[COHORT_NAME_MAX + 64], full[COHORT_NAME_MAX + 192];
-        suffix[0] = 0;
+    /* The sweep's combinations, each with every draw of the search. */
+    for (size_t k = 0; k < sw->combos * search->combos && st == COHORT_OK; k++) {
+        ynode *t = sw->n || search->n ? ynode_clone(merged, 0) : merged;
+        char suffix[COHORT_NAME_MAX + 64], drawn[COHORT_NAME_MAX + 64], full[COHORT_NAME_MAX + 192];
+        suffix[0] = drawn[0] = 0;
         if (!t) {
             st = ynode_nomem(c);
             break;
         }
         if (sw->n)
-            st = plan_sweep_apply(c, sw, k, t, label, suffix, sizeof suffix);
+            st = plan_sweep_apply(c, sw, k / search->combos, t, label, suffix, sizeof suffix);
+        if (!st && search->n)
+            st = plan_sweep_apply(c, search, k % search->combos, t, label, drawn, sizeof drawn);
         if (st == COHORT_OK) {
-            snprintf(full, sizeof full, "%s%s", base, suffix);
+            snprintf(full, sizeof full, "%s%s%s", base, suffix, drawn);
             if (strlen(full) >= COHORT_NAME_MAX)
                 st = ynode_fail(c, name, "the name the sweep gives %s, '%.60s...', is too long "
                                          "(at most %d characters)",
@@ -1731,20 +1735,25 @@ static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
             return st;
     }
 
-    const ynode *sweep_node = ymap_get(root, "sweep");
-    plan_sweep sweep;
-    if ((st = plan_sweep_parse(c, sweep_node, &sweep)))
+    const ynode *sweep_node = ymap_get(root, "sweep"), *search_node = ymap_get(root, "search");
+    plan_sweep sweep, search;
+    if ((st = plan_search_parse(c, search_node, &search)))
         return st;
-    size_t total = models->n * sweep.combos;
-    if (total > COHORT_MAX_MODELS) {
-        plan_sweep_free(&sweep);
-        return ynode_fail(c, sweep_node, "the sweep makes %zu models, more than the %d allowed",
-                          total, COHORT_MAX_MODELS);
+    if ((st = plan_sweep_parse(c, sweep_node, &sweep))) {
+        plan_sweep_free(&search);
+        return st;
     }
-    plan->models = calloc(total, sizeof *plan->models);
-    if (!plan->models) {
+    /* Each factor is at most COHORT_MAX_MODELS: the product fits a size_t. */
+    size_t total = models->n * sweep.combos * search.combos;
+    if (total > COHORT_MAX_MODELS || !(plan->models = calloc(total, sizeof *plan->models))) {
         plan_sweep_free(&sweep);
-        return ynode_nomem(c);
+        plan_sweep_free(&search);
+        if (total <= COHORT_MAX_MODELS)
+            return ynode_nomem(c);
+        return ynode_fail(c, search.n ? search_node : sweep_node,
+                          "the %s makes %zu models, more than the %d allowed",
+                          search.n && sweep.n ? "sweep with the search" : search.n ? "search" : "sweep",
+                          total, COHORT_MAX_MODELS);
     }
 
     /* A model's error does not stop the others': every one found, up to
@@ -1754,7 +1763,8 @@ static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
     sb_init(&errs);
     int n_err = 0;
     for (size_t i = 0; i < models->n && st == COHORT_OK; i++) {
-        cohort_status mst = build_plan_model(c, models->vals[i], i, defaults, &sweep, plan);
+        cohort_status mst =
+            build_plan_model(c, models->vals[i], i, defaults, &sweep, &search, plan);
         if (mst != COHORT_ERR_INPUT) {
             st = mst;
             continue;
@@ -1763,6 +1773,7 @@ static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
             sb_printf(&errs, "%s%s", n_err > 1 ? "\n" : "", c->err->message);
     }
     plan_sweep_free(&sweep);
+    plan_sweep_free(&search);
     if (!st && n_err) {
         if (n_err > PLAN_MAX_ERRORS)
             sb_printf(&errs, "\n... and %d more", n_err - PLAN_MAX_ERRORS);

@@ -74,7 +74,10 @@ typedef struct plan_sweep_key {
 typedef struct plan_sweep {
     int n;
     plan_sweep_key *keys;       /* owned */
-    size_t combos;              /* product of the list lengths; 1 without a sweep */
+    size_t combos;              /* product of the list lengths; 1 without a sweep.
+                                 * A search: its samples */
+    int zip;                    /* a search: combination i takes value i of every key */
+    struct ynode **drawn;       /* a search: the lists of drawn values, [n], owned */
 } plan_sweep;
 
 /* Check the `sweep` map (NULL: no sweep) against the model schema and count
@@ -87,5 +90,16 @@ cohort_status plan_sweep_apply(const struct yctx *c, const plan_sweep *s, size_t
                                struct ynode *model, const char *model_label, char *suffix,
                                size_t suffix_size);
 void plan_sweep_free(plan_sweep *s);
+
+/*
+ * The plan's `search` map (NULL: none): {samples: N, seed: S, space: {KEY:
+ * {DISTRIBUTION: [...]}}} with the distributions uniform [a, b],
+ * loguniform [a, b] (0 < a < b), randint [a, b) and choice [v, ...]. The
+ * draws are made here, sample after sample and key after key in the
+ * space's order, from one random stream of the seed, so the same plan and
+ * seed give the same models; *out is a zipped sweep of them (names add
+ * "-sNN" and the values drawn).
+ */
+cohort_status plan_search_parse(const struct yctx *c, const struct ynode *search, plan_sweep *out);
 
 #endif

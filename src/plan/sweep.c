@@ -5,6 +5,7 @@
 #include "plan/yamltree.h"
 #include "util/util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,9 +205,173 @@ cohort_status plan_sweep_parse(const yctx *c, const ynode *sweep, plan_sweep *ou
 
 void plan_sweep_free(plan_sweep *s)
 {
+    for (int i = 0; s->drawn && i < s->n; i++)
+        ynode_free(s->drawn[i]);
+    free(s->drawn);
     free(s->keys);
     memset(s, 0, sizeof *s);
     s->combos = 1;
+}
+
+/* ---- search: random draws ------------------------------------------------ */
+
+#define SEARCH_MAX_SAMPLES COHORT_MAX_MODELS
+static const char *const search_keys[] = {"samples", "seed", "space", NULL};
+static const char *const dist_names[] = {"uniform", "loguniform", "randint", "choice", NULL};
+enum { DIST_UNIFORM, DIST_LOGUNIFORM, DIST_RANDINT, DIST_CHOICE };
+
+/* A double in [0, 1) from 53 random bits. */
+static double unit_draw(rng_state *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* The two bounds of a uniform, loguniform or randint distribution. */
+static cohort_status dist_bounds(const yctx *c, const ynode *key, const ynode *args, int kind,
+                                 double *lo, double *hi)
+{
+    char got[80];
+    const char *name = dist_names[kind];
+    if (args->type != YNODE_SEQ || args->n != 2)
+        return ynode_fail(c, args, "%s of search key '%s' takes two bounds, like {%s: [%s]}, got %s",
+                          name, key->str, name,
+                          kind == DIST_LOGUNIFORM ? "1.0e-4, 1.0e-2"
+                          : kind == DIST_RANDINT  ? "16, 129"
+                                                  : "0.0, 0.5",
+                          ynode_describe(args, got, sizeof got));
+    yrange range = kind == DIST_LOGUNIFORM ? YR_POSITIVE : YR_NONNEG;
+    cohort_status st;
+    if (kind == DIST_RANDINT) {
+        long long a, b;
+        if ((st = yget_int(c, args->vals[0], "the low bound of randint", 0, 1LL << 40, &a)) ||
+            (st = yget_int(c, args->vals[1], "the high bound of randint", 1, 1LL << 40, &b)))
+            return st;
+        *lo = (double)a;
+        *hi = (double)b;
+    } else if ((st = yget_num(c, args->vals[0], name, range, 1, lo)) ||
+               (st = yget_num(c, args->vals[1], name, range, 1, hi))) {
+        return st;
+    }
+    if (!(*lo < *hi))
+        return ynode_fail(c, args, "%s of search key '%s' needs its low bound below its high "
+                                   "bound (randint's high bound is excluded), got [%g, %g]",
+                          name, key->str, *lo, *hi);
+    return COHORT_OK;
+}
+
+/* samples draws of key's distribution `dist` (draw i from r[i]) into a new list *lists. */
+static cohort_status draw_key(const yctx *c, const ynode *key, const ynode *dist, size_t samples,
+                              rng_state *r, ynode **lists)
+{
+    char got[80];
+    if (dist->type != YNODE_MAP || dist->n != 1)
+        return ynode_fail(c, dist, "search key '%s' takes one distribution, like {loguniform: "
+                                   "[1.0e-4, 1.0e-2]} or {choice: [32, 64]}, got %s",
+                          key->str, ynode_describe(dist, got, sizeof got));
+    int kind;
+    cohort_status st = yget_enum(c, dist->keys[0], "a search distribution", dist_names,
+                                 plan_key_count(dist_names), &kind);
+    if (st)
+        return st;
+    const ynode *args = dist->vals[0];
+    double lo = 0, hi = 0;
+    if (kind == DIST_CHOICE && (args->type != YNODE_SEQ || args->n == 0))
+        return ynode_fail(c, args, "choice of search key '%s' takes a non-empty list of values, "
+                                   "got %s",
+                          key->str, ynode_describe(args, got, sizeof got));
+    if (kind != DIST_CHOICE && (st = dist_bounds(c, key, args, kind, &lo, &hi)))
+        return st;
+    ynode *list = ynode_new(YNODE_SEQ, dist->line, dist->origin);
+    if (!list)
+        return ynode_nomem(c);
+    *lists = list;
+    for (size_t i = 0; i < samples; i++) {
+        ynode *v;
+        char buf[64];
+        if (kind == DIST_CHOICE) {
+            v = ynode_clone(args->vals[rng_below(&r[i], (uint64_t)args->n)], 0);
+        } else {
+            double u = unit_draw(&r[i]);
+            if (kind == DIST_RANDINT)
+                snprintf(buf, sizeof buf, "%lld",
+                         (long long)lo + (long long)rng_below(&r[i], (uint64_t)(hi - lo)));
+            else if (kind == DIST_LOGUNIFORM)
+                snprintf(buf, sizeof buf, "%.6g", exp(log(lo) + (log(hi) - log(lo)) * u));
+            else
+                snprintf(buf, sizeof buf, "%.6g", lo + (hi - lo) * u);
+            v = ynode_scalar(buf, dist->line, dist->origin);
+        }
+        if (!v || ynode_append(list, NULL, v)) {
+            ynode_free(v);
+            return ynode_nomem(c);
+        }
+    }
+    return COHORT_OK;
+}
+
+cohort_status plan_search_parse(const yctx *c, const ynode *search, plan_sweep *out)
+{
+    memset(out, 0, sizeof *out);
+    out->combos = 1;
+    if (!search || ynode_is_null(search))
+        return COHORT_OK;
+    char got[80];
+    if (search->type != YNODE_MAP)
+        return ynode_fail(c, search, "search must be a map like {samples: 27, seed: 7, space: "
+                                     "{optimizer.lr: {loguniform: [1.0e-4, 1.0e-2]}}}, got %s",
+                          ynode_describe(search, got, sizeof got));
+    cohort_status st = ycheck_keys(c, search, search_keys, plan_key_count(search_keys),
+                                   "in search");
+    if (st)
+        return st;
+    const ynode *sn = ymap_get(search, "samples"), *seed = ymap_get(search, "seed"),
+                *space = ymap_get(search, "space");
+    long long samples;
+    unsigned long long sd = 1;
+    if (!sn || !space)
+        return ynode_fail(c, search, "search needs samples (how many models to draw) and space "
+                                     "(what to draw)");
+    if ((st = yget_int(c, sn, "search.samples", 1, SEARCH_MAX_SAMPLES, &samples)) ||
+        (seed && (st = yget_u64(c, seed, "search.seed", &sd))))
+        return st;
+    if (space->type != YNODE_MAP || space->n == 0)
+        return ynode_fail(c, space, "search.space must be a map from model keys to "
+                                    "distributions, got %s",
+                          ynode_describe(space, got, sizeof got));
+    if (space->n > SWEEP_MAX_KEYS)
+        return ynode_fail(c, space->keys[SWEEP_MAX_KEYS], "search.space has more than %d keys",
+                          SWEEP_MAX_KEYS);
+    out->keys = calloc(space->n, sizeof *out->keys);
+    out->drawn = calloc(space->n, sizeof *out->drawn);
+    /* One stream per sample: sample i's draws do not depend on the others. */
+    rng_state *r = malloc((size_t)samples * sizeof *r);
+    if (!out->keys || !out->drawn || !r) {
+        free(r);
+        plan_sweep_free(out);
+        return ynode_nomem(c);
+    }
+    for (long long i = 0; i < samples; i++)
+        rng_seed(&r[i], (uint64_t)sd, (uint64_t)i);
+    out->zip = 1;
+    out->combos = (size_t)samples;
+    for (size_t i = 0; i < space->n && !st; i++) {
+        plan_sweep_key *k = &out->keys[i];
+        k->key = space->keys[i];
+        if ((st = check_path(c, k->key, k->path, sizeof k->path)))
+            break;
+        for (size_t j = 0; j < i && !st; j++)
+            if (strcmp(out->keys[j].path, k->path) == 0)
+                st = ynode_fail(c, k->key, "search key '%s' draws the same setting as '%s' (line %d)",
+                                k->key->str, out->keys[j].key->str, out->keys[j].key->line);
+        if (st)
+            break;
+        const char *dot = strrchr(k->key->str, '.');
+        k->label = dot ? dot + 1 : k->key->str;
+        st = draw_key(c, k->key, space->vals[i], (size_t)samples, r, &out->drawn[i]);
+        out->n = (int)i + 1;
+        k->values = out->drawn[i];
+    }
+    free(r);
+    if (st)
+        plan_sweep_free(out);
+    return st;
 }
 
 /* Set map[key] = a copy of v, the new key carrying the sweep key's line. */
@@ -371,12 +536,16 @@ static int append_label(char *suffix, size_t size, const char *label, const ynod
 cohort_status plan_sweep_apply(const yctx *c, const plan_sweep *s, size_t combo, ynode *model,
                                const char *model_label, char *suffix, size_t suffix_size)
 {
-    size_t idx[SWEEP_MAX_KEYS];
+    size_t idx[SWEEP_MAX_KEYS], draw = combo;
     for (int i = s->n - 1; i >= 0; i--) {
-        idx[i] = combo % s->keys[i].values->n;
-        combo /= s->keys[i].values->n;
+        idx[i] = s->zip ? draw : combo % s->keys[i].values->n;
+        combo /= s->zip ? 1 : s->keys[i].values->n;
     }
     suffix[0] = 0;
+    /* A search's draws may repeat (choice): its names also say which draw. */
+    if (s->zip)
+        snprintf(suffix, suffix_size, "-s%0*zu", s->combos > 100 ? (s->combos > 1000 ? 4 : 3) : 2,
+                 draw);
     for (int i = 0; i < s->n; i++) {
         const plan_sweep_key *k = &s->keys[i];
         const ynode *v = k->values->vals[idx[i]];
