@@ -102,6 +102,29 @@ static void print_training(const model_entry *e, int w)
     printf("\n");
 }
 
+/* The plan's scheduler: its rule and the most epochs it lets the models train. */
+static void print_scheduler(const cohort_run *run)
+{
+    const scheduler_spec *sc = &run->plan->scheduler;
+    if (sc->kind == PRUNE_NONE)
+        return;
+    long long epochs, full;
+    int rungs = run_scheduler_budget(run, &epochs, &full);
+    printf("\nscheduler %s on %s (%s)", sc->kind == PRUNE_ASHA ? "asha" : "median", sc->metric,
+           sc->maximize ? "max" : "min");
+    if (sc->kind == PRUNE_ASHA) {
+        printf(": rungs at epochs");
+        for (long r = sc->grace, i = 0; i < rungs; r *= sc->eta, i++)
+            printf("%s %ld", i ? "," : "", r);
+        printf(", the best 1/%d of each rung goes on; at most %lld of %lld epochs (%.0f%%)\n",
+               sc->eta, epochs, full, full ? 100.0 * (double)epochs / (double)full : 0.0);
+    } else {
+        printf(": from epoch %d on, a model worse than the median of the others stops; at most "
+               "%lld of %lld epochs\n",
+               sc->grace, epochs, full);
+    }
+}
+
 static void print_text(const cohort_run *run, const run_group_info *g, int n_groups)
 {
     char a[32], c[32];
@@ -150,6 +173,7 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
         if (e->res.error[0])
             printf("%-*s  error: %s\n", w, "", e->res.error);
     }
+    print_scheduler(run);
     printf("\ndevices:\n");
     for (int d = 0; d < run->devices->n; d++) {
         const cohort_device *dev = &run->devices->dev[d];

@@ -48,6 +48,7 @@ const char *const plan_layer_keys[] = {"dense",
                                        NULL};
 
 static const char *const top_keys[] = {"data",    "defaults", "models",      "sweep", "search",
+                                       "scheduler",
                                        "devices", "strategy", "shared_order", NULL};
 static const char *const data_keys[] = {"train", "test", "validation", "validation_split",
                                         "label_column", "input_shape", NULL};
@@ -1866,6 +1867,83 @@ static void plan_name_from_path(const char *path, char *out, size_t size)
         *dot = 0;
 }
 
+/* The metrics a scheduler may watch: the history's, but seconds and lr. */
+static const char *const sched_metrics[] = {"val_loss", "val_accuracy", "loss", "accuracy",
+                                            "val_mae",  "val_rmse",     "mae",  "rmse"};
+static const char *const sched_keys[] = {"name",        "metric",           "mode",  "grace_period",
+                                         "reduction_factor", "max_t", NULL};
+static const char *const sched_names[] = {"none", "asha", "median", "hyperband", "pbt"};
+
+/* scheduler: {name, metric, mode, grace_period, reduction_factor, max_t}. */
+static cohort_status parse_scheduler(const yctx *c, const ynode *root, cohort_plan *plan)
+{
+    scheduler_spec *s = &plan->scheduler;
+    memset(s, 0, sizeof *s);
+    s->grace = 1;
+    s->eta = 4; /* Ray Tune's ASHA default */
+    const ynode *n = ymap_get(root, "scheduler"), *v;
+    if (!n || ynode_is_null(n))
+        return COHORT_OK;
+    char got[80];
+    if (n->type != YNODE_MAP)
+        return ynode_fail(c, n, "scheduler must be a map like {name: asha, metric: val_loss, "
+                                "grace_period: 1}, got %s",
+                          ynode_describe(n, got, sizeof got));
+    cohort_status st = ycheck_keys(c, n, sched_keys, plan_key_count(sched_keys), "in scheduler");
+    if (st)
+        return st;
+    s->line = n->line;
+    int kind = 0, idx;
+    if (!(v = ymap_get(n, "name")))
+        return ynode_fail(c, n, "scheduler needs a name: asha, median or none");
+    if ((st = yget_enum(c, v, "scheduler.name", sched_names, COUNT(sched_names), &kind)))
+        return st;
+    if (kind >= 3)
+        return ynode_fail(c, v, "scheduler %s is not supported yet; use asha, median or none",
+                          sched_names[kind]);
+    s->kind = kind == 1 ? PRUNE_ASHA : kind == 2 ? PRUNE_MEDIAN : PRUNE_NONE;
+    int has_val = plan->data.validation[0] || plan->data.validation_split > 0.0;
+    str_copy(s->metric, sizeof s->metric, has_val ? "val_loss" : "loss");
+    if ((v = ymap_get(n, "metric"))) {
+        if ((st = yget_enum(c, v, "scheduler.metric", sched_metrics, COUNT(sched_metrics), &idx)))
+            return st;
+        str_copy(s->metric, sizeof s->metric, sched_metrics[idx]);
+        if (!strncmp(s->metric, "val_", 4) && !has_val)
+            return ynode_fail(c, v, "the scheduler watches %s, but the plan has no validation "
+                                    "data; give data.validation or data.validation_split, or "
+                                    "watch %s",
+                              s->metric, s->metric + 4);
+    }
+    s->maximize = strstr(s->metric, "accuracy") != NULL;
+    if ((v = ymap_get(n, "mode"))) {
+        static const char *const modes[] = {"min", "max"};
+        if ((st = yget_enum(c, v, "scheduler.mode", modes, 2, &idx)))
+            return st;
+        s->maximize = idx;
+    }
+    long long ll;
+    if ((v = ymap_get(n, "grace_period"))) {
+        if ((st = yget_int(c, v, "scheduler.grace_period", 1, 100000, &ll)))
+            return st;
+        s->grace = (int)ll;
+    }
+    if ((v = ymap_get(n, "reduction_factor"))) {
+        if ((st = yget_int(c, v, "scheduler.reduction_factor", 2, 1000, &ll)))
+            return st;
+        s->eta = (int)ll;
+    }
+    if ((v = ymap_get(n, "max_t"))) {
+        if ((st = yget_int(c, v, "scheduler.max_t", 1, 100000, &ll)))
+            return st;
+        s->max_t = (int)ll;
+        if (s->grace > s->max_t)
+            return ynode_fail(c, v, "scheduler.grace_period (%d) is more than max_t (%d): no "
+                                    "model could be stopped",
+                              s->grace, s->max_t);
+    }
+    return COHORT_OK;
+}
+
 static cohort_status plan_build(const yctx *c, ynode *root, const char *const *overrides,
                                 int n_overrides, cohort_plan *plan)
 {
@@ -1891,6 +1969,8 @@ static cohort_status plan_build(const yctx *c, ynode *root, const char *const *o
         (st = yget_bool(c, v, "shared_order", &plan->shared_order)))
         return st;
     if ((st = parse_devices(c, root, plan)))
+        return st;
+    if ((st = parse_scheduler(c, root, plan)))
         return st;
     return build_models(c, root, plan);
 }

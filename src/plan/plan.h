@@ -33,6 +33,18 @@ typedef struct device_spec {
     uint64_t memory_limit;            /* 0 = the whole device */
 } device_spec;
 
+/* The plan's `scheduler`: which models stop before their last epoch. */
+typedef enum prune_kind { PRUNE_NONE, PRUNE_ASHA, PRUNE_MEDIAN } prune_kind;
+typedef struct scheduler_spec {
+    prune_kind kind;
+    char metric[32];   /* a history metric: val_loss, val_accuracy, loss, val_mae, ... */
+    int maximize;      /* mode max (accuracy's default) */
+    int grace;         /* epochs before a model can be stopped */
+    int eta;           /* asha: reduction_factor */
+    int max_t;         /* the most epochs of a model; 0: its own epochs */
+    int line;          /* the section's line, for run-time errors */
+} scheduler_spec;
+
 struct cohort_plan {
     char path[COHORT_PATH_MAX];
     char name[COHORT_NAME_MAX];       /* file name without dir and extension */
@@ -43,6 +55,7 @@ struct cohort_plan {
     device_spec devices[COHORT_MAX_DEVICE_SPECS];
     cohort_strategy strategy;
     int shared_order;                 /* fused groups share one shuffle order */
+    scheduler_spec scheduler;
     char *source;                     /* the plan's text, owned */
     char *json;                       /* the whole expanded plan as JSON, owned */
 };

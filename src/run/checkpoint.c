@@ -238,7 +238,7 @@ static int resume_record(cohort_run *run, model_entry *e, const json_value *r, c
     const char *status = json_str(json_get(r, "status"), "");
     /* Only models that ended for good are kept; the rest train again, from
      * their checkpoint when they have one. */
-    if (e->done || (strcmp(status, "ok") && strcmp(status, "diverged")))
+    if (e->done || (strcmp(status, "ok") && strcmp(status, "diverged") && strcmp(status, "pruned")))
         return 0;
     if (!same_config(e, json_get(r, "config"))) {
         cohort_fail(err, COHORT_ERR_INPUT,
@@ -247,7 +247,9 @@ static int resume_record(cohort_run *run, model_entry *e, const json_value *r, c
                     path, e->spec->name);
         return -1;
     }
-    e->res.state = strcmp(status, "ok") ? MODEL_DIVERGED : MODEL_OK;
+    e->res.state = !strcmp(status, "ok") ? MODEL_OK : !strcmp(status, "pruned") ? MODEL_PRUNED
+                                                                               : MODEL_DIVERGED;
+    e->pruned_rung = (int)json_num(json_get(json_get(r, "pruned_at"), "rung"), 0);
     str_copy(e->res.error, sizeof e->res.error, json_str(json_get(r, "error"), ""));
     int n = (int)json_num(json_get(r, "epochs_run"), 0);
     e->res.epochs_run = n < 0 ? 0 : n > e->spec->epochs ? e->spec->epochs : n;

@@ -51,6 +51,9 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
     sb_puts(b, e->spec->config_json ? e->spec->config_json : "null");
     sb_printf(b, ",\n      \"params\": %zu,\n      \"epochs_run\": %d,\n      \"stopped_early\": %s",
               e->L.n_params, r->epochs_run, r->stopped_early ? "true" : "false");
+    if (r->state == MODEL_PRUNED)
+        sb_printf(b, ",\n      \"pruned_at\": {\"epoch\": %d, \"rung\": %d}", r->epochs_run,
+                  e->pruned_rung);
     int restored = run_restored_epoch(e);
     if (restored)
         sb_printf(b, ",\n      \"restored_epoch\": %d", restored);
@@ -386,7 +389,20 @@ char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups
         sb_printf(&b, ", \"limit_bytes\": %llu, \"planned_bytes\": %llu}",
                   (unsigned long long)pool_limit(dev->pool), (unsigned long long)planned);
     }
-    sb_puts(&b, "\n  ],\n  \"groups\": [");
+    sb_puts(&b, "\n  ],\n  \"scheduler\": ");
+    const scheduler_spec *sc = &run->plan->scheduler;
+    if (sc->kind == PRUNE_NONE) {
+        sb_puts(&b, "null");
+    } else {
+        long long epochs, full;
+        run_scheduler_budget(run, &epochs, &full);
+        sb_printf(&b, "{\"name\": \"%s\", \"metric\": \"%s\", \"mode\": \"%s\", "
+                      "\"grace_period\": %d, \"reduction_factor\": %d, \"max_epochs\": %lld, "
+                      "\"full_epochs\": %lld}",
+                  sc->kind == PRUNE_ASHA ? "asha" : "median", sc->metric,
+                  sc->maximize ? "max" : "min", sc->grace, sc->eta, epochs, full);
+    }
+    sb_puts(&b, ",\n  \"groups\": [");
     for (int i = 0; i < n_groups; i++) {
         sb_puts(&b, i ? ",\n    {\"device\": " : "\n    {\"device\": ");
         sb_json_str(&b, run->devices->dev[g[i].device].info.name);

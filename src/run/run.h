@@ -31,6 +31,8 @@ typedef struct model_entry {
     int resumed;           /* taken finished from a previous run's results.json */
     int start_epoch;       /* --resume: where its checkpoint stands */
     int64_t start_step;
+    int stop_epoch;        /* the scheduler's rung it trains to now; 0: its last epoch */
+    int pruned_rung;       /* pruned: at which rung (0-based) */
 } model_entry;
 
 /* A model's checkpoint, read back. */
@@ -141,6 +143,12 @@ cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, co
 
 /* Train every job of the run under its strategy (schedule.c). */
 cohort_status run_schedule(cohort_run *run, cohort_error *err);
+/* run_schedule in phases, one a rung of the plan's scheduler, pruning
+ * between them (run/prune.c). */
+cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err);
+/* The most epochs the scheduler lets the run's models train (*epochs), and
+ * theirs without it (*full); returns how many rungs it has. */
+int run_scheduler_budget(const cohort_run *run, long long *epochs, long long *full);
 
 /* A training group as run_schedule forms it: the models (indices into
  * run->m) trained as one group on one device, and the bytes it plans. */

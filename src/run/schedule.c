@@ -367,7 +367,7 @@ static void job_run(sched *s, job *j)
     }
     /* --resume: every model of a job stands at the same point (make_jobs). */
     const model_entry *e0 = &run->m[j->idx[0]];
-    train_start start = {e0->start_epoch, e0->start_step};
+    train_start start = {e0->start_epoch, e0->start_step, e0->stop_epoch};
     int resuming = start.epoch > 0 || start.step > 0;
     for (int k = 0; !st && resuming && k < j->n; k++) {
         const model_entry *e = &run->m[j->idx[k]];
@@ -391,8 +391,7 @@ static void job_run(sched *s, job *j)
     }
     if (!st) {
         train_callbacks cb = {on_step, on_epoch, on_checkpoint, &c, &run->stop};
-        group_fit(c.g, &run->train, run->has_val ? &run->val : NULL, &cb,
-                  resuming ? &start : NULL, res, &err);
+        group_fit(c.g, &run->train, run->has_val ? &run->val : NULL, &cb, &start, res, &err);
     }
     int C = run->n_classes;
     int n_conf = run->has_test && C <= MAX_CONFUSION_CLASSES ? C * C : 0;
@@ -504,7 +503,8 @@ static cohort_status make_jobs(sched *s, cohort_error *err)
                 job *c = &s->jobs[g];
                 const model_entry *f = &run->m[c->idx[0]];
                 if (c->device == e->device && c->n < MAX_GROUP && model_can_fuse(f->spec, e->spec) &&
-                    f->start_epoch == e->start_epoch && f->start_step == e->start_step) {
+                    f->start_epoch == e->start_epoch && f->start_step == e->start_step &&
+                    f->stop_epoch == e->stop_epoch) {
                     c->idx[c->n] = i;
                     uint64_t b = group_bytes(run, c->idx, c->n + 1);
                     if (b && b <= pool_limit(run->devices->dev[e->device].pool))
@@ -887,7 +887,7 @@ static void largest_first(sched *s)
         for (int k = 0; k < j->n; k++) {
             const model_entry *e = &run->m[j->idx[k]];
             j->cost += model_train_flops(&e->L, run->train.n) *
-                       (double)(e->spec->epochs - e->start_epoch);
+                       (double)((e->stop_epoch ? e->stop_epoch : e->spec->epochs) - e->start_epoch);
         }
     }
     qsort(s->jobs, (size_t)s->n_jobs, sizeof *s->jobs, by_cost);
@@ -976,7 +976,7 @@ static int count_failed(const cohort_run *run)
 {
     int n = 0;
     for (int i = 0; i < run->n; i++)
-        n += run->m[i].res.state != MODEL_OK;
+        n += run->m[i].res.state != MODEL_OK && run->m[i].res.state != MODEL_PRUNED;
     return n;
 }
 
@@ -1000,7 +1000,8 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
         snprintf(path, sizeof path, "%s/plan.yaml", run->out_dir);
         file_write_atomic(path, run->plan->source, strlen(run->plan->source), NULL);
     }
-    cohort_status st = run_schedule(run, err);
+    cohort_status st = run->plan->scheduler.kind != PRUNE_NONE ? run_schedule_pruned(run, err)
+                                                               : run_schedule(run, err);
     pthread_mutex_lock(&run->lock);
     if (run->stop) {
         /* Models the stop kept from starting, or from reporting, are

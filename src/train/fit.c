@@ -106,13 +106,19 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
     int has_val = val && val->n > 0;
     int max_epochs = 0, e0 = start ? start->epoch : 0;
     int64_t s0 = start ? start->step : 0;
-    for (int k = 0; k < K; k++)
-        if (g->spec[k]->epochs > max_epochs)
-            max_epochs = g->spec[k]->epochs;
+    int fresh = e0 == 0 && s0 == 0; /* else res[] hold the resumed state */
+    int last[COHORT_MAX_GROUP]; /* each model's last epoch of this fit */
+    for (int k = 0; k < K; k++) {
+        last[k] = g->spec[k]->epochs;
+        if (start && start->stop_epoch > 0 && start->stop_epoch < last[k])
+            last[k] = start->stop_epoch;
+        if (last[k] > max_epochs)
+            max_epochs = last[k];
+    }
     free(g->order);
     g->order = malloc((size_t)(g->shared ? 1 : K) * (size_t)(n > 0 ? n : 1) * sizeof *g->order);
     for (int k = 0; k < K; k++) {
-        if (!start) {
+        if (fresh) {
             epoch_metrics *h = res[k].history;
             memset(&res[k], 0, sizeof res[k]);
             res[k].history = h;
@@ -150,7 +156,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
     for (int epoch = e0 + 1; epoch <= max_epochs; epoch++) {
         int any = 0;
         for (int k = 0; k < K; k++) {
-            if (g->active[k] && epoch > g->spec[k]->epochs) {
+            if (g->active[k] && epoch > last[k]) {
                 g->active[k] = 0;
                 res[k].state = MODEL_OK;
             }

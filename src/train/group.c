@@ -20,6 +20,7 @@ const char *model_state_str(model_state s)
     case MODEL_FAILED: return "failed";
     case MODEL_DIVERGED: return "diverged";
     case MODEL_INTERRUPTED: return "interrupted";
+    case MODEL_PRUNED: return "pruned";
     }
     return "unknown";
 }

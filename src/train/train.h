@@ -47,7 +47,8 @@ typedef enum model_state {
     MODEL_OK,
     MODEL_FAILED,
     MODEL_DIVERGED,
-    MODEL_INTERRUPTED  /* stopped by a signal; --resume continues it */
+    MODEL_INTERRUPTED, /* stopped by a signal; --resume continues it */
+    MODEL_PRUNED       /* stopped by the plan's scheduler at a rung: a success */
 } model_state;
 
 const char *model_state_str(model_state s);
@@ -79,6 +80,7 @@ typedef struct train_result {
 typedef struct train_start {
     int epoch;
     int64_t step;
+    int stop_epoch; /* > 0: train no model past this epoch (a scheduler's rung); 0: its own */
 } train_start;
 
 typedef struct train_callbacks {

@@ -1,0 +1,305 @@
+/*
+ * prune: the plan's scheduler, which stops models that are not worth their
+ * remaining epochs. The models train in phases, one a rung: every live model
+ * trains to the rung's epoch (the ordinary schedule, any strategy, resumed
+ * from its checkpoint), then the rule decides from the histories alone who
+ * goes on. Decisions therefore depend on nothing but the models' metrics,
+ * which are the same bit for bit under every strategy: the same plan gives
+ * the same pruned models sequentially, in threads, fused or in processes,
+ * and after --resume (the phases are recomputed from the journal).
+ *
+ * asha: successive halving (Li et al., "A System for Massively Parallel
+ * Hyperparameter Tuning", MLSys 2020) at rungs grace * eta^k: at each rung
+ * the best 1/eta of the models that reached it go on. Ray Tune's ASHA
+ * promotes as results arrive, which makes the choice depend on timing; here
+ * a rung waits for its last model instead.
+ * median: from grace_period on, after every epoch a model stops when its
+ * best value so far is worse than the median of the other live models' best
+ * values at that epoch (with at least MEDIAN_MIN_OTHERS others).
+ */
+#include "run/run.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MEDIAN_MIN_OTHERS 3
+
+/* The last epoch the scheduler lets model e train. */
+static int target_epochs(const cohort_run *run, const model_entry *e)
+{
+    int t = e->spec->epochs, max_t = run->plan->scheduler.max_t;
+    return max_t > 0 && max_t < t ? max_t : t;
+}
+
+/* The rungs below the largest target: asha's grace * eta^k, median's every
+ * epoch from grace. Returns how many (at most cap). */
+static int make_rungs(const scheduler_spec *sc, int top, int *rungs, int cap)
+{
+    int n = 0;
+    if (sc->kind == PRUNE_ASHA)
+        for (long r = sc->grace; r < top && n < cap; r *= sc->eta)
+            rungs[n++] = (int)r;
+    else
+        for (int r = sc->grace; r < top && n < cap; r++)
+            rungs[n++] = r;
+    return n;
+}
+
+/* The watched metric of e after `epoch` epochs (asha), or its best so far
+ * (median); NaN when it has none. */
+static double value_at(const scheduler_spec *sc, const model_entry *e, int epoch, int best_so_far)
+{
+    const metric_field *f = epoch_metric_find(sc->metric);
+    if (!f || epoch < 1 || epoch > e->res.epochs_run)
+        return NAN;
+    if (!best_so_far)
+        return epoch_metric_get(&e->res.history[epoch - 1], f);
+    double b = NAN;
+    for (int i = 0; i < epoch; i++) {
+        double v = epoch_metric_get(&e->res.history[i], f);
+        if (isfinite(v) && (isnan(b) || (sc->maximize ? v > b : v < b)))
+            b = v;
+    }
+    return b;
+}
+
+/* v is better than w under the scheduler's mode; NaN is worst. */
+static int better(const scheduler_spec *sc, double v, double w)
+{
+    if (isnan(w))
+        return !isnan(v);
+    return !isnan(v) && (sc->maximize ? v > w : v < w);
+}
+
+typedef struct ranked {
+    double v;
+    int i;
+} ranked;
+
+static const scheduler_spec *sort_sc;
+static int by_value(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (better(sort_sc, x->v, y->v))
+        return -1;
+    if (better(sort_sc, y->v, x->v))
+        return 1;
+    return x->i - y->i; /* ties: the plan's order */
+}
+
+static double median_of(double *v, int n)
+{
+    for (int i = 1; i < n; i++) /* insertion sort: n is a rung's models */
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void prune(cohort_run *run, model_entry *e, int rung)
+{
+    e->res.state = MODEL_PRUNED;
+    e->pruned_rung = rung;
+    e->res.error[0] = 0;
+    e->done = 1;
+    cohort_error err;
+    run_write_record(run, e, &err);
+}
+
+/* Rung `ri` at epoch R: which of the live models stop. */
+static void decide(cohort_run *run, const unsigned char *live, int ri, int R)
+{
+    const scheduler_spec *sc = &run->plan->scheduler;
+    ranked *r = malloc((size_t)run->n * sizeof *r);
+    double *others = malloc((size_t)run->n * sizeof *others);
+    int *cut = malloc((size_t)run->n * sizeof *cut);
+    if (!r || !others || !cut) {
+        free(r);
+        free(others);
+        free(cut);
+        return; /* out of memory: nobody is pruned, which is safe */
+    }
+    int n = 0;
+    for (int i = 0; i < run->n; i++)
+        if (live[i] && run->m[i].res.epochs_run >= R)
+            r[n++] = (ranked){value_at(sc, &run->m[i], R, sc->kind == PRUNE_MEDIAN), i};
+    if (sc->kind == PRUNE_ASHA) {
+        sort_sc = sc;
+        qsort(r, (size_t)n, sizeof *r, by_value);
+        int keep = n / sc->eta > 0 ? n / sc->eta : 1;
+        for (int k = keep; k < n; k++)
+            prune(run, &run->m[r[k].i], ri);
+    } else {
+        int nc = 0;
+        for (int k = 0; k < n; k++) {
+            int m = 0;
+            for (int o = 0; o < n; o++)
+                if (o != k && !isnan(r[o].v))
+                    others[m++] = r[o].v;
+            if (m < MEDIAN_MIN_OTHERS)
+                continue;
+            double med = median_of(others, m);
+            if (better(sc, med, r[k].v))
+                cut[nc++] = r[k].i; /* every model judged against the same values */
+        }
+        for (int k = 0; k < nc; k++)
+            prune(run, &run->m[cut[k]], ri);
+    }
+    free(r);
+    free(others);
+    free(cut);
+}
+
+/* The watched metric is one that every model records. */
+static cohort_status check_metric(const cohort_run *run, cohort_error *err)
+{
+    const scheduler_spec *sc = &run->plan->scheduler;
+    int wants_errors = strstr(sc->metric, "mae") || strstr(sc->metric, "rmse");
+    int wants_acc = strstr(sc->metric, "accuracy") != NULL;
+    for (int i = 0; i < run->n; i++) {
+        const model_entry *e = &run->m[i];
+        int errors = e->L.metric == METRIC_ERRORS;
+        if ((wants_errors && !errors) || (wants_acc && errors))
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s:%d: the scheduler watches %s, but model '%s' records %s; "
+                               "watch a metric every model has (val_loss does)",
+                               run->plan->path, sc->line, sc->metric, e->spec->name,
+                               errors ? "mae and rmse (a regression)" : "accuracy");
+    }
+    if (!strncmp(sc->metric, "val_", 4) && !run->has_val)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s:%d: the scheduler watches %s, but there are no validation samples",
+                           run->plan->path, sc->line, sc->metric);
+    return COHORT_OK;
+}
+
+/* Make model e train from where it stands to `target` epochs in the next
+ * phase: from its checkpoint when it has trained before. */
+static cohort_status continue_to(cohort_run *run, model_entry *e, int target, cohort_error *err)
+{
+    e->stop_epoch = target < e->spec->epochs ? target : 0;
+    if (e->res.epochs_run == 0 && !e->done)
+        return COHORT_OK; /* not started: as it is (a --resume may have set its start) */
+    ckpt c;
+    cohort_status st = ckpt_read(run, e, &c, err);
+    if (!st && !c.found)
+        st = cohort_fail(err, COHORT_ERR_IO, "model '%s': its checkpoint at a rung is missing",
+                         e->spec->name);
+    if (!st) {
+        e->start_epoch = c.epoch;
+        e->start_step = c.step;
+        e->res.epochs_run = c.epoch;
+        memcpy(e->res.history, c.history, (size_t)c.epoch * sizeof(epoch_metrics));
+        e->res.best_epoch = c.res.best_epoch;
+        e->res.best = c.res.best;
+        e->res.seconds = c.res.seconds;
+        e->res.state = MODEL_PENDING;
+        e->done = 0;
+        e->resumed = 0;
+    }
+    ckpt_free(&c);
+    return st;
+}
+
+cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
+{
+    const scheduler_spec *sc = &run->plan->scheduler;
+    cohort_status st = check_metric(run, err);
+    if (st)
+        return st;
+    int top = 0;
+    for (int i = 0; i < run->n; i++)
+        if (target_epochs(run, &run->m[i]) > top)
+            top = target_epochs(run, &run->m[i]);
+    int *rungs = malloc(((size_t)top + 1) * sizeof *rungs);
+    unsigned char *live = calloc((size_t)run->n + 1, 1);
+    if (!rungs || !live) {
+        free(rungs);
+        free(live);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    }
+    int nr = make_rungs(sc, top, rungs, top);
+    /* Live: every model not finished for good. A resumed model whose record
+     * says ok may stand at a rung: it lives while it has epochs to go. */
+    for (int i = 0; i < run->n; i++) {
+        model_entry *e = &run->m[i];
+        live[i] = !e->done || (e->res.state == MODEL_OK && !e->res.stopped_early &&
+                               e->res.epochs_run < target_epochs(run, e));
+    }
+    for (int ri = 0; ri <= nr && !st; ri++) {
+        int R = ri < nr ? rungs[ri] : top;
+        int any = 0;
+        for (int i = 0; i < run->n && !st; i++) {
+            model_entry *e = &run->m[i];
+            int target = R < target_epochs(run, e) ? R : target_epochs(run, e);
+            if (!live[i] || e->res.epochs_run >= target)
+                continue; /* pruned, or already there (resumed) */
+            st = continue_to(run, e, target, err);
+            any = 1;
+        }
+        if (!st && any)
+            st = run_schedule(run, err);
+        if (st || run->stop)
+            break;
+        /* Models that ended for good (their last epoch, early stopping,
+         * divergence, failure) leave the race. */
+        for (int i = 0; i < run->n; i++) {
+            model_entry *e = &run->m[i];
+            if (live[i] && (e->res.state != MODEL_OK || e->res.stopped_early ||
+                            e->res.epochs_run >= target_epochs(run, e)))
+                live[i] = 0;
+        }
+        if (ri < nr)
+            decide(run, live, ri, R);
+        for (int i = 0; i < run->n; i++)
+            if (run->m[i].res.state == MODEL_PRUNED)
+                live[i] = 0;
+    }
+    /* Stopped by Ctrl-C between rungs: the models waiting at a rung go on
+     * with --resume. */
+    for (int i = 0; run->stop && i < run->n; i++) {
+        model_entry *e = &run->m[i];
+        if (live[i] && e->done && e->res.state == MODEL_OK) {
+            e->res.state = MODEL_INTERRUPTED;
+            str_copy(e->res.error, sizeof e->res.error, "stopped at a rung of the scheduler");
+        }
+    }
+    free(rungs);
+    free(live);
+    return st;
+}
+
+int run_scheduler_budget(const cohort_run *run, long long *epochs, long long *full)
+{
+    const scheduler_spec *sc = &run->plan->scheduler;
+    *epochs = *full = 0;
+    int top = 0;
+    for (int i = 0; i < run->n; i++) {
+        int t = target_epochs(run, &run->m[i]);
+        *full += run->m[i].spec->epochs;
+        top = t > top ? t : top;
+    }
+    if (sc->kind != PRUNE_ASHA) {
+        for (int i = 0; i < run->n; i++)
+            *epochs += target_epochs(run, &run->m[i]);
+        return 0;
+    }
+    int *rungs = malloc(((size_t)top + 1) * sizeof *rungs);
+    if (!rungs)
+        return 0;
+    int nr = make_rungs(sc, top, rungs, top);
+    /* The most: n models to the first rung, the best 1/eta of them on. */
+    long long n = run->n, prev = 0;
+    for (int ri = 0; ri <= nr; ri++) {
+        int R = ri < nr ? rungs[ri] : top;
+        *epochs += n * (R - prev);
+        prev = R;
+        n = n / sc->eta > 0 ? n / sc->eta : 1;
+    }
+    free(rungs);
+    return nr;
+}
