@@ -1,7 +1,7 @@
 /*
  * csv: comma-separated numbers, one sample per line, an optional header row
  * (detected by a field that is not a number) and one integer label column.
- * The file is read into memory and cut at line ends into chunks that every
+ * The file is mapped into memory and cut at line ends into chunks that every
  * core parses in two passes: count each chunk's rows and check their fields,
  * then parse each chunk straight into its rows of x and y. A chunk keeps its
  * first error; the first chunk's with one is reported, so the result and the
@@ -11,11 +11,14 @@
 #include "util/util.h"
 
 #include <ctype.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CSV_MAX_FILE ((size_t)64 << 30)
@@ -23,7 +26,8 @@
 /* Chunks per thread: a thread slowed by other work on the machine leaves
  * its last chunks to the others. */
 #define CSV_CHUNKS_PER_THREAD 4
-/* Below this a chunk costs more in thread start-up than it saves. */
+/* The least a chunk holds: a smaller file is parsed by the calling thread
+ * alone, without starting any. */
 #define CSV_MIN_CHUNK ((size_t)1 << 20)
 
 static size_t split_min_chunk; /* 0: CSV_MIN_CHUNK */
@@ -73,7 +77,7 @@ static uint64_t count_fields(const csv_line *line)
 {
     uint64_t n = 1;
     for (const char *q = line->s; q < line->e; q++)
-        n += *q == ','; /* a loop the compiler vectorizes: 4x memchr per comma */
+        n += *q == ','; /* a loop the compiler vectorizes */
     return n;
 }
 
@@ -573,6 +577,58 @@ static cohort_status parse_rows(csv_file *f, csv_reader body, csv_chunk *chunk, 
     return COHORT_OK;
 }
 
+/* A file's bytes with a NUL after them, mapped or read. */
+typedef struct csv_text {
+    const char *p;
+    size_t len;
+    void *map;      /* NULL: p was read into memory (free) */
+    size_t map_len;
+} csv_text;
+
+/*
+ * Map the file: its pages come from the page cache as the threads parse
+ * them. Reading a 184 MB file instead cost a third of the CPU time of its
+ * parse, in zeroing fresh pages and copying into them. An anonymous page
+ * after a file that fills its last page provides the NUL (the kernel zeroes
+ * the rest of a last page it does not fill). A file truncated while it is
+ * parsed raises SIGBUS, as it does for any reader that maps it. Where the
+ * file cannot be mapped, file_read_all reads it (and words its errors).
+ */
+static cohort_status text_open(const char *path, csv_text *t, cohort_error *err)
+{
+    memset(t, 0, sizeof *t);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    long page = sysconf(_SC_PAGESIZE);
+    struct stat sb;
+    if (fd >= 0 && page > 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+        (uint64_t)sb.st_size <= CSV_MAX_FILE) {
+        size_t n = (size_t)sb.st_size, span = (n / (size_t)page + 1) * (size_t)page;
+        char *base = mmap(NULL, span, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base != MAP_FAILED) {
+            if (mmap(base, n, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == base) {
+                close(fd);
+                *t = (csv_text){base, n, base, span};
+                return COHORT_OK;
+            }
+            munmap(base, span);
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    char *text;
+    cohort_status st = file_read_all(path, CSV_MAX_FILE, &text, &t->len, err);
+    t->p = text;
+    return st;
+}
+
+static void text_close(csv_text *t)
+{
+    if (t->map)
+        munmap(t->map, t->map_len);
+    else
+        free((char *)t->p);
+}
+
 /*
  * Read a CSV file: comma-separated numbers, an optional header (the first
  * row, when one of its fields is not a number), blank lines skipped, \n or
@@ -598,12 +654,12 @@ cohort_status data_read_csv_opt(const char *path, const char *label_column, int6
     *out = NULL;
     if (!path)
         return cohort_fail(err, COHORT_ERR_USAGE, "data_read_csv: missing path");
-    char *text;
-    size_t len;
-    cohort_status st = file_read_all(path, CSV_MAX_FILE, &text, &len, err);
+    csv_text t;
+    cohort_status st = text_open(path, &t, err);
     if (st)
         return st;
-    const char *start = text;
+    const char *text = t.p, *start = text;
+    size_t len = t.len;
     if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
         start += 3;
 
@@ -681,7 +737,7 @@ done:
             free(names[i]);
     free(names);
     free(chunk);
-    free(text);
+    text_close(&t);
     free(x);
     free(y);
     return st;
