@@ -8,7 +8,8 @@
  * set). Catches: a fast path that rounds through double without the midpoint
  * check (the near-midpoint cases), a slack too small, an off-by-one in the
  * exponent or the digit count, a refused or accepted syntax that strtof does
- * not refuse or accept.
+ * not refuse or accept, eight-digits-at-once arithmetic that combines the
+ * wrong bytes or takes ':' to '?' (0x3a-0x3f) for digits.
  */
 #include "check.h"
 #include "data/data_impl.h"
@@ -21,7 +22,9 @@
 static long compared, mismatches;
 
 /* One string: the same verdict and, when a number, the same bits as strtof
- * on the whole string. */
+ * on the whole string; and as the start of a CSV line (digits after a comma
+ * within the eight bytes the scan reads at a time), a scan that ends at the
+ * comma has strtof's value. */
 static void same(const char *s)
 {
     size_t len = strlen(s);
@@ -36,6 +39,16 @@ static void same(const char *s)
         if (mismatches++ < 20)
             fprintf(stderr, "'%s': parsed %d (%a), strtof %d (%a)\n", s, ok, (double)got, want_ok,
                     (double)want);
+    }
+    char line[1300];
+    if (len + 10 > sizeof line)
+        return;
+    snprintf(line, sizeof line, "%s,12345678", s);
+    const char *stop = data_float_scan(line, line + len + 9, &got);
+    if (stop == line + len && !(want_ok && memcmp(&want, &got, 4) == 0)) {
+        if (mismatches++ < 20)
+            fprintf(stderr, "'%s': scanned to the comma as %a, strtof %d (%a)\n", line,
+                    (double)got, want_ok, (double)want);
     }
 }
 
@@ -160,7 +173,10 @@ static void test_cases(void)
         /* refused, or taken only in part */
         "", ".", "-", "+", "e5", "E", "1e", "1e+", "1e-", "1.5.5", "1e5e5", "--1", "+-1",
         "1,5", " 1", "\t1", "1 ", "1x", "x1", "1d5", "1f", "0..1", "1e5.5", "\v1", "\f1",
-        "1_000", "\"1\""};
+        "1_000", "\"1\"",
+        /* bytes beside the digits' 0x30-0x39, inside the eight read at once */
+        "1.1234567:", "1.12345;78", "0.1234<567", "2.5=123456", "3.1>345678", "4.12?45678",
+        "1.1234567/", "1.12345\x80" "78", "1.123456\xb9" "8", "1.1234567\xff"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         same(cases[i]);
 }
