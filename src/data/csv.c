@@ -587,8 +587,8 @@ typedef struct csv_text {
 
 /*
  * Map the file: its pages come from the page cache as the threads parse
- * them. Reading a 184 MB file instead cost a third of the CPU time of its
- * parse, in zeroing fresh pages and copying into them. An anonymous page
+ * them. Reading a 184 MB file into memory instead cost a quarter of the CPU
+ * time of the whole read, most of it in zeroing fresh pages. An anonymous page
  * after a file that fills its last page provides the NUL (the kernel zeroes
  * the rest of a last page it does not fill). A file truncated while it is
  * parsed raises SIGBUS, as it does for any reader that maps it. Where the
