@@ -12,6 +12,7 @@
  * wrong bytes or takes ':' to '?' (0x3a-0x3f) for digits.
  */
 #include "check.h"
+#include "data/csv_float.h"
 #include "data/data_impl.h"
 #include "util/util.h"
 

@@ -7,6 +7,7 @@
  * first error; the first chunk's with one is reported, so the result and the
  * message are the same for any number of threads.
  */
+#include "data/csv_float.h"
 #include "data/data_impl.h"
 #include "util/util.h"
 

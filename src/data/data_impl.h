@@ -18,16 +18,12 @@
 #define DATA_MAX_LABEL (INT32_MAX - 1)
 
 /*
- * Decimal text to float, exactly as strtof (csv_float.c). data_float_scan
- * reads the longest [+-]digits[.digits][(e|E)[+-]digits] at s, before e, into
- * *out and returns where it ends; NULL when it cannot be sure of the float
- * (then strtof must decide) or finds no number. data_float_parse: 1 when the
- * whole of [s, e) is a number strtof takes (hex, inf and nan too; no leading
- * space), with *out its value; 0 otherwise. The byte at e must not continue
- * a number (a comma, a quote, a space, a line end or NUL, as in a CSV line):
- * strtof reads up to it.
+ * Decimal text to float, exactly as strtof (csv_float.c; its fast path is
+ * data_float_scan of csv_float.h): 1 when the whole of [s, e) is a number
+ * strtof takes (hex, inf and nan too; no leading space), with *out its
+ * value; 0 otherwise. The byte at e must not continue a number (a comma, a
+ * quote, a space, a line end or NUL, as in a CSV line): strtof reads up to it.
  */
-const char *data_float_scan(const char *s, const char *e, float *out);
 int data_float_parse(const char *s, const char *e, float *out);
 
 /* Tests: split every CSV into chunks of at least min_chunk bytes, parsed on
