@@ -541,6 +541,110 @@ static void test_csv(void)
     CHECK_CONTAINS(err.message, "none.csv: cannot open");
 }
 
+/*
+ * A CSV of `rows` rows (a header, blank and \r\n lines among them) into b:
+ * row i's label is i % 7 (or a word), bad_* put a fault in row bad_* (-1:
+ * none): a value that is not a number, a label out of range, a line with a
+ * field too few. *line_of gets the line number of each row.
+ */
+static void chunk_csv(strbuf *b, int rows, int words, int bad_value, int bad_label,
+                      int bad_count, int *line_of)
+{
+    static const char *const word[] = {"cat", "dog", "emu", "gnu", "yak", "ant", "bee"};
+    rng_state r;
+    rng_seed(&r, 7, 0);
+    sb_init(b);
+    sb_puts(b, "a,b,c,label\n");
+    int line = 1;
+    for (int i = 0; i < rows; i++) {
+        if (i % 97 == 5) {
+            sb_puts(b, i % 2 ? "\n" : " \t\r\n");
+            line++;
+        }
+        line_of[i] = ++line;
+        for (int c = 0; c < 3; c++) {
+            if (i == bad_count && c == 2)
+                break;
+            if (i == bad_value && c == 1)
+                sb_puts(b, "1.5x,");
+            else
+                sb_printf(b, "%.9g,", (double)(rng_uniform(&r) * 200 - 100));
+        }
+        if (i == bad_label)
+            sb_puts(b, "2147483647");
+        else if (words)
+            sb_puts(b, word[i % 7]);
+        else
+            sb_printf(b, "%d", i % 7);
+        sb_puts(b, i % 3 ? "\n" : "\r\n");
+    }
+}
+
+/* The same rows, values, classes and message for any split into chunks. */
+static void test_csv_chunks(void)
+{
+    static const size_t min_chunk[] = {1, 7, 100, 1000, 1};
+    static const int threads[] = {1, 2, 3, 4, 16};
+    enum { ROWS = 3000 };
+    static int line_of[ROWS];
+    char p[512], want[256];
+    cohort_error err, err0;
+    strbuf b;
+    for (int words = 0; words < 2; words++) {
+        chunk_csv(&b, ROWS, words, -1, -1, -1, line_of);
+        write_text(tpath(p, "chunks.csv"), b.data);
+        sb_free(&b);
+        cohort_dataset *ds0, *ds;
+        CHECK(data_read_csv(p, NULL, &ds0, &err) == COHORT_OK);
+        CHECK(ds0->n == ROWS && ds0->dim == 3 && ds0->n_classes == 7);
+        CHECK(ds0->y[9] == (words ? 4 : 9 % 7)); /* emu: ant bee cat dog emu */
+        for (size_t k = 0; k < sizeof threads / sizeof *threads; k++) {
+            data_csv_set_split(min_chunk[k], threads[k]);
+            CHECK(data_read_csv(p, NULL, &ds, &err) == COHORT_OK);
+            CHECK(ds->n == ds0->n && ds->dim == ds0->dim && ds->n_classes == ds0->n_classes);
+            CHECK(memcmp(ds->x, ds0->x, (size_t)ds0->n * 3 * sizeof(float)) == 0);
+            CHECK(memcmp(ds->y, ds0->y, (size_t)ds0->n * sizeof(int32_t)) == 0);
+            CHECK(!words || strcmp(ds->class_names[6], "yak") == 0);
+            data_free(ds);
+        }
+        data_csv_set_split(0, 0);
+        data_free(ds0);
+    }
+    /* Faults, the first in the file wins: a field count before any value,
+     * a value or a number label by line, a text label anywhere leaves only
+     * the values. */
+    struct {
+        int words, value, label, count;
+        const char *what;
+        int row;
+    } faults[] = {
+        {0, 2900, 2000, 2500, "expected 4 fields, found 3", 2500},
+        {0, 2900, 2000, -1, "label '2147483647' is not an integer", 2000},
+        {0, 1200, 2000, -1, "column 1 (counted from 0, as label_column is): '1.5x' is not a "
+                            "number", 1200},
+        {1, 2900, 20, -1, "column 1 (counted from 0, as label_column is): '1.5x' is not a "
+                          "number", 2900},
+    };
+    for (size_t f = 0; f < sizeof faults / sizeof *faults; f++) {
+        chunk_csv(&b, ROWS, faults[f].words, faults[f].value, faults[f].label, faults[f].count,
+                  line_of);
+        write_text(tpath(p, "chunks.csv"), b.data);
+        sb_free(&b);
+        cohort_dataset *ds = (cohort_dataset *)1;
+        CHECK(data_read_csv(p, NULL, &ds, &err0) == COHORT_ERR_INPUT && ds == NULL);
+        snprintf(want, sizeof want, "chunks.csv:%d: ", line_of[faults[f].row]);
+        CHECK_CONTAINS(err0.message, want);
+        CHECK_CONTAINS(err0.message, faults[f].what);
+        for (size_t k = 0; k < sizeof threads / sizeof *threads; k++) {
+            data_csv_set_split(min_chunk[k], threads[k]);
+            CHECK(data_read_csv(p, NULL, &ds, &err) == COHORT_ERR_INPUT);
+            CHECK_MSG(strcmp(err.message, err0.message) == 0, "split %zu: '%s', not '%s'", k,
+                      err.message, err0.message);
+        }
+        data_csv_set_split(0, 0);
+    }
+}
+
 /* ---- NPY ------------------------------------------------------------- */
 
 /* An .npy image in buf (version 1 or 2): header dict `dict`, then data. */
@@ -1447,7 +1551,7 @@ static void test_load(void)
 static void cleanup(void)
 {
     static const char *files[] = {"img", "lbl", "img_gz", "lbl_gz", "big_gz", "big_lbl_gz",
-                                  "img_unused", "t.csv", "x.npy", "y.npy", "t.npz",
+                                  "img_unused", "t.csv", "chunks.csv", "x.npy", "y.npy", "t.npz",
                                   "simg", "slbl", "simg_other"};
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
@@ -1467,6 +1571,7 @@ int main(void)
     test_fashion_mnist();
     test_cohort_data();
     test_csv();
+    test_csv_chunks();
     test_npy();
     test_npz();
     test_shapes();

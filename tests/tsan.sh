@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the threads strategy, one model on a two-thread pool, and a thread helping another's model, dense and convolutional, under ThreadSanitizer: usage tests/tsan.sh TSAN_COHORT_BINARY.
+# Run the threads strategy, one model on a two-thread pool, and a thread helping another's model, dense and convolutional, and the CSV reader's threads, under ThreadSanitizer: usage tests/tsan.sh TSAN_COHORT_BINARY.
 # Fails on any ThreadSanitizer report.
 set -u
 COHORT=$1
@@ -57,5 +57,16 @@ for s in threads sequential help cnn-sequential cnn-threads; do
         pass=$((pass + 1))
     fi
 done
-echo "tsan.sh: $pass passed, $fail failed (threads, sequential --threads 2, and a helper thread; dense and CNN; under ThreadSanitizer)"
+# The CSV reader's threads: a file of 3 MiB is parsed in 1 MiB chunks on every core.
+awk 'BEGIN { srand(9); for (i = 0; i < 80000; i++) printf "%.7f,%.7f,%.7f,%.7f,%d\n", rand(), rand(), rand(), rand(), i % 3 }' > "$T/big.csv"
+printf 'data: {train: csv:%s, validation_split: 0.2}\nmodels: [{name: m, layers: [{dense: 3, activation: softmax}]}]\n' "$T/big.csv" > "$T/csv.yaml"
+TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$COHORT" plan "$T/csv.yaml" >"$T/log" 2>&1
+rc=$?
+if grep -q "ThreadSanitizer" "$T/log" || [ $rc -ne 0 ]; then
+    grep -m 40 -A 30 "WARNING: ThreadSanitizer" "$T/log" >&2 || cat "$T/log" >&2
+    fail=$((fail + 1))
+else
+    pass=$((pass + 1))
+fi
+echo "tsan.sh: $pass passed, $fail failed (threads, sequential --threads 2, and a helper thread; dense and CNN; the CSV reader's chunks; under ThreadSanitizer)"
 [ $fail -eq 0 ]

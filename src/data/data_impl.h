@@ -17,6 +17,19 @@
 /* The largest label: 1 + it must still fit n_classes (int32). */
 #define DATA_MAX_LABEL (INT32_MAX - 1)
 
+/*
+ * Decimal text to float, exactly as strtof (csv_float.c; its fast path is
+ * data_float_scan of csv_float.h): 1 when the whole of [s, e) is a number
+ * strtof takes (hex, inf and nan too; no leading space), with *out its
+ * value; 0 otherwise. The byte at e must not continue a number (a comma, a
+ * quote, a space, a line end or NUL, as in a CSV line): strtof reads up to it.
+ */
+int data_float_parse(const char *s, const char *e, float *out);
+
+/* Tests: split every CSV into chunks of at least min_chunk bytes, parsed on
+ * up to `threads` threads; 0, 0 restores the defaults (1 MiB, the cores). */
+void data_csv_set_split(size_t min_chunk, int threads);
+
 /* bytes, 64-byte aligned (huge pages asked for when large), for free(). */
 void *data_alloc_block(size_t bytes);
 

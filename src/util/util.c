@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -285,6 +286,23 @@ void sb_json_num(strbuf *b, double v)
 
 /* ---- files ----------------------------------------------------------- */
 
+/* A buffer for a file's bytes: a large one on 2 MiB boundaries, marked for
+ * huge pages. Reading a 184 MB CSV into 4 KiB pages took 0.2 s, most of it
+ * in page faults. */
+static char *file_buffer(size_t bytes)
+{
+    enum { HUGE_PAGE = 2 << 20 };
+    if (bytes < 2 * (size_t)HUGE_PAGE)
+        return malloc(bytes);
+    void *p;
+    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE); /* advice: failure is harmless */
+#endif
+    return p;
+}
+
 cohort_status file_read_all(const char *path, size_t max_bytes, char **data, size_t *len,
                             cohort_error *err)
 {
@@ -304,7 +322,7 @@ cohort_status file_read_all(const char *path, size_t max_bytes, char **data, siz
                            path, (long long)st.st_size, max_bytes);
     }
     size_t n = (size_t)st.st_size;
-    char *buf = malloc(n + 1);
+    char *buf = file_buffer(n + 1);
     if (!buf) {
         fclose(f);
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, n);

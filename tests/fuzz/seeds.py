@@ -73,12 +73,13 @@ for i, (n, shape, flags) in enumerate([(3, (2, 2), 0), (4, (3, 2), 1), (2, (2, 2
     put("idx_gz", f"seed{i}", b"\0" + struct.pack("<H", len(raw_img)) + raw_img +
         idx(rng.integers(0, 10, size=n)))
 
-# CSV: label-column byte, then the text.
+# CSV: label-column and split byte, then the text.
 put("csv", "header", b"\0" + b"a,b,label\n1,2,0\n3.5,-4e2,1\n")
 put("csv", "noheader", b"\0" + b"0.1,0.2,3\r\n0.3,0.4,1\r\n\r\n")
 put("csv", "named", b"\1" + b"label,x\n\"1\",2\n0, 5\n")
 put("csv", "index", b"\2" + b"\xef\xbb\xbf7,1.5,2.5\n2,3,4\n")
 put("csv", "col2", b"\3" + b"1,2,3,4\n5,6,7,8\n")
+put("csv", "chunks", b"\x50" + b"a,label\n0.5,cat\n\n1e-3,dog\r\n-7,1\n0x1p3,2\n3.40282357e38,0\n")
 
 # NPY: LE16 length of the x part, x, y.
 for i, (x, y, v) in enumerate([
