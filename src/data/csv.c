@@ -285,6 +285,9 @@ typedef struct csv_file {
     int32_t n_names;
     float *x;           /* [rows, dim] */
     int32_t *y;         /* [rows] */
+    float *t;           /* [rows, t_dim] the targets as numbers (label or label_columns) */
+    uint64_t t_dim;
+    const uint64_t *tcol; /* label_columns: column c's target index + 1 (0: a feature); NULL */
 } csv_file;
 
 /* The first error of one kind in a chunk, and where it is. */
@@ -304,6 +307,7 @@ typedef struct csv_chunk {
     uint64_t bad_line;  /* count pass: 0, or the first line (from line0) without nf fields */
     uint64_t bad_fields; /* the fields that line has */
     int text;           /* parse pass: a label that is not a number: text labels */
+    int real;           /* parse pass: a number label that is not a class: real targets */
     csv_fault value;    /* parse pass: the first feature that is not a number */
     csv_fault label;    /* parse pass: the first number label that is out of range */
 } csv_chunk;
@@ -364,9 +368,10 @@ static const char *field_float(const char **p, const char *e, float *v, const ch
     return NULL;
 }
 
-/* The label field at *p into y[row]: an integer in range, or else the
- * chunk's first label fault; one that is not a number marks the chunk's
- * labels as text (text_labels then numbers them). Moves *p past the field. */
+/* The label field at *p into t[row] and, an integer in range, y[row]; a
+ * number that is not a class (-2.5) marks the chunk's labels as real
+ * targets, one that is not a number as text (text_labels then numbers
+ * them); a non-finite one is the chunk's label fault. Moves *p past it. */
 static void row_label(const csv_file *f, csv_chunk *c, const csv_line *line, uint64_t col,
                       const char **p, uint64_t row)
 {
@@ -383,15 +388,13 @@ static void row_label(const csv_file *f, csv_chunk *c, const csv_line *line, uin
         fault_set(&c->label, line->number, col,
                   bad_value(f->path, line->number, col, 1, fs, fe, "is not a finite number",
                             &c->label.err));
-    } else if (v < 0 || v > DATA_MAX_LABEL || v != floor(v)) {
-        fault_set(&c->label, line->number, col,
-                  cohort_fail(&c->label.err, COHORT_ERR_INPUT,
-                              "%s:%llu: label '%.*s' is not an integer in [0, %d]", f->path,
-                              (unsigned long long)line->number,
-                              fe - fs > 60 ? 60 : (int)(fe - fs), fs, DATA_MAX_LABEL));
-    } else {
-        f->y[row] = (int32_t)v;
+        return;
     }
+    f->t[row] = (float)v;
+    if (v < 0 || v > DATA_MAX_LABEL || v != floor(v))
+        c->real = 1;
+    else
+        f->y[row] = (int32_t)v;
 }
 
 /* One line into x[row] and y[row]. Goes on past a fault: a text label
@@ -406,7 +409,8 @@ static void parse_row(const csv_file *f, csv_chunk *c, const csv_line *line, uin
             continue;
         }
         const char *fs, *fe;
-        const char *why = field_float(&p, line->e, xr++, &fs, &fe);
+        float *to = f->tcol && f->tcol[col] ? f->t + row * f->t_dim + (f->tcol[col] - 1) : xr++;
+        const char *why = field_float(&p, line->e, to, &fs, &fe);
         if (why && !c->value.st)
             fault_set(&c->value, line->number, col,
                       bad_value(f->path, line->number, col, 0, fs, fe, why, &c->value.err));
@@ -553,18 +557,22 @@ static cohort_status first_fault(const csv_chunk *chunk, int n, int text, cohort
 }
 
 /*
- * Parse every row into f->x and f->y (the parse pass, then the text labels'
- * classes where a label is not a number: *names, *n_names). Errors: a text
- * label's (text_labels), then the first fault in the file.
+ * Parse every row into f->x, f->y and f->t (the parse pass, then the text
+ * labels' classes where a label is not a number: *names, *n_names); *real:
+ * a number label is not a class. Errors: a text label's (text_labels), then
+ * the first fault in the file.
  */
 static cohort_status parse_rows(csv_file *f, csv_reader body, csv_chunk *chunk, int n,
                                 int threads, uint64_t rows, char ***names, int32_t *n_names,
-                                cohort_error *err)
+                                int *real, cohort_error *err)
 {
     run_chunks(f, chunk, n, threads, chunk_parse);
     int text = 0;
     for (int i = 0; i < n; i++)
         text |= chunk[i].text;
+    *real = 0;
+    for (int i = 0; i < n && !text; i++)
+        *real |= chunk[i].real;
     cohort_status st;
     if (text && (st = text_labels(f->path, body, f->nf, f->label, rows, names, n_names, err)))
         return st;
@@ -650,6 +658,46 @@ cohort_status data_read_csv(const char *path, const char *label_column, cohort_d
 cohort_status data_read_csv_opt(const char *path, const char *label_column, int64_t unlabeled_dim,
                                 cohort_dataset **out, cohort_error *err)
 {
+    return data_read_csv_cols(path, label_column, NULL, unlabeled_dim, out, err);
+}
+
+/* The columns of label_columns ("a,b" or "3,4") into tcol (column c's
+ * target index + 1); *k gets how many. */
+static cohort_status find_targets(const char *path, const csv_line *header, uint64_t nf,
+                                  const char *list, uint64_t *tcol, uint64_t *k,
+                                  cohort_error *err)
+{
+    *k = 0;
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char name[128];
+        if (len == 0 || len >= sizeof name)
+            return cohort_fail(err, COHORT_ERR_INPUT, "%s: label_columns '%s': an empty or too "
+                                                      "long column name",
+                               path, list);
+        memcpy(name, p, len);
+        name[len] = 0;
+        uint64_t col;
+        cohort_status st = find_label(path, header, nf, name, &col, err);
+        if (st)
+            return st;
+        if (tcol[col])
+            return cohort_fail(err, COHORT_ERR_INPUT, "%s: label_columns names column %llu twice",
+                               path, (unsigned long long)col);
+        tcol[col] = ++*k;
+        p += len + (comma != NULL);
+    }
+    if (*k >= nf)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: label_columns takes every column; no feature is left", path);
+    return COHORT_OK;
+}
+
+cohort_status data_read_csv_cols(const char *path, const char *label_column,
+                                 const char *label_columns, int64_t unlabeled_dim,
+                                 cohort_dataset **out, cohort_error *err)
+{
     if (!out)
         return cohort_fail(err, COHORT_ERR_USAGE, "data_read_csv: out is NULL");
     *out = NULL;
@@ -668,8 +716,9 @@ cohort_status data_read_csv_opt(const char *path, const char *label_column, int6
     csv_line first, header_line;
     const csv_line *header = NULL;
     csv_chunk *chunk = NULL;
-    float *x = NULL;
+    float *x = NULL, *targets = NULL;
     int32_t *y = NULL;
+    uint64_t *tcol = NULL;
     char **names = NULL;
     int32_t n_names = 0;
     if (!next_line(&r, &first)) {
@@ -702,28 +751,49 @@ cohort_status data_read_csv_opt(const char *path, const char *label_column, int6
         st = cohort_fail(err, COHORT_ERR_INPUT, "%s: no data rows (only a header)", path);
         goto done;
     }
-    int unlabeled = unlabeled_dim > 0 && nf == (uint64_t)unlabeled_dim &&
+    int multi = label_columns && *label_columns;
+    int unlabeled = unlabeled_dim > 0 && nf == (uint64_t)unlabeled_dim && !multi &&
                     !(label_column && *label_column) && !header_has(header, nf, "label");
     if (nf < 2 && !unlabeled) {
         st = cohort_fail(err, COHORT_ERR_INPUT,
                          "%s: only one column; expected features and a label", path);
         goto done;
     }
-    if (!unlabeled) {
+    if (multi) {
+        /* label_columns: real-valued targets, no classes. */
+        if (!(tcol = calloc(nf, sizeof *tcol))) {
+            st = cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", path);
+            goto done;
+        }
+        if ((st = find_targets(path, header, nf, label_columns, tcol, &f.t_dim, err)))
+            goto done;
+        f.tcol = tcol;
+        f.dim = nf - f.t_dim;
+    } else if (!unlabeled) {
         if ((st = find_label(path, header, nf, label_column, &f.label, err)))
             goto done;
         f.dim = nf - 1;
-        if ((st = data_alloc_y(rows, path, &y, err)))
-            goto done;
+        f.t_dim = 1;
     }
+    if (!unlabeled && ((st = data_alloc_y(rows, path, &y, err)) ||
+                       (st = data_alloc_x(rows, f.t_dim, path, &targets, err))))
+        goto done;
+    if (y)
+        memset(y, 0, (size_t)rows * sizeof *y);
     if ((st = data_alloc_x(rows, f.dim, path, &x, err)))
         goto done;
     f.x = x;
     f.y = y;
-    if ((st = parse_rows(&f, body, chunk, n_chunks, threads, rows, &names, &n_names, err)))
+    f.t = targets;
+    int real = 0;
+    if ((st = parse_rows(&f, body, chunk, n_chunks, threads, rows, &names, &n_names, &real, err)))
         goto done;
     char source[1100];
     snprintf(source, sizeof source, "csv:%s", path);
+    /* Real targets (label_columns, or a label that is not a class) have no
+     * classes: y stays zeros; text labels have no targets. */
+    if (real || multi)
+        memset(y, 0, (size_t)rows * sizeof *y);
     st = unlabeled ? data_make_unlabeled(x, (int64_t)rows, (int64_t)f.dim, NULL, source, out, err)
                    : data_make(x, y, (int64_t)rows, (int64_t)f.dim, NULL, source, out, err);
     x = NULL;
@@ -731,8 +801,16 @@ cohort_status data_read_csv_opt(const char *path, const char *label_column, int6
     if (!st && names) {
         (*out)->class_names = names;
         names = NULL;
+    } else if (!st && targets) {
+        (*out)->t = targets;
+        (*out)->t_dim = (int64_t)f.t_dim;
+        targets = NULL;
+        if (real || multi)
+            (*out)->n_classes = 0;
     }
 done:
+    free(targets);
+    free(tcol);
     if (names)
         for (int32_t i = 0; i < n_names; i++)
             free(names[i]);

@@ -45,6 +45,7 @@ typedef struct data_view {
 
 typedef struct data_options {
     const char *label_column; /* CSV: name or 0-based index; NULL: "label" or last */
+    const char *label_columns; /* CSV: "a,b" names or indices of real-valued targets; NULL */
     /* 0: every dataset has labels (training, eval). > 0 (predict: the model's
      * input size): labels are optional; npy:X alone, and a CSV of exactly this
      * many columns with no label_column and none named "label", are read
@@ -86,6 +87,13 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
                             cohort_error *err);
 cohort_status data_read_csv(const char *path, const char *label_column, cohort_dataset **out,
                             cohort_error *err);
+/* As data_read_csv_opt, with label_columns ("y1,y2" or "3,4": names or 0-based
+ * indices; NULL: one label column) read as real-valued targets [n, k]. A
+ * single label column whose numbers are not all classes (-2.5, 0.3) is read
+ * as one real-valued target (n_classes 0). */
+cohort_status data_read_csv_cols(const char *path, const char *label_column,
+                                 const char *label_columns, int64_t unlabeled_dim,
+                                 cohort_dataset **out, cohort_error *err);
 /* As data_read_csv, with unlabeled_dim as in data_options (0: labels required). */
 cohort_status data_read_csv_opt(const char *path, const char *label_column, int64_t unlabeled_dim,
                                 cohort_dataset **out, cohort_error *err);

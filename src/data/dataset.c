@@ -539,7 +539,8 @@ static cohort_status load_spec(const char *spec, const data_options *opt, cohort
             return cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected %.3s:FILE", spec,
                                spec);
         if (PREFIX_IS("csv"))
-            return data_read_csv_opt(rest, opt ? opt->label_column : NULL,
+            return data_read_csv_cols(rest, opt ? opt->label_column : NULL,
+                                      opt ? opt->label_columns : NULL,
                                      opt ? opt->unlabeled_dim : 0, out, err);
         return load_npz(spec, rest, opt, out, err);
     }

@@ -51,7 +51,7 @@ static const char *const top_keys[] = {"data",    "defaults", "models",      "sw
                                        "scheduler",
                                        "devices", "strategy", "shared_order", NULL};
 static const char *const data_keys[] = {"train", "test", "validation", "validation_split",
-                                        "label_column", "input_shape", NULL};
+                                        "label_column", "label_columns", "input_shape", NULL};
 static const char *const device_keys[] = {"memory", "split", "memory_limit", NULL};
 /* Same order as the enums of model.h and cohort.h. */
 static const char *const act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
@@ -350,6 +350,33 @@ static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
     if ((v = ymap_get(n, "label_column")) &&
         (st = yget_str(c, v, "data.label_column", d->label_column, sizeof d->label_column)))
         return st;
+    if ((v = ymap_get(n, "label_columns")) && !ynode_is_null(v)) {
+        if (d->label_column[0])
+            return ynode_fail(c, v, "data has both label_column and label_columns; give one");
+        if (v->type != YNODE_SEQ || v->n == 0)
+            return ynode_fail(c, v, "data.label_columns must be a list of CSV columns (names or "
+                                    "0-based indices) holding real-valued targets, like [y0, y1], "
+                                    "got %s",
+                              ynode_describe(v, got, sizeof got));
+        strbuf b;
+        sb_init(&b);
+        for (size_t i = 0; i < v->n; i++) {
+            const ynode *e = v->vals[i];
+            if (e->type != YNODE_SCALAR || !e->str[0] || strchr(e->str, ',')) {
+                sb_free(&b);
+                return ynode_fail(c, e, "data.label_columns: each entry is one column name or "
+                                        "index, got %s",
+                                  ynode_describe(e, got, sizeof got));
+            }
+            sb_printf(&b, "%s%s", i ? "," : "", e->str);
+        }
+        int too_long = b.failed || str_copy(d->label_columns, sizeof d->label_columns,
+                                            b.data ? b.data : "");
+        sb_free(&b);
+        if (too_long)
+            return ynode_fail(c, v, "data.label_columns is too long (at most %zu characters)",
+                              sizeof d->label_columns - 1);
+    }
     if ((v = ymap_get(n, "input_shape")) && !ynode_is_null(v))
         return parse_input_shape(c, v, d);
     return COHORT_OK;
@@ -1815,6 +1842,10 @@ static char *plan_to_json(const cohort_plan *p)
         sb_json_str(&b, p->data.label_column);
     else
         sb_puts(&b, "null");
+    if (p->data.label_columns[0]) {
+        sb_puts(&b, ",\"label_columns\":");
+        sb_json_str(&b, p->data.label_columns);
+    }
     const sample_shape *is = &p->data.input_shape;
     if (is->rank == 3)
         sb_printf(&b, ",\"input_shape\":[%d,%d,%d]", is->h, is->w, is->c);

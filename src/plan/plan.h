@@ -20,6 +20,7 @@ typedef struct data_spec {
     char validation[COHORT_PATH_MAX]; /* "" = use validation_split */
     double validation_split;          /* 0 = none */
     char label_column[64];            /* "" = default */
+    char label_columns[512];          /* CSV targets "a,b,c" (data.label_columns); "" = none */
     sample_shape input_shape;         /* rank 0 = none: the data's own shape */
     int input_shape_line;             /* its line in the plan */
 } data_spec;

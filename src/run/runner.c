@@ -41,6 +41,7 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
 {
     const data_spec *d = &run->plan->data;
     data_options dopt = {.label_column = d->label_column[0] ? d->label_column : NULL,
+                         .label_columns = d->label_columns[0] ? d->label_columns : NULL,
                          .memory = run->opt.memory,
                          .n_memory = run->opt.n_memory};
     side_load side = {run, &dopt, COHORT_OK, {0}};
@@ -136,13 +137,19 @@ static cohort_status check_targets(const cohort_run *run, const model_entry *e, 
     int n_out = e->L.n_out;
     if (!ds->t)
         return COHORT_OK; /* class labels: checked with the layout */
-    if (s->loss == LOSS_SCE && !ds->n_classes)
+    if (s->loss == LOSS_SCE && !ds->n_classes) {
+        char which[96] = "";
+        for (int64_t i = 0; ds->t_dim == 1 && i < ds->n && !which[0]; i++)
+            if (!(ds->t[i] >= 0.0f && ds->t[i] <= 2147483646.0f) || ds->t[i] != floorf(ds->t[i]))
+                snprintf(which, sizeof which, "; sample %lld's label is %.9g", (long long)i,
+                         (double)ds->t[i]);
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "model '%s': sparse_categorical_crossentropy takes integer class "
-                           "labels, but %s has real-valued targets (%lld per sample); use loss "
-                           "mse, mae or huber for regression%s",
-                           s->name, ds->source, (long long)ds->t_dim,
+                           "labels in [0, 2147483646], but %s has real-valued targets (%lld per "
+                           "sample%s); use loss mse, mae or huber for regression%s",
+                           s->name, ds->source, (long long)ds->t_dim, which,
                            ds->t_dim > 1 ? ", or categorical_crossentropy for one-hot rows" : "");
+    }
     if (s->loss != LOSS_SCE && ds->t_dim != n_out && !(ds->n_classes && ds->t_dim == 1))
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "model '%s': %s has %lld targets per sample, but the last layer has %d "
