@@ -587,6 +587,42 @@ static void chunk_csv(strbuf *b, int rows, int words, int bad_value, int bad_lab
 }
 
 /* The same rows, values, classes and message for any split into chunks. */
+/* label_columns: real-valued target rows, by header name or 0-based index. */
+static void test_csv_targets(void)
+{
+    char p[512];
+    cohort_error err;
+    cohort_dataset *ds = NULL;
+    write_text(tpath(p, "r.csv"), "a,y0,b,y1\n1,0.5,2,-3\n4,1.5,5,6.25\n");
+    const char *specs[] = {"y0,y1", "1,3", "y0,3"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(data_read_csv_cols(p, NULL, specs[i], 0, &ds, &err) == COHORT_OK, "%s: %s",
+                  specs[i], err.message);
+        if (!ds)
+            continue;
+        CHECK(ds->dim == 2 && ds->n == 2 && ds->t && ds->t_dim == 2 && ds->n_classes == 0);
+        CHECK(ds->x[0] == 1.0f && ds->x[1] == 2.0f && ds->x[2] == 4.0f && ds->x[3] == 5.0f);
+        CHECK(ds->t[0] == 0.5f && ds->t[1] == -3.0f && ds->t[2] == 1.5f && ds->t[3] == 6.25f);
+        data_free(ds);
+        ds = NULL;
+    }
+    /* The order of label_columns is the targets' order. */
+    CHECK(data_read_csv_cols(p, NULL, "y1,y0", 0, &ds, &err) == COHORT_OK && ds &&
+          ds->t[0] == -3.0f && ds->t[1] == 0.5f);
+    data_free(ds);
+    ds = (cohort_dataset *)1;
+    CHECK(data_read_csv_cols(p, NULL, "y0,z", 0, &ds, &err) == COHORT_ERR_INPUT && !ds);
+    CHECK_CONTAINS(err.message, "no column named 'z' in the header");
+    CHECK(data_read_csv_cols(p, NULL, "y0,1", 0, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "label_columns names column 1 twice");
+    CHECK(data_read_csv_cols(p, NULL, "0,1,2,3", 0, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "label_columns takes every column");
+    write_text(tpath(p, "r2.csv"), "a,y0\n1,x\n");
+    CHECK(data_read_csv_cols(p, NULL, "y0", 0, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "r2.csv:2: column 1 (counted from 0, as label_column is): 'x' is "
+                                "not a number");
+}
+
 static void test_csv_chunks(void)
 {
     static const size_t min_chunk[] = {1, 7, 100, 1000, 1};
@@ -1570,6 +1606,7 @@ static void cleanup(void)
 
 int main(void)
 {
+    test_csv_targets();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_data.XXXXXX");
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
