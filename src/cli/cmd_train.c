@@ -239,10 +239,16 @@ int cmd_train(int argc, char **argv)
     progress_finish(prog);
     if (!ranks)
         print_results_table(stdout, run);
-    for (int i = 0; i < run->n; i++)
-        if (run->m[i].res.state != MODEL_OK)
+    int pruned = 0;
+    for (int i = 0; i < run->n; i++) {
+        pruned += run->m[i].res.state == MODEL_PRUNED;
+        if (run->m[i].res.state != MODEL_OK && run->m[i].res.state != MODEL_PRUNED)
             fprintf(stderr, "cohort: model '%s' %s: %s\n", run->m[i].spec->name,
                     model_state_str(run->m[i].res.state), run->m[i].res.error);
+    }
+    if (pruned && !ranks)
+        printf("the scheduler stopped %d of %d models at a rung (status pruned)\n", pruned,
+               run->n);
     if (run->disk_full && !ranks)
         fprintf(stderr, "cohort: %s: cohort train %s --out %s --resume\n", err.message, plan_path,
                 out);

@@ -23,7 +23,8 @@ void print_results_table(FILE *out, const cohort_run *run)
     }
     int notes = 0, cls = 0, reg = 0;
     for (int i = 0; i < run->n; i++) {
-        notes |= run->m[i].res.state == MODEL_OK && run->m[i].res.stopped_early;
+        notes |= (run->m[i].res.state == MODEL_OK && run->m[i].res.stopped_early) ||
+                 run->m[i].res.state == MODEL_PRUNED;
         reg |= run->m[i].L.metric == METRIC_ERRORS;
         cls |= run->m[i].L.metric != METRIC_ERRORS;
     }
@@ -52,6 +53,9 @@ void print_results_table(FILE *out, const cohort_run *run)
                      restored);
         else if (e->res.state == MODEL_OK && e->res.stopped_early)
             snprintf(note, sizeof note, "  stopped early at %d", e->res.epochs_run);
+        else if (e->res.state == MODEL_PRUNED)
+            snprintf(note, sizeof note, "  pruned at epoch %d (rung %d)", e->res.epochs_run,
+                     e->pruned_rung);
         fprintf(out, "%-*s  %-11s  %-7s  %9zu  %6d  %8s  %8s", w, e->spec->name,
                 model_state_str(e->res.state),
                 e->device >= 0 ? run->devices->dev[e->device].info.name : "-", e->L.n_params,

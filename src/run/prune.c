@@ -123,16 +123,23 @@ static void decide(cohort_run *run, const unsigned char *live, int ri, int R)
         free(cut);
         return; /* out of memory: nobody is pruned, which is safe */
     }
+    /* The rung's field: every model that reached it and was not pruned
+     * before, also those that ended since (early stopping) or were pruned
+     * here or later in a run this one resumes, so that a replay decides as
+     * the first run did. Only live models are stopped. */
     int n = 0;
-    for (int i = 0; i < run->n; i++)
-        if (live[i] && run->m[i].res.epochs_run >= R)
-            r[n++] = (ranked){value_at(sc, &run->m[i], R, sc->kind == PRUNE_MEDIAN), i};
+    for (int i = 0; i < run->n; i++) {
+        const model_entry *e = &run->m[i];
+        if (e->res.epochs_run >= R && !(e->res.state == MODEL_PRUNED && e->pruned_rung < ri))
+            r[n++] = (ranked){value_at(sc, e, R, sc->kind == PRUNE_MEDIAN), i};
+    }
     if (sc->kind == PRUNE_ASHA) {
         sort_sc = sc;
         qsort(r, (size_t)n, sizeof *r, by_value);
         int keep = n / sc->eta > 0 ? n / sc->eta : 1;
         for (int k = keep; k < n; k++)
-            prune(run, &run->m[r[k].i], ri);
+            if (live[r[k].i])
+                prune(run, &run->m[r[k].i], ri);
     } else {
         int nc = 0;
         for (int k = 0; k < n; k++) {
@@ -143,7 +150,7 @@ static void decide(cohort_run *run, const unsigned char *live, int ri, int R)
             if (m < MEDIAN_MIN_OTHERS)
                 continue;
             double med = median_of(others, m);
-            if (better(sc, med, r[k].v))
+            if (better(sc, med, r[k].v) && live[r[k].i])
                 cut[nc++] = r[k].i; /* every model judged against the same values */
         }
         for (int k = 0; k < nc; k++)
@@ -154,8 +161,7 @@ static void decide(cohort_run *run, const unsigned char *live, int ri, int R)
     free(cut);
 }
 
-/* The watched metric is one that every model records. */
-static cohort_status check_metric(const cohort_run *run, cohort_error *err)
+cohort_status run_check_scheduler(const cohort_run *run, cohort_error *err)
 {
     const scheduler_spec *sc = &run->plan->scheduler;
     int wants_errors = strstr(sc->metric, "mae") || strstr(sc->metric, "rmse");
@@ -208,7 +214,7 @@ static cohort_status continue_to(cohort_run *run, model_entry *e, int target, co
 cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
 {
     const scheduler_spec *sc = &run->plan->scheduler;
-    cohort_status st = check_metric(run, err);
+    cohort_status st = run_check_scheduler(run, err);
     if (st)
         return st;
     int top = 0;
@@ -236,8 +242,17 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
         for (int i = 0; i < run->n && !st; i++) {
             model_entry *e = &run->m[i];
             int target = R < target_epochs(run, e) ? R : target_epochs(run, e);
-            if (!live[i] || e->res.epochs_run >= target)
-                continue; /* pruned, or already there (resumed) */
+            if (!live[i])
+                continue;
+            if (e->res.epochs_run >= target) {
+                /* Already there (resumed from a checkpoint at the rung): it
+                 * waits for the rung's decision, out of this phase. */
+                if (!e->done) {
+                    e->done = 1;
+                    e->res.state = MODEL_OK;
+                }
+                continue;
+            }
             st = continue_to(run, e, target, err);
             any = 1;
         }
@@ -249,8 +264,9 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
          * divergence, failure) leave the race. */
         for (int i = 0; i < run->n; i++) {
             model_entry *e = &run->m[i];
-            if (live[i] && (e->res.state != MODEL_OK || e->res.stopped_early ||
-                            e->res.epochs_run >= target_epochs(run, e)))
+            if (live[i] && e->done &&
+                (e->res.state != MODEL_OK || e->res.stopped_early ||
+                 e->res.epochs_run >= target_epochs(run, e)))
                 live[i] = 0;
         }
         if (ri < nr)

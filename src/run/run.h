@@ -146,6 +146,9 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err);
 /* run_schedule in phases, one a rung of the plan's scheduler, pruning
  * between them (run/prune.c). */
 cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err);
+/* The scheduler's metric is one every model records (COHORT_ERR_INPUT at
+ * the plan's line when not). */
+cohort_status run_check_scheduler(const cohort_run *run, cohort_error *err);
 /* The most epochs the scheduler lets the run's models train (*epochs), and
  * theirs without it (*full); returns how many rungs it has. */
 int run_scheduler_budget(const cohort_run *run, long long *epochs, long long *full);

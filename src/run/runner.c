@@ -407,6 +407,8 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         if (!st && !e->res.history)
             st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     }
+    if (!st && plan->scheduler.kind != PRUNE_NONE)
+        st = run_check_scheduler(run, err);
     if (!st)
         st = run_shard_select(run, err);
     if (!st)
