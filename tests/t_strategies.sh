@@ -101,7 +101,9 @@ PY
 main=$!
 first=""
 for _ in $(seq 500); do
-    first=$(ps -o comm= --ppid $main 2>/dev/null | tr '\n' ' ')
+    # Only workers that have named themselves (cohort:MODEL): one caught
+    # between fork and its rename still reads plain 'cohort'.
+    first=$(ps -o comm= --ppid $main 2>/dev/null | grep : | tr '\n' ' ')
     [ -n "$first" ] && break
     sleep 0.01
 done

@@ -1696,7 +1696,8 @@ static cohort_status build_plan_model(const yctx *c, ynode *own, size_t i, const
     /* The sweep's combinations, each with every draw of the search. */
     for (size_t k = 0; k < sw->combos * search->combos && st == COHORT_OK; k++) {
         ynode *t = sw->n || search->n ? ynode_clone(merged, 0) : merged;
-        char suffix[COHORT_NAME_MAX + 64], drawn[COHORT_NAME_MAX + 64], full[COHORT_NAME_MAX + 192];
+        char suffix[COHORT_NAME_MAX + 64], drawn[COHORT_NAME_MAX + 64];
+        char full[3 * COHORT_NAME_MAX + 192];
         suffix[0] = drawn[0] = 0;
         if (!t) {
             st = ynode_nomem(c);
