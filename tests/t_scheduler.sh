@@ -81,6 +81,31 @@ a, b = ({m["name"]: (m["status"], m.get("pruned_at")) for m in json.load(open(p)
 assert a == b, (a, b)
 PY
 
+# A kill between a model's checkpoint at a rung and its record: the model has
+# neither weights nor record, only its checkpoint; --resume ends it the same.
+cp -r "$T/sequential" "$T/cut"
+victim=$(basename "$(ls "$T/cut/records" | head -1)" .json)
+rm -f "$T/cut/records/$victim.json" "$T/cut/models/$victim.safetensors"
+for m in "$T"/cut/records/*.json; do
+    case "$(cat "$m")" in *'"status": "pruned"'*) ;; *) rm -f "$m" "$T/cut/models/$(basename "$m" .json).safetensors" ;; esac
+done
+# results.json, written after the records, is as old as they are or older.
+/usr/bin/python3 - "$T/cut" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+r = json.load(open(f"{d}/results.json"))
+for m in r["models"]:
+    if not os.path.exists(f"{d}/records/{m['name']}.json"):
+        m["status"], m["pruned_at"] = "running", None
+json.dump(r, open(f"{d}/results.json", "w"))
+PY
+expect_status 0 "resume from rung checkpoints" -- "$COHORT" train "$T/asha.yaml" --out "$T/cut" --resume --quiet
+same=1
+for f in "$T/sequential"/models/*.safetensors; do
+    cmp -s "$f" "$T/cut/models/$(basename "$f")" || same=0
+done
+[ $same = 1 ] && ok || bad "resumed from rung checkpoints: weights differ or are missing"
+
 # median: replayed from the histories.
 cat > "$T/median.yaml" <<YAML
 data: {train: csv:$T/train.csv, validation_split: 0.25}

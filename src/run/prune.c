@@ -242,17 +242,11 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
         for (int i = 0; i < run->n && !st; i++) {
             model_entry *e = &run->m[i];
             int target = R < target_epochs(run, e) ? R : target_epochs(run, e);
-            if (!live[i])
+            /* A model whose record says it reached the rung waits for the
+             * decision; one resumed from a checkpoint at the rung trains no
+             * epoch in this phase but still ends it (its weights, its record). */
+            if (!live[i] || (e->done && e->res.epochs_run >= target))
                 continue;
-            if (e->res.epochs_run >= target) {
-                /* Already there (resumed from a checkpoint at the rung): it
-                 * waits for the rung's decision, out of this phase. */
-                if (!e->done) {
-                    e->done = 1;
-                    e->res.state = MODEL_OK;
-                }
-                continue;
-            }
             st = continue_to(run, e, target, err);
             any = 1;
         }
