@@ -119,6 +119,17 @@ static void metrics_from(const json_value *a, epoch_metrics *m)
         *epoch_metric(m, &epoch_metric_fields[i]) = json_num(json_at(a, (size_t)i), NAN);
 }
 
+void ckpt_start_from(model_entry *e, const ckpt *c)
+{
+    e->start_epoch = c->epoch;
+    e->start_step = c->step;
+    e->res.epochs_run = c->epoch;
+    memcpy(e->res.history, c->history, (size_t)c->epoch * sizeof(epoch_metrics));
+    e->res.best_epoch = c->res.best_epoch;
+    e->res.best = c->res.best;
+    e->res.seconds = c->res.seconds;
+}
+
 void ckpt_free(ckpt *c)
 {
     free(c->params);

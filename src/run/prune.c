@@ -196,13 +196,7 @@ static cohort_status continue_to(cohort_run *run, model_entry *e, int target, co
         st = cohort_fail(err, COHORT_ERR_IO, "model '%s': its checkpoint at a rung is missing",
                          e->spec->name);
     if (!st) {
-        e->start_epoch = c.epoch;
-        e->start_step = c.step;
-        e->res.epochs_run = c.epoch;
-        memcpy(e->res.history, c.history, (size_t)c.epoch * sizeof(epoch_metrics));
-        e->res.best_epoch = c.res.best_epoch;
-        e->res.best = c.res.best;
-        e->res.seconds = c.res.seconds;
+        ckpt_start_from(e, &c);
         e->res.state = MODEL_PENDING;
         e->done = 0;
         e->resumed = 0;

@@ -121,6 +121,8 @@ cohort_status ckpt_write(cohort_run *run, const model_entry *e, train_group *g, 
 /* Read model e's checkpoint; c->found is 0 when it has none. An error when it
  * is unreadable or was written for another config. */
 cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, cohort_error *err);
+/* Set e to go on from checkpoint c: its start, epochs run, history, best and seconds. */
+void ckpt_start_from(model_entry *e, const ckpt *c);
 void ckpt_free(ckpt *c);
 /* --resume: take the finished models of DIR/results.json. */
 cohort_status run_resume(cohort_run *run, cohort_error *err);

@@ -442,15 +442,8 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
                 continue;
             ckpt c;
             st = ckpt_read(run, e, &c, err);
-            if (!st && c.found) {
-                e->start_epoch = c.epoch;
-                e->start_step = c.step;
-                e->res.epochs_run = c.epoch;
-                memcpy(e->res.history, c.history, (size_t)c.epoch * sizeof(epoch_metrics));
-                e->res.best_epoch = c.res.best_epoch;
-                e->res.best = c.res.best;
-                e->res.seconds = c.res.seconds;
-            }
+            if (!st && c.found)
+                ckpt_start_from(e, &c);
             ckpt_free(&c);
         }
     }
