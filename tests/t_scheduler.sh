@@ -106,6 +106,31 @@ for f in "$T/sequential"/models/*.safetensors; do
 done
 [ $same = 1 ] && ok || bad "resumed from rung checkpoints: weights differ or are missing"
 
+# hyperband: asha in brackets dealt round robin; bracket b cuts from rung b on.
+sed 's/name: asha/name: hyperband/' "$T/asha.yaml" > "$T/hb.yaml"
+"$COHORT" plan "$T/hb.yaml" | grep -q "rungs at epochs 1, 3 in 3 brackets.*at most 53 of 81 epochs" && ok || bad "hyperband plan line"
+for s in sequential fused; do
+    expect_status 0 "hyperband $s" -- "$COHORT" train "$T/hb.yaml" --out "$T/hb-$s" --strategy $s --quiet
+done
+/usr/bin/python3 - "$T/hb-sequential/results.json" "$T/hb-fused/results.json" <<'PY' && ok || bad "hyperband decisions"
+import json, sys
+ms = json.load(open(sys.argv[1]))["models"]
+fused = json.load(open(sys.argv[2]))["models"]
+assert [(m["status"], m.get("pruned_at")) for m in ms] == [(m["status"], m.get("pruned_at")) for m in fused]
+for b in range(3):
+    alive = [m for i, m in enumerate(ms) if i % 3 == b]
+    for rung, epoch in enumerate([1, 3]):
+        if rung < b:
+            continue
+        at = sorted(alive, key=lambda m: (m["history"]["val_loss"][epoch - 1], m["name"]))
+        keep = at[:max(1, len(at) // 3)]
+        for m in at[len(keep):]:
+            assert m["status"] == "pruned" and m["pruned_at"] == {"epoch": epoch, "rung": rung}, (b, m["name"])
+        alive = keep
+    for m in alive:
+        assert m["status"] == "ok" and m["epochs_run"] == 9, (b, m["name"], m["status"])
+PY
+
 # median: replayed from the histories.
 cat > "$T/median.yaml" <<YAML
 data: {train: csv:$T/train.csv, validation_split: 0.25}
@@ -136,7 +161,7 @@ bad_sched() { # WHAT MESSAGE SCHEDULER
     expect_status 2 "$1" -- "$COHORT" plan "$T/bad.yaml"
     expect_err "$2" "$1"
 }
-bad_sched "pbt" "bad.yaml:3: scheduler pbt is not supported yet; use asha, median or none" "{name: pbt}"
+bad_sched "pbt" "bad.yaml:3: scheduler pbt is not supported yet; use asha, hyperband, median or none" "{name: pbt}"
 bad_sched "typo" "bad.yaml:3: scheduler.name must be one of none, asha, median, hyperband, pbt, got 'ashaa' (did you mean 'asha'?)" "{name: ashaa}"
 bad_sched "grace" "bad.yaml:3: scheduler.grace_period (5) is more than max_t (3): no model could be stopped" "{name: asha, grace_period: 5, max_t: 3}"
 bad_sched "regression metric" "bad.yaml:3: the scheduler watches val_mae, but model 'm' records accuracy" "{name: asha, metric: val_mae}"

@@ -110,12 +110,15 @@ static void print_scheduler(const cohort_run *run)
         return;
     long long epochs, full;
     int rungs = run_scheduler_budget(run, &epochs, &full);
-    printf("\nscheduler %s on %s (%s)", sc->kind == PRUNE_ASHA ? "asha" : "median", sc->metric,
+    printf("\nscheduler %s on %s (%s)", prune_kind_name(sc->kind), sc->metric,
            sc->maximize ? "max" : "min");
-    if (sc->kind == PRUNE_ASHA) {
+    if (sc->kind != PRUNE_MEDIAN) {
         printf(": rungs at epochs");
         for (long r = sc->grace, i = 0; i < rungs; r *= sc->eta, i++)
             printf("%s %ld", i ? "," : "", r);
+        if (sc->kind == PRUNE_HYPERBAND)
+            printf(" in %d brackets (bracket b cuts from rung b on; models dealt round robin)",
+                   rungs + 1);
         printf(", the best 1/%d of each rung goes on; at most %lld of %lld epochs (%.0f%%)\n",
                sc->eta, epochs, full, full ? 100.0 * (double)epochs / (double)full : 0.0);
     } else {

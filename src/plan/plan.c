@@ -1906,6 +1906,17 @@ static const char *const sched_keys[] = {"name",        "metric",           "mod
                                          "reduction_factor", "max_t", NULL};
 static const char *const sched_names[] = {"none", "asha", "median", "hyperband", "pbt"};
 
+const char *prune_kind_name(prune_kind k)
+{
+    switch (k) {
+    case PRUNE_NONE: return "none";
+    case PRUNE_ASHA: return "asha";
+    case PRUNE_MEDIAN: return "median";
+    case PRUNE_HYPERBAND: return "hyperband";
+    }
+    return "unknown";
+}
+
 /* scheduler: {name, metric, mode, grace_period, reduction_factor, max_t}. */
 static cohort_status parse_scheduler(const yctx *c, const ynode *root, cohort_plan *plan)
 {
@@ -1927,13 +1938,14 @@ static cohort_status parse_scheduler(const yctx *c, const ynode *root, cohort_pl
     s->line = n->line;
     int kind = 0, idx;
     if (!(v = ymap_get(n, "name")))
-        return ynode_fail(c, n, "scheduler needs a name: asha, median or none");
+        return ynode_fail(c, n, "scheduler needs a name: asha, hyperband, median or none");
     if ((st = yget_enum(c, v, "scheduler.name", sched_names, COUNT(sched_names), &kind)))
         return st;
-    if (kind >= 3)
-        return ynode_fail(c, v, "scheduler %s is not supported yet; use asha, median or none",
-                          sched_names[kind]);
-    s->kind = kind == 1 ? PRUNE_ASHA : kind == 2 ? PRUNE_MEDIAN : PRUNE_NONE;
+    if (kind == 4)
+        return ynode_fail(c, v, "scheduler pbt is not supported yet; use asha, hyperband, median "
+                                "or none");
+    static const prune_kind kinds[] = {PRUNE_NONE, PRUNE_ASHA, PRUNE_MEDIAN, PRUNE_HYPERBAND};
+    s->kind = kinds[kind];
     int has_val = plan->data.validation[0] || plan->data.validation_split > 0.0;
     str_copy(s->metric, sizeof s->metric, has_val ? "val_loss" : "loss");
     if ((v = ymap_get(n, "metric"))) {

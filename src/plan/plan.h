@@ -35,7 +35,9 @@ typedef struct device_spec {
 } device_spec;
 
 /* The plan's `scheduler`: which models stop before their last epoch. */
-typedef enum prune_kind { PRUNE_NONE, PRUNE_ASHA, PRUNE_MEDIAN } prune_kind;
+typedef enum prune_kind { PRUNE_NONE, PRUNE_ASHA, PRUNE_MEDIAN, PRUNE_HYPERBAND } prune_kind;
+/* The plan's name of a scheduler rule ("asha", ...). */
+const char *prune_kind_name(prune_kind k);
 typedef struct scheduler_spec {
     prune_kind kind;
     char metric[32];   /* a history metric: val_loss, val_accuracy, loss, val_mae, ... */

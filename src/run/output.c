@@ -399,7 +399,7 @@ char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups
         sb_printf(&b, "{\"name\": \"%s\", \"metric\": \"%s\", \"mode\": \"%s\", "
                       "\"grace_period\": %d, \"reduction_factor\": %d, \"max_epochs\": %lld, "
                       "\"full_epochs\": %lld}",
-                  sc->kind == PRUNE_ASHA ? "asha" : "median", sc->metric,
+                  prune_kind_name(sc->kind), sc->metric,
                   sc->maximize ? "max" : "min", sc->grace, sc->eta, epochs, full);
     }
     sb_puts(&b, ",\n  \"groups\": [");

@@ -13,6 +13,10 @@
  * the best 1/eta of the models that reached it go on. Ray Tune's ASHA
  * promotes as results arrive, which makes the choice depend on timing; here
  * a rung waits for its last model instead.
+ * hyperband: asha in brackets (Li et al., JMLR 2018): the models are dealt
+ * round robin to brackets that start cutting at successive rungs, so that
+ * some models get more epochs before they are judged; the last bracket
+ * trains its models in full.
  * median: from grace_period on, after every epoch a model stops when its
  * best value so far is worse than the median of the other live models' best
  * values at that epoch (with at least MEDIAN_MIN_OTHERS others).
@@ -33,12 +37,12 @@ static int target_epochs(const cohort_run *run, const model_entry *e)
     return max_t > 0 && max_t < t ? max_t : t;
 }
 
-/* The rungs below the largest target: asha's grace * eta^k, median's every
- * epoch from grace. Returns how many (at most cap). */
+/* The rungs below the largest target: asha's (and hyperband's) grace *
+ * eta^k, median's every epoch from grace. Returns how many (at most cap). */
 static int make_rungs(const scheduler_spec *sc, int top, int *rungs, int cap)
 {
     int n = 0;
-    if (sc->kind == PRUNE_ASHA)
+    if (sc->kind != PRUNE_MEDIAN)
         for (long r = sc->grace; r < top && n < cap; r *= sc->eta)
             rungs[n++] = (int)r;
     else
@@ -110,8 +114,19 @@ static void prune(cohort_run *run, model_entry *e, int rung)
     run_write_record(run, e, &err);
 }
 
-/* Rung `ri` at epoch R: which of the live models stop. */
-static void decide(cohort_run *run, const unsigned char *live, int ri, int R)
+/* Hyperband's bracket of model i among `brackets` (dealt round robin, so the
+ * brackets depend on the plan alone); 0 for the other rules. Bracket b's
+ * rungs are the ladder's from rung b on: its models train b rungs' worth of
+ * epochs before their first cut, the last bracket's never are cut. */
+static int bracket_of(const scheduler_spec *sc, int i, int brackets)
+{
+    return sc->kind == PRUNE_HYPERBAND ? i % brackets : 0;
+}
+
+/* Rung `ri` of the ladder at epoch R: which of the live models of bracket b
+ * stop (b's own rung there is ri - b). */
+static void decide(cohort_run *run, const unsigned char *live, int ri, int R, int b,
+                   int brackets)
 {
     const scheduler_spec *sc = &run->plan->scheduler;
     ranked *r = malloc((size_t)run->n * sizeof *r);
@@ -130,10 +145,11 @@ static void decide(cohort_run *run, const unsigned char *live, int ri, int R)
     int n = 0;
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
-        if (e->res.epochs_run >= R && !(e->res.state == MODEL_PRUNED && e->pruned_rung < ri))
+        if (bracket_of(sc, i, brackets) == b && e->res.epochs_run >= R &&
+            !(e->res.state == MODEL_PRUNED && e->pruned_rung < ri))
             r[n++] = (ranked){value_at(sc, e, R, sc->kind == PRUNE_MEDIAN), i};
     }
-    if (sc->kind == PRUNE_ASHA) {
+    if (sc->kind != PRUNE_MEDIAN) {
         sort_sc = sc;
         qsort(r, (size_t)n, sizeof *r, by_value);
         int keep = n / sc->eta > 0 ? n / sc->eta : 1;
@@ -223,6 +239,7 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     }
     int nr = make_rungs(sc, top, rungs, top);
+    int brackets = sc->kind == PRUNE_HYPERBAND ? nr + 1 : 1;
     /* Live: every model not finished for good. A resumed model whose record
      * says ok may stand at a rung: it lives while it has epochs to go. */
     for (int i = 0; i < run->n; i++) {
@@ -257,8 +274,8 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
                  e->res.epochs_run >= target_epochs(run, e)))
                 live[i] = 0;
         }
-        if (ri < nr)
-            decide(run, live, ri, R);
+        for (int b = 0; ri < nr && b < brackets && b <= ri; b++)
+            decide(run, live, ri, R, b, brackets);
         for (int i = 0; i < run->n; i++)
             if (run->m[i].res.state == MODEL_PRUNED)
                 live[i] = 0;
@@ -287,7 +304,7 @@ int run_scheduler_budget(const cohort_run *run, long long *epochs, long long *fu
         *full += run->m[i].spec->epochs;
         top = t > top ? t : top;
     }
-    if (sc->kind != PRUNE_ASHA) {
+    if (sc->kind == PRUNE_MEDIAN) {
         for (int i = 0; i < run->n; i++)
             *epochs += target_epochs(run, &run->m[i]);
         return 0;
@@ -296,13 +313,19 @@ int run_scheduler_budget(const cohort_run *run, long long *epochs, long long *fu
     if (!rungs)
         return 0;
     int nr = make_rungs(sc, top, rungs, top);
-    /* The most: n models to the first rung, the best 1/eta of them on. */
-    long long n = run->n, prev = 0;
-    for (int ri = 0; ri <= nr; ri++) {
-        int R = ri < nr ? rungs[ri] : top;
-        *epochs += n * (R - prev);
-        prev = R;
-        n = n / sc->eta > 0 ? n / sc->eta : 1;
+    int brackets = sc->kind == PRUNE_HYPERBAND ? nr + 1 : 1;
+    /* The most: each bracket's n models to its first rung, the best 1/eta
+     * of them on to the next. */
+    for (int b = 0; b < brackets; b++) {
+        long long n = 0, prev = 0;
+        for (int i = 0; i < run->n; i++)
+            n += bracket_of(sc, i, brackets) == b;
+        for (int ri = b; ri <= nr && n > 0; ri++) {
+            int R = ri < nr ? rungs[ri] : top;
+            *epochs += n * (R - prev);
+            prev = R;
+            n = n / sc->eta > 0 ? n / sc->eta : 1;
+        }
     }
     free(rungs);
     return nr;
