@@ -62,4 +62,26 @@ expect_status 2 "eval of npy:X" -- "$COHORT" eval "$W" --data "npy:$T/x.npy"
 expect_err "has no labels; eval needs them" "eval of npy:X"
 
 "$COHORT" predict --help | grep -q "no label" && ok || bad "predict --help says nothing of data without labels"
+
+# A regression on a CSV's target columns: eval and predict read the same
+# columns (stored in the weights), and refuse data of another width.
+awk 'BEGIN { srand(5); print "a,b,y0,y1"; for (i = 0; i < 300; i++) { a = rand(); b = rand();
+    printf "%f,%f,%f,%f\n", a, b, 2 * a - b, a * b } }' > "$T/reg.csv"
+cat > "$T/reg.yaml" <<YAML
+data: {train: csv:$T/reg.csv, label_columns: [y0, y1]}
+models: [{name: r, epochs: 20, loss: mse, optimizer: {name: adam, lr: 0.01}, layers: [{dense: 8, activation: tanh}, {dense: 2}]}]
+YAML
+expect_status 0 "train regression" -- "$COHORT" train "$T/reg.yaml" --out "$T/reg" --quiet
+expect_status 0 "eval regression" -- "$COHORT" eval "$T/reg/models/r.safetensors" --data "csv:$T/reg.csv" --json
+/usr/bin/python3 - "$T/out" "$T/reg/results.json" <<'PY' && ok || bad "eval of a regression: $(cat "$T/out")"
+import json, sys
+e = json.loads(open(sys.argv[1]).read())
+r = json.load(open(sys.argv[2]))["models"][0]
+assert "mae" in e and "accuracy" not in e, e
+assert abs(e["mae"] - r["history"]["mae"][-1]) < 0.05, (e, r["history"]["mae"][-1])
+PY
+"$COHORT" predict "$T/reg/models/r.safetensors" --data "csv:$T/reg.csv" | head -n 1 | grep -qx "index,y0,y1,t0,t1" && ok || bad "predict header of a regression"
+cut -d, -f1,2,3 "$T/reg.csv" | sed '1s/.*/a,b,y0/' > "$T/reg1.csv"
+expect_status 2 "eval regression on other columns" -- "$COHORT" eval "$T/reg/models/r.safetensors" --data "csv:$T/reg1.csv"
+expect_err "no column named 'y1' in the header" "eval regression on other columns"
 finish

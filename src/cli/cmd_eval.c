@@ -57,7 +57,8 @@ static int load_model(const char *cmd, const char *weights, const char *data,
     /* Data without labels is read for both, so that eval can say what it
      * lacks. -1: the input size is not stored (an older file): only npy:X
      * is known to be unlabeled. */
-    data_options dopt = {.unlabeled_dim = n_in ? n_in : -1};
+    data_options dopt = {.unlabeled_dim = n_in ? n_in : -1,
+                         .label_columns = l->m.label_columns[0] ? l->m.label_columns : NULL};
     if (data_load(data, &dopt, &l->ds, &err)) {
         loaded_free(l);
         return cli_usage_error(cmd, "%s", err.message);
@@ -91,6 +92,17 @@ static int load_model(const char *cmd, const char *weights, const char *data,
      * for cannot be scored (mse on one output takes the label as a number). */
     const model_spec *sp = &l->m.plan->models[0];
     int n_out = group_layout(l->m.g)->n_out;
+    /* Real-valued targets must be as wide as the output. */
+    if (l->ds->has_labels && group_layout(l->m.g)->metric == METRIC_ERRORS && n_out > 1 &&
+        !(l->ds->t && l->ds->t_dim == n_out)) {
+        long long has = l->ds->t ? (long long)l->ds->t_dim : 1;
+        loaded_free(l);
+        return cli_usage_error(cmd,
+                               "%s has %lld target%s per sample, but the model of %s gives %d "
+                               "values (a CSV's target columns: data.label_columns, stored in "
+                               "the weights when the model was trained on them)",
+                               data, has, has == 1 ? "" : "s", weights, n_out);
+    }
     if (l->ds->has_labels && (sp->loss == LOSS_SCE || n_out > 1) && l->ds->n_classes > n_out) {
         int64_t row = 0;
         while (row < l->all.n && l->all.y[row] < n_out)

@@ -263,15 +263,23 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
     strbuf names;
     sb_init(&names);
     put_class_names(&names, run);
-    const char *meta[] = {"format", "cohort", "cohort_version", COHORT_VERSION,
-                          "spec", e->spec->config_json ? e->spec->config_json : "{}",
-                          "inputs", n_in, "input_shape", shape, "classes", classes,
-                          "class_names", names.data ? names.data : "null"};
+    const char *meta[16] = {"format", "cohort", "cohort_version", COHORT_VERSION,
+                            "spec", e->spec->config_json ? e->spec->config_json : "{}",
+                            "inputs", n_in, "input_shape", shape, "classes", classes};
+    int n_meta = 6;
+    /* class_names only for text labels, label_columns only for CSV targets:
+     * other tools' files need not change. */
+    if (run->train_ds && run->train_ds->class_names) {
+        meta[2 * n_meta] = "class_names";
+        meta[2 * n_meta++ + 1] = names.data ? names.data : "null";
+    }
+    if (run->plan->data.label_columns[0]) {
+        meta[2 * n_meta] = "label_columns";
+        meta[2 * n_meta++ + 1] = run->plan->data.label_columns;
+    }
     snprintf(rel, COHORT_PATH_MAX, "models/%s%s.safetensors", e->spec->name, best ? ".best" : "");
     char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", run->out_dir, rel);
-    /* class_names only for text labels: other tools' files need not change. */
-    int n_meta = run->train_ds && run->train_ds->class_names ? 7 : 6;
     cohort_status st = names.failed ? cohort_fail(err, COHORT_ERR_NOMEM, "out of memory")
                                     : st_write(path, t, n, meta, n_meta, err);
     sb_free(&names);

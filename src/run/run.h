@@ -80,6 +80,7 @@ typedef struct saved_model {
     sample_shape in;         /* the stored image shape, rank 0 when flat or unknown */
     int64_t n_in;            /* values per sample, 0 when not stored */
     int on_classes;          /* trained on class labels */
+    char label_columns[512]; /* the CSV target columns it was trained on, "" = none */
 } saved_model;
 
 /* Read the spec, shapes and class names of `weights` (COHORT_ERR_INPUT or

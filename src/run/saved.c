@@ -123,6 +123,9 @@ cohort_status saved_model_open(const char *weights, saved_model *m, cohort_error
      * pixels) as the plan's data.input_shape did. */
     char *shape = st_meta_get(&f, "input_shape"), *inputs = st_meta_get(&f, "inputs");
     char *names = st_meta_get(&f, "class_names"), *classes = st_meta_get(&f, "classes");
+    char *tcols = st_meta_get(&f, "label_columns");
+    str_copy(m->label_columns, sizeof m->label_columns, tcols ? tcols : "");
+    free(tcols);
     /* Trained on class labels: a model of several outputs scores classes
      * (mse on one-hot labels) rather than errors. */
     m->on_classes = classes && strtol(classes, NULL, 10) > 0;
