@@ -94,6 +94,8 @@ typedef struct plan_sweep {
                                  * A search: its samples */
     int zip;                    /* a search: combination i takes value i of every key */
     struct ynode **drawn;       /* a search: the lists of drawn values, [n], owned */
+    size_t *picked;             /* a search: [n * combos] which value of a choice each draw
+                                 * took (names show it for lists and maps), owned */
 } plan_sweep;
 
 /* Check the `sweep` map (NULL: no sweep) against the model schema and count

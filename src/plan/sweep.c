@@ -208,6 +208,7 @@ void plan_sweep_free(plan_sweep *s)
     for (int i = 0; s->drawn && i < s->n; i++)
         ynode_free(s->drawn[i]);
     free(s->drawn);
+    free(s->picked);
     free(s->keys);
     memset(s, 0, sizeof *s);
     s->combos = 1;
@@ -258,7 +259,7 @@ static cohort_status dist_bounds(const yctx *c, const ynode *key, const ynode *a
 
 /* samples draws of key's distribution `dist` (draw i from r[i]) into a new list *lists. */
 static cohort_status draw_key(const yctx *c, const ynode *key, const ynode *dist, size_t samples,
-                              rng_state *r, ynode **lists)
+                              rng_state *r, ynode **lists, size_t *picked)
 {
     char got[80];
     if (dist->type != YNODE_MAP || dist->n != 1)
@@ -285,8 +286,10 @@ static cohort_status draw_key(const yctx *c, const ynode *key, const ynode *dist
     for (size_t i = 0; i < samples; i++) {
         ynode *v;
         char buf[64];
+        picked[i] = i;
         if (kind == DIST_CHOICE) {
-            v = ynode_clone(args->vals[rng_below(&r[i], (uint64_t)args->n)], 0);
+            picked[i] = (size_t)rng_below(&r[i], (uint64_t)args->n);
+            v = ynode_clone(args->vals[picked[i]], 0);
         } else {
             double u = unit_draw(&r[i]);
             if (kind == DIST_RANDINT)
@@ -340,9 +343,10 @@ cohort_status plan_search_parse(const yctx *c, const ynode *search, plan_sweep *
                           SWEEP_MAX_KEYS);
     out->keys = calloc(space->n, sizeof *out->keys);
     out->drawn = calloc(space->n, sizeof *out->drawn);
+    out->picked = calloc(space->n * (size_t)samples, sizeof *out->picked);
     /* One stream per sample: sample i's draws do not depend on the others. */
     rng_state *r = malloc((size_t)samples * sizeof *r);
-    if (!out->keys || !out->drawn || !r) {
+    if (!out->keys || !out->drawn || !out->picked || !r) {
         free(r);
         plan_sweep_free(out);
         return ynode_nomem(c);
@@ -364,7 +368,8 @@ cohort_status plan_search_parse(const yctx *c, const ynode *search, plan_sweep *
             break;
         const char *dot = strrchr(k->key->str, '.');
         k->label = dot ? dot + 1 : k->key->str;
-        st = draw_key(c, k->key, space->vals[i], (size_t)samples, r, &out->drawn[i]);
+        st = draw_key(c, k->key, space->vals[i], (size_t)samples, r, &out->drawn[i],
+                      out->picked + i * (size_t)samples);
         out->n = (int)i + 1;
         k->values = out->drawn[i];
     }
@@ -552,7 +557,8 @@ cohort_status plan_sweep_apply(const yctx *c, const plan_sweep *s, size_t combo,
         cohort_status st = apply_one(c, k, v, model, model_label);
         if (st)
             return st;
-        if (append_label(suffix, suffix_size, k->label, v, idx[i]))
+        size_t shown = s->zip ? s->picked[(size_t)i * s->combos + idx[i]] : idx[i];
+        if (append_label(suffix, suffix_size, k->label, v, shown))
             return ynode_fail(c, k->key, "the names the sweep gives %s are too long (at most %d characters)",
                               model_label, COHORT_NAME_MAX - 1);
     }
