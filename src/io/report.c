@@ -182,11 +182,13 @@ static int is_failed(const rmodel *m)
 
 static void put_status_pill(strbuf *b, const char *status)
 {
-    const char *cls = !strcmp(status, "ok")                                  ? "ok"
+    /* pruned: stopped by the scheduler, a success, shown apart from failures. */
+    const char *cls = !strcmp(status, "ok")       ? "ok"
+                      : !strcmp(status, "pruned") ? "cut"
                       : !strcmp(status, "running") || !strcmp(status, "pending") ||
-                                !strcmp(status, "interrupted")
+                              !strcmp(status, "interrupted")
                           ? "run"
-                                                                               : "bad";
+                          : "bad";
     sb_printf(b, "<span class=\"pill %s\">", cls);
     html_esc(b, status);
     sb_puts(b, "</span>");
@@ -1142,6 +1144,7 @@ static const char page_css[] =
     ".pill.ok{background:#dcfae6;color:var(--ok)}"
     ".pill.bad{background:#fee4e2;color:var(--bad)}"
     ".pill.run{background:#e0eaff;color:#1e40af}"
+    ".pill.cut{background:#eef0f3;color:#475467}"
     ".legend{display:flex;flex-wrap:wrap;gap:6px 18px;margin:6px 0 8px;font-size:13px}"
     ".legend .item{cursor:default;white-space:nowrap}"
     ".legend .key{color:var(--muted);white-space:nowrap}"
