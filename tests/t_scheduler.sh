@@ -52,6 +52,8 @@ for s in ("threads", "fused", "processes"):
         assert (o["status"], o.get("pruned_at"), o["history"]["val_loss"]) == \
                (m["status"], m.get("pruned_at"), m["history"]["val_loss"]), (s, m["name"])
 PY
+"$COHORT" report "$T/sequential" > /dev/null && [ "$(grep -o 'pruned at rung [01]' "$T/sequential/report.html" | wc -l)" -eq 8 ] &&
+    grep -q 'pill cut' "$T/sequential/report.html" && ok || bad "report.html does not show the 8 pruned models and their rungs"
 for s in threads fused processes; do
     same=1
     for f in "$T/sequential"/models/*.safetensors; do

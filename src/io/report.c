@@ -24,6 +24,7 @@ typedef struct rmodel {
     double restored_epoch;
     double best_epoch, best_val_loss, best_val_acc, test_loss, test_acc;
     double best_val_mae, test_mae; /* regression */
+    double pruned_rung;            /* pruned by the scheduler: at which rung; NaN: not */
     int reg;                       /* "task": "regression": mae in place of accuracy */
     const json_value *curve[N_CURVES]; /* arrays, or NULL */
     int n_epochs;                      /* longest curve */
@@ -224,6 +225,7 @@ static void model_read(rmodel *m, const json_value *j, int index)
     m->test_loss = jnum(json_get(test, "loss"));
     m->test_acc = jnum(json_get(test, "accuracy"));
     m->best_val_mae = jnum(json_get(best, "val_mae"));
+    m->pruned_rung = jnum(json_get(json_get(j, "pruned_at"), "rung"));
     m->test_mae = jnum(json_get(test, "mae"));
     m->reg = strcmp(json_str(json_get(j, "task"), ""), "regression") == 0;
     const json_value *h = json_get(j, "history");
@@ -721,6 +723,12 @@ static void section_table(rctx *c)
             if (isfinite(m->restored_epoch))
                 sb_printf(b, ", restored %.0f", m->restored_epoch);
             sb_puts(b, "</span></td>");
+        } else if (is_status(m, "pruned") && isfinite(m->pruned_rung)) {
+            sb_puts(b, "<td class=\"num\"");
+            put_data_v(b, m->epochs_run);
+            sb_puts(b, ">");
+            put_fixed(b, m->epochs_run, 0);
+            sb_printf(b, " <span class=\"hint\">pruned at rung %.0f</span></td>", m->pruned_rung);
         } else {
             td_num(b, m->epochs_run, 0, 0);
         }
