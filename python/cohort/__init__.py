@@ -386,16 +386,24 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
     stop = {"asked": False}
     prep = None
 
+    live = progress and sys.stderr.isatty()  # a line redrawn in place as steps go
+
     def on_event(evp, user):
         ev = evp.contents
         if stop["asked"] and prep and prep.run:
             prep.lib.cohort_run_request_stop(prep.run)
+        if ev.kind == _EV_STEP and live and ev.steps > 0:
+            frac = ev.step / ev.steps
+            bar = "#" * int(20 * frac) + "." * (20 - int(20 * frac))
+            print(f"\r{ev.name.decode()[:30]:30} epoch {ev.epoch}/{ev.epochs} [{bar}] "
+                  f"{100 * frac:3.0f}%  loss {ev.loss:.4f}", end="", file=sys.stderr, flush=True)
         if ev.kind != _EV_EPOCH:
             return
         name = ev.name.decode()
         m = _metrics_of(ev)
         if progress:
-            print(_epoch_line(name, ev.epoch, ev.epochs, m), file=sys.stderr, flush=True)
+            print(("\r\033[K" if live else "") + _epoch_line(name, ev.epoch, ev.epochs, m),
+                  file=sys.stderr, flush=True)
         if on_epoch:
             try:
                 on_epoch(name, ev.epoch, m)
