@@ -30,19 +30,12 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_numpy import read_safetensors, write_safetensors  # noqa: E402
+from st_numpy import Checks, read_safetensors, write_safetensors  # noqa: E402
 
-passed = failed = 0
+check = Checks(NAME)
+
 N, NV, D, H, B, LR = 150, 40, 6, 16, 32, 0.1
 
-
-def check(cond, msg):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
 
 
 def close(a, b, rel=1e-4, tiny=1e-6):
@@ -285,8 +278,7 @@ def main():
         for name, case in CASES.items():
             run_case(cohort, tmp, name, case, rng)
         fused_same(cohort, tmp, rng)
-    print(f"{NAME}: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.done()
 
 
 if __name__ == "__main__":

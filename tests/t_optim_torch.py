@@ -35,19 +35,12 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_numpy import read_safetensors, write_safetensors  # noqa: E402
+from st_numpy import Checks, read_safetensors, write_safetensors  # noqa: E402
 
-passed = failed = 0
+check = Checks(NAME)
+
 BATCH = 32
 
-
-def check(cond, msg):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
 
 
 class KerasFormula:
@@ -208,8 +201,7 @@ def main():
                            capture_output=True, text=True)
         check(r.returncode == 0, f"cohort train exited {r.returncode}: {r.stderr}")
         if r.returncode != 0:
-            print(f"{NAME}: {passed} passed, {failed} failed")
-            return 1
+            return check.done()
         results = {m["name"]: m for m in json.load(open(f"{tmp}/out/results.json"))["models"]}
         for name, (opt, regs) in cases.items():
             want, want_loss, clipped = torch_train(init, x, y, layers, opt, regs)
@@ -241,8 +233,7 @@ def main():
                     want_eval = eval_loss(want, x, y, layers, regs)
                     check(abs(got_eval - want_eval) <= 1e-4 * want_eval,
                           f"{name}: cohort eval loss {got_eval} vs {want_eval} (with the penalty)")
-    print(f"{NAME}: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.done()
 
 
 if __name__ == "__main__":

@@ -31,19 +31,13 @@ SRC = os.environ.get("COHORT_SRC", os.path.join(os.path.dirname(os.path.abspath(
 BUILD = os.environ.get("COHORT_BUILD", os.path.join(SRC, "build"))
 os.environ.setdefault("COHORT_LIB", os.path.join(BUILD, "libcohort.so"))
 sys.path.insert(0, os.path.join(SRC, "python"))
+sys.path.insert(0, os.path.join(SRC, "tests"))
 import cohort  # noqa: E402
+from st_numpy import Checks  # noqa: E402
 
 COHORT = os.environ.get("COHORT_BIN", os.path.join(BUILD, "cohort"))
-passed = failed = 0
+check = Checks(NAME)
 
-
-def check(cond, msg):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
 
 
 def same_weights(a, b):
@@ -211,8 +205,7 @@ def main():
         interrupt_and_resume(rng, tmp)
         fused_sweep(rng, tmp)
         regression(rng)
-    print(f"{NAME}: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.done()
 
 
 if __name__ == "__main__":
