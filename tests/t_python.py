@@ -113,6 +113,11 @@ def errors(rng):
     except cohort.DataError as e:
         check("labels must be integers" in str(e), f"DataError: {e}")
     try:
+        cohort.train({"models": [{"name": "m", "layers": MLP}]}, data={"train": (x,)}, progress=False)
+        check(False, "training on inputs alone raised nothing")
+    except cohort.DataError as e:
+        check("memory:train has no labels or targets" in str(e), f"DataError: {e}")
+    try:
         cohort.train({"models": [{"name": "m", "layers": MLP}]}, data={"train": (x, y[:-1])})
         check(False, "a row mismatch raised nothing")
     except cohort.DataError as e:

@@ -74,6 +74,13 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
     if (run->train.n == 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: no training samples left after the "
                            "validation split of %g", d->train, d->validation_split);
+    /* Only predict reads data without labels (memory: data may have none). */
+    const cohort_dataset *sets[3] = {run->train_ds, run->val_ds, run->test_ds};
+    for (int i = 0; i < 3; i++)
+        if (sets[i] && !sets[i]->has_labels)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s has no labels or targets; training and evaluation need them",
+                               sets[i]->source);
     run->n_in = (int)run->train_ds->dim;
     run->n_classes = run->train_ds->n_classes;
     data_warn_empty_classes(run->train_ds);
