@@ -1899,9 +1899,6 @@ static void plan_name_from_path(const char *path, char *out, size_t size)
         *dot = 0;
 }
 
-/* The metrics a scheduler may watch: the history's, but seconds and lr. */
-static const char *const sched_metrics[] = {"val_loss", "val_accuracy", "loss", "accuracy",
-                                            "val_mae",  "val_rmse",     "mae",  "rmse"};
 static const char *const sched_keys[] = {"name",        "metric",           "mode",  "grace_period",
                                          "reduction_factor", "max_t", NULL};
 static const char *const sched_names[] = {"none", "asha", "median", "hyperband", "pbt"};
@@ -1949,9 +1946,8 @@ static cohort_status parse_scheduler(const yctx *c, const ynode *root, cohort_pl
     int has_val = plan->data.validation[0] || plan->data.validation_split > 0.0;
     str_copy(s->metric, sizeof s->metric, has_val ? "val_loss" : "loss");
     if ((v = ymap_get(n, "metric"))) {
-        if ((st = yget_enum(c, v, "scheduler.metric", sched_metrics, COUNT(sched_metrics), &idx)))
+        if ((st = get_monitor(c, v, "scheduler.metric", s->metric, sizeof s->metric)))
             return st;
-        str_copy(s->metric, sizeof s->metric, sched_metrics[idx]);
         if (!strncmp(s->metric, "val_", 4) && !has_val)
             return ynode_fail(c, v, "the scheduler watches %s, but the plan has no validation "
                                     "data; give data.validation or data.validation_split, or "
