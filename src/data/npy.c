@@ -449,8 +449,10 @@ static int64_t elem_label(const npy_header *h, const unsigned char *p)
     return (int64_t)v;
 }
 
+/* count values as floats into x; uint8 inputs are scaled to [0, 1] where
+ * scale_u8 is set (targets are taken as they are). */
 static cohort_status read_x(data_src *src, const npy_header *h, uint64_t count, float *x,
-                            cohort_error *err)
+                            int scale_u8, cohort_error *err)
 {
     if (h->kind == NPY_F32)
         return data_src_read_exact(src, x, (size_t)count * 4, "array data", err);
@@ -458,7 +460,7 @@ static cohort_status read_x(data_src *src, const npy_header *h, uint64_t count, 
     if (!buf)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", src->name);
     size_t per = SRC_CHUNK * 16 / h->itemsize;
-    int u8 = h->kind == NPY_UINT && h->itemsize == 1;
+    int u8 = scale_u8 && h->kind == NPY_UINT && h->itemsize == 1;
     cohort_status st = COHORT_OK;
     for (uint64_t i = 0; i < count && !st;) {
         size_t k = count - i < per ? (size_t)(count - i) : per;
@@ -478,28 +480,6 @@ static cohort_status read_x(data_src *src, const npy_header *h, uint64_t count, 
             for (size_t j = 0; j < k; j++)
                 x[i + j] = (float)elem_double(h, buf + j * h->itemsize);
         }
-        i += k;
-    }
-    free(buf);
-    return st;
-}
-
-/* Target values as they are (no scaling of uint8, unlike inputs). */
-static cohort_status read_targets(data_src *src, const npy_header *h, uint64_t count, float *t,
-                                  cohort_error *err)
-{
-    if (h->kind == NPY_F32)
-        return data_src_read_exact(src, t, (size_t)count * 4, "array data", err);
-    unsigned char *buf = malloc(SRC_CHUNK);
-    if (!buf)
-        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", src->name);
-    size_t per = SRC_CHUNK / h->itemsize;
-    cohort_status st = COHORT_OK;
-    for (uint64_t i = 0; i < count && !st;) {
-        size_t k = count - i < per ? (size_t)(count - i) : per;
-        st = data_src_read_exact(src, buf, k * h->itemsize, "array data", err);
-        for (size_t j = 0; j < k && !st; j++)
-            t[i + j] = (float)elem_double(h, buf + j * h->itemsize);
         i += k;
     }
     free(buf);
@@ -606,11 +586,11 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
     if (role == DATA_NPY_X) {
         if ((st = data_alloc_x(n, dim, src->name, &out->x, err)))
             return st;
-        st = read_x(src, &h, count, out->x, err);
+        st = read_x(src, &h, count, out->x, 1, err);
     } else if (targets) {
         if ((st = data_alloc_x(n, dim, src->name, &out->t, err)))
             return st;
-        st = read_targets(src, &h, count, out->t, err);
+        st = read_x(src, &h, count, out->t, 0, err);
         if (!st && dim == 1)
             out->y = labels_of_targets(out->t, n);
     } else {
