@@ -27,6 +27,19 @@ static void json_metric_array(strbuf *b, const train_result *r, size_t field)
     sb_puts(b, "]");
 }
 
+/* The history's columns of e (results.json and history/NAME.csv): every
+ * metric of its task, seconds and lr. */
+static const char *const *history_keys(const model_entry *e, int *n)
+{
+    static const char *const cls_keys[] = {"loss",         "accuracy", "val_loss",
+                                           "val_accuracy", "seconds",  "lr"};
+    static const char *const reg_keys[] = {"loss",     "mae",     "rmse", "val_loss",
+                                           "val_mae",  "val_rmse", "seconds", "lr"};
+    int reg = e->L.metric == METRIC_ERRORS;
+    *n = reg ? 8 : 6;
+    return reg ? reg_keys : cls_keys;
+}
+
 static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
 {
     const train_result *r = &e->res;
@@ -61,13 +74,8 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
         sb_puts(b, ",\n      \"restored_epoch\": null");
     int reg = e->L.metric == METRIC_ERRORS;
     sb_printf(b, ",\n      \"task\": \"%s\"", reg ? "regression" : "classification");
-    /* The history: every metric of the task, seconds and lr. */
-    static const char *const cls_keys[] = {"loss", "accuracy", "val_loss", "val_accuracy",
-                                           "seconds", "lr"};
-    static const char *const reg_keys[] = {"loss", "mae", "rmse", "val_loss", "val_mae",
-                                           "val_rmse", "seconds", "lr"};
-    const char *const *keys = reg ? reg_keys : cls_keys;
-    int nk = reg ? 8 : 6;
+    int nk;
+    const char *const *keys = history_keys(e, &nk);
     sb_puts(b, ",\n      \"history\": {");
     for (int i = 0; i < nk; i++) {
         sb_printf(b, "%s\"%s\": ", i ? ", " : "", keys[i]);
@@ -293,24 +301,29 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
 {
     strbuf b;
     sb_init(&b);
-    int reg = e->L.metric == METRIC_ERRORS;
-    sb_puts(&b, reg ? "epoch,loss,mae,rmse,val_loss,val_mae,val_rmse,seconds,lr\n"
-                    : "epoch,loss,accuracy,val_loss,val_accuracy,seconds,lr\n");
+    int nk;
+    const char *const *keys = history_keys(e, &nk);
+    sb_puts(&b, "epoch");
+    for (int k = 0; k < nk; k++)
+        sb_printf(&b, ",%s", keys[k]);
+    sb_puts(&b, "\n");
+    /* Validation columns are empty in epochs without validation; lr where unknown. */
     for (int i = 0; i < e->res.epochs_run; i++) {
         const epoch_metrics *m = &e->res.history[i];
-        if (reg)
-            sb_printf(&b, "%d,%.6f,%.6f,%.6f,", i + 1, m->loss, m->mae, m->rmse);
-        else
-            sb_printf(&b, "%d,%.6f,%.6f,", i + 1, m->loss, m->accuracy);
-        if (isfinite(m->val_loss) && reg)
-            sb_printf(&b, "%.6f,%.6f,%.6f,", m->val_loss, m->val_mae, m->val_rmse);
-        else if (isfinite(m->val_loss))
-            sb_printf(&b, "%.6f,%.6f,", m->val_loss, m->val_accuracy);
-        else
-            sb_puts(&b, reg ? ",,," : ",,");
-        sb_printf(&b, "%.3f,", m->seconds);
-        if (isfinite(m->lr))
-            sb_printf(&b, "%.8g", m->lr);
+        sb_printf(&b, "%d", i + 1);
+        for (int k = 0; k < nk; k++) {
+            double v = epoch_metric_get(m, epoch_metric_find(keys[k]));
+            if (!strcmp(keys[k], "seconds"))
+                sb_printf(&b, ",%.3f", v);
+            else if (!strcmp(keys[k], "lr") && isfinite(v))
+                sb_printf(&b, ",%.8g", v);
+            else if (!strcmp(keys[k], "lr"))
+                sb_puts(&b, ",");
+            else if (!strncmp(keys[k], "val_", 4) && !isfinite(m->val_loss))
+                sb_puts(&b, ",");
+            else
+                sb_printf(&b, ",%.6f", v);
+        }
         sb_puts(&b, "\n");
     }
     char path[2 * COHORT_PATH_MAX];
