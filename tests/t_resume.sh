@@ -42,9 +42,13 @@ PY
 t0=$(date +%s.%N)
 "$COHORT" train "$T/plan.yaml" --out "$T/ref" --quiet >/dev/null 2>&1 && ok || bad "reference run"
 t1=$(date +%s.%N)
+"$COHORT" train "$T/plan.yaml" --out "$T/ref2" --quiet >/dev/null 2>&1 && ok || bad "second reference run"
+t2=$(date +%s.%N)
 # Kill points are fractions of the reference run's wall time, so they land
 # inside the run on a fast machine and a slow (sanitized, loaded) one alike.
-at() { awk "BEGIN { printf \"%.3f\", ($t1 - $t0) * $1 }"; }
+# The shorter of two runs is the reference: a parallel ctest can slow one of
+# them more than the runs that follow, which then end before the kill.
+at() { awk "BEGIN { a = $t1 - $t0; b = $t2 - $t1; printf \"%.3f\", (a < b ? a : b) * $1 }"; }
 ref_seconds=$(/usr/bin/python3 -c "import json,sys; print(sum(m['seconds'] for m in json.load(open(sys.argv[1]))['models']))" "$T/ref/results.json")
 
 # Kill points spread over the run; the last two inside slowed checkpoint writes.
@@ -74,10 +78,25 @@ done
 # The kills must have hit running processes, not finished ones.
 [ $killed -ge 5 ] && ok || bad "only $killed of 7 kills hit a running process"
 
+# Waits until run PID has checkpointed a first epoch into DIR, so the signal
+# that follows lands inside the run however fast or loaded the machine is (a
+# fraction of the reference run's time does not: under a parallel ctest the
+# reference run can be slowed more than the run after it, which then finishes
+# before the signal).
+first_epoch() { # first_epoch DIR PID
+    local n
+    for n in $(seq 3000); do
+        ls "$1"/checkpoints/*.safetensors >/dev/null 2>&1 && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.01
+    done
+    return 1
+}
+
 # SIGTERM: the current step finishes, a checkpoint is written, exit 130; --resume finishes.
 "$COHORT" train "$T/plan.yaml" --out "$T/term" --quiet >/dev/null 2>"$T/term.err" &
 pid=$!
-sleep "$(at 0.4)"
+first_epoch "$T/term" $pid && ok || bad "SIGTERM: the run ended before its first checkpoint"
 kill -TERM $pid
 wait $pid
 rc=$?
@@ -133,7 +152,7 @@ same_as_ref "$T/ref" "resume of a finished run"
 
 # A changed model refuses to resume from a checkpoint made for another config.
 "$COHORT" train "$T/plan.yaml" --out "$T/chg" --quiet >/dev/null 2>&1 &
-pid=$!; sleep "$(at 0.5)"; kill -9 $pid; wait $pid 2>/dev/null
+pid=$!; first_epoch "$T/chg" $pid; kill -9 $pid; wait $pid 2>/dev/null
 if ls "$T/chg/checkpoints/"*.safetensors >/dev/null 2>&1; then
     "$COHORT" train "$T/plan.yaml" --out "$T/chg" --resume --quiet --set defaults.batch_size=8 >/dev/null 2>"$T/chg.err"
     rc=$?
