@@ -65,6 +65,7 @@ static void dense_step_scalar(float *W, float *s1, float *s2, const float *dZ, s
 #define TGT __attribute__((target("avx512f")))
 #define VT __m512
 #define VL 16
+#define NV 4 /* 6 x 4 accumulators, 4 loads, a broadcast: 29 of 32 registers */
 #define VLOAD(p) _mm512_loadu_ps(p)
 #define VSTORE(p, x) _mm512_storeu_ps(p, x)
 #define VSET1(x) _mm512_set1_ps(x)
@@ -80,6 +81,7 @@ static void dense_step_scalar(float *W, float *s1, float *s2, const float *dZ, s
 #undef TGT
 #undef VT
 #undef VL
+#undef NV
 #undef VLOAD
 #undef VSTORE
 #undef VSET1
@@ -95,6 +97,7 @@ static void dense_step_scalar(float *W, float *s1, float *s2, const float *dZ, s
 #define TGT __attribute__((target("avx2,fma")))
 #define VT __m256
 #define VL 8
+#define NV 2 /* 6 x 2 accumulators, 2 loads, a broadcast: 15 of 16 registers */
 #define VLOAD(p) _mm256_loadu_ps(p)
 #define VSTORE(p, x) _mm256_storeu_ps(p, x)
 #define VSET1(x) _mm256_set1_ps(x)
