@@ -120,4 +120,19 @@ assert ms["fine"]["status"] == "ok", ms["fine"]
 assert ms["wild"]["status"] == "diverged" and "epoch 1" in ms["wild"]["error"], ms["wild"]
 PY
 
+# cohort devices says which CPU kernels run and why; COHORT_CPU_KERNELS asks
+# for less (never more than the processor has), and an unknown value is
+# ignored, not taken for blas.
+out=$(COHORT_CPU_KERNELS=blas "$COHORT" devices)
+echo "$out" | grep -q "kernels blas (COHORT_CPU_KERNELS=blas)" && ok || bad "devices with blas: $out"
+best=$("$COHORT" devices --json | /usr/bin/python3 -c "import json,sys; print([d for d in json.load(sys.stdin)['devices'] if d['kind'] == 'cpu'][0]['kernels'])")
+out=$(COHORT_CPU_KERNELS=avx5 "$COHORT" devices --json)
+echo "$out" | grep -q "\"kernels\": \"$best\", \"kernels_why\": \".*COHORT_CPU_KERNELS='avx5' is not avx512, avx2 or blas: ignored" &&
+    ok || bad "devices with an unknown COHORT_CPU_KERNELS: $out"
+if [ "$best" = avx2 ]; then
+    out=$(COHORT_CPU_KERNELS=avx512 "$COHORT" devices)
+    echo "$out" | grep -q "kernels avx2 (COHORT_CPU_KERNELS=avx512, but this CPU has avx2 at most)" &&
+        ok || bad "devices asking for more than the CPU has: $out"
+fi
+
 finish

@@ -64,7 +64,10 @@ int cmd_devices(int argc, char **argv)
             if (!strcmp(d->kind, "cuda"))
                 sb_printf(&s, ", \"compute_capability\": \"%d.%d\"", d->cc_major, d->cc_minor);
             else
-                sb_printf(&s, ", \"kernels\": \"%s\"", device_cpu_kernels());
+            {
+                sb_printf(&s, ", \"kernels\": \"%s\", \"kernels_why\": ", device_cpu_kernels());
+                sb_json_str(&s, device_cpu_kernels_why());
+            }
             sb_puts(&s, "}");
         }
         sb_puts(&s, "\n  ],\n  \"gpu_note\": ");
@@ -84,10 +87,10 @@ int cmd_devices(int argc, char **argv)
                        d->policy == COHORT_MEM_PREALLOCATE ? "preallocated" : "grows on demand",
                        !strcmp(d->kind, "cpu") ? "" : "");
             else if (!strcmp(d->kind, "cpu"))
-                printf("%-8s %s, %d cores, %s memory (%s available), kernels %s%s\n", d->name,
-                       d->model, d->threads, format_bytes(d->total_bytes, a, sizeof a),
+                printf("%-8s %s, %d cores, %s memory (%s available), kernels %s (%s)%s\n",
+                       d->name, d->model, d->threads, format_bytes(d->total_bytes, a, sizeof a),
                        format_bytes(d->free_bytes, b, sizeof b), device_cpu_kernels(),
-                       r->dev[i].pool ? "" : ", split:");
+                       device_cpu_kernels_why(), r->dev[i].pool ? "" : ", split:");
             else
                 printf("%-8s %s, compute capability %d.%d, %s memory (%s free)\n", d->name,
                        d->model, d->cc_major, d->cc_minor, format_bytes(d->total_bytes, a, sizeof a),

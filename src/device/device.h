@@ -91,5 +91,7 @@ int devices_usable(const device_registry *r, int *idx, int max);
 /* The CPU backend's own kernels that run here ("avx512", "avx2"), or
  * "blas" where only OpenBLAS's do (no AVX2, or COHORT_CPU_KERNELS=none). */
 const char *device_cpu_kernels(void);
+/* Why those, in a phrase: the rule, or what COHORT_CPU_KERNELS asked for. */
+const char *device_cpu_kernels_why(void);
 
 #endif

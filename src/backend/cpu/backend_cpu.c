@@ -1051,3 +1051,5 @@ const backend_ops *backend_cpu(void) { return &cpu_ops; }
 int backend_cpu_blas_threads(int threads) { return cpu_isa_detect() != ISA_NONE ? 1 : threads; }
 
 const char *device_cpu_kernels(void) { return cpu_isa_name(cpu_isa_detect()); }
+
+const char *device_cpu_kernels_why(void) { return cpu_isa_why(); }

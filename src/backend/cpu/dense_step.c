@@ -1,6 +1,7 @@
 #include "backend/cpu/dense_step.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,14 +124,57 @@ static cpu_isa isa_of_processor(void)
 static cpu_isa isa_of_processor(void) { return ISA_NONE; }
 #endif
 
-cpu_isa cpu_isa_detect(void)
+/* What COHORT_CPU_KERNELS asks for: *w, or 0 when it is unset or not a
+ * known value. */
+static int isa_wanted(cpu_isa *w)
 {
-    cpu_isa best = isa_of_processor();
     const char *want = getenv("COHORT_CPU_KERNELS");
     if (!want || !*want)
+        return 0;
+    if (!strcmp(want, "avx512"))
+        *w = ISA_AVX512;
+    else if (!strcmp(want, "avx2"))
+        *w = ISA_AVX2;
+    else if (!strcmp(want, "blas") || !strcmp(want, "none"))
+        *w = ISA_NONE;
+    else
+        return 0;
+    return 1;
+}
+
+cpu_isa cpu_isa_detect(void)
+{
+    cpu_isa best = isa_of_processor(), w;
+    if (!isa_wanted(&w))
         return best;
-    cpu_isa w = !strcmp(want, "avx512") ? ISA_AVX512 : !strcmp(want, "avx2") ? ISA_AVX2 : ISA_NONE;
     return w < best ? w : best;
+}
+
+/*
+ * Why cpu_isa_detect picked what it did. Without COHORT_CPU_KERNELS the
+ * rule is the widest vector ISA the processor has: bench/kernels measured
+ * the own kernels faster than OpenBLAS for every shape of the seed models
+ * on both kinds of machine the project runs on (AVX-512 on an Intel Xeon,
+ * AVX2 on an AMD EPYC, bench/README.md), and only they give results that
+ * do not depend on the thread count.
+ */
+const char *cpu_isa_why(void)
+{
+    static char why[160];
+    cpu_isa best = isa_of_processor(), w;
+    const char *want = getenv("COHORT_CPU_KERNELS");
+    if (isa_wanted(&w) && w > best)
+        snprintf(why, sizeof why, "COHORT_CPU_KERNELS=%s, but this CPU has %s at most", want,
+                 cpu_isa_name(best));
+    else if (isa_wanted(&w))
+        snprintf(why, sizeof why, "COHORT_CPU_KERNELS=%s", want);
+    else if (best == ISA_NONE)
+        snprintf(why, sizeof why, "no AVX2 with FMA on this CPU: OpenBLAS for every product");
+    else
+        snprintf(why, sizeof why, "own kernels, the widest this CPU has%s%s%s",
+                 want && *want ? " (COHORT_CPU_KERNELS='" : "", want && *want ? want : "",
+                 want && *want ? "' is not avx512, avx2 or blas: ignored)" : "");
+    return why;
 }
 
 const char *cpu_isa_name(cpu_isa isa)
