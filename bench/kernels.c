@@ -5,7 +5,7 @@
  *   step  the weight gradient G[H,N] = dZᵀ·X with Adam on W: kern_dense_step,
  *         against cblas_sgemm(Trans, NoTrans) into G and then kern_step over
  *         W (what COHORT_CPU_KERNELS=blas runs);
- * best of several rounds of at least 0.1 s each, as GFLOP/s (2·64·N·H per
+ * best of several rounds of at least 0.1 s of the thread's CPU time each, as GFLOP/s (2·64·N·H per
  * product) and as a ratio own / OpenBLAS (above 1: own is faster). One
  * thread: cohort's pool splits rows of W between cores, OpenBLAS's threads
  * are set to one (openblas_set_num_threads), so the ratio holds per core.
@@ -13,6 +13,7 @@
  * Build (bench/run-kernels does it): gcc -O2 -Isrc bench/kernels.c
  *   src/backend/cpu/dense_step.c -I<openblas include> -lopenblas -lm
  * Usage: kernels [--quick] [--isa avx2|avx512|all] [--rounds N] [--shape NAME]
+ *        [--opt adam|sgd]   (the step's optimizer: Adam, or SGD with momentum)
  * prints a markdown table; more rounds find the machine's quiet moments.
  */
 #define _POSIX_C_SOURCE 199309L
@@ -26,10 +27,12 @@
 
 void openblas_set_num_threads(int n);
 
+/* The thread's CPU time, not the wall's: on a shared machine a kernel
+ * descheduled for another process's slice is not charged for it. */
 static double now_seconds(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -114,7 +117,7 @@ int main(int argc, char **argv)
 {
     int quick = 0;
     const char *which = "all", *only = NULL;
-    int rounds = 0;
+    int rounds = 0, sgd = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
@@ -124,9 +127,11 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc)
             only = argv[++i];
+        else if (!strcmp(argv[i], "--opt") && i + 1 < argc)
+            sgd = !strcmp(argv[++i], "sgd");
         else {
             fprintf(stderr, "usage: kernels [--quick] [--isa avx2|avx512|all] [--rounds N] "
-                            "[--shape NAME]\n");
+                            "[--shape NAME] [--opt adam|sgd]\n");
             return 2;
         }
     }
@@ -169,7 +174,10 @@ int main(int argc, char **argv)
             b.v = filled(nw, 8, 0.001f);
             for (size_t j = 0; j < nw; j++)
                 b.v[j] = b.v[j] * b.v[j];
-            adam_scalars(1e-3f, 0.9f, 0.999f, 1e-7f, 0.0f, 10, &b.o);
+            if (sgd)
+                sgd_scalars(0.01f, 0.9f, 0, 1, &b.o);
+            else
+                adam_scalars(1e-3f, 0.9f, 0.999f, 1e-7f, 0.0f, 10, &b.o);
             double flops = 2.0 * s->rows * s->n_in * s->n_out;
             double fo = best_of(own_fwd, &b, rounds), fb = best_of(blas_fwd, &b, rounds);
             double so = best_of(own_step, &b, rounds), sb = best_of(blas_step, &b, rounds);
