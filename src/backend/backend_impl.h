@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 6
+#define COHORT_BACKEND_API_VERSION 7
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -272,14 +272,16 @@ typedef struct backend_ops {
                       const float *dZ, int ldd, size_t sdZ, const float *X, int ldx, size_t sX,
                       int rows, int n_out, int n_in, const optim_step *o, int count);
     /* Optional (NULL, or xt_ld returning 0: gemm): a dense layer's forward
-     * pass for one model from its input transposed. xt_ld: the columns XT
-     * needs for `rows` rows; transpose: XT[c*ldt + r] = X[r*ldx + c];
-     * dense_forward: Y = X·Wᵀ (Y rows x n_out, leading dimension ldy). */
+     * pass from its input transposed. xt_ld: the columns XT needs for `rows`
+     * rows; transpose: XT[c*ldt + r] = X[r*ldx + c]; dense_forward: for
+     * each of `count` models, Y = X·Wᵀ (Y rows x n_out, leading dimension
+     * ldy), strides sY, sXT (0: one input for all) and sW. */
     int (*xt_ld)(backend_ctx *ctx, int rows);
     void (*transpose)(backend_ctx *ctx, float *XT, int ldt, const float *X, int ldx, int rows,
                       int cols);
-    void (*dense_forward)(backend_ctx *ctx, float *Y, int ldy, const float *XT, int ldt,
-                          const float *W, int rows, int n_out, int n_in);
+    void (*dense_forward)(backend_ctx *ctx, float *Y, int ldy, size_t sY, const float *XT,
+                          int ldt, size_t sXT, const float *W, size_t sW, int rows, int n_out,
+                          int n_in, int count);
     /* Optional (NULL, or help_join returning -1: no helpers): a thread of the
      * runner with nothing left to start lends itself to a running context.
      * help_join counts it in and returns its slot; the caller must keep ctx

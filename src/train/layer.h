@@ -45,6 +45,7 @@ typedef struct layer_pass {
      * dense_forward (NULL: unused), ldt columns */
     const float *XT;
     int ldt;
+    size_t sXT; /* XT's stride between models: 0 for one input read by all */
     /* backward: where not NULL, the optimizer step the first n_fused
      * parameters may take at once (the backend's dense_step) */
     const optim_step *step;

@@ -35,21 +35,36 @@ float *group_act(train_group *g, int i, krange r, size_t *stride)
     return AT(g->act + (size_t)g->K * B * off, *stride, r);
 }
 
-/* The input of model r.k0 transposed, for the first layer's forward pass,
- * made if it is not current; NULL where the group does not use it. */
-static const float *input_transposed(train_group *g, krange r, int rows)
+/* Input slot `slot` (a model's own, or the shared one) transposed, made if
+ * it is not current. */
+static const float *slot_transposed(train_group *g, int slot, const float *X, int rows)
 {
-    if (!g->xt_ldt || r.count != 1)
-        return NULL;
-    int slot = g->in_shared ? g->in_slot : r.k0;
-    size_t sx;
-    const float *X = group_act(g, 0, r, &sx);
     float *xt = g->grads + (size_t)slot * g->L.n_params + g->L.layers[0].p_off;
     if (!g->xt_ready[slot]) {
         g->be->transpose(g->ctx, xt, g->xt_ldt, X, g->L.n_in, rows, g->L.n_in);
         g->xt_ready[slot] = 1;
     }
     return xt;
+}
+
+/* The input of models r transposed, for the first layer's forward pass,
+ * with its stride between models in *sxt (0 when they share one); NULL
+ * where the group does not use it. */
+static const float *input_transposed(train_group *g, krange r, int rows, size_t *sxt)
+{
+    *sxt = 0;
+    if (!g->xt_ldt)
+        return NULL;
+    size_t sx;
+    const float *X = group_act(g, 0, r, &sx);
+    if (g->in_shared)
+        return slot_transposed(g, g->in_slot, X, rows);
+    if (r.count == 1)
+        return slot_transposed(g, r.k0, X, rows);
+    for (int k = 0; k < r.count; k++)
+        slot_transposed(g, r.k0 + k, X + (size_t)k * sx, rows);
+    *sxt = g->L.n_params;
+    return g->grads + (size_t)r.k0 * g->L.n_params + g->L.layers[0].p_off;
 }
 
 /* Layer i's pass over models r: its tensors and their strides. */
@@ -94,7 +109,7 @@ void group_forward(train_group *g, krange r, int rows, int training, uint64_t co
         p.training = training;
         p.counter = counter;
         if (i == 0) {
-            p.XT = input_transposed(g, r, rows);
+            p.XT = input_transposed(g, r, rows, &p.sXT);
             p.ldt = g->xt_ldt;
         }
         layer_ops_of(g->L.layers[i].kind)->forward(&p);

@@ -632,24 +632,32 @@ typedef struct fwd_job {
     cpu_isa isa;
     float *Y;
     const float *XT, *W;
-    int ldy, ldt, rows, n_out, n_in;
+    size_t sY, sXT, sW;
+    int ldy, ldt, rows, n_out, n_in, count;
 } fwd_job;
 
+/* One part's tiles of rows of W, numbered model by model. */
 static void fwd_part(void *p, int part, int parts)
 {
     const fwd_job *j = p;
-    int r0, r1;
-    part_range(j->n_out, DENSE_TILE_ROWS, part, parts, &r0, &r1);
-    if (r0 < r1)
-        kern_dense_fwd(j->isa, j->Y, (size_t)j->ldy, j->W, j->XT, (size_t)j->ldt, j->rows, j->n_in,
-                       r0, r1);
+    int per = (j->n_out + DENSE_TILE_ROWS - 1) / DENSE_TILE_ROWS, u, u1;
+    part_range(per * j->count, 1, part, parts, &u, &u1);
+    while (u < u1) {
+        int k = u / per, a = u % per, b = a + (u1 - u) < per ? a + (u1 - u) : per;
+        int r0 = a * DENSE_TILE_ROWS, r1 = b * DENSE_TILE_ROWS;
+        kern_dense_fwd(j->isa, j->Y + k * j->sY, (size_t)j->ldy, j->W + k * j->sW,
+                       j->XT + k * j->sXT, (size_t)j->ldt, j->rows, j->n_in, r0,
+                       r1 < j->n_out ? r1 : j->n_out);
+        u += b - a;
+    }
 }
 
-static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, const float *XT, int ldt,
-                              const float *W, int rows, int n_out, int n_in)
+static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, size_t sY, const float *XT,
+                              int ldt, size_t sXT, const float *W, size_t sW, int rows, int n_out,
+                              int n_in, int count)
 {
-    fwd_job j = {c->isa, Y, XT, W, ldy, ldt, rows, n_out, n_in};
-    pool_run(c, fwd_part, &j, (double)rows * n_out * n_in);
+    fwd_job j = {c->isa, Y, XT, W, sY, sXT, sW, ldy, ldt, rows, n_out, n_in, count};
+    pool_run(c, fwd_part, &j, (double)rows * n_out * n_in * count);
 }
 
 /*

@@ -49,7 +49,8 @@ static void dense_forward(const layer_pass *p)
     const float *W = p->W + lp->p_off;
     const float *b = p->ls[0]->no_bias ? NULL : W + (size_t)in * (size_t)out;
     if (p->XT)
-        p->be->dense_forward(p->ctx, p->Y, out, p->XT, p->ldt, W, p->rows, out, in);
+        p->be->dense_forward(p->ctx, p->Y, out, p->sY, p->XT, p->ldt, p->sXT, W, p->sP, p->rows,
+                             out, in, p->count);
     else
         p->be->gemm(p->ctx, 0, 1, p->rows, out, in, 1.0f, p->X, in, p->sX, W, in, p->sP, 0.0f,
                     p->Y, out, p->sY, p->count);
