@@ -29,7 +29,9 @@
 #include "util/json.h"
 #include "util/util.h"
 
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -210,6 +212,16 @@ static double explore(const pbt_mutation *m, double resample, double v, rng_stat
 
 /* ---- the exploit ----------------------------------------------------------- */
 
+/* tests/t_pbt.sh's hooks, COHORT_PBT_TEST=keep,crash: keep the state each
+ * exploit gave a model as checkpoints/NAME.exploit-EPOCH.safetensors, and
+ * kill the run (SIGKILL) at its first interval between the first exploit
+ * and the others, the worst place for a kill. */
+static int test_hook(const char *what)
+{
+    const char *h = getenv("COHORT_PBT_TEST");
+    return h && strstr(h, what) != NULL;
+}
+
 /* Copy donor d's checkpoint (at the interval) to recipient e, whose settings
  * are already its new ones, and d's best weights to e's. e keeps its own
  * seconds; its learning rate is its new setting's. */
@@ -261,6 +273,17 @@ static cohort_status exploit(cohort_run *run, model_entry *e, const model_entry 
     }
     if (!st)
         st = ckpt_write_state(run, e, data, c.have, &r, c.epoch, c.step, err);
+    if (!st && test_hook("keep")) {
+        /* The state the exploit gave e, kept beside its checkpoint (which
+         * the next epoch replaces by a rename, so a link stays as it is). */
+        char ck[2 * COHORT_PATH_MAX], keep[2 * COHORT_PATH_MAX + 32];
+        snprintf(ck, sizeof ck, "%s/checkpoints/%s.safetensors", run->out_dir, e->spec->name);
+        snprintf(keep, sizeof keep, "%s/checkpoints/%s.exploit-%d.safetensors", run->out_dir,
+                 e->spec->name, c.epoch);
+        unlink(keep);
+        if (link(ck, keep) != 0)
+            st = cohort_fail(err, COHORT_ERR_IO, "%s: cannot link: %s", keep, strerror(errno));
+    }
     if (!st) {
         ckpt_start_from(e, &c);
         e->res.seconds = seconds;
@@ -495,6 +518,8 @@ static cohort_status decide(cohort_run *run, const unsigned char *live, const in
         const pbt_step *s = &e->lineage[e->n_lineage - 1];
         if (!(st = set_values(run, e, s->values, err)))
             st = exploit(run, e, &run->m[s->from], err);
+        if (!st && k == 0 && test_hook("crash"))
+            raise(SIGKILL);
     }
     free(r);
     return st;
