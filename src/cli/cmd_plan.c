@@ -4,7 +4,6 @@
 #include "run/run.h"
 #include "util/util.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,8 +114,7 @@ static void print_scheduler(const cohort_run *run)
            sc->maximize ? "max" : "min");
     if (sc->kind == PRUNE_PBT) {
         int *at = NULL, n_at = run_pbt_intervals(run, &at);
-        int q = (int)ceil((double)run->n * sc->quantile - 1e-9);
-        q = q > run->n / 2 ? run->n / 2 : q;
+        int q = run_pbt_quantile(run, run->n);
         printf(": a population of %d; at epochs", run->n);
         for (int k = 0; k < n_at; k++)
             printf("%s %d", k ? "," : "", at[k]);

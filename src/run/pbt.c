@@ -58,6 +58,13 @@ int run_pbt_intervals(const cohort_run *run, int **epochs)
     return n;
 }
 
+int run_pbt_quantile(const cohort_run *run, int n)
+{
+    /* Ray Tune's count: the quantile rounded up, at most half the models. */
+    int q = (int)ceil((double)n * run->plan->scheduler.quantile - 1e-9);
+    return q > n / 2 ? n / 2 : q;
+}
+
 /* ---- checks ---------------------------------------------------------------- */
 
 /* Models a and b can take each other's state: the same layers and shapes,
@@ -489,9 +496,7 @@ static cohort_status decide(cohort_run *run, const unsigned char *live, const in
     }
     maximize_sort = sc->maximize;
     qsort(r, (size_t)n, sizeof *r, by_value);
-    /* Ray Tune's count: the quantile rounded up, at most half the models. */
-    int q = (int)ceil((double)n * sc->quantile - 1e-9);
-    q = q > n / 2 ? n / 2 : q;
+    int q = run_pbt_quantile(run, n);
     cohort_status st = COHORT_OK;
     /* Draws first, from the donors' settings before any change; one stream
      * per (interval, recipient), so a draw depends on nothing else. */

@@ -20,6 +20,8 @@
  * median: from grace_period on, after every epoch a model stops when its
  * best value so far is worse than the median of the other live models' best
  * values at that epoch (with at least MEDIAN_MIN_OTHERS others).
+ * pbt, which stops no model but copies good ones into bad ones, trains in
+ * phases the same way (run/pbt.c).
  */
 #include "run/run.h"
 #include "util/util.h"

@@ -191,6 +191,8 @@ cohort_status run_check_pbt(const cohort_run *run, cohort_error *err);
 /* The epochs at which pbt exploits (*epochs: malloc'd, NULL when none);
  * returns how many, -1 when out of memory. */
 int run_pbt_intervals(const cohort_run *run, int **epochs);
+/* How many models of a population of n pbt takes from, and replaces. */
+int run_pbt_quantile(const cohort_run *run, int n);
 /* The scheduler's metric is one every model records (COHORT_ERR_INPUT at
  * the plan's line when not). */
 cohort_status run_check_scheduler(const cohort_run *run, cohort_error *err);
