@@ -94,6 +94,9 @@ for other in ("threads", "fused", "processes"):
         a, b = ms[n], os_[n]
         assert (a["lineage"], a["config"], a["history"]["val_loss"]) == (b["lineage"], b["config"], b["history"]["val_loss"]), (other, n)
 PY
+want=$($PY -c "import json,sys; print(sum(bool(m['lineage']) for m in json.load(open(sys.argv[1]))['models']))" "$T/sequential/results.json")
+"$COHORT" report "$T/sequential" > /dev/null && [ "$(grep -o 'pbt: [0-9] exploits\{0,1\}, the last at epoch [24] from m-s0' "$T/sequential/report.html" | wc -l)" -eq "$want" ] &&
+    ok || bad "report.html does not show the $want exploited models"
 same_weights() { # DIR WHAT
     local same=1
     for f in "$T/sequential"/models/*.safetensors; do
