@@ -1933,14 +1933,7 @@ const char *prune_kind_name(prune_kind k)
 static cohort_status check_mutation_values(const yctx *c, const ynode *key, const pbt_mutation *m)
 {
     double ends[PBT_MAX_CHOICES];
-    int n = 0;
-    if (m->kind == DIST_CHOICE) {
-        for (int i = 0; i < m->n_choices; i++)
-            ends[n++] = m->choices[i];
-    } else {
-        ends[n++] = m->lo;
-        ends[n++] = m->kind == DIST_RANDINT ? m->hi - 1 : m->hi;
-    }
+    int n = plan_dist_ends(m, ends);
     char range[64];
     for (int i = 0; i < n; i++)
         if (!model_hyper_allows(m->path, ends[i], range, sizeof range))

@@ -153,6 +153,10 @@ cohort_status plan_key_path(const struct yctx *c, const struct ynode *key, const
  * options must be numbers). Errors at the distribution's line. */
 cohort_status plan_dist_parse(const struct yctx *c, const struct ynode *key,
                               const struct ynode *dist, pbt_mutation *m);
+/* The extreme values m can take into ends (PBT_MAX_CHOICES of room): its
+ * bounds (randint's high bound less one), or a choice's options; returns
+ * how many. */
+int plan_dist_ends(const pbt_mutation *m, double *ends);
 /* One draw of m's distribution from r, as search draws: the same stream
  * gives the same value. */
 struct rng_state;

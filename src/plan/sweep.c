@@ -355,6 +355,17 @@ cohort_status plan_dist_parse(const yctx *c, const ynode *key, const ynode *dist
     return COHORT_OK;
 }
 
+int plan_dist_ends(const pbt_mutation *m, double *ends)
+{
+    if (m->kind == DIST_CHOICE) {
+        memcpy(ends, m->choices, (size_t)m->n_choices * sizeof *ends);
+        return m->n_choices;
+    }
+    ends[0] = m->lo;
+    ends[1] = m->kind == DIST_RANDINT ? m->hi - 1 : m->hi;
+    return 2;
+}
+
 double plan_dist_draw(const pbt_mutation *m, rng_state *r)
 {
     if (m->kind == DIST_CHOICE)

@@ -36,7 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The epochs of model e under the scheduler, and the largest of them. */
+/* The most epochs of any model: intervals come before it. */
 static int top_epochs(const cohort_run *run)
 {
     int top = 0;
@@ -105,14 +105,7 @@ cohort_status run_check_pbt(const cohort_run *run, cohort_error *err)
         for (int k = 0; k < sc->n_mut; k++) {
             const pbt_mutation *m = &sc->mut[k];
             double ends[PBT_MAX_CHOICES];
-            int n = 0;
-            if (m->kind == DIST_CHOICE)
-                for (int c = 0; c < m->n_choices; c++)
-                    ends[n++] = m->choices[c];
-            else {
-                ends[n++] = m->lo;
-                ends[n++] = m->kind == DIST_RANDINT ? m->hi - 1 : m->hi;
-            }
+            int n = plan_dist_ends(m, ends);
             for (int v = 0; v < n; v++) {
                 model_spec s = *e->spec;
                 float *f = model_hyper_field(&s, m->path);

@@ -188,8 +188,9 @@ cohort_status run_pbt_replay(cohort_run *run, cohort_error *err);
 /* pbt's checks of the models: they can take each other's state, and no
  * mutation changes a model's memory (COHORT_ERR_INPUT at the plan's line). */
 cohort_status run_check_pbt(const cohort_run *run, cohort_error *err);
-/* The epochs at which pbt exploits (*epochs: malloc'd, NULL when none);
- * returns how many, -1 when out of memory. */
+/* The epochs at which pbt exploits, k * perturbation_interval below the
+ * models' most epochs, into *epochs (malloc'd; the caller frees it); returns
+ * how many, -1 when out of memory. */
 int run_pbt_intervals(const cohort_run *run, int **epochs);
 /* How many models of a population of n pbt takes from, and replaces. */
 int run_pbt_quantile(const cohort_run *run, int n);
