@@ -163,7 +163,7 @@ bad_sched() { # WHAT MESSAGE SCHEDULER
     expect_status 2 "$1" -- "$COHORT" plan "$T/bad.yaml"
     expect_err "$2" "$1"
 }
-bad_sched "pbt" "bad.yaml:3: scheduler pbt is not supported yet; use asha, hyperband, median or none" "{name: pbt}"
+bad_sched "pbt" "bad.yaml:3: scheduler pbt needs perturbation_interval, the epochs between two exploits" "{name: pbt}"
 bad_sched "typo" "bad.yaml:3: scheduler.name must be one of none, asha, median, hyperband, pbt, got 'ashaa' (did you mean 'asha'?)" "{name: ashaa}"
 bad_sched "grace" "bad.yaml:3: scheduler.grace_period (5) is more than max_t (3): no model could be stopped" "{name: asha, grace_period: 5, max_t: 3}"
 bad_sched "regression metric" "bad.yaml:3: the scheduler watches val_mae, but model 'm' records accuracy" "{name: asha, metric: val_mae}"

@@ -112,6 +112,21 @@ static void print_scheduler(const cohort_run *run)
     int rungs = run_scheduler_budget(run, &epochs, &full);
     printf("\nscheduler %s on %s (%s)", prune_kind_name(sc->kind), sc->metric,
            sc->maximize ? "max" : "min");
+    if (sc->kind == PRUNE_PBT) {
+        int *at = NULL, n_at = run_pbt_intervals(run, &at);
+        int q = run_pbt_quantile(run, run->n);
+        printf(": a population of %d; at epochs", run->n);
+        for (int k = 0; k < n_at; k++)
+            printf("%s %d", k ? "," : "", at[k]);
+        if (n_at <= 0)
+            printf(" (none: the models have no epoch after one interval)");
+        printf(" the bottom %d take the weights of one of the top %d and perturb", q, q);
+        for (int k = 0; k < sc->n_mut; k++)
+            printf("%s %s", k ? "," : "", sc->mut[k].path);
+        printf(" (resample %g, else x0.8 or x1.2); all %lld epochs\n", sc->resample, full);
+        free(at);
+        return;
+    }
     if (sc->kind != PRUNE_MEDIAN) {
         printf(": rungs at epochs");
         for (long r = sc->grace, i = 0; i < rungs; r *= sc->eta, i++)

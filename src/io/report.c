@@ -25,6 +25,9 @@ typedef struct rmodel {
     double best_epoch, best_val_loss, best_val_acc, test_loss, test_acc;
     double best_val_mae, test_mae; /* regression */
     double pruned_rung;            /* pruned by the scheduler: at which rung; NaN: not */
+    int exploits;                  /* pbt: entries of its lineage */
+    double exploit_epoch;          /* pbt: the last one's epoch and donor */
+    const char *exploit_from;
     int reg;                       /* "task": "regression": mae in place of accuracy */
     const json_value *curve[N_CURVES]; /* arrays, or NULL */
     int n_epochs;                      /* longest curve */
@@ -226,6 +229,13 @@ static void model_read(rmodel *m, const json_value *j, int index)
     m->test_acc = jnum(json_get(test, "accuracy"));
     m->best_val_mae = jnum(json_get(best, "val_mae"));
     m->pruned_rung = jnum(json_get(json_get(j, "pruned_at"), "rung"));
+    const json_value *lineage = json_get(j, "lineage");
+    if (lineage && lineage->type == JSON_ARR && lineage->n > 0) {
+        const json_value *last = json_at(lineage, lineage->n - 1);
+        m->exploits = (int)lineage->n;
+        m->exploit_epoch = jnum(json_get(last, "epoch"));
+        m->exploit_from = json_str(json_get(last, "from"), "?");
+    }
     m->test_mae = jnum(json_get(test, "mae"));
     m->reg = strcmp(json_str(json_get(j, "task"), ""), "regression") == 0;
     const json_value *h = json_get(j, "history");
@@ -729,6 +739,15 @@ static void section_table(rctx *c)
             sb_puts(b, ">");
             put_fixed(b, m->epochs_run, 0);
             sb_printf(b, " <span class=\"hint\">pruned at rung %.0f</span></td>", m->pruned_rung);
+        } else if (m->exploits > 0) {
+            sb_puts(b, "<td class=\"num\"");
+            put_data_v(b, m->epochs_run);
+            sb_puts(b, ">");
+            put_fixed(b, m->epochs_run, 0);
+            sb_printf(b, " <span class=\"hint\">pbt: %d exploit%s, the last at epoch %.0f from ",
+                      m->exploits, m->exploits == 1 ? "" : "s", m->exploit_epoch);
+            html_esc(b, m->exploit_from);
+            sb_puts(b, "</span></td>");
         } else {
             td_num(b, m->epochs_run, 0, 0);
         }

@@ -171,6 +171,18 @@ int model_same_order(const model_spec *a, const model_spec *b);
 /* JSON object of the spec (malloc'd), as stored in results and weights. */
 char *model_spec_to_json(const model_spec *spec);
 
+/* The settings that may change between epochs without changing shapes or
+ * memory (PBT's hyperparam_mutations; model/hyper.c), by canonical dotted
+ * path: optimizer.lr, momentum, beta_1, beta_2, epsilon, weight_decay, rho;
+ * layers.N.dropout, layers.N.kernel_regularizer.l1 and .l2. */
+int model_hyper_known(const char *path);
+/* The float of spec at path, or NULL when spec has no such setting (its
+ * optimizer does not take it, layer N is not a dropout layer, ...). */
+float *model_hyper_field(model_spec *spec, const char *path);
+/* Whether v is a value the setting at path takes; range (when not NULL,
+ * size bytes) receives the allowed interval as text, "[0, 1)". */
+int model_hyper_allows(const char *path, double v, char *range, size_t size);
+
 /*
  * One layer of a model in the group's layout: what the layer table's plan
  * op (train/layer.h) gives. Offsets and counts are floats per model; "per

@@ -72,19 +72,9 @@ void model_spec_defaults(model_spec *spec)
     str_copy(spec->early_stop.monitor, sizeof spec->early_stop.monitor, "val_loss");
 }
 
-/* A float with 7 significant digits (0.001f prints as 0.001, not
- * 0.0010000000474974513), or up to 9 where 7 would not read back as the same
- * float: the plan parser reads this JSON back (eval, predict, --resume). */
-static void sb_float(strbuf *b, float v)
-{
-    char buf[32];
-    for (int digits = 7; digits <= 9; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, (double)v);
-        if ((float)strtod(buf, NULL) == v)
-            break;
-    }
-    sb_puts(b, buf);
-}
+/* Floats are written by sb_json_float: 7 significant digits (0.001f prints
+ * as 0.001), or up to 9 where 7 would not read back as the same float, since
+ * the plan parser reads this JSON back (eval, predict, --resume). */
 
 static void sb_key(strbuf *b, const char *key);
 
@@ -139,9 +129,9 @@ static void sb_regularizer(strbuf *b, const layer_spec *l)
     if (l->l1 == 0.0f && l->l2 == 0.0f)
         return;
     sb_puts(b, ",\"kernel_regularizer\":{\"l1\":");
-    sb_float(b, l->l1);
+    sb_json_float(b, l->l1);
     sb_puts(b, ",\"l2\":");
-    sb_float(b, l->l2);
+    sb_json_float(b, l->l2);
     sb_putn(b, "}", 1);
 }
 
@@ -150,16 +140,16 @@ static void sb_opt_rms(strbuf *b, const optim_spec *o)
 {
     if (o->kind == OPT_RMSPROP) {
         sb_puts(b, ",\"rho\":");
-        sb_float(b, o->rho);
+        sb_json_float(b, o->rho);
         sb_puts(b, ",\"momentum\":");
-        sb_float(b, o->momentum);
+        sb_json_float(b, o->momentum);
         sb_puts(b, o->centered ? ",\"centered\":true" : ",\"centered\":false");
     } else {
         sb_puts(b, ",\"initial_accumulator_value\":");
-        sb_float(b, o->init_accum);
+        sb_json_float(b, o->init_accum);
     }
     sb_puts(b, ",\"epsilon\":");
-    sb_float(b, o->eps);
+    sb_json_float(b, o->eps);
 }
 
 /* The clip that is set, if any. */
@@ -170,7 +160,7 @@ static void sb_clips(strbuf *b, const optim_spec *o)
     for (int i = 0; i < 3; i++)
         if (v[i] > 0.0f) {
             sb_key(b, names[i]);
-            sb_float(b, v[i]);
+            sb_json_float(b, v[i]);
         }
 }
 
@@ -299,7 +289,7 @@ char *model_spec_to_json(const model_spec *spec)
             break;
         case LAYER_DROPOUT:
             sb_puts(&b, "{\"dropout\":");
-            sb_float(&b, l->rate);
+            sb_json_float(&b, l->rate);
             break;
         case LAYER_CONV2D:
             sb_printf(&b, "{\"conv2d\":%d", l->units);
@@ -320,9 +310,9 @@ char *model_spec_to_json(const model_spec *spec)
             break;
         case LAYER_BATCH_NORM:
             sb_puts(&b, "{\"batch_normalization\":{\"momentum\":");
-            sb_float(&b, l->momentum);
+            sb_json_float(&b, l->momentum);
             sb_puts(&b, ",\"epsilon\":");
-            sb_float(&b, l->epsilon);
+            sb_json_float(&b, l->epsilon);
             sb_putn(&b, "}", 1);
             break;
         case LAYER_ACTIVATION:
@@ -342,23 +332,23 @@ char *model_spec_to_json(const model_spec *spec)
     sb_puts(&b, "{\"name\":");
     sb_json_str(&b, opt_name(o->kind));
     sb_puts(&b, ",\"lr\":");
-    sb_float(&b, o->lr);
+    sb_json_float(&b, o->lr);
     if (o->kind == OPT_RMSPROP || o->kind == OPT_ADAGRAD) {
         sb_opt_rms(&b, o);
     } else if (o->kind == OPT_SGD) {
         sb_puts(&b, ",\"momentum\":");
-        sb_float(&b, o->momentum);
+        sb_json_float(&b, o->momentum);
         sb_puts(&b, o->nesterov ? ",\"nesterov\":true" : ",\"nesterov\":false");
     } else {
         sb_puts(&b, ",\"beta_1\":");
-        sb_float(&b, o->beta1);
+        sb_json_float(&b, o->beta1);
         sb_puts(&b, ",\"beta_2\":");
-        sb_float(&b, o->beta2);
+        sb_json_float(&b, o->beta2);
         sb_puts(&b, ",\"epsilon\":");
-        sb_float(&b, o->eps);
+        sb_json_float(&b, o->eps);
         if (o->kind == OPT_ADAMW) {
             sb_puts(&b, ",\"weight_decay\":");
-            sb_float(&b, o->weight_decay);
+            sb_json_float(&b, o->weight_decay);
         }
     }
     sb_clips(&b, o);
@@ -376,11 +366,11 @@ char *model_spec_to_json(const model_spec *spec)
             sb_puts(&b, ",\"from_logits\":true");
         if (spec->label_smoothing != 0.0f) {
             sb_puts(&b, ",\"label_smoothing\":");
-            sb_float(&b, spec->label_smoothing);
+            sb_json_float(&b, spec->label_smoothing);
         }
         if (spec->loss == LOSS_HUBER) {
             sb_puts(&b, ",\"delta\":");
-            sb_float(&b, spec->huber_delta);
+            sb_json_float(&b, spec->huber_delta);
         }
         sb_putn(&b, "}", 1);
     }
@@ -388,7 +378,7 @@ char *model_spec_to_json(const model_spec *spec)
         sb_key(&b, "class_weight");
         for (int i = 0; i < spec->n_class_weight; i++) {
             sb_printf(&b, "%s\"%d\":", i ? "," : "{", i);
-            sb_float(&b, spec->class_weight[i]);
+            sb_json_float(&b, spec->class_weight[i]);
         }
         sb_putn(&b, "}", 1);
     }
@@ -404,7 +394,7 @@ char *model_spec_to_json(const model_spec *spec)
         sb_puts(&b, "{\"monitor\":");
         sb_json_str(&b, es->monitor);
         sb_printf(&b, ",\"patience\":%d,\"min_delta\":", es->patience);
-        sb_float(&b, es->min_delta);
+        sb_json_float(&b, es->min_delta);
         sb_puts(&b, es->restore_best ? ",\"restore_best_weights\":true}"
                                      : ",\"restore_best_weights\":false}");
     } else {

@@ -34,10 +34,28 @@ typedef struct device_spec {
     uint64_t memory_limit;            /* 0 = the whole device */
 } device_spec;
 
-/* The plan's `scheduler`: which models stop before their last epoch. */
-typedef enum prune_kind { PRUNE_NONE, PRUNE_ASHA, PRUNE_MEDIAN, PRUNE_HYPERBAND } prune_kind;
+/* The plan's `scheduler`: which models stop before their last epoch (asha,
+ * median, hyperband), or which copy a better one and change course (pbt). */
+typedef enum prune_kind { PRUNE_NONE, PRUNE_ASHA, PRUNE_MEDIAN, PRUNE_HYPERBAND, PRUNE_PBT } prune_kind;
 /* The plan's name of a scheduler rule ("asha", ...). */
 const char *prune_kind_name(prune_kind k);
+/* A distribution of search.space, or of pbt's hyperparam_mutations. */
+typedef enum dist_kind { DIST_UNIFORM, DIST_LOGUNIFORM, DIST_RANDINT, DIST_CHOICE } dist_kind;
+
+#define PBT_MAX_KEYS 16     /* hyperparam_mutations keys */
+#define PBT_MAX_CHOICES 64  /* options of a choice among them */
+/* One key of pbt's hyperparam_mutations: a numeric model setting that
+ * changes no shape or memory (model_hyper_field), and where its values come
+ * from. */
+typedef struct pbt_mutation {
+    char path[256];   /* canonical dotted path: optimizer.lr, layers.1.dropout */
+    int line;         /* the key's line in the plan */
+    dist_kind kind;
+    double lo, hi;    /* uniform, loguniform: [lo, hi]; randint: [lo, hi) */
+    int n_choices;    /* choice: its options, numbers */
+    double choices[PBT_MAX_CHOICES];
+} pbt_mutation;
+
 typedef struct scheduler_spec {
     prune_kind kind;
     char metric[32];   /* a history metric: val_loss, val_accuracy, loss, val_mae, ... */
@@ -46,6 +64,13 @@ typedef struct scheduler_spec {
     int eta;           /* asha: reduction_factor */
     int max_t;         /* the most epochs of a model; 0: its own epochs */
     int line;          /* the section's line, for run-time errors */
+    /* pbt */
+    int interval;      /* perturbation_interval, epochs */
+    double quantile;   /* quantile_fraction, in (0, 0.5] */
+    double resample;   /* resample_probability, in [0, 1] */
+    uint64_t seed;     /* of the donors and perturbations drawn */
+    int n_mut;
+    pbt_mutation mut[PBT_MAX_KEYS];
 } scheduler_spec;
 
 struct cohort_plan {
@@ -119,5 +144,22 @@ void plan_sweep_free(plan_sweep *s);
  * "-sNN" and the values drawn).
  */
 cohort_status plan_search_parse(const struct yctx *c, const struct ynode *search, plan_sweep *out);
+
+/* Check dotted model key `key` (what: how errors call it, "sweep key") and
+ * write its canonical path (learning_rate spelled lr) into canon. */
+cohort_status plan_key_path(const struct yctx *c, const struct ynode *key, const char *what,
+                            char *canon, size_t size);
+/* Parse the distribution `dist` of key into m (kind and bounds; a choice's
+ * options must be numbers). Errors at the distribution's line. */
+cohort_status plan_dist_parse(const struct yctx *c, const struct ynode *key,
+                              const struct ynode *dist, pbt_mutation *m);
+/* The extreme values m can take into ends (PBT_MAX_CHOICES of room): its
+ * bounds (randint's high bound less one), or a choice's options; returns
+ * how many. */
+int plan_dist_ends(const pbt_mutation *m, double *ends);
+/* One draw of m's distribution from r, as search draws: the same stream
+ * gives the same value. */
+struct rng_state;
+double plan_dist_draw(const pbt_mutation *m, struct rng_state *r);
 
 #endif

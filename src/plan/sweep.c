@@ -51,9 +51,9 @@ static int split_path(char *buf, char **parts, int max)
     return n;
 }
 
-static cohort_status bad_key(const yctx *c, const ynode *key, const char *hint)
+static cohort_status bad_key(const yctx *c, const ynode *key, const char *what, const char *hint)
 {
-    return ynode_fail(c, key, "sweep key '%.200s' is not a model key%s", key->str, hint);
+    return ynode_fail(c, key, "%s '%.200s' is not a model key%s", what, key->str, hint);
 }
 
 /* The keys of four parts: optimizer.schedule.SCHEDULE.KEY and
@@ -71,24 +71,24 @@ static int deep_path_ok(char **parts)
            in_list(parts[3], reg);
 }
 
-/* Check one dotted key; writes the canonical path. */
-static cohort_status check_path(const yctx *c, const ynode *key, char *canon, size_t size)
+cohort_status plan_key_path(const yctx *c, const ynode *key, const char *what, char *canon,
+                            size_t size)
 {
     char buf[256], hint[300] = "";
     char *parts[4];
     if (str_copy(buf, sizeof buf, key->str))
-        return bad_key(c, key, " (too long)");
+        return bad_key(c, key, what, " (too long)");
     int n = split_path(buf, parts, 4);
     if (n < 0)
-        return bad_key(c, key, "");
+        return bad_key(c, key, what, "");
     const char *p0 = parts[0];
     if (strcmp(p0, "name") == 0 || strcmp(p0, "metrics") == 0)
-        return ynode_fail(c, key, "sweep key '%s' cannot be swept", key->str);
+        return ynode_fail(c, key, "%s '%s' cannot be swept", what, key->str);
     if (!in_list(p0, plan_model_keys)) {
         const char *near = ysuggest(p0, plan_model_keys, plan_key_count(plan_model_keys));
         if (near)
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
-        return bad_key(c, key, hint);
+        return bad_key(c, key, what, hint);
     }
     const char *const *sub = NULL;
     if (strcmp(p0, "optimizer") == 0)
@@ -110,7 +110,7 @@ static cohort_status check_path(const yctx *c, const ynode *key, char *canon, si
     }
     if (sub) {
         if (n != 2)
-            return bad_key(c, key, n == 4 ? " (the parts below optimizer.schedule are "
+            return bad_key(c, key, what, n == 4 ? " (the parts below optimizer.schedule are "
                                             "SCHEDULE.KEY, like "
                                             "optimizer.schedule.cosine_decay.alpha)"
                                           : "");
@@ -118,15 +118,15 @@ static cohort_status check_path(const yctx *c, const ynode *key, char *canon, si
             const char *near = ysuggest(parts[1], sub, plan_key_count(sub));
             if (near)
                 snprintf(hint, sizeof hint, " (did you mean '%.100s.%s'?)", p0, near);
-            return bad_key(c, key, hint);
+            return bad_key(c, key, what, hint);
         }
         int w = snprintf(canon, size, "%s.%s", p0,
                          strcmp(parts[1], "learning_rate") == 0 ? "lr" : parts[1]);
-        return w < 0 || (size_t)w >= size ? bad_key(c, key, " (too long)") : COHORT_OK;
+        return w < 0 || (size_t)w >= size ? bad_key(c, key, what, " (too long)") : COHORT_OK;
     }
     if (strcmp(p0, "layers") == 0) {
         if (!all_digits(parts[1]) || strlen(parts[1]) > 4 || atoi(parts[1]) >= COHORT_MAX_LAYERS)
-            return bad_key(c, key, " (after 'layers.' comes a layer index, like layers.0.dense)");
+            return bad_key(c, key, what, " (after 'layers.' comes a layer index, like layers.0.dense)");
         if (n == 2) {
             snprintf(canon, size, "layers.%d", atoi(parts[1]));
             return COHORT_OK;
@@ -141,10 +141,10 @@ static cohort_status check_path(const yctx *c, const ynode *key, char *canon, si
             if (near)
                 snprintf(hint, sizeof hint, " (did you mean 'layers.%.8s.%s'?)", parts[1], near);
         }
-        return bad_key(c, key, hint);
+        return bad_key(c, key, what, hint);
     }
     snprintf(hint, sizeof hint, " ('%.100s' has no parts to sweep; use '%.100s')", p0, p0);
-    return bad_key(c, key, hint);
+    return bad_key(c, key, what, hint);
 }
 
 cohort_status plan_sweep_parse(const yctx *c, const ynode *sweep, plan_sweep *out)
@@ -172,7 +172,7 @@ cohort_status plan_sweep_parse(const yctx *c, const ynode *sweep, plan_sweep *ou
         plan_sweep_key *k = &out->keys[i];
         k->key = sweep->keys[i];
         k->values = sweep->vals[i];
-        st = check_path(c, k->key, k->path, sizeof k->path);
+        st = plan_key_path(c, k->key, "sweep key", k->path, sizeof k->path);
         if (st)
             break;
         const char *dot = strrchr(k->key->str, '.');
@@ -219,20 +219,19 @@ void plan_sweep_free(plan_sweep *s)
 #define SEARCH_MAX_SAMPLES COHORT_MAX_MODELS
 static const char *const search_keys[] = {"samples", "seed", "space", NULL};
 static const char *const dist_names[] = {"uniform", "loguniform", "randint", "choice", NULL};
-enum { DIST_UNIFORM, DIST_LOGUNIFORM, DIST_RANDINT, DIST_CHOICE };
 
 /* A double in [0, 1) from 53 random bits. */
 static double unit_draw(rng_state *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
 
 /* The two bounds of a uniform, loguniform or randint distribution. */
-static cohort_status dist_bounds(const yctx *c, const ynode *key, const ynode *args, int kind,
-                                 double *lo, double *hi)
+static cohort_status dist_bounds(const yctx *c, const ynode *key, const char *what,
+                                 const ynode *args, int kind, double *lo, double *hi)
 {
     char got[80];
     const char *name = dist_names[kind];
     if (args->type != YNODE_SEQ || args->n != 2)
-        return ynode_fail(c, args, "%s of search key '%s' takes two bounds, like {%s: [%s]}, got %s",
-                          name, key->str, name,
+        return ynode_fail(c, args, "%s of %s '%s' takes two bounds, like {%s: [%s]}, got %s",
+                          name, what, key->str, name,
                           kind == DIST_LOGUNIFORM ? "1.0e-4, 1.0e-2"
                           : kind == DIST_RANDINT  ? "16, 129"
                                                   : "0.0, 0.5",
@@ -251,33 +250,57 @@ static cohort_status dist_bounds(const yctx *c, const ynode *key, const ynode *a
         return st;
     }
     if (!(*lo < *hi))
-        return ynode_fail(c, args, "%s of search key '%s' needs its low bound below its high "
+        return ynode_fail(c, args, "%s of %s '%s' needs its low bound below its high "
                                    "bound (randint's high bound is excluded), got [%g, %g]",
-                          name, key->str, *lo, *hi);
+                          name, what, key->str, *lo, *hi);
     return COHORT_OK;
+}
+
+/* The kind of distribution `dist` of key, its bounds (not for choice) and
+ * its arguments. */
+static cohort_status dist_kind_parse(const yctx *c, const ynode *key, const char *what,
+                                     const ynode *dist, int *kind, double *lo, double *hi,
+                                     const ynode **args)
+{
+    char got[80];
+    if (dist->type != YNODE_MAP || dist->n != 1)
+        return ynode_fail(c, dist, "%s '%s' takes one distribution, like {loguniform: "
+                                   "[1.0e-4, 1.0e-2]} or {choice: [32, 64]}, got %s",
+                          what, key->str, ynode_describe(dist, got, sizeof got));
+    cohort_status st = yget_enum(c, dist->keys[0], "a search distribution", dist_names,
+                                 plan_key_count(dist_names), kind);
+    if (st)
+        return st;
+    *args = dist->vals[0];
+    *lo = *hi = 0;
+    if (*kind == DIST_CHOICE && ((*args)->type != YNODE_SEQ || (*args)->n == 0))
+        return ynode_fail(c, *args, "choice of %s '%s' takes a non-empty list of values, got %s",
+                          what, key->str, ynode_describe(*args, got, sizeof got));
+    if (*kind != DIST_CHOICE)
+        return dist_bounds(c, key, what, *args, *kind, lo, hi);
+    return COHORT_OK;
+}
+
+/* A draw of uniform, loguniform or randint [lo, hi) from r. */
+static double draw_number(int kind, double lo, double hi, rng_state *r)
+{
+    double u = unit_draw(r);
+    if (kind == DIST_RANDINT)
+        return lo + (double)rng_below(r, (uint64_t)(hi - lo));
+    if (kind == DIST_LOGUNIFORM)
+        return exp(log(lo) + (log(hi) - log(lo)) * u);
+    return lo + (hi - lo) * u;
 }
 
 /* samples draws of key's distribution `dist` (draw i from r[i]) into a new list *lists. */
 static cohort_status draw_key(const yctx *c, const ynode *key, const ynode *dist, size_t samples,
                               rng_state *r, ynode **lists, size_t *picked)
 {
-    char got[80];
-    if (dist->type != YNODE_MAP || dist->n != 1)
-        return ynode_fail(c, dist, "search key '%s' takes one distribution, like {loguniform: "
-                                   "[1.0e-4, 1.0e-2]} or {choice: [32, 64]}, got %s",
-                          key->str, ynode_describe(dist, got, sizeof got));
     int kind;
-    cohort_status st = yget_enum(c, dist->keys[0], "a search distribution", dist_names,
-                                 plan_key_count(dist_names), &kind);
+    double lo, hi;
+    const ynode *args;
+    cohort_status st = dist_kind_parse(c, key, "search key", dist, &kind, &lo, &hi, &args);
     if (st)
-        return st;
-    const ynode *args = dist->vals[0];
-    double lo = 0, hi = 0;
-    if (kind == DIST_CHOICE && (args->type != YNODE_SEQ || args->n == 0))
-        return ynode_fail(c, args, "choice of search key '%s' takes a non-empty list of values, "
-                                   "got %s",
-                          key->str, ynode_describe(args, got, sizeof got));
-    if (kind != DIST_CHOICE && (st = dist_bounds(c, key, args, kind, &lo, &hi)))
         return st;
     ynode *list = ynode_new(YNODE_SEQ, dist->line, dist->origin);
     if (!list)
@@ -291,14 +314,11 @@ static cohort_status draw_key(const yctx *c, const ynode *key, const ynode *dist
             picked[i] = (size_t)rng_below(&r[i], (uint64_t)args->n);
             v = ynode_clone(args->vals[picked[i]], 0);
         } else {
-            double u = unit_draw(&r[i]);
+            double x = draw_number(kind, lo, hi, &r[i]);
             if (kind == DIST_RANDINT)
-                snprintf(buf, sizeof buf, "%lld",
-                         (long long)lo + (long long)rng_below(&r[i], (uint64_t)(hi - lo)));
-            else if (kind == DIST_LOGUNIFORM)
-                snprintf(buf, sizeof buf, "%.6g", exp(log(lo) + (log(hi) - log(lo)) * u));
+                snprintf(buf, sizeof buf, "%lld", (long long)x);
             else
-                snprintf(buf, sizeof buf, "%.6g", lo + (hi - lo) * u);
+                snprintf(buf, sizeof buf, "%.6g", x);
             v = ynode_scalar(buf, dist->line, dist->origin);
         }
         if (!v || ynode_append(list, NULL, v)) {
@@ -307,6 +327,50 @@ static cohort_status draw_key(const yctx *c, const ynode *key, const ynode *dist
         }
     }
     return COHORT_OK;
+}
+
+cohort_status plan_dist_parse(const yctx *c, const ynode *key, const ynode *dist,
+                              pbt_mutation *m)
+{
+    const char *what = "scheduler.hyperparam_mutations key";
+    int kind;
+    const ynode *args;
+    cohort_status st = dist_kind_parse(c, key, what, dist, &kind, &m->lo, &m->hi, &args);
+    if (st)
+        return st;
+    m->kind = (dist_kind)kind;
+    m->n_choices = 0;
+    if (kind != DIST_CHOICE)
+        return COHORT_OK;
+    if (args->n > PBT_MAX_CHOICES)
+        return ynode_fail(c, args, "choice of %s '%s' has more than %d options", what, key->str,
+                          PBT_MAX_CHOICES);
+    for (size_t i = 0; i < args->n; i++) {
+        double v;
+        if ((st = yget_num(c, args->vals[i], "an option of a hyperparam_mutations choice",
+                           YR_NONNEG, 1, &v)))
+            return st;
+        m->choices[m->n_choices++] = v;
+    }
+    return COHORT_OK;
+}
+
+int plan_dist_ends(const pbt_mutation *m, double *ends)
+{
+    if (m->kind == DIST_CHOICE) {
+        memcpy(ends, m->choices, (size_t)m->n_choices * sizeof *ends);
+        return m->n_choices;
+    }
+    ends[0] = m->lo;
+    ends[1] = m->kind == DIST_RANDINT ? m->hi - 1 : m->hi;
+    return 2;
+}
+
+double plan_dist_draw(const pbt_mutation *m, rng_state *r)
+{
+    if (m->kind == DIST_CHOICE)
+        return m->choices[rng_below(r, (uint64_t)m->n_choices)];
+    return draw_number(m->kind, m->lo, m->hi, r);
 }
 
 cohort_status plan_search_parse(const yctx *c, const ynode *search, plan_sweep *out)
@@ -358,7 +422,7 @@ cohort_status plan_search_parse(const yctx *c, const ynode *search, plan_sweep *
     for (size_t i = 0; i < space->n && !st; i++) {
         plan_sweep_key *k = &out->keys[i];
         k->key = space->keys[i];
-        if ((st = check_path(c, k->key, k->path, sizeof k->path)))
+        if ((st = plan_key_path(c, k->key, "sweep key", k->path, sizeof k->path)))
             break;
         for (size_t j = 0; j < i && !st; j++)
             if (strcmp(out->keys[j].path, k->path) == 0)

@@ -59,13 +59,20 @@ cohort_status ckpt_write(cohort_run *run, const model_entry *e, train_group *g, 
 {
     size_t P = group_layout(g)->n_params;
     int slots = group_opt_slots(g), keep = group_keeps_best(g);
-    float *params = scratch, *m = scratch + P, *v = scratch + 2 * P, *best = scratch + 3 * P;
-    group_get_state(g, k, params, m, v, best);
+    float *data[4] = {scratch, scratch + P, scratch + 2 * P, scratch + 3 * P};
+    group_get_state(g, k, data[0], data[1], data[2], data[3]);
+    int have[4] = {1, slots >= 1, slots >= 2, keep};
+    return ckpt_write_state(run, e, data, have, r, epoch, step, err);
+}
+
+cohort_status ckpt_write_state(cohort_run *run, const model_entry *e, float *const data[4],
+                               const int have[4], const train_result *r, int epoch, int64_t step,
+                               cohort_error *err)
+{
+    size_t P = e->L.n_params;
     st_tensor t[4];
     int n = 0;
     const char *names[4] = {"params", "opt.m", "opt.v", "best"};
-    float *data[4] = {params, m, v, best};
-    int have[4] = {1, slots >= 1, slots >= 2, keep};
     for (int i = 0; i < 4; i++) {
         if (!have[i])
             continue;
@@ -137,9 +144,14 @@ void ckpt_free(ckpt *c)
     memset(c, 0, sizeof *c);
 }
 
-cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, cohort_error *err)
+/* ckpt_read; config: receives the checkpoint's config instead of its
+ * check against e's when not NULL. */
+static cohort_status read_checkpoint(const cohort_run *run, const model_entry *e, ckpt *c,
+                                     char **config, cohort_error *err)
 {
     memset(c, 0, sizeof *c);
+    if (config)
+        *config = NULL;
     char path[2 * COHORT_PATH_MAX];
     path_of(run, e, path, sizeof path);
     if (access(path, F_OK) != 0)
@@ -154,7 +166,7 @@ cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, co
     char jerr[128];
     if (!spec || !state || !(j = json_parse(state, strlen(state), jerr, sizeof jerr))) {
         st = cohort_fail(err, COHORT_ERR_INPUT, "%s: not a cohort checkpoint", path);
-    } else if (!e->spec->config_json || strcmp(spec, e->spec->config_json) != 0) {
+    } else if (!config && (!e->spec->config_json || strcmp(spec, e->spec->config_json) != 0)) {
         st = cohort_fail(err, COHORT_ERR_INPUT,
                          "%s: model '%s' has changed since this checkpoint was written; train "
                          "into a new --out directory, or remove %s/checkpoints to start over",
@@ -207,12 +219,27 @@ cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, co
         c->found = !st;
     }
     json_free(j);
+    if (!st && config) {
+        *config = spec;
+        spec = NULL;
+    }
     free(spec);
     free(state);
     st_free(&f);
     if (st)
         ckpt_free(c);
     return st;
+}
+
+cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, cohort_error *err)
+{
+    return read_checkpoint(run, e, c, NULL, err);
+}
+
+cohort_status ckpt_read_any(const cohort_run *run, const model_entry *e, ckpt *c, char **config,
+                            cohort_error *err)
+{
+    return read_checkpoint(run, e, c, config, err);
 }
 
 /* ---- resuming finished models from results.json --------------------------- */
@@ -250,6 +277,13 @@ static int resume_record(cohort_run *run, model_entry *e, const json_value *r, c
     /* Only models that ended for good are kept; the rest train again, from
      * their checkpoint when they have one. */
     if (e->done || (strcmp(status, "ok") && strcmp(status, "diverged") && strcmp(status, "pruned")))
+        return 0;
+    /* pbt: a model ok before its last epoch waits at an interval, and its
+     * record may hold the settings it had before an exploit; it goes on
+     * from its checkpoint, which holds its state now. */
+    if (run->plan->scheduler.kind == PRUNE_PBT && !strcmp(status, "ok") &&
+        !json_bool(json_get(r, "stopped_early"), 0) &&
+        (int)json_num(json_get(r, "epochs_run"), 0) < e->spec->epochs)
         return 0;
     if (!same_config(e, json_get(r, "config"))) {
         cohort_fail(err, COHORT_ERR_INPUT,

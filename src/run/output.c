@@ -59,7 +59,7 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
     else
         sb_puts(b, "null");
     sb_printf(b, ",\n      \"plan_index\": %d, \"plan_models\": %d",
-              (int)(e->spec - run->plan->models), run->plan->n_models);
+              e->plan_index, run->plan->n_models);
     sb_puts(b, ",\n      \"config\": ");
     sb_puts(b, e->spec->config_json ? e->spec->config_json : "null");
     sb_printf(b, ",\n      \"params\": %zu,\n      \"epochs_run\": %d,\n      \"stopped_early\": %s",
@@ -67,6 +67,10 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
     if (r->state == MODEL_PRUNED)
         sb_printf(b, ",\n      \"pruned_at\": {\"epoch\": %d, \"rung\": %d}", r->epochs_run,
                   e->pruned_rung);
+    if (run->plan->scheduler.kind == PRUNE_PBT) {
+        sb_puts(b, ",\n      \"lineage\": ");
+        run_pbt_lineage_json(b, run, e);
+    }
     int restored = run_restored_epoch(e);
     if (restored)
         sb_printf(b, ",\n      \"restored_epoch\": %d", restored);
@@ -414,6 +418,25 @@ char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups
     const scheduler_spec *sc = &run->plan->scheduler;
     if (sc->kind == PRUNE_NONE) {
         sb_puts(&b, "null");
+    } else if (sc->kind == PRUNE_PBT) {
+        int *at = NULL, n_at = run_pbt_intervals(run, &at);
+        sb_printf(&b, "{\"name\": \"pbt\", \"metric\": \"%s\", \"mode\": \"%s\", "
+                      "\"perturbation_interval\": %d, \"quantile_fraction\": %g, "
+                      "\"resample_probability\": %g, \"seed\": %llu, \"population\": %d, "
+                      "\"intervals\": [",
+                  sc->metric, sc->maximize ? "max" : "min", sc->interval, sc->quantile,
+                  sc->resample, (unsigned long long)sc->seed, run->n);
+        for (int k = 0; k < n_at; k++)
+            sb_printf(&b, "%s%d", k ? ", " : "", at[k]);
+        free(at);
+        sb_puts(&b, "], \"hyperparam_mutations\": [");
+        for (int k = 0; k < sc->n_mut; k++) {
+            sb_puts(&b, k ? ", " : "");
+            sb_json_str(&b, sc->mut[k].path);
+        }
+        long long epochs, full;
+        run_scheduler_budget(run, &epochs, &full);
+        sb_printf(&b, "], \"max_epochs\": %lld, \"full_epochs\": %lld}", epochs, full);
     } else {
         long long epochs, full;
         run_scheduler_budget(run, &epochs, &full);

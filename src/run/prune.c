@@ -20,6 +20,8 @@
  * median: from grace_period on, after every epoch a model stops when its
  * best value so far is worse than the median of the other live models' best
  * values at that epoch (with at least MEDIAN_MIN_OTHERS others).
+ * pbt, which stops no model but copies good ones into bad ones, trains in
+ * phases the same way (run/pbt.c).
  */
 #include "run/run.h"
 #include "util/util.h"
@@ -196,12 +198,10 @@ cohort_status run_check_scheduler(const cohort_run *run, cohort_error *err)
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "%s:%d: the scheduler watches %s, but there are no validation samples",
                            run->plan->path, sc->line, sc->metric);
-    return COHORT_OK;
+    return sc->kind == PRUNE_PBT ? run_check_pbt(run, err) : COHORT_OK;
 }
 
-/* Make model e train from where it stands to `target` epochs in the next
- * phase: from its checkpoint when it has trained before. */
-static cohort_status continue_to(cohort_run *run, model_entry *e, int target, cohort_error *err)
+cohort_status run_continue_to(cohort_run *run, model_entry *e, int target, cohort_error *err)
 {
     e->stop_epoch = target < e->spec->epochs ? target : 0;
     if (e->res.epochs_run == 0 && !e->done)
@@ -258,7 +258,7 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
              * epoch in this phase but still ends it (its weights, its record). */
             if (!live[i] || (e->done && e->res.epochs_run >= target))
                 continue;
-            st = continue_to(run, e, target, err);
+            st = run_continue_to(run, e, target, err);
             any = 1;
         }
         if (!st && any)
@@ -303,6 +303,12 @@ int run_scheduler_budget(const cohort_run *run, long long *epochs, long long *fu
         int t = target_epochs(run, &run->m[i]);
         *full += run->m[i].spec->epochs;
         top = t > top ? t : top;
+    }
+    if (sc->kind == PRUNE_PBT) { /* every model trains all its epochs */
+        int *at = NULL, n = run_pbt_intervals(run, &at);
+        free(at);
+        *epochs = *full;
+        return n > 0 ? n : 0;
     }
     if (sc->kind == PRUNE_MEDIAN) {
         for (int i = 0; i < run->n; i++)

@@ -14,9 +14,20 @@
 
 #include <pthread.h>
 
+struct strbuf;
+
+/* One exploit of pbt in a model's lineage: at `epoch` it took the weights,
+ * optimizer and training state of model `from` and these settings. */
+typedef struct pbt_step {
+    int epoch;
+    int from;                    /* the donor: an index into cohort_run.m */
+    double values[PBT_MAX_KEYS]; /* in the order of scheduler.mut */
+} pbt_step;
+
 typedef struct model_entry {
-    const model_spec *spec;
-    int index;             /* in the plan */
+    const model_spec *spec; /* the plan's, or own_spec once pbt changed it */
+    int index;             /* in run->m */
+    int plan_index;        /* in the plan */
     int device;            /* index in the registry, -1 = not placed */
     model_layout L;        /* the layout when trained alone (K = 1) */
     uint64_t planned_bytes;
@@ -33,6 +44,9 @@ typedef struct model_entry {
     int64_t start_step;
     int stop_epoch;        /* the scheduler's rung it trains to now; 0: its last epoch */
     int pruned_rung;       /* pruned: at which rung (0-based) */
+    model_spec *own_spec;  /* pbt: the model's spec with its settings now, owned (config_json too) */
+    pbt_step *lineage;     /* pbt: its exploits, oldest first, owned */
+    int n_lineage;
 } model_entry;
 
 /* A model's checkpoint, read back. */
@@ -68,6 +82,7 @@ struct cohort_run {
     int lock_fd;           /* the output directory's lock, -1 = none */
     double next_report;    /* report.html is not written again before this time */
     double next_results;   /* nor results.json by run_tick_results */
+    int pbt_decided;       /* pbt: the intervals decided so far (journaled in DIR/pbt.json) */
 };
 
 /* A model rebuilt from a weights file cohort wrote (run/saved.c). */
@@ -111,6 +126,8 @@ cohort_status run_write_record(cohort_run *run, const model_entry *e, cohort_err
  * COHORT_PATH_MAX bytes) receives the path relative to the output directory. */
 cohort_status run_write_weights(cohort_run *run, const model_entry *e, const float *params,
                                 int best, char *rel, cohort_error *err);
+/* Append model e's pbt lineage to b as a JSON list of {epoch, from, values}. */
+void run_pbt_lineage_json(struct strbuf *b, const cohort_run *run, const model_entry *e);
 /* Write history/NAME.csv from the model's history so far. */
 cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *err);
 
@@ -119,9 +136,18 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
 cohort_status ckpt_write(cohort_run *run, const model_entry *e, train_group *g, int k,
                          const train_result *r, int epoch, int64_t step, float *scratch,
                          cohort_error *err);
+/* Write model e's checkpoint from host state: data[i] ([P] floats) where
+ * have[i], for params, opt.m, opt.v and best; history from r. Atomic. */
+cohort_status ckpt_write_state(cohort_run *run, const model_entry *e, float *const data[4],
+                               const int have[4], const train_result *r, int epoch, int64_t step,
+                               cohort_error *err);
 /* Read model e's checkpoint; c->found is 0 when it has none. An error when it
  * is unreadable or was written for another config. */
 cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, cohort_error *err);
+/* ckpt_read without the config check; *config (when not NULL) receives the
+ * config the checkpoint was written for (malloc'd, NULL when none). */
+cohort_status ckpt_read_any(const cohort_run *run, const model_entry *e, ckpt *c, char **config,
+                            cohort_error *err);
 /* Set e to go on from checkpoint c: its start, epochs run, history, best and seconds. */
 void ckpt_start_from(model_entry *e, const ckpt *c);
 void ckpt_free(ckpt *c);
@@ -149,6 +175,25 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err);
 /* run_schedule in phases, one a rung of the plan's scheduler, pruning
  * between them (run/prune.c). */
 cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err);
+/* Make model e go on to `target` epochs in the next phase of a scheduler:
+ * from its checkpoint when it has trained before. */
+cohort_status run_continue_to(cohort_run *run, model_entry *e, int target, cohort_error *err);
+/* run_schedule in phases of perturbation_interval epochs, with pbt's exploit
+ * and explore between them (run/pbt.c). */
+cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err);
+/* --resume under pbt, before the records are read: apply the journal
+ * (DIR/pbt.json) to the models' settings and lineage, and finish an exploit
+ * a kill interrupted. */
+cohort_status run_pbt_replay(cohort_run *run, cohort_error *err);
+/* pbt's checks of the models: they can take each other's state, and no
+ * mutation changes a model's memory (COHORT_ERR_INPUT at the plan's line). */
+cohort_status run_check_pbt(const cohort_run *run, cohort_error *err);
+/* The epochs at which pbt exploits, k * perturbation_interval below the
+ * models' most epochs, into *epochs (malloc'd; the caller frees it); returns
+ * how many, -1 when out of memory. */
+int run_pbt_intervals(const cohort_run *run, int **epochs);
+/* How many models of a population of n pbt takes from, and replaces. */
+int run_pbt_quantile(const cohort_run *run, int n);
 /* The scheduler's metric is one every model records (COHORT_ERR_INPUT at
  * the plan's line when not). */
 cohort_status run_check_scheduler(const cohort_run *run, cohort_error *err);

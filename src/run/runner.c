@@ -391,7 +391,7 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
     for (int i = 0; !st && i < run->n; i++) {
         model_entry *e = &run->m[i];
         e->spec = &plan->models[i];
-        e->index = i;
+        e->index = e->plan_index = i;
         e->device = -1;
         e->test_loss = e->test_accuracy = e->test_mae = e->test_rmse = NAN;
         e->res.state = MODEL_PENDING;
@@ -441,6 +441,14 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
             snprintf(rec, sizeof rec, "%s/records/%s.json", run->out_dir, run->m[i].spec->name);
             unlink(rec);
         }
+        char journal[COHORT_PATH_MAX + 16];
+        snprintf(journal, sizeof journal, "%s/pbt.json", run->out_dir);
+        if (!st && !run->opt.resume)
+            unlink(journal);
+        /* pbt's settings as its journal left them, before any record or
+         * checkpoint is checked against them. */
+        if (!st && run->opt.resume && plan->scheduler.kind == PRUNE_PBT)
+            st = run_pbt_replay(run, err);
         if (!st && run->opt.resume)
             st = run_resume(run, err);
         for (int i = 0; !st && run->opt.resume && i < run->n; i++) {
@@ -469,6 +477,10 @@ void cohort_run_free(cohort_run *run)
     for (int i = 0; run->m && i < run->n; i++) {
         free(run->m[i].res.history);
         free(run->m[i].confusion);
+        if (run->m[i].own_spec)
+            free(run->m[i].own_spec->config_json);
+        free(run->m[i].own_spec);
+        free(run->m[i].lineage);
     }
     free(run->m);
     if (run->own_devices)

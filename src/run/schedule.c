@@ -1000,8 +1000,10 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
         snprintf(path, sizeof path, "%s/plan.yaml", run->out_dir);
         file_write_atomic(path, run->plan->source, strlen(run->plan->source), NULL);
     }
-    cohort_status st = run->plan->scheduler.kind != PRUNE_NONE ? run_schedule_pruned(run, err)
-                                                               : run_schedule(run, err);
+    prune_kind sk = run->plan->scheduler.kind;
+    cohort_status st = sk == PRUNE_PBT    ? run_schedule_pbt(run, err)
+                       : sk != PRUNE_NONE ? run_schedule_pruned(run, err)
+                                          : run_schedule(run, err);
     pthread_mutex_lock(&run->lock);
     if (run->stop) {
         /* Models the stop kept from starting, or from reporting, are

@@ -284,6 +284,17 @@ void sb_json_num(strbuf *b, double v)
         sb_printf(b, "%.9g", v);
 }
 
+void sb_json_float(strbuf *b, float v)
+{
+    char buf[32];
+    for (int digits = 7; digits <= 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)v);
+        if ((float)strtod(buf, NULL) == v)
+            break;
+    }
+    sb_puts(b, buf);
+}
+
 /* ---- files ----------------------------------------------------------- */
 
 /* A buffer for a file's bytes: a large one on 2 MiB boundaries, marked for

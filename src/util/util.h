@@ -63,6 +63,9 @@ void sb_printf(strbuf *b, const char *fmt, ...) COHORT_PRINTF(2, 3);
 void sb_json_str(strbuf *b, const char *s);
 /* Append a double as JSON (NaN and Inf become null). */
 void sb_json_num(strbuf *b, double v);
+/* Append a finite float with the fewest digits that read back as the same
+ * float (0.001, not 0.00100000005). */
+void sb_json_float(strbuf *b, float v);
 
 /* ---- files ---- */
 /* Read a whole file into a malloc'd buffer (NUL-terminated). Refuses files
