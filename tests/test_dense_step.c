@@ -162,7 +162,8 @@ int main(void)
     /* The processor's best, and each narrower one. */
     cpu_isa best = cpu_isa_detect();
     cpu_isa isas[3] = {ISA_NONE, ISA_AVX2, ISA_AVX512};
-    int rows_of[] = {1, 7, 64};
+    /* the last: dZ read in place, not packed */
+    int rows_of[] = {1, 7, 64, DENSE_PACK_ROWS + 5};
     int out_of[] = {1, 6, 13};
     int in_of[] = {784, 37, 16, 5, 1};
     int tried = 0;
@@ -170,7 +171,7 @@ int main(void)
         if (isas[a] > best)
             continue;
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-            for (int i = 0; i < 3; i++)
+            for (size_t i = 0; i < sizeof rows_of / sizeof *rows_of; i++)
                 for (int j = 0; j < 3; j++)
                     for (int k = 0; k < 5; k++) {
                         run_case(isas[a], &cases[c], rows_of[i], out_of[j], in_of[k],

@@ -28,6 +28,10 @@ const char *cpu_isa_name(cpu_isa isa);
  * threads on multiples of it changes no sum. */
 #define DENSE_TILE_ROWS 6
 
+/* kern_dense_step packs dZ's columns of each row group when there are at
+ * most this many rows (a batch), and reads them in place past it. */
+#define DENSE_PACK_ROWS 512
+
 /* Part `part` of `parts` of [0, n), cut on multiples of `unit`: [*a, *b).
  * The CPU pool's split of every job: rows of W by DENSE_TILE_ROWS, columns
  * of a transpose by its 8 x 8 blocks, batch rows one by one. */

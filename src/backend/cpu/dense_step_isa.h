@@ -127,18 +127,32 @@ static TGT void FN(dense_step)(float *W, float *s1, float *s2, const float *dZ, 
 {
     int nvec = n_in / VL;
     size_t ldw = (size_t)n_in;
+    float pack[DENSE_PACK_ROWS * TILE_J];
     for (int j = j0; j < j1;) {
         int nj = j1 - j < TILE_J ? j1 - j : TILE_J;
         size_t off = (size_t)j * ldw;
         float *w = W + off, *a = s1 ? s1 + off : NULL, *b = s2 ? s2 + off : NULL;
         const float *d = dZ + j;
+        size_t ld = ldd;
+        /* The tile's dZ columns, packed: every tile of these rows reads them,
+         * and in place they are one cache line per row at a stride of ldd
+         * floats, which for ldd a multiple of 256 (a 512-wide layer) sends
+         * all the rows to 2 of the 64 sets of a 32 KiB L1: they were missed
+         * again on every tile. */
+        if (rows <= DENSE_PACK_ROWS && nvec > 0) {
+            for (int r = 0; r < rows; r++)
+                for (int k = 0; k < nj; k++)
+                    pack[r * TILE_J + k] = d[(size_t)r * ldd + (size_t)k];
+            d = pack;
+            ld = TILE_J;
+        }
         switch (nj) {
-        case 6: FN(rows)(w, a, b, ldw, d, ldd, X, ldx, rows, nvec, o, 6); break;
-        case 5: FN(rows)(w, a, b, ldw, d, ldd, X, ldx, rows, nvec, o, 5); break;
-        case 4: FN(rows)(w, a, b, ldw, d, ldd, X, ldx, rows, nvec, o, 4); break;
-        case 3: FN(rows)(w, a, b, ldw, d, ldd, X, ldx, rows, nvec, o, 3); break;
-        case 2: FN(rows)(w, a, b, ldw, d, ldd, X, ldx, rows, nvec, o, 2); break;
-        default: FN(rows)(w, a, b, ldw, d, ldd, X, ldx, rows, nvec, o, 1); break;
+        case 6: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6); break;
+        case 5: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 5); break;
+        case 4: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 4); break;
+        case 3: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 3); break;
+        case 2: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 2); break;
+        default: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 1); break;
         }
         j += nj;
     }
