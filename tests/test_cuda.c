@@ -152,11 +152,21 @@ static void test_load(int count, int shared)
         idx[i] = (int64_t)(rng_next(&rng) % N);
     size_t istride = shared ? 0 : N;
     buf rows = buf_make((size_t)count * B * DIM, 99, 100);
-    cpu->load_rows(cc, rows.h, (size_t)B * DIM, x, DIM, idx, istride, ROWS, count);
-    gpu->load_rows(gc, rows.d, (size_t)B * DIM, x, DIM, idx, istride, ROWS, count);
+    cpu->load_rows(cc, rows.h, (size_t)B * DIM, x, NULL, DIM, idx, istride, ROWS, count);
+    gpu->load_rows(gc, rows.d, (size_t)B * DIM, x, NULL, DIM, idx, istride, ROWS, count);
     char what[96];
     snprintf(what, sizeof what, "load_rows count %d%s", count, shared ? " (shared rows)" : "");
     check_same(what, &rows);
+    /* Rows of bytes (IDX images), scaled by 1/255 on the way. */
+    uint8_t x8[N * DIM];
+    for (int i = 0; i < N * DIM; i++)
+        x8[i] = (uint8_t)(rng_next(&rng) % 256);
+    buf rows8 = buf_make((size_t)count * B * DIM, 98, 100);
+    cpu->load_rows(cc, rows8.h, (size_t)B * DIM, NULL, x8, DIM, idx, istride, ROWS, count);
+    gpu->load_rows(gc, rows8.d, (size_t)B * DIM, NULL, x8, DIM, idx, istride, ROWS, count);
+    snprintf(what, sizeof what, "load_rows of bytes count %d%s", count,
+             shared ? " (shared rows)" : "");
+    check_same(what, &rows8);
     /* Labels: the same through int32 buffers. */
     size_t nl = (size_t)count * B;
     int32_t *lh = malloc(nl * sizeof *lh), *lg = malloc(nl * sizeof *lg);
@@ -173,6 +183,7 @@ static void test_load(int count, int shared)
     free(lh);
     free(lg);
     buf_free(&rows);
+    buf_free(&rows8);
 }
 
 static void test_gemm(int ta, int tb, int count, int shared_b, float beta)

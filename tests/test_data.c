@@ -5,6 +5,7 @@
  * loads fashion-mnist:train and checks the split.
  */
 #include "check.h"
+#include "backend/backend_impl.h"
 #include "data/data.h"
 #include "data/data_impl.h"
 #include "util/util.h"
@@ -110,12 +111,25 @@ static void check_small_idx(const cohort_dataset *ds)
     CHECK(ds->n == 3);
     CHECK(ds->dim == 4);
     CHECK(ds->n_classes == 3);
-    CHECK(ds->x[0] == 0.0f);
-    CHECK_NEAR(ds->x[1], 200.0 / 255.0, 1e-7);
-    CHECK(ds->x[2] == 1.0f);
-    CHECK_NEAR(ds->x[11], 9.0 / 255.0, 1e-7);
+    /* The pixels stay bytes; a batch's gather scales them by 1/255. */
+    CHECK(ds->x == NULL && ds->x8 != NULL);
+    if (!ds->x8)
+        return;
+    CHECK(ds->x8[0] == 0 && ds->x8[1] == 200 && ds->x8[2] == 255 && ds->x8[11] == 9);
+    float row[12];
+    host_row_of_bytes(row, ds->x8, 12);
+    CHECK(row[0] == 0.0f);
+    CHECK_NEAR(row[1], 200.0 / 255.0, 1e-7);
+    CHECK(row[2] == 1.0f);
+    CHECK_NEAR(row[11], 9.0 / 255.0, 1e-7);
+    for (int v = 0; v < 256; v++) { /* the vector division is the scalar one */
+        uint8_t b = (uint8_t)v;
+        float f;
+        host_row_of_bytes(&f, &b, 1);
+        CHECK(f == (float)v / 255.0f);
+    }
     CHECK(ds->y[0] == 1 && ds->y[1] == 0 && ds->y[2] == 2);
-    CHECK(((uintptr_t)ds->x & 63) == 0);
+    CHECK(((uintptr_t)ds->x8 & 63) == 0);
 }
 
 static void test_idx(void)
@@ -181,8 +195,8 @@ static void test_idx(void)
             if (ds) {
                 CHECK(ds->n == 3000 && ds->dim == 784 && ds->n_classes == 13);
                 size_t last = bytes - 1;
-                CHECK(ds->x[last] == (float)((last * 7) % 251) / 255.0f);
-                CHECK(ds->x[1234567] == (float)((1234567u * 7) % 251) / 255.0f);
+                CHECK(ds->x8 && ds->x8[last] == (last * 7) % 251);
+                CHECK(ds->x8 && ds->x8[1234567] == (1234567u * 7) % 251);
                 CHECK(ds->y[2999] == 2999 % 13);
             }
             data_free(ds);
@@ -335,12 +349,12 @@ static void test_fashion_mnist(void)
     CHECK(ds->n_classes == 10);
     CHECK(strcmp(ds->source, "fashion-mnist:train") == 0);
     check_counts(ds, 60000, 6000);
-    float lo = 1, hi = 0;
-    for (int64_t i = 0; i < ds->n * ds->dim; i++) {
-        lo = ds->x[i] < lo ? ds->x[i] : lo;
-        hi = ds->x[i] > hi ? ds->x[i] : hi;
+    int lo = 255, hi = 0;
+    for (int64_t i = 0; ds->x8 && i < ds->n * ds->dim; i++) {
+        lo = ds->x8[i] < lo ? ds->x8[i] : lo;
+        hi = ds->x8[i] > hi ? ds->x8[i] : hi;
     }
-    CHECK(lo == 0.0f && hi == 1.0f);
+    CHECK(lo == 0 && hi == 255);
     /* The first training image of Fashion-MNIST is an ankle boot (class 9). */
     CHECK(ds->y[0] == 9);
     data_view tr, va;

@@ -217,9 +217,10 @@ static void lazy_memzero(backend_ctx *c, void *dst, size_t bytes) { REAL()->memz
 static void lazy_sync(backend_ctx *c) { REAL()->sync(c); }
 
 static void lazy_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x,
-                           int64_t dim, const int64_t *idx, size_t idx_stride, int rows, int count)
+                           const uint8_t *x8, int64_t dim, const int64_t *idx, size_t idx_stride,
+                           int rows, int count)
 {
-    REAL()->load_rows(c, dst, dst_stride, x, dim, idx, idx_stride, rows, count);
+    REAL()->load_rows(c, dst, dst_stride, x, x8, dim, idx, idx_stride, rows, count);
 }
 
 static void lazy_load_labels(backend_ctx *c, int32_t *dst, size_t dst_stride, const int32_t *y,

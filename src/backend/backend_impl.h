@@ -64,6 +64,16 @@ typedef struct bn_step {
     const float *momentum, *epsilon;
 } bn_step;
 
+/* One row of bytes as floats, byte / 255.0f each (an IDX image's scale,
+ * correctly rounded: a vector division gives every lane the same value as
+ * the scalar one), for the backends' load_rows. */
+static inline void host_row_of_bytes(float *__restrict__ dst, const uint8_t *__restrict__ src,
+                                     size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (float)src[i] / 255.0f;
+}
+
 typedef struct backend_ops {
     const char *name; /* "cpu", "cuda": for messages only */
     int api_version;
@@ -89,9 +99,12 @@ typedef struct backend_ops {
 
     /* -- data -- */
     /* dst[k][r][:] = x[idx[k*idx_stride + r]][:], r < rows; x is host memory
-     * [n, dim]; dst is dev with stride dst_stride floats per model. */
-    void (*load_rows)(backend_ctx *ctx, float *dst, size_t dst_stride, const float *x, int64_t dim,
-                      const int64_t *idx, size_t idx_stride, int rows, int count);
+     * [n, dim]; dst is dev with stride dst_stride floats per model. Where x
+     * is NULL the rows are the bytes of x8 (host, [n, dim]), each value
+     * (float)byte / 255.0f, as host_row_of_bytes makes it. */
+    void (*load_rows)(backend_ctx *ctx, float *dst, size_t dst_stride, const float *x,
+                      const uint8_t *x8, int64_t dim, const int64_t *idx, size_t idx_stride,
+                      int rows, int count);
     /* The same for labels: dst[k*dst_stride + r] = y[idx[k*idx_stride + r]]. */
     void (*load_labels)(backend_ctx *ctx, int32_t *dst, size_t dst_stride, const int32_t *y,
                         const int64_t *idx, size_t idx_stride, int rows, int count);

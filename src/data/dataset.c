@@ -250,6 +250,7 @@ void data_free(cohort_dataset *ds)
     free(ds->class_names);
     if (!(ds->borrowed & DATA_BORROW_X))
         free(ds->x);
+    free(ds->x8);
     if (!(ds->borrowed & DATA_BORROW_Y))
         free(ds->y);
     if (!(ds->borrowed & DATA_BORROW_T))
@@ -265,6 +266,7 @@ data_view data_view_all(const cohort_dataset *ds)
     if (!ds)
         return v;
     v.x = ds->x;
+    v.x8 = ds->x8;
     v.y = ds->y;
     v.t = ds->t;
     v.t_dim = ds->t ? ds->t_dim : 0;
@@ -298,8 +300,9 @@ void data_split(const cohort_dataset *ds, double fraction, data_view *train, dat
     if (val) {
         *val = all;
         val->n = all.n - split;
-        if (all.x) {
-            val->x = all.x + split * all.dim;
+        if (all.x || all.x8) {
+            val->x = all.x ? all.x + split * all.dim : NULL;
+            val->x8 = all.x8 ? all.x8 + split * all.dim : NULL;
             val->y = all.y + split;
             val->t = all.t ? all.t + split * all.t_dim : NULL;
         }

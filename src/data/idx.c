@@ -11,11 +11,9 @@
 #include "util/util.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 #ifdef COHORT_HAVE_LIBDEFLATE
 #include <libdeflate.h>
@@ -280,56 +278,9 @@ static void idx_close(idx_file *f)
     f->data = NULL;
 }
 
-/* Pixels [i0, i1) of an image file scaled into floats. */
-typedef struct scale_job {
-    float *x;
-    const unsigned char *img;
-    const float *scale;
-    size_t i0, i1;
-} scale_job;
-
-static void *scale_run(void *p)
-{
-    const scale_job *j = p;
-    for (size_t i = j->i0; i < j->i1; i++)
-        j->x[i] = j->scale[j->img[i]];
-    return NULL;
-}
-
-#define SCALE_THREADS 8
-#define SCALE_MIN_SPLIT ((size_t)4 << 20) /* pixels: less is quicker on one thread */
-
 /*
- * x[i] = img[i] / 255 on every core: most of the time is the kernel's first
- * touch of x's fresh pages (zeroing them: 0.2 s of Fashion-MNIST's 188 MB on
- * one core of a VM), which runs in parallel per thread. Each pixel is
- * converted alone, so the split changes nothing.
- */
-static void scale_pixels(float *x, const unsigned char *img, size_t total)
-{
-    float scale[256];
-    for (int v = 0; v < 256; v++)
-        scale[v] = (float)v / 255.0f;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = total < SCALE_MIN_SPLIT || cores < 2 ? 1 : cores > SCALE_THREADS ? SCALE_THREADS
-                                                                              : (int)cores;
-    scale_job job[SCALE_THREADS];
-    pthread_t t[SCALE_THREADS];
-    int started = 0;
-    for (int k = 0; k < n; k++)
-        job[k] = (scale_job){x, img, scale, total * (size_t)k / (size_t)n,
-                             total * (size_t)(k + 1) / (size_t)n};
-    while (started < n - 1 && pthread_create(&t[started], NULL, scale_run, &job[started + 1]) == 0)
-        started++;
-    scale_run(&job[0]);
-    for (int k = started + 1; k < n; k++) /* parts whose thread did not start */
-        scale_run(&job[k]);
-    for (int k = 0; k < started; k++)
-        pthread_join(t[k], NULL);
-}
-
-/*
- * Read IDX images (uint8, [n, d1, ...], scaled by 1/255 into [n, d1*...]; a
+ * Read IDX images (uint8, [n, d1, ...], kept as bytes in x8 [n, d1*...],
+ * each standing for byte / 255: the gather of a batch scales them; a
  * sample of [n, H, W] is (H, W, 1), of [n, H, W, C] (H, W, C))
  * and labels (uint8 [n]). The counts must agree. On error *out is NULL and
  * err names the file; COHORT_ERR_IO when a file cannot be opened.
@@ -345,7 +296,7 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
 
     idx_file fi, fl;
     const unsigned char *img = NULL, *lbl = NULL;
-    float *x = NULL;
+    uint8_t *x8 = NULL;
     int32_t *y = NULL;
     memset(&fl, 0, sizeof fl);
     cohort_status st = idx_open(&fi, images, 0, err);
@@ -365,10 +316,15 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
         goto done;
     if ((st = idx_read_data(&fl, fl.n, &lbl, err)))
         goto done;
-    if ((st = data_alloc_x(fi.n, fi.count, images, &x, err)) ||
-        (st = data_alloc_y(fl.n, labels, &y, err)))
+    size_t total = (size_t)(fi.n * fi.count);
+    if ((st = data_alloc_y(fl.n, labels, &y, err)))
         goto done;
-    scale_pixels(x, img, (size_t)(fi.n * fi.count));
+    if (!(x8 = data_alloc_block(total ? total : 1))) {
+        st = cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory allocating %zu bytes", images,
+                         total);
+        goto done;
+    }
+    memcpy(x8, img, total);
     for (size_t i = 0; i < (size_t)fl.n; i++)
         y[i] = lbl[i];
 
@@ -378,13 +334,16 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
     for (int i = 1; i < fi.ndims; i++)
         dims[i - 1] = fi.dims[i];
     sample_shape shape = data_shape_of(dims, fi.ndims - 1);
-    st = data_make(x, y, (int64_t)fi.n, (int64_t)fi.count, &shape, source, out, err);
-    x = NULL;
+    st = data_make(NULL, y, (int64_t)fi.n, (int64_t)fi.count, &shape, source, out, err);
     y = NULL;
+    if (!st) {
+        (*out)->x8 = x8;
+        x8 = NULL;
+    }
 done:
     idx_close(&fi);
     idx_close(&fl);
-    free(x);
+    free(x8);
     free(y);
     return st;
 }

@@ -359,8 +359,8 @@ static void load_targets(train_group *g, const data_view *d, size_t slot, size_t
     size_t B = (size_t)g->L.B, w = (size_t)g->L.n_out;
     g->tgt_rows = g->spec[0]->loss != LOSS_SCE && d->t && d->t_dim == (int64_t)w;
     if (g->tgt_rows)
-        g->be->load_rows(g->ctx, g->targets + slot * B * w, stride_models * w, d->t, d->t_dim, ix,
-                         stride, rows, count);
+        g->be->load_rows(g->ctx, g->targets + slot * B * w, stride_models * w, d->t, NULL,
+                         d->t_dim, ix, stride, rows, count);
     else
         g->be->load_labels(g->ctx, g->labels + slot * B, stride_models, d->y, ix, stride, rows,
                            count);
@@ -373,7 +373,8 @@ void group_load_batch(train_group *g, const data_view *d, const int64_t *ix, siz
     g->in_slot = 0;
     memset(g->xt_ready, 0, sizeof g->xt_ready);
     int count = g->in_shared ? 1 : g->K;
-    g->be->load_rows(g->ctx, g->act, (size_t)g->L.B * (size_t)g->L.n_in, d->x, d->dim, ix, stride,
+    g->be->load_rows(g->ctx, g->act, (size_t)g->L.B * (size_t)g->L.n_in, d->x, d->x8, d->dim, ix,
+                     stride,
                      rows, count);
     load_targets(g, d, 0, (size_t)g->L.B, ix, stride, rows, count);
 }
@@ -412,7 +413,8 @@ static int load_slot(train_group *g, const data_view *d, const int64_t *order, i
     int rows = group_batch_rows(d->n, step, g->L.B);
     const int64_t *ix = order + step * (int64_t)B;
     g->xt_ready[slot] = 0;
-    g->be->load_rows(g->ctx, g->act + (size_t)slot * B * in, 0, d->x, d->dim, ix, 0, rows, 1);
+    g->be->load_rows(g->ctx, g->act + (size_t)slot * B * in, 0, d->x, d->x8, d->dim, ix, 0, rows,
+                     1);
     load_targets(g, d, (size_t)slot, 0, ix, 0, rows, 1);
     return rows;
 }

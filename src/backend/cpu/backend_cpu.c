@@ -233,6 +233,7 @@ static void cpu_sync(backend_ctx *c) { (void)c; }
 typedef struct rows_job {
     float *dst;
     const float *x;
+    const uint8_t *x8;
     const int64_t *idx;
     size_t dst_stride, idx_stride, dim;
     int rows, count;
@@ -245,10 +246,14 @@ static void rows_part(void *p, int part, int parts)
     int r0, r1;
     part_range(j->rows, 1, part, parts, &r0, &r1);
     for (int k = 0; k < j->count; k++)
-        for (int r = r0; r < r1; r++)
-            memcpy(j->dst + k * j->dst_stride + (size_t)r * j->dim,
-                   j->x + (size_t)j->idx[k * j->idx_stride + (size_t)r] * j->dim,
-                   j->dim * sizeof(float));
+        for (int r = r0; r < r1; r++) {
+            float *d = j->dst + k * j->dst_stride + (size_t)r * j->dim;
+            size_t at = (size_t)j->idx[k * j->idx_stride + (size_t)r] * j->dim;
+            if (j->x)
+                memcpy(d, j->x + at, j->dim * sizeof(float));
+            else
+                host_row_of_bytes(d, j->x8 + at, j->dim);
+        }
 }
 
 /* The rows come from all over a dataset larger than the caches, so a big
@@ -256,9 +261,10 @@ static void rows_part(void *p, int part, int parts)
 #define GATHER_MIN_SPLIT 32768
 
 static void cpu_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x,
-                          int64_t dim, const int64_t *idx, size_t idx_stride, int rows, int count)
+                          const uint8_t *x8, int64_t dim, const int64_t *idx, size_t idx_stride,
+                          int rows, int count)
 {
-    rows_job j = {dst, x, idx, dst_stride, idx_stride, (size_t)dim, rows, count};
+    rows_job j = {dst, x, x8, idx, dst_stride, idx_stride, (size_t)dim, rows, count};
     double n = (double)rows * (double)dim * count;
     pool_run(c, rows_part, &j, n >= GATHER_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
 }

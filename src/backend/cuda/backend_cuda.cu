@@ -367,8 +367,9 @@ void send_blocks(backend_ctx *c, void *dst, size_t dpitch, const char *h, size_t
                                             cudaMemcpyHostToDevice, c->stream));
 }
 
-void cu_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x, int64_t dim,
-                  const int64_t *idx, size_t idx_stride, int rows, int count)
+void cu_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x,
+                  const uint8_t *x8, int64_t dim, const int64_t *idx, size_t idx_stride, int rows,
+                  int count)
 {
     on(c);
     if (rows <= 0 || count <= 0 || dim <= 0)
@@ -380,9 +381,14 @@ void cu_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x,
         return;
     char *h = static_cast<char *>(s->host);
     for (int k = 0; k < gathers; k++)
-        for (int r = 0; r < rows; r++)
-            memcpy(h + (size_t)k * block + (size_t)r * row,
-                   x + idx[k * idx_stride + (size_t)r] * dim, row);
+        for (int r = 0; r < rows; r++) {
+            char *d = h + (size_t)k * block + (size_t)r * row;
+            int64_t at = idx[k * idx_stride + (size_t)r] * dim;
+            if (x)
+                memcpy(d, x + at, row);
+            else
+                host_row_of_bytes(reinterpret_cast<float *>(d), x8 + at, (size_t)dim);
+        }
     send_blocks(c, dst, dst_stride * sizeof(float), h, block, count, shared);
     stage_done(c, s);
 }
