@@ -183,13 +183,17 @@ for k, m in enumerate(r["models"]):
     if m["test"]:
         m["test"]["accuracy"] = [0.5, 0.99, 0][k]
     m["name"] = "b_" + m["name"]
+# What a scheduler leaves: one model pruned by asha, one that took pbt's copies.
+r["models"][0]["status"] = "pruned"
+r["models"][0]["pruned_at"] = {"epoch": 3, "rung": 1}
+r["models"][1]["lineage"] = [{"epoch": 2, "from": "x", "values": {}}, {"epoch": 4, "from": "b_donor", "values": {}}]
 json.dump(r, open(sys.argv[2], "w"))
 PY
 expect_status 0 "compare" -- "$COHORT" compare "$T/run" "$T/run2"
 "$PY" - "$T/out" "$T/run" "$T/run2" <<'PY' && ok || bad "compare table"
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
-assert lines[0].split() == ["dir", "model", "status", "params", "best_ep", "val_loss", "val_acc", "test_acc", "seconds"], lines[0]
+assert lines[0].split() == ["dir", "model", "status", "params", "epochs", "best_ep", "val_loss", "val_acc", "test_acc", "seconds", "scheduler"], lines[0]
 rows = [l.split() for l in lines[1:]]
 assert len(rows) == 6, lines
 ms = {}
@@ -200,8 +204,16 @@ acc = []
 for r in rows:
     d, m = ms[r[1]]
     assert r[0] == d and r[2] == m["status"] and r[3] == str(m["params"]), (r, m["name"])
+    assert r[4] == str(m["epochs_run"]), (r, m["epochs_run"])
     t = m["test"]["accuracy"] if m["test"] else None
-    assert r[7] == ("%.4f" % t if t is not None else "-"), (r, t)
+    assert r[8] == ("%.4f" % t if t is not None else "-"), (r, t)
+    note = " ".join(r[10:])
+    if m.get("pruned_at"):
+        assert note == "pruned at epoch 3 (rung 1)", r
+    elif m.get("lineage"):
+        assert note == "pbt: 2 exploits, the last from b_donor", r
+    else:
+        assert note == "", r
     acc.append(t if t is not None else -1)
 assert acc == sorted(acc, reverse=True), acc
 assert acc[-2:] == [-1, -1] and {r[1] for r in rows[-2:]} == {"wild_model", "b_wild_model"}, rows
@@ -211,8 +223,10 @@ expect_status 0 "compare --json --by val" -- "$COHORT" compare --json --by val "
 import json, sys
 rows = json.load(open(sys.argv[1]))["models"]
 assert len(rows) == 6, rows
-keys = {"dir", "model", "status", "params", "best_epoch", "val_loss", "val_accuracy", "test_accuracy", "val_mae", "test_mae", "seconds"}
+keys = {"dir", "model", "status", "params", "best_epoch", "val_loss", "val_accuracy", "test_accuracy", "val_mae", "test_mae", "seconds", "epochs_run", "pruned_at", "exploits"}
 assert all(set(r) == keys for r in rows), rows[0]
+sched = {r["model"]: (r["pruned_at"], r["exploits"]) for r in rows if r["pruned_at"] or r["exploits"]}
+assert len(sched) == 2 and sorted(sched.values(), key=str) == sorted([({"epoch": 3, "rung": 1}, 0), (None, 2)], key=str), sched
 v = [r["val_accuracy"] if r["val_accuracy"] is not None else -1 for r in rows]
 assert v == sorted(v, reverse=True), v
 assert rows[0]["model"] in ("adam_model", "sgd_model", "b_adam_model", "b_sgd_model"), rows[0]

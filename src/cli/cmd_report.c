@@ -42,6 +42,9 @@ int cmd_report(int argc, char **argv)
 typedef struct cmp_row {
     const char *dir, *model, *status;
     double params, best_epoch, val_loss, val_acc, test_acc, val_mae, test_mae, seconds;
+    double epochs, pruned_epoch, pruned_rung; /* NaN: not pruned */
+    size_t exploits;                          /* pbt: entries of its lineage */
+    const char *last_from;                    /* the donor of the last exploit */
     size_t order; /* breaks ties: the order of the command line and of each results.json */
 } cmp_row;
 
@@ -111,7 +114,19 @@ static void print_json(const cmp_row *r, size_t n)
         sb_json_num(&b, r[i].test_mae);
         sb_puts(&b, ", \"seconds\": ");
         sb_json_num(&b, r[i].seconds);
-        sb_puts(&b, "}");
+        sb_puts(&b, ", \"epochs_run\": ");
+        sb_json_num(&b, r[i].epochs);
+        sb_puts(&b, ", \"pruned_at\": ");
+        if (isfinite(r[i].pruned_epoch)) {
+            sb_puts(&b, "{\"epoch\": ");
+            sb_json_num(&b, r[i].pruned_epoch);
+            sb_puts(&b, ", \"rung\": ");
+            sb_json_num(&b, r[i].pruned_rung);
+            sb_puts(&b, "}");
+        } else {
+            sb_puts(&b, "null");
+        }
+        sb_printf(&b, ", \"exploits\": %zu}", r[i].exploits);
     }
     sb_puts(&b, n ? "\n]}\n" : "]}\n");
     if (b.data)
@@ -128,17 +143,20 @@ static void print_table(const cmp_row *r, size_t n)
         l = (int)strlen(r[i].model);
         wm = l > wm ? l : wm;
     }
-    int reg = 0;
-    for (size_t i = 0; i < n; i++)
+    int reg = 0, sched = 0;
+    for (size_t i = 0; i < n; i++) {
         reg |= isfinite(r[i].val_mae) || isfinite(r[i].test_mae);
-    printf("%-*s  %-*s  %-11s  %9s  %7s  %8s  %8s  %8s", wd, "dir", wm, "model", "status",
-           "params", "best_ep", "val_loss", "val_acc", "test_acc");
+        sched |= isfinite(r[i].pruned_epoch) || r[i].exploits;
+    }
+    printf("%-*s  %-*s  %-11s  %9s  %6s  %7s  %8s  %8s  %8s", wd, "dir", wm, "model", "status",
+           "params", "epochs", "best_ep", "val_loss", "val_acc", "test_acc");
     if (reg)
         printf("  %8s  %8s", "val_mae", "test_mae");
-    printf("  %8s\n", "seconds");
+    printf("  %8s%s\n", "seconds", sched ? "  scheduler" : "");
     for (size_t i = 0; i < n; i++) {
-        char p[32], be[16], vl[16], va[16], ta[16], vm[16], tm[16], sec[16];
+        char p[32], ep[16], be[16], vl[16], va[16], ta[16], vm[16], tm[16], sec[16];
         cell(p, sizeof p, r[i].params, "%.0f");
+        cell(ep, sizeof ep, r[i].epochs, "%.0f");
         cell(be, sizeof be, r[i].best_epoch, "%.0f");
         cell(vl, sizeof vl, r[i].val_loss, "%.4f");
         cell(va, sizeof va, r[i].val_acc, "%.4f");
@@ -146,11 +164,18 @@ static void print_table(const cmp_row *r, size_t n)
         cell(vm, sizeof vm, r[i].val_mae, "%.4f");
         cell(tm, sizeof tm, r[i].test_mae, "%.4f");
         cell(sec, sizeof sec, r[i].seconds, "%.1f");
-        printf("%-*s  %-*s  %-11s  %9s  %7s  %8s  %8s  %8s", wd, r[i].dir, wm, r[i].model,
-               r[i].status, p, be, vl, va, ta);
+        printf("%-*s  %-*s  %-11s  %9s  %6s  %7s  %8s  %8s  %8s", wd, r[i].dir, wm, r[i].model,
+               r[i].status, p, ep, be, vl, va, ta);
         if (reg)
             printf("  %8s  %8s", vm, tm);
-        printf("  %8s\n", sec);
+        printf("  %8s", sec);
+        /* What the scheduler did: asha's or median's cut, pbt's copies. */
+        if (isfinite(r[i].pruned_epoch))
+            printf("  pruned at epoch %.0f (rung %.0f)", r[i].pruned_epoch, r[i].pruned_rung);
+        else if (r[i].exploits)
+            printf("  pbt: %zu exploit%s, the last from %s", r[i].exploits,
+                   r[i].exploits == 1 ? "" : "s", r[i].last_from);
+        printf("\n");
     }
 }
 
@@ -225,6 +250,14 @@ int cmd_compare(int argc, char **argv)
             r->val_mae = json_num(json_get(json_get(m, "best"), "val_mae"), NAN);
             r->test_mae = json_num(json_get(json_get(m, "test"), "mae"), NAN);
             r->seconds = json_num(json_get(m, "seconds"), NAN);
+            r->epochs = json_num(json_get(m, "epochs_run"), NAN);
+            const json_value *pa = json_get(m, "pruned_at");
+            r->pruned_epoch = json_num(json_get(pa, "epoch"), NAN);
+            r->pruned_rung = json_num(json_get(pa, "rung"), NAN);
+            const json_value *lin = json_get(m, "lineage");
+            r->exploits = lin && lin->type == JSON_ARR ? lin->n : 0;
+            r->last_from = r->exploits ? json_str(json_get(&lin->items[lin->n - 1], "from"), "?")
+                                       : "";
         }
     }
     if (!rc) {
