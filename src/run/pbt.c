@@ -562,27 +562,13 @@ cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err)
             st = run_schedule(run, err);
         if (st || run->stop)
             break;
-        /* Models that ended for good (their last epoch, early stopping,
-         * divergence, failure) leave the population. */
-        for (int i = 0; i < run->n; i++) {
-            model_entry *e = &run->m[i];
-            if (live[i] && e->done &&
-                (e->res.state != MODEL_OK || e->res.stopped_early ||
-                 e->res.epochs_run >= e->spec->epochs))
-                live[i] = 0;
-        }
+        sched_drop_ended(run, live); /* pbt has no max_t: a model's own epochs */
         if (k < n_at && k >= run->pbt_decided)
             st = decide(run, live, at, k, err);
     }
     /* Stopped by Ctrl-C between intervals: the models waiting at one go on
      * with --resume. */
-    for (int i = 0; run->stop && i < run->n; i++) {
-        model_entry *e = &run->m[i];
-        if (live[i] && e->done && e->res.state == MODEL_OK) {
-            e->res.state = MODEL_INTERRUPTED;
-            str_copy(e->res.error, sizeof e->res.error, "stopped at an interval of pbt");
-        }
-    }
+    sched_mark_waiting(run, live, "stopped at an interval of pbt");
     free(at);
     free(live);
     return st;

@@ -221,6 +221,30 @@ cohort_status run_continue_to(cohort_run *run, model_entry *e, int target, cohor
     return st;
 }
 
+/* Models of a phased run that ended for good (their last epoch, early
+ * stopping, divergence, failure) leave `live`. */
+void sched_drop_ended(const cohort_run *run, unsigned char *live)
+{
+    for (int i = 0; i < run->n; i++) {
+        const model_entry *e = &run->m[i];
+        if (live[i] && e->done &&
+            (e->res.state != MODEL_OK || e->res.stopped_early ||
+             e->res.epochs_run >= target_epochs(run, e)))
+            live[i] = 0;
+    }
+}
+
+void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *why)
+{
+    for (int i = 0; run->stop && i < run->n; i++) {
+        model_entry *e = &run->m[i];
+        if (live[i] && e->done && e->res.state == MODEL_OK) {
+            e->res.state = MODEL_INTERRUPTED;
+            str_copy(e->res.error, sizeof e->res.error, why);
+        }
+    }
+}
+
 cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
 {
     const scheduler_spec *sc = &run->plan->scheduler;
@@ -265,15 +289,7 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
             st = run_schedule(run, err);
         if (st || run->stop)
             break;
-        /* Models that ended for good (their last epoch, early stopping,
-         * divergence, failure) leave the race. */
-        for (int i = 0; i < run->n; i++) {
-            model_entry *e = &run->m[i];
-            if (live[i] && e->done &&
-                (e->res.state != MODEL_OK || e->res.stopped_early ||
-                 e->res.epochs_run >= target_epochs(run, e)))
-                live[i] = 0;
-        }
+        sched_drop_ended(run, live);
         for (int b = 0; ri < nr && b < brackets && b <= ri; b++)
             decide(run, live, ri, R, b, brackets);
         for (int i = 0; i < run->n; i++)
@@ -282,13 +298,7 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
     }
     /* Stopped by Ctrl-C between rungs: the models waiting at a rung go on
      * with --resume. */
-    for (int i = 0; run->stop && i < run->n; i++) {
-        model_entry *e = &run->m[i];
-        if (live[i] && e->done && e->res.state == MODEL_OK) {
-            e->res.state = MODEL_INTERRUPTED;
-            str_copy(e->res.error, sizeof e->res.error, "stopped at a rung of the scheduler");
-        }
-    }
+    sched_mark_waiting(run, live, "stopped at a rung of the scheduler");
     free(rungs);
     free(live);
     return st;

@@ -175,6 +175,12 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err);
 /* run_schedule in phases, one a rung of the plan's scheduler, pruning
  * between them (run/prune.c). */
 cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err);
+/* The scheduler's phases (prune.c, pbt.c): models that ended for good
+ * (their last epoch or max_t, early stopping, divergence, failure) leave
+ * `live`; after a stop request between phases, the live models waiting at
+ * one become interrupted, with `why`, and go on with --resume. */
+void sched_drop_ended(const cohort_run *run, unsigned char *live);
+void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *why);
 /* Make model e go on to `target` epochs in the next phase of a scheduler:
  * from its checkpoint when it has trained before. */
 cohort_status run_continue_to(cohort_run *run, model_entry *e, int target, cohort_error *err);
