@@ -552,7 +552,37 @@ static void cpu_reg_penalty(backend_ctx *c, double *stats, const float *w, size_
     }
 }
 
-/* The arguments of one dense_step call, split over the pool by rows of W. */
+/* The next run of units [*u, u1) within one model of `per` units: model *k,
+ * its units [*a, *b); *u moves past them. */
+static void next_span(int *u, int u1, int per, int *k, int *a, int *b)
+{
+    *k = *u / per;
+    *a = *u % per;
+    *b = *a + (u1 - *u) < per ? *a + (u1 - *u) : per;
+    *u += *b - *a;
+}
+
+/*
+ * Units [0, n) of a job dealt out a run at a time to whichever part asks
+ * first, so the parts end together however fast each one runs: a split in
+ * equal halves left the calling thread spinning for a tenth of a 2-thread
+ * step (one core is often slower for a while, on a shared machine). A unit
+ * is a row group of W (DENSE_TILE_ROWS rows) of one model, computed alone
+ * by the kernels, so who takes it changes no result. Returns 0 when none
+ * is left; else the run [*u0, *u1).
+ */
+static int deal(_Atomic int *next, int n, int parts, int *u0, int *u1)
+{
+    int grab = n / (8 * parts) > 1 ? n / (8 * parts) : 1;
+    int u = atomic_fetch_add_explicit(next, grab, memory_order_relaxed);
+    if (u >= n)
+        return 0;
+    *u0 = u;
+    *u1 = u + grab < n ? u + grab : n;
+    return 1;
+}
+
+/* The arguments of one dense_step call, dealt over the pool by row groups of W. */
 typedef struct dense_job {
     cpu_isa isa;
     float *W, *s1, *s2;
@@ -560,23 +590,29 @@ typedef struct dense_job {
     const float *dZ, *X;
     int rows, n_out, n_in, count;
     const unsigned char *active;
+    _Atomic int next; /* the next row group to deal */
     step_scalars o[COHORT_MAX_GROUP];
 } dense_job;
 
-/* One part's rows of W, for every active model. */
+/* Row groups of W, of every active model, as long as there are any. */
 static void dense_part(void *p, int part, int parts)
 {
-    const dense_job *j = p;
-    int r0, r1;
-    part_range(j->n_out, DENSE_TILE_ROWS, part, parts, &r0, &r1);
-    for (int k = 0; k < j->count && r0 < r1; k++) {
-        if (!j->active[k])
-            continue;
-        size_t w = k * j->sW;
-        kern_dense_step(j->isa, j->W + w, j->s1 ? j->s1 + w : NULL, j->s2 ? j->s2 + w : NULL,
-                        j->dZ + k * j->sdZ, j->ldd, j->X + k * j->sX, j->ldx, j->rows, j->n_in, r0,
-                        r1, &j->o[k]);
-    }
+    (void)part;
+    dense_job *j = p;
+    int per = (j->n_out + DENSE_TILE_ROWS - 1) / DENSE_TILE_ROWS, u0, u1;
+    while (deal(&j->next, per * j->count, parts, &u0, &u1))
+        while (u0 < u1) {
+            int k, a, b;
+            next_span(&u0, u1, per, &k, &a, &b);
+            if (!j->active[k])
+                continue;
+            int r1 = b * DENSE_TILE_ROWS < j->n_out ? b * DENSE_TILE_ROWS : j->n_out;
+            size_t w = k * j->sW;
+            kern_dense_step(j->isa, j->W + w, j->s1 ? j->s1 + w : NULL,
+                            j->s2 ? j->s2 + w : NULL, j->dZ + k * j->sdZ, j->ldd,
+                            j->X + k * j->sX, j->ldx, j->rows, j->n_in, a * DENSE_TILE_ROWS, r1,
+                            &j->o[k]);
+        }
 }
 
 static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, float *s2,
@@ -586,7 +622,7 @@ static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, fl
     if (c->isa == ISA_NONE || count > COHORT_MAX_GROUP)
         return 0;
     dense_job j = {c->isa, W, s1, s2, sW, sdZ, sX, (size_t)ldd, (size_t)ldx, dZ, X, rows,
-                   n_out, n_in, count, o->active, {{0}}};
+                   n_out, n_in, count, o->active, 0, {{0}}};
     for (int k = 0; k < count; k++) {
         if (kind == OPT_SGD)
             sgd_scalars(o->lr[k], o->momentum[k], o->nesterov[k], s1 != NULL, &j.o[k]);
@@ -640,29 +676,31 @@ typedef struct fwd_job {
     const float *XT, *W;
     size_t sY, sXT, sW;
     int ldy, ldt, rows, n_out, n_in, count;
+    _Atomic int next; /* the next row group to deal */
 } fwd_job;
 
-/* One part's tiles of rows of W, numbered model by model. */
+/* Row groups of W, numbered model by model, as long as there are any. */
 static void fwd_part(void *p, int part, int parts)
 {
-    const fwd_job *j = p;
-    int per = (j->n_out + DENSE_TILE_ROWS - 1) / DENSE_TILE_ROWS, u, u1;
-    part_range(per * j->count, 1, part, parts, &u, &u1);
-    while (u < u1) {
-        int k = u / per, a = u % per, b = a + (u1 - u) < per ? a + (u1 - u) : per;
-        int r0 = a * DENSE_TILE_ROWS, r1 = b * DENSE_TILE_ROWS;
-        kern_dense_fwd(j->isa, j->Y + k * j->sY, (size_t)j->ldy, j->W + k * j->sW,
-                       j->XT + k * j->sXT, (size_t)j->ldt, j->rows, j->n_in, r0,
-                       r1 < j->n_out ? r1 : j->n_out);
-        u += b - a;
-    }
+    (void)part;
+    fwd_job *j = p;
+    int per = (j->n_out + DENSE_TILE_ROWS - 1) / DENSE_TILE_ROWS, u0, u1;
+    while (deal(&j->next, per * j->count, parts, &u0, &u1))
+        while (u0 < u1) {
+            int k, a, b;
+            next_span(&u0, u1, per, &k, &a, &b);
+            int r1 = b * DENSE_TILE_ROWS < j->n_out ? b * DENSE_TILE_ROWS : j->n_out;
+            kern_dense_fwd(j->isa, j->Y + k * j->sY, (size_t)j->ldy, j->W + k * j->sW,
+                           j->XT + k * j->sXT, (size_t)j->ldt, j->rows, j->n_in,
+                           a * DENSE_TILE_ROWS, r1);
+        }
 }
 
 static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, size_t sY, const float *XT,
                               int ldt, size_t sXT, const float *W, size_t sW, int rows, int n_out,
                               int n_in, int count)
 {
-    fwd_job j = {c->isa, Y, XT, W, sY, sXT, sW, ldy, ldt, rows, n_out, n_in, count};
+    fwd_job j = {c->isa, Y, XT, W, sY, sXT, sW, ldy, ldt, rows, n_out, n_in, count, 0};
     pool_run(c, fwd_part, &j, (double)rows * n_out * n_in * count);
 }
 
@@ -675,15 +713,6 @@ static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, size_t sY, cons
 #define WINDOW_MIN_SPLIT 32768 /* floats touched: less is quicker on one thread */
 #define BN_SPLIT 16            /* channels per unit of the split: a cache line of floats */
 
-/* The next run of units [*u, u1) within one model of `per` units: model *k,
- * its units [*a, *b); *u moves past them. */
-static void next_span(int *u, int u1, int per, int *k, int *a, int *b)
-{
-    *k = *u / per;
-    *a = *u % per;
-    *b = *a + (u1 - *u) < per ? *a + (u1 - *u) : per;
-    *u += *b - *a;
-}
 
 typedef struct window_job {
     const window_geom *g;
