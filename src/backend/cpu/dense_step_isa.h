@@ -23,10 +23,11 @@
 
 /* The optimizer step of VL consecutive weights from their gradient g. */
 static inline __attribute__((always_inline)) TGT void FN(update)(float *w, float *s1, float *s2,
-                                                                VT g, const step_scalars *o)
+                                                                VT g, const step_scalars *o,
+                                                                const step_kind kind)
 {
     VT W = VLOAD(w);
-    switch (o->kind) {
+    switch (kind) {
     case STEP_SGD:
         W = VSUB(W, VMUL(VSET1(o->lr), g));
         break;
@@ -65,7 +66,8 @@ static inline __attribute__((always_inline)) TGT void FN(update)(float *w, float
  */
 static inline __attribute__((always_inline)) TGT void
 FN(tile)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd, const float *X,
-         size_t ldx, int rows, const step_scalars *o, const int nj, const int nv)
+         size_t ldx, int rows, const step_scalars *o, const int nj, const int nv,
+         const step_kind kind)
 {
     VT acc[TILE_J][TILE_V];
     for (int a = 0; a < nj; a++)
@@ -98,25 +100,25 @@ FN(tile)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd
     for (int a = 0; a < nj; a++)
         for (int q = 0; q < nv; q++) {
             size_t off = (size_t)a * ldw + (size_t)q * VL;
-            FN(update)(W + off, s1 ? s1 + off : NULL, s2 ? s2 + off : NULL, acc[a][q], o);
+            FN(update)(W + off, s1 ? s1 + off : NULL, s2 ? s2 + off : NULL, acc[a][q], o, kind);
         }
 }
 
 /* Rows [j, j + nj) over the vector columns [0, nvec * VL), nj a constant. */
 static inline __attribute__((always_inline)) TGT void
 FN(rows)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd, const float *X,
-         size_t ldx, int rows, int nvec, const step_scalars *o, const int nj)
+         size_t ldx, int rows, int nvec, const step_scalars *o, const int nj, const step_kind kind)
 {
     int q = 0;
     for (; q + TILE_V <= nvec; q += TILE_V) {
         size_t c = (size_t)q * VL;
         FN(tile)(W + c, s1 ? s1 + c : NULL, s2 ? s2 + c : NULL, ldw, dZ, ldd, X + c, ldx, rows, o,
-                 nj, TILE_V);
+                 nj, TILE_V, kind);
     }
     for (; q < nvec; q++) {
         size_t c = (size_t)q * VL;
         FN(tile)(W + c, s1 ? s1 + c : NULL, s2 ? s2 + c : NULL, ldw, dZ, ldd, X + c, ldx, rows, o,
-                 nj, 1);
+                 nj, 1, kind);
     }
 }
 
@@ -147,12 +149,19 @@ static TGT void FN(dense_step)(float *W, float *s1, float *s2, const float *dZ, 
             ld = TILE_J;
         }
         switch (nj) {
-        case 6: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6); break;
-        case 5: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 5); break;
-        case 4: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 4); break;
-        case 3: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 3); break;
-        case 2: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 2); break;
-        default: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 1); break;
+        case 6:
+            /* Full row groups with Adam, most of the work, get the update
+             * without its switch (the kind a constant) */
+            if (o->kind == STEP_ADAM)
+                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_ADAM);
+            else
+                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, o->kind);
+            break;
+        case 5: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 5, o->kind); break;
+        case 4: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 4, o->kind); break;
+        case 3: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 3, o->kind); break;
+        case 2: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 2, o->kind); break;
+        default: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 1, o->kind); break;
         }
         j += nj;
     }
