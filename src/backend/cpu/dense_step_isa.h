@@ -21,7 +21,8 @@
 #define PF_DIST 2
 #endif
 
-/* The optimizer step of VL consecutive weights from their gradient g. */
+/* The optimizer step of VL consecutive weights from their gradient g; kind
+ * is o->kind, passed apart so that a caller can make it a constant. */
 static inline __attribute__((always_inline)) TGT void FN(update)(float *w, float *s1, float *s2,
                                                                 VT g, const step_scalars *o,
                                                                 const step_kind kind)
