@@ -548,21 +548,11 @@ cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err)
     }
     cohort_status st = COHORT_OK;
     for (int k = 0; k <= n_at && !st; k++) {
-        int R = k < n_at ? at[k] : top, any = 0;
-        for (int i = 0; i < run->n && !st; i++) {
-            model_entry *e = &run->m[i];
-            int target = R < e->spec->epochs ? R : e->spec->epochs;
-            /* A model already there (resumed past it) trains in a later phase. */
-            if (!live[i] || e->res.epochs_run >= target)
-                continue;
-            st = run_continue_to(run, e, target, err);
-            any = 1;
-        }
-        if (!st && any)
-            st = run_schedule(run, err);
+        int R = k < n_at ? at[k] : top;
+        /* A model already there (resumed past it) trains in a later phase. */
+        st = sched_phase(run, live, R, 1, err);
         if (st || run->stop)
             break;
-        sched_drop_ended(run, live); /* pbt has no max_t: a model's own epochs */
         if (k < n_at && k >= run->pbt_decided)
             st = decide(run, live, at, k, err);
     }

@@ -223,7 +223,7 @@ cohort_status run_continue_to(cohort_run *run, model_entry *e, int target, cohor
 
 /* Models of a phased run that ended for good (their last epoch, early
  * stopping, divergence, failure) leave `live`. */
-void sched_drop_ended(const cohort_run *run, unsigned char *live)
+static void sched_drop_ended(const cohort_run *run, unsigned char *live)
 {
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
@@ -232,6 +232,26 @@ void sched_drop_ended(const cohort_run *run, unsigned char *live)
              e->res.epochs_run >= target_epochs(run, e)))
             live[i] = 0;
     }
+}
+
+cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reached_waits,
+                          cohort_error *err)
+{
+    cohort_status st = COHORT_OK;
+    int any = 0;
+    for (int i = 0; i < run->n && !st; i++) {
+        model_entry *e = &run->m[i];
+        int target = R < target_epochs(run, e) ? R : target_epochs(run, e);
+        if (!live[i] || ((reached_waits || e->done) && e->res.epochs_run >= target))
+            continue;
+        st = run_continue_to(run, e, target, err);
+        any = 1;
+    }
+    if (!st && any)
+        st = run_schedule(run, err);
+    if (!st && !run->stop)
+        sched_drop_ended(run, live);
+    return st;
 }
 
 void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *why)
@@ -273,23 +293,12 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
     }
     for (int ri = 0; ri <= nr && !st; ri++) {
         int R = ri < nr ? rungs[ri] : top;
-        int any = 0;
-        for (int i = 0; i < run->n && !st; i++) {
-            model_entry *e = &run->m[i];
-            int target = R < target_epochs(run, e) ? R : target_epochs(run, e);
-            /* A model whose record says it reached the rung waits for the
-             * decision; one resumed from a checkpoint at the rung trains no
-             * epoch in this phase but still ends it (its weights, its record). */
-            if (!live[i] || (e->done && e->res.epochs_run >= target))
-                continue;
-            st = run_continue_to(run, e, target, err);
-            any = 1;
-        }
-        if (!st && any)
-            st = run_schedule(run, err);
+        /* A model whose record says it reached the rung waits for the
+         * decision; one resumed from a checkpoint at the rung trains no
+         * epoch in this phase but still ends it (its weights, its record). */
+        st = sched_phase(run, live, R, 0, err);
         if (st || run->stop)
             break;
-        sched_drop_ended(run, live);
         for (int b = 0; ri < nr && b < brackets && b <= ri; b++)
             decide(run, live, ri, R, b, brackets);
         for (int i = 0; i < run->n; i++)

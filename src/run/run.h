@@ -175,11 +175,17 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err);
 /* run_schedule in phases, one a rung of the plan's scheduler, pruning
  * between them (run/prune.c). */
 cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err);
-/* The scheduler's phases (prune.c, pbt.c): models that ended for good
- * (their last epoch or max_t, early stopping, divergence, failure) leave
- * `live`; after a stop request between phases, the live models waiting at
- * one become interrupted, with `why`, and go on with --resume. */
-void sched_drop_ended(const cohort_run *run, unsigned char *live);
+/* The scheduler's phases (prune.c, pbt.c). sched_phase trains every live
+ * model to epoch R (or its last, or max_t, if sooner) under the plan's
+ * strategy; a model that has the epochs already sits the phase out where
+ * reached_waits is set, else only once its record says it is done (one
+ * resumed from a checkpoint at R still ends the phase). Then the models that
+ * ended for good (their last epoch, early stopping, divergence, failure)
+ * leave `live`. After a stop request between phases, sched_mark_waiting
+ * makes the live models waiting at one interrupted, with `why`: they go on
+ * with --resume. */
+cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reached_waits,
+                          cohort_error *err);
 void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *why);
 /* Make model e go on to `target` epochs in the next phase of a scheduler:
  * from its checkpoint when it has trained before. */
