@@ -61,10 +61,9 @@ int cmd_devices(int argc, char **argv)
                       d->threads, (unsigned long long)d->total_bytes,
                       (unsigned long long)d->free_bytes, (unsigned long long)d->limit_bytes,
                       d->is_logical ? "true" : "false");
-            if (!strcmp(d->kind, "cuda"))
+            if (!strcmp(d->kind, "cuda")) {
                 sb_printf(&s, ", \"compute_capability\": \"%d.%d\"", d->cc_major, d->cc_minor);
-            else
-            {
+            } else {
                 sb_printf(&s, ", \"kernels\": \"%s\", \"kernels_why\": ", device_cpu_kernels());
                 sb_json_str(&s, device_cpu_kernels_why());
             }

@@ -59,8 +59,6 @@ static const float *input_transposed(train_group *g, krange r, int rows, size_t 
     const float *X = group_act(g, 0, r, &sx);
     if (g->in_shared)
         return slot_transposed(g, g->in_slot, X, rows);
-    if (r.count == 1)
-        return slot_transposed(g, r.k0, X, rows);
     for (int k = 0; k < r.count; k++)
         slot_transposed(g, r.k0 + k, X + (size_t)k * sx, rows);
     *sxt = g->L.n_params;
@@ -374,8 +372,7 @@ void group_load_batch(train_group *g, const data_view *d, const int64_t *ix, siz
     memset(g->xt_ready, 0, sizeof g->xt_ready);
     int count = g->in_shared ? 1 : g->K;
     g->be->load_rows(g->ctx, g->act, (size_t)g->L.B * (size_t)g->L.n_in, d->x, d->x8, d->dim, ix,
-                     stride,
-                     rows, count);
+                     stride, rows, count);
     load_targets(g, d, 0, (size_t)g->L.B, ix, stride, rows, count);
 }
 

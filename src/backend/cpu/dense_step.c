@@ -160,20 +160,25 @@ cpu_isa cpu_isa_detect(void)
  */
 const char *cpu_isa_why(void)
 {
-    static char why[160];
+    static char why[200];
     cpu_isa best = isa_of_processor(), w;
     const char *want = getenv("COHORT_CPU_KERNELS");
-    if (isa_wanted(&w) && w > best)
-        snprintf(why, sizeof why, "COHORT_CPU_KERNELS=%s, but this CPU has %s at most", want,
-                 cpu_isa_name(best));
-    else if (isa_wanted(&w))
-        snprintf(why, sizeof why, "COHORT_CPU_KERNELS=%s", want);
-    else if (best == ISA_NONE)
-        snprintf(why, sizeof why, "no AVX2 with FMA on this CPU: OpenBLAS for every product");
-    else
-        snprintf(why, sizeof why, "own kernels, the widest this CPU has%s%s%s",
-                 want && *want ? " (COHORT_CPU_KERNELS='" : "", want && *want ? want : "",
-                 want && *want ? "' is not avx512, avx2 or blas: ignored)" : "");
+    char ignored[96] = "";
+    if (isa_wanted(&w)) {
+        if (w > best)
+            snprintf(why, sizeof why, "COHORT_CPU_KERNELS=%s, but this CPU has %s at most", want,
+                     cpu_isa_name(best));
+        else
+            snprintf(why, sizeof why, "COHORT_CPU_KERNELS=%s", want);
+        return why;
+    }
+    if (want && *want)
+        snprintf(ignored, sizeof ignored,
+                 " (COHORT_CPU_KERNELS='%.32s' is not avx512, avx2 or blas: ignored)", want);
+    snprintf(why, sizeof why, "%s%s",
+             best == ISA_NONE ? "no AVX2 with FMA on this CPU: OpenBLAS for every product"
+                              : "own kernels, the widest this CPU has",
+             ignored);
     return why;
 }
 
