@@ -42,7 +42,7 @@ int cmd_report(int argc, char **argv)
 typedef struct cmp_row {
     const char *dir, *model, *status;
     double params, best_epoch, val_loss, val_acc, test_acc, val_mae, test_mae, seconds;
-    double epochs, pruned_epoch, pruned_rung; /* NaN: not pruned */
+    double epochs, pruned_epoch, pruned_rung; /* pruned_*: NaN when not pruned */
     size_t exploits;                          /* pbt: entries of its lineage */
     const char *last_from;                    /* the donor of the last exploit */
     size_t order; /* breaks ties: the order of the command line and of each results.json */
