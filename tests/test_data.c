@@ -502,6 +502,27 @@ static void test_csv(void)
                                 "label: 'nan' is not a finite number; labels must be integers from 0");
     csv("a,b,c\n1,inf,0\n", "1", COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is), the label:");
+    /* Past FLT_MAX is inf as a float32: refused, on the fast path's numbers too. */
+    csv("1,2,0\n4,3.5e38,1\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is): '3.5e38' "
+                                "is beyond float32's range");
+    csv("1,2,0.5\n4,3,-1e39\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:2: column 2 (counted from 0, as label_column is), the "
+                                "label: '-1e39' is beyond float32's range");
+    ds = csv("1,2,0\n4,3.4028234e38,1\n", NULL, COHORT_OK, &err);
+    CHECK(ds && ds->x[3] == 3.4028234e38f);
+    data_free(ds);
+    /* A value missing from the first row does not make it a header. */
+    csv("1,,0\n3,4,1\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:1: column 1 (counted from 0, as label_column is): '' is not a number");
+    /* An unnamed column (pandas' index) in a header is still a header. */
+    ds = csv(",a,label\n0,1.5,1\n1,2,0\n", NULL, COHORT_OK, &err);
+    CHECK(ds && ds->n == 2 && ds->dim == 2 && ds->x[1] == 1.5f && ds->y[0] == 1);
+    data_free(ds);
+    csv("a,b,label\r1,2,0\r", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:1: a carriage return (\\r) inside the line");
+    csv("a\tb\tlabel\n1\t2\t0\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv: the first line has no comma, and looks separated by tabs");
 
     /* Text labels are classes in sorted order; a test set is renumbered as
      * the training set's classes. */
