@@ -502,6 +502,27 @@ static void test_csv(void)
                                 "label: 'nan' is not a finite number; labels must be integers from 0");
     csv("a,b,c\n1,inf,0\n", "1", COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is), the label:");
+    /* Past FLT_MAX is inf as a float32: refused, on the fast path's numbers too. */
+    csv("1,2,0\n4,3.5e38,1\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:2: column 1 (counted from 0, as label_column is): '3.5e38' "
+                                "is beyond float32's range");
+    csv("1,2,0.5\n4,3,-1e39\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:2: column 2 (counted from 0, as label_column is), the "
+                                "label: '-1e39' is beyond float32's range");
+    ds = csv("1,2,0\n4,3.4028234e38,1\n", NULL, COHORT_OK, &err);
+    CHECK(ds && ds->x[3] == 3.4028234e38f);
+    data_free(ds);
+    /* A value missing from the first row does not make it a header. */
+    csv("1,,0\n3,4,1\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:1: column 1 (counted from 0, as label_column is): '' is not a number");
+    /* An unnamed column (pandas' index) in a header is still a header. */
+    ds = csv(",a,label\n0,1.5,1\n1,2,0\n", NULL, COHORT_OK, &err);
+    CHECK(ds && ds->n == 2 && ds->dim == 2 && ds->x[1] == 1.5f && ds->y[0] == 1);
+    data_free(ds);
+    csv("a,b,label\r1,2,0\r", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv:1: a carriage return (\\r) inside the line");
+    csv("a\tb\tlabel\n1\t2\t0\n", NULL, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.csv: the first line has no comma, and looks separated by tabs");
 
     /* Text labels are classes in sorted order; a test set is renumbered as
      * the training set's classes. */
@@ -876,15 +897,38 @@ static void test_npy(void)
     npy_pair("{'descr': '<f4', 'fortran_order': False, 'shape': (2147483648, 2147483648), }", XF,
              16, y3, YI8, sizeof YI8, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "more than the limit of 16 GiB");
-    npy_pair("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }", XF, sizeof XF, y3,
+    /* Fortran order (np.save of a transpose): element (i, j) is the file's
+     * value i + 3 j. */
+    ds = npy_pair("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }", XF, sizeof XF,
+                  y3, YI8, sizeof YI8, COHORT_OK, &err);
+    for (int i = 0; ds && i < 3; i++)
+        for (int j = 0; j < 4; j++)
+            CHECK_MSG(ds->x[i * 4 + j] == XF[i + 3 * j], "x[%d, %d]", i, j);
+    data_free(ds);
+    /* Big-endian: each value's bytes reversed. */
+    unsigned char xbe[sizeof XF];
+    for (size_t i = 0; i < sizeof XF; i++)
+        xbe[i] = ((const unsigned char *)XF)[i / 4 * 4 + 3 - i % 4];
+    ds = npy_pair("{'descr': '>f4', 'fortran_order': False, 'shape': (3, 4), }", xbe, sizeof xbe,
+                  y3, YI8, sizeof YI8, COHORT_OK, &err);
+    CHECK(ds && memcmp(ds->x, XF, sizeof XF) == 0);
+    data_free(ds);
+    /* NaN in x: refused with its index, in C order where the file is not. */
+    float xnan[12];
+    memcpy(xnan, XF, sizeof xnan);
+    xnan[7] = NAN;
+    npy_pair("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", xnan, sizeof xnan, y3,
              YI8, sizeof YI8, COHORT_ERR_INPUT, &err);
-    CHECK_CONTAINS(err.message, "fortran_order arrays are not supported");
+    CHECK_CONTAINS(err.message, "x.npy: x[1, 3] is nan; cohort trains on finite numbers only");
+    npy_pair("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }", xnan, sizeof xnan, y3,
+             YI8, sizeof YI8, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "x.npy: x[1, 2] is nan");
     npy_pair("{'descr': '<c8', 'fortran_order': False, 'shape': (3, 2), }", XF, sizeof XF, y3,
              YI8, sizeof YI8, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "dtype '<c8' is not supported for x");
-    npy_pair("{'descr': '>f4', 'fortran_order': False, 'shape': (3, 4), }", XF, sizeof XF, y3,
+    npy_pair("{'descr': '>c8', 'fortran_order': False, 'shape': (3, 2), }", XF, sizeof XF, y3,
              YI8, sizeof YI8, COHORT_ERR_INPUT, &err);
-    CHECK_CONTAINS(err.message, "big-endian dtype '>f4' is not supported");
+    CHECK_CONTAINS(err.message, "dtype '>c8' is not supported for x");
     npy_pair("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", XF, 12, y3,
              YI8, sizeof YI8, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "structured dtypes are not supported");

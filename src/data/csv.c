@@ -127,6 +127,25 @@ static int parse_number(const char *s, const char *e, double *v)
     return end == e;
 }
 
+/* What seems to separate the fields of a line without a comma: "';'",
+ * "tabs" or "spaces" (np.savetxt's default); NULL for none of them. */
+static const char *other_separator(const csv_line *line)
+{
+    const char *s = line->s, *e = line->e;
+    while (s < e && (*s == ' ' || *s == '\t'))
+        s++;
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    size_t n = (size_t)(e - s);
+    if (memchr(s, ';', n))
+        return "';'";
+    if (memchr(s, '\t', n))
+        return "tabs";
+    if (memchr(s, ' ', n))
+        return "spaces";
+    return NULL;
+}
+
 /* Resolve the label column; header may be NULL. */
 static cohort_status find_label(const char *path, const csv_line *header, uint64_t nf,
                                 const char *want, uint64_t *col, cohort_error *err)
@@ -360,11 +379,13 @@ static const char *field_float(const char **p, const char *e, float *v, const ch
     }
     next_field(p, e, fs, fe);
     if (!data_float_parse(*fs, *fe, v))
-        return "is not a number";
-    /* Past float's range but within double's (1e39) is kept, as inf: what
-     * the reader did when it converted through double. */
-    if (!isfinite(*v) && !isfinite(strtod(*fs, NULL)))
-        return "is not a finite number";
+        return *fs == *fe && *fe == e ? "is not a number (a comma ends the line)"
+                                      : "is not a number";
+    /* The fast path leaves numbers past FLT_MAX to here: 1e39 would be inf,
+     * and a model trained on it a NaN loss. */
+    if (!isfinite(*v))
+        return isfinite(strtod(*fs, NULL)) ? "is beyond float32's range (3.4e38)"
+                                           : "is not a finite number";
     return NULL;
 }
 
@@ -384,9 +405,11 @@ static void row_label(const csv_file *f, csv_chunk *c, const csv_line *line, uin
     }
     if (c->label.st)
         return;
-    if (!isfinite(v)) {
+    if (!isfinite((float)v)) {
         fault_set(&c->label, line->number, col,
-                  bad_value(f->path, line->number, col, 1, fs, fe, "is not a finite number",
+                  bad_value(f->path, line->number, col, 1, fs, fe,
+                            isfinite(v) ? "is beyond float32's range (3.4e38)"
+                                        : "is not a finite number",
                             &c->label.err));
         return;
     }
@@ -725,13 +748,22 @@ cohort_status data_read_csv_cols(const char *path, const char *label_column,
         st = cohort_fail(err, COHORT_ERR_INPUT, "%s: empty file", path);
         goto done;
     }
+    if (memchr(first.s, '\r', (size_t)(first.e - first.s))) {
+        st = cohort_fail(err, COHORT_ERR_INPUT,
+                         "%s:%llu: a carriage return (\\r) inside the line: lines must end "
+                         "with \\n or \\r\\n, not \\r alone (an old Mac text file?)",
+                         path, (unsigned long long)first.number);
+        goto done;
+    }
     uint64_t nf = count_fields(&first);
     const char *p = first.s;
+    /* A header has a name; an empty field (a value missing from the first
+     * row) does not make one, or that row would be dropped unseen. */
     for (uint64_t i = 0; i < nf && !header; i++) {
         const char *fs, *fe;
         double v;
         next_field(&p, first.e, &fs, &fe);
-        if (!parse_number(fs, fe, &v)) {
+        if (fs < fe && !parse_number(fs, fe, &v)) {
             header_line = first;
             header = &header_line;
         }
@@ -755,8 +787,16 @@ cohort_status data_read_csv_cols(const char *path, const char *label_column,
     int unlabeled = unlabeled_dim > 0 && nf == (uint64_t)unlabeled_dim && !multi &&
                     !(label_column && *label_column) && !header_has(header, nf, "label");
     if (nf < 2 && !unlabeled) {
-        st = cohort_fail(err, COHORT_ERR_INPUT,
-                         "%s: only one column; expected features and a label", path);
+        const char *sep = other_separator(&first);
+        if (sep)
+            st = cohort_fail(err, COHORT_ERR_INPUT,
+                             "%s: the first line has no comma, and looks separated by %s; "
+                             "cohort reads comma-separated values only (pandas: "
+                             "to_csv(sep=','), numpy: savetxt(delimiter=','))",
+                             path, sep);
+        else
+            st = cohort_fail(err, COHORT_ERR_INPUT,
+                             "%s: only one column; expected features and a label", path);
         goto done;
     }
     if (multi) {

@@ -12,11 +12,11 @@
  * nearest X is the float nearest d unless a float midpoint (where rounding to
  * float changes) lies between X and d. From 2^-126 to 2^128 a float keeps 24
  * of d's 53 significant bits, so the midpoints are the doubles whose low 29
- * bits are exactly 1 << 28 (FLT_MAX's midpoint, where inf begins, among
- * them); where d's low 29 bits are within CSV_FLOAT_SLACK of that, the fast
- * path cannot tell and strtof decides (about 1 in 16 million numbers). So do
- * subnormals, long mantissas, large exponents and the other syntax strtof
- * takes (hex, inf, nan): rare in data files. A multiplication by a rounded
+ * bits are exactly 1 << 28; where d's low 29 bits are within CSV_FLOAT_SLACK
+ * of that, the fast path cannot tell and strtof decides (about 1 in 16
+ * million numbers). So do subnormals, numbers past FLT_MAX (inf or FLT_MAX:
+ * the CSV reader refuses the first), long mantissas, large exponents and the
+ * other syntax strtof takes (hex, inf, nan): rare in data files. A multiplication by a rounded
  * 10^-k costs one rounding more than a division by an exact 10^k, well within
  * the slack, and is several times cheaper.
  */
@@ -45,14 +45,14 @@ static const double pow10_near[89] = {
 static inline int scale_to_float(uint64_t w, int q, float *out)
 {
     double d = (double)w * pow10_near[q + 44];
-    if (d < 0x1p-126)
-        return 0; /* subnormal, where floats keep fewer bits */
+    if (d < 0x1p-126 || d > 0x1.fffffep127)
+        return 0; /* subnormal, where floats keep fewer bits; or past FLT_MAX */
     uint64_t bits;
     memcpy(&bits, &d, sizeof bits);
     uint64_t low = bits & ((UINT64_C(1) << 29) - 1);
     if (low - ((UINT64_C(1) << 28) - CSV_FLOAT_SLACK) <= 2 * CSV_FLOAT_SLACK)
         return 0;
-    *out = (float)d; /* at or past FLT_MAX's midpoint: inf, as strtof gives */
+    *out = (float)d;
     return 1;
 }
 

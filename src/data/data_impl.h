@@ -123,9 +123,11 @@ typedef struct data_npy_array {
 } data_npy_array;
 
 /*
- * Parse an .npy stream (versions 1.0, 2.0, 3.0; little-endian dtypes; C order)
- * from src and convert it. X: <f4, <f8, |u1 (scaled by 1/255) or another
- * integer type (as is). Y: an integer type of shape [n] or [n, 1] is class
+ * Parse an .npy stream (versions 1.0, 2.0, 3.0; either byte order; C or
+ * Fortran order, returned in C order) from src and convert it. X: f2, f4, f8,
+ * |u1 (scaled by 1/255), another integer type or bool (as is); a value that
+ * is not a finite float32 (NaN, inf, 1e39 in f8) is an error naming its index.
+ * Y: an integer type of shape [n] or [n, 1] is class
  * labels in [0, DATA_MAX_LABEL]; floats, booleans and rows of several
  * values are targets t (and labels too where one value a row is always a
  * class number). Checks that src claims at least

@@ -267,6 +267,33 @@ static cohort_status idx_read_data(idx_file *f, uint64_t total, const unsigned c
     return COHORT_OK;
 }
 
+/*
+ * After the data of a gzip stream read through zlib: read on to its end, so
+ * that zlib checks the trailer (the CRC-32 and the length) that the data
+ * stop short of. A file cut in its trailer, or with data whose CRC does not
+ * match, is an error; bytes after the data are left unread, as in a plain
+ * file. Nothing to do for a plain file or one inflated at once (libdeflate
+ * checked the trailer).
+ */
+static cohort_status idx_finish(idx_file *f, cohort_error *err)
+{
+    if (!f->gz || gzdirect(f->gz))
+        return COHORT_OK;
+    unsigned char byte;
+    size_t got;
+    cohort_status st = idx_read(f, &byte, 1, &got, err);
+    int code = Z_OK;
+    if (!st && got == 0)
+        gzerror(f->gz, &code);
+    /* gzread reports a stream cut short only here, as Z_BUF_ERROR. */
+    if (code == Z_BUF_ERROR)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: truncated: the gzip stream ends before its trailer (CRC-32 "
+                           "and length)",
+                           f->path);
+    return st;
+}
+
 static void idx_close(idx_file *f)
 {
     if (f->gz)
@@ -315,6 +342,8 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
     if ((st = idx_read_data(&fi, fi.n * fi.count, &img, err)))
         goto done;
     if ((st = idx_read_data(&fl, fl.n, &lbl, err)))
+        goto done;
+    if ((st = idx_finish(&fi, err)) || (st = idx_finish(&fl, err)))
         goto done;
     size_t total = (size_t)(fi.n * fi.count);
     if ((st = data_alloc_y(fl.n, labels, &y, err)))

@@ -1,7 +1,8 @@
 /*
  * npy: NumPy's .npy format (versions 1.0, 2.0, 3.0): the header dict, the
- * conversion of little-endian C-order arrays into x floats and y labels, and
- * the byte source that also feeds .npz members (see npz.c).
+ * conversion of numeric arrays (either byte order, C or Fortran order) into
+ * x floats and y labels, and the byte source that also feeds .npz members
+ * (see npz.c).
  */
 #include "data/data_impl.h"
 #include "util/util.h"
@@ -171,11 +172,12 @@ cohort_status data_src_finish(data_src *src, cohort_error *err)
 
 /* ---- the header ------------------------------------------------------ */
 
-typedef enum npy_kind { NPY_F32, NPY_F64, NPY_INT, NPY_UINT, NPY_BOOL } npy_kind;
+typedef enum npy_kind { NPY_F16, NPY_F32, NPY_F64, NPY_INT, NPY_UINT, NPY_BOOL } npy_kind;
 
 typedef struct npy_header {
     char descr[64];
     int fortran;
+    int swap; /* big-endian items of more than a byte */
     int ndim;
     uint64_t shape[NPY_MAX_DIMS];
     int have_descr, have_fortran, have_shape;
@@ -326,15 +328,14 @@ static int parse_descr(npy_header *h)
     long size = strtol(d + 2, &end, 10);
     if (*end || size <= 0)
         return 0;
-    if (order == '>' && size > 1)
-        return 0;
     if (order != '<' && order != '|' && order != '>')
         return 0;
     h->itemsize = (size_t)size;
+    h->swap = order == '>' && size > 1;
     switch (kind) {
     case 'f':
-        h->kind = size == 4 ? NPY_F32 : NPY_F64;
-        return size == 4 || size == 8;
+        h->kind = size == 2 ? NPY_F16 : size == 4 ? NPY_F32 : NPY_F64;
+        return size == 2 || size == 4 || size == 8;
     case 'i':
         h->kind = NPY_INT;
         return size == 1 || size == 2 || size == 4 || size == 8;
@@ -405,10 +406,38 @@ static cohort_status read_header(data_src *src, npy_header *h, cohort_error *err
 
 /* ---- conversion ------------------------------------------------------ */
 
-/* Element i of a chunk as a double (integers up to 2^53 exactly). */
+/* IEEE half precision to float: exact, subnormals, inf and NaN too. */
+static float half_to_float(uint16_t v)
+{
+    uint32_t sign = (uint32_t)(v >> 15) << 31, e = (v >> 10) & 0x1f, m = v & 0x3ff;
+    float f;
+    if (e == 0x1f) {
+        uint32_t bits = sign | 0x7f800000u | m << 13;
+        memcpy(&f, &bits, 4);
+        return f;
+    }
+    f = e ? ldexpf((float)(m | 0x400), (int)e - 25) : ldexpf((float)m, -24);
+    return sign ? -f : f;
+}
+
+/* Reverse the bytes of each of the k items of a chunk (big-endian data). */
+static void swap_items(unsigned char *buf, size_t k, size_t size)
+{
+    for (size_t i = 0; i < k; i++) {
+        unsigned char *p = buf + i * size;
+        for (size_t a = 0, b = size - 1; a < b; a++, b--) {
+            unsigned char t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+    }
+}
+
+/* An element (in host byte order) as a double (integers up to 2^53 exactly). */
 static double elem_double(const npy_header *h, const unsigned char *p)
 {
     switch (h->kind) {
+    case NPY_F16: { uint16_t v; memcpy(&v, p, 2); return half_to_float(v); }
     case NPY_F32: { float v; memcpy(&v, p, 4); return v; }
     case NPY_F64: { double v; memcpy(&v, p, 8); return v; }
     case NPY_BOOL: return p[0] != 0;
@@ -449,13 +478,50 @@ static int64_t elem_label(const npy_header *h, const unsigned char *p)
     return (int64_t)v;
 }
 
-/* count values as floats into x; uint8 inputs are scaled to [0, 1] where
- * scale_u8 is set (targets are taken as they are). */
-static cohort_status read_x(data_src *src, const npy_header *h, uint64_t count, float *x,
-                            int scale_u8, cohort_error *err)
+/* An element as the float nearest it: 64-bit integers in one rounding, as
+ * numpy's astype(float32) (through double, 2^62 + 2^38 + 1 would round twice). */
+static float elem_float(const npy_header *h, const unsigned char *p)
 {
-    if (h->kind == NPY_F32)
-        return data_src_read_exact(src, x, (size_t)count * 4, "array data", err);
+    if (h->kind == NPY_INT && h->itemsize == 8) {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return (float)v;
+    }
+    if (h->kind == NPY_UINT && h->itemsize == 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return (float)v;
+    }
+    return (float)elem_double(h, p);
+}
+
+/* The first value of an array that is not a finite float32 (NaN, inf, or a
+ * float64 beyond float32's range), for the message: none when at is count. */
+typedef struct npy_bad {
+    uint64_t at;
+    double value;
+} npy_bad;
+
+/*
+ * count values as floats into x; uint8 inputs are scaled to [0, 1] where
+ * scale_u8 is set (targets are taken as they are). *bad gets the first value
+ * that is not finite as a float (only float types can hold one): cohort would
+ * train on NaN, and the loss would become NaN with no word about the data.
+ */
+static cohort_status read_x(data_src *src, const npy_header *h, uint64_t count, float *x,
+                            int scale_u8, npy_bad *bad, cohort_error *err)
+{
+    bad->at = count;
+    int floats = h->kind == NPY_F16 || h->kind == NPY_F32 || h->kind == NPY_F64;
+    if (h->kind == NPY_F32 && !h->swap) {
+        cohort_status st = data_src_read_exact(src, x, (size_t)count * 4, "array data", err);
+        for (uint64_t i = 0; !st && i < count; i++)
+            if (!isfinite(x[i])) {
+                *bad = (npy_bad){i, x[i]};
+                break;
+            }
+        return st;
+    }
     unsigned char *buf = malloc(SRC_CHUNK * 16);
     if (!buf)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", src->name);
@@ -467,6 +533,8 @@ static cohort_status read_x(data_src *src, const npy_header *h, uint64_t count, 
         st = data_src_read_exact(src, buf, k * h->itemsize, "array data", err);
         if (st)
             break;
+        if (h->swap)
+            swap_items(buf, k, h->itemsize);
         if (u8) {
             for (size_t j = 0; j < k; j++)
                 x[i + j] = (float)buf[j] / 255.0f;
@@ -475,15 +543,80 @@ static cohort_status read_x(data_src *src, const npy_header *h, uint64_t count, 
                 double v;
                 memcpy(&v, buf + 8 * j, 8);
                 x[i + j] = (float)v;
+                if (!isfinite(x[i + j]) && bad->at == count)
+                    *bad = (npy_bad){i + j, v};
             }
         } else {
             for (size_t j = 0; j < k; j++)
-                x[i + j] = (float)elem_double(h, buf + j * h->itemsize);
+                x[i + j] = elem_float(h, buf + j * h->itemsize);
+            for (size_t j = 0; floats && bad->at == count && j < k; j++)
+                if (!isfinite(x[i + j]))
+                    *bad = (npy_bad){i + j, x[i + j]};
         }
         i += k;
     }
     free(buf);
     return st;
+}
+
+/*
+ * x, read in Fortran order (the first index fastest), into C order (the last
+ * fastest), in place through a copy. Fails only when the copy cannot be
+ * allocated.
+ */
+static cohort_status fortran_to_c(float *x, const npy_header *h, uint64_t count,
+                                  const char *name, cohort_error *err)
+{
+    int big = 0; /* with at most one dimension above 1 the orders agree */
+    for (int i = 0; i < h->ndim; i++)
+        big += h->shape[i] > 1;
+    if (big < 2)
+        return COHORT_OK;
+    float *from = malloc((size_t)count * sizeof *from);
+    if (!from)
+        return cohort_fail(err, COHORT_ERR_NOMEM,
+                           "%s: out of memory reordering a fortran_order array", name);
+    memcpy(from, x, (size_t)count * sizeof *from);
+    uint64_t stride[NPY_MAX_DIMS], idx[NPY_MAX_DIMS] = {0}, to = 0;
+    stride[h->ndim - 1] = 1;
+    for (int k = h->ndim - 1; k > 0; k--)
+        stride[k - 1] = stride[k] * h->shape[k];
+    /* Walk the file's order with an odometer of indices, the first
+     * fastest, keeping `to`, the C-order offset of the index. */
+    for (uint64_t s = 0; s < count; s++) {
+        x[to] = from[s];
+        for (int k = 0; k < h->ndim; k++) {
+            to += stride[k];
+            if (++idx[k] < h->shape[k])
+                break;
+            to -= stride[k] * h->shape[k];
+            idx[k] = 0;
+        }
+    }
+    free(from);
+    return COHORT_OK;
+}
+
+/* The error for a value that is not a finite float32 ("x[3, 2] is nan");
+ * bad.at counts in C order. */
+static cohort_status bad_value(const char *name, const char *who, const npy_header *h,
+                               npy_bad bad, cohort_error *err)
+{
+    char where[256];
+    size_t len = 0;
+    uint64_t rest = bad.at, idx[NPY_MAX_DIMS];
+    for (int k = h->ndim - 1; k >= 0; k--) {
+        idx[k] = rest % h->shape[k];
+        rest /= h->shape[k];
+    }
+    for (int k = 0; k < h->ndim && len < sizeof where; k++)
+        len += (size_t)snprintf(where + len, sizeof where - len, "%s%llu", k ? ", " : "",
+                                (unsigned long long)idx[k]);
+    return cohort_fail(err, COHORT_ERR_INPUT,
+                       "%s: %s[%s] is %g%s; cohort trains on finite numbers only (drop or "
+                       "replace them first: np.isfinite(%s) finds them)",
+                       name, who, where, bad.value,
+                       isfinite(bad.value) ? ", beyond float32's range" : "", who);
 }
 
 /* Class labels from one target per row where every one is an integer in
@@ -510,6 +643,8 @@ static cohort_status read_y(data_src *src, const npy_header *h, uint64_t count, 
     for (uint64_t i = 0; i < count && !st;) {
         size_t k = count - i < per ? (size_t)(count - i) : per;
         st = data_src_read_exact(src, buf, k * h->itemsize, "array data", err);
+        if (!st && h->swap)
+            swap_items(buf, k, h->itemsize);
         for (size_t j = 0; j < k && !st; j++) {
             int64_t v = elem_label(h, buf + j * h->itemsize);
             if (v < 0) {
@@ -536,28 +671,17 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
     if (st)
         return st;
     const char *who = role == DATA_NPY_X ? "x" : "y";
-    if (!parse_descr(&h)) {
-        if (h.descr[0] == '>')
-            return cohort_fail(err, COHORT_ERR_INPUT,
-                               "%s: big-endian dtype '%s' is not supported; save "
-                               "%s.astype('<%s')",
-                               src->name, h.descr, who, h.descr + 1);
+    if (!parse_descr(&h))
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "%s: dtype '%s' is not supported for %s (%s)", src->name, h.descr,
                            who,
-                           role == DATA_NPY_X ? "float32, float64, uint8 or another integer type"
-                                              : "an integer type");
-    }
+                           role == DATA_NPY_X ? "float16, float32, float64, an integer type or bool"
+                                              : "integer class labels, or float or bool targets");
     char shape[256];
     format_shape(&h, shape, sizeof shape);
     if (h.ndim == 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: %s is a scalar; expected shape %s",
                            src->name, who, role == DATA_NPY_X ? "(n, ...)" : "(n,)");
-    if (h.fortran && h.ndim > 1)
-        return cohort_fail(err, COHORT_ERR_INPUT,
-                           "%s: fortran_order arrays are not supported; save "
-                           "np.ascontiguousarray(%s)",
-                           src->name, who);
     uint64_t n = h.shape[0], dim = 1;
     for (int i = 1; i < h.ndim; i++)
         if (__builtin_mul_overflow(dim, h.shape[i], &dim))
@@ -568,7 +692,8 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
                            shape);
     /* y: integer class labels [n] or [n, 1]; anything else (floats, rows
      * of several values, booleans) is real-valued targets [n, dim]. */
-    int targets = role == DATA_NPY_Y && (dim != 1 || h.kind == NPY_F32 || h.kind == NPY_F64 ||
+    int targets = role == DATA_NPY_Y && (dim != 1 || h.kind == NPY_F16 || h.kind == NPY_F32 ||
+                                         h.kind == NPY_F64 ||
                                          h.kind == NPY_BOOL);
     st = role == DATA_NPY_X || targets ? data_check_x(n, dim, src->name, err)
                                        : data_check_x(n, 1, src->name, err);
@@ -583,15 +708,21 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
                            "follow the header",
                            src->name, shape, h.descr, (unsigned long long)bytes,
                            (unsigned long long)src->left);
-    if (role == DATA_NPY_X) {
-        if ((st = data_alloc_x(n, dim, src->name, &out->x, err)))
+    npy_bad bad = {count, 0};
+    if (role == DATA_NPY_X || targets) {
+        float **to = role == DATA_NPY_X ? &out->x : &out->t;
+        if ((st = data_alloc_x(n, dim, src->name, to, err)))
             return st;
-        st = read_x(src, &h, count, out->x, 1, err);
-    } else if (targets) {
-        if ((st = data_alloc_x(n, dim, src->name, &out->t, err)))
-            return st;
-        st = read_x(src, &h, count, out->t, 0, err);
-        if (!st && dim == 1)
+        st = read_x(src, &h, count, *to, role == DATA_NPY_X, &bad, err);
+        if (!st && h.fortran)
+            st = fortran_to_c(*to, &h, count, src->name, err);
+        if (!st && bad.at < count) {
+            if (h.fortran) /* the first in C order, as numpy prints the array */
+                for (bad.at = 0; isfinite((*to)[bad.at]); bad.at++)
+                    ;
+            st = bad_value(src->name, who, &h, bad, err);
+        }
+        if (!st && targets && dim == 1)
             out->y = labels_of_targets(out->t, n);
     } else {
         if ((st = data_alloc_y(n, src->name, &out->y, err)))
