@@ -97,6 +97,8 @@ def out_shape(layer, shape):
     kind = layer["kind"]
     if kind == "dense":
         return (layer["units"],)
+    if kind == "act":
+        return shape
     h, w, c = shape
     if kind in ("conv", "max", "avg"):
         (kh, kw), (sh, sw) = layer["k"], strides_of(layer)
@@ -202,6 +204,9 @@ SPECIAL = [
     [conv(3, (2, 1), (1, 1), "same", "tanh"), pool("avg", (1, 1), (2, 2), "valid")] + head(False),
     [conv(5, (4, 2), (2, 3), "valid", "relu"), {"kind": "gap"},
      {"kind": "dense", "units": CLASSES, "act": "softmax", "bias": True}],
+    # No dense layer: the loss's gradient straight into the pooling and the conv2d.
+    [conv(CLASSES, (3, 2), (2, 1), "same", "linear"), {"kind": "gap"},
+     {"kind": "act", "act": "softmax"}],
     # Windows larger than their (2 x 2, 3 x 2) input, with same padding.
     [conv(3, (3, 3), (3, 3), "same", "tanh"), conv(4, (4, 5), (1, 1), "same", "linear")] +
     head(True),
@@ -217,6 +222,8 @@ def plan_layer(layer):
         return "flatten" if kind == "flatten" else "global_average_pooling2d"
     if kind == "dense":
         return {"dense": layer["units"], "activation": layer["act"]}
+    if kind == "act":
+        return {"activation": layer["act"]}
     k = layer["k"][0] if layer["sq_k"] else list(layer["k"])
     if kind == "conv":
         out = {"conv2d": layer["units"], "kernel_size": k}
@@ -282,6 +289,8 @@ def forward(layers, p, x):
             h = total / pixels
         elif kind == "gap":
             h = h.mean(dim=(2, 3))
+        elif kind == "act":
+            pass  # the last layer's softmax, left to the loss and to predict's check
         elif kind == "flatten":
             h = h.reshape(h.shape[0], -1)  # torch's (C, H, W) order, as cohort's weight files
         else:
@@ -317,7 +326,8 @@ def torch_train(layers, init, x, y, batch):
 
 def describe(layers):
     """The image layers, for messages."""
-    return json.dumps([plan_layer(la) for la in layers if la["kind"] not in ("flatten", "dense")])
+    return json.dumps([plan_layer(la) for la in layers
+                       if la["kind"] not in ("flatten", "dense", "act")])
 
 
 def run_set(cohort, tmp, tag, rng, shape, models, n, batch):
