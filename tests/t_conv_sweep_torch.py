@@ -25,12 +25,19 @@ wins), and average pooling divides each window's sum by its real pixels
 (count_include_pad=False is not it: torch's padding there is symmetric).
 
 Checks, per model: from the same initial weights (init_from), EPOCHS epochs
-of plain SGD (no shuffle; mostly one batch an epoch) give the same weights in cohort and
-in torch, to 2e-5 + 1e-4 |w| (every layer's backward pass: the first layer's
-weights see the gradient through every layer after it); each tensor moved;
-and `cohort predict` on cohort's trained weights prints what the torch
-forward pass computes from the same weights, to 1e-6 + 1e-5 |y| (printed
-with 6 digits). Needs /usr/bin/python3 with numpy and torch (else skipped, 77)."""
+of plain SGD (no shuffle; mostly one batch an epoch) give the same weights
+in cohort and in torch, to 2e-5 + 1e-4 |w| (every layer's backward pass: the
+first layer's weights see the gradient through every layer after it); each
+tensor moved; and `cohort predict` on cohort's trained weights prints what
+the torch forward pass computes from the same weights, to 1e-6 + 1e-5 |y|
+(predict prints 6 digits). Here cohort and torch agree to 2e-7 in weights.
+
+Mutations it catches (each tried): the odd padding pixel before instead of
+after; average pooling counting the padding, forward or backward; 2x2 max
+pooling's backward swapping two pixels; col2im, im2col, the small
+weight-gradient kernel, the own GEMM's last rows, the chunk offsets and the
+chunk sum of the fused CPU conv off by one; kh and kw swapped in the weight
+file's layout. Needs /usr/bin/python3 with numpy and torch (else skipped, 77)."""
 import csv
 import json
 import os
@@ -57,8 +64,8 @@ SETS = [(3, 12, 12), (17, 9, 9), (29, 70, 70), (41, 13, 5), (58, 16, 16)]
 KINDS = ["conv", "conv", "max", "avg", "gap", "stack", "stack"]
 CLASSES, EPOCHS, LR = 3, 3, 0.2
 ACTS = ["linear", "relu", "tanh", "sigmoid"]
-FILTERS = [1, 2, 3, 5, 8, 16]
-STACKS = [("conv", "conv"), ("conv", "max"), ("conv", "avg"), ("max", "conv"), ("avg", "conv")]  # 8, 16: the CPU's small weight-gradient and own-GEMM kernels
+FILTERS = [1, 2, 3, 5, 8, 16]  # 8, 16: the CPU's small weight-gradient and own-GEMM kernels
+STACKS = [("conv", "conv"), ("conv", "max"), ("conv", "avg"), ("max", "conv"), ("avg", "conv")]
 
 passed = failed = 0
 
@@ -72,7 +79,8 @@ def check(cond, msg):
         print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
 
 
-# A layer is a dict: kind ("conv", "max", "avg", "gap", "flatten", "dense"),
+# A layer is a dict: kind ("conv", "max", "avg", "gap", "flatten", "dense",
+# "act": a last {activation: softmax}),
 # k, s: (h, w) and sq_k, sq_s: whether the plan writes them as one integer
 # (s None: a pool's default, its size), pad, and for conv and dense units,
 # bias, act.
