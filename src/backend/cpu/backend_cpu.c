@@ -65,6 +65,9 @@ struct backend_ctx {
     uint64_t help_seen[POOL_MAX]; /* the job word when each helper joined */
     pool_fn fn;
     void *arg;
+    /* The caller's own (one thread posts a context's jobs): see pool_run. */
+    double solo_until; /* jobs run on the caller alone until this time */
+    double solo_len;   /* seconds of the last such stretch */
 };
 
 static inline void cpu_relax(void)
@@ -156,11 +159,30 @@ static void *pool_worker(void *p)
  * a worker costs more than it saves. */
 #define POOL_MIN_WORK 1e6
 
+/*
+ * A caller that waited this long for a part claimed elsewhere: its claimer
+ * lost its core mid-part (parts of one job end within tens of microseconds
+ * of each other otherwise). The caller then runs every part itself for a
+ * while, SOLO_FIRST seconds, doubled up to SOLO_MAX while such waits come
+ * back within a second of the last stretch: a worker that shares its core with another process
+ * is preempted every few milliseconds, and each time it held a part, the
+ * caller had waited for the scheduler. The parts are the same either way.
+ */
+#define LATE_WAIT 1e-3
+#define SOLO_FIRST 0.02
+#define SOLO_MAX 1.0
+
 static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
 {
     int parts = 1 + c->n_workers + atomic_load(&c->helpers);
     if (parts == 1 || work < POOL_MIN_WORK) {
         fn(arg, 0, 1);
+        return;
+    }
+    double t0 = now_seconds();
+    if (t0 < c->solo_until) {
+        for (int p = 0; p < parts; p++)
+            fn(arg, p, parts);
         return;
     }
     c->fn = fn;
@@ -179,12 +201,25 @@ static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
     /* Every part is claimed; wait for those still running elsewhere. A
      * claimer whose core was taken runs again sooner where this thread
      * yields its own. */
+    double t1 = 0.0;
     for (int spin = 0; atomic_load_explicit(&c->done, memory_order_acquire) < parts; spin++) {
-        if (spin < WAIT_SPINS)
+        if (spin < WAIT_SPINS) {
             cpu_relax();
-        else
-            sched_yield();
+            continue;
+        }
+        sched_yield();
+        if (t1 == 0.0)
+            t1 = now_seconds(); /* about when the wait began: WAIT_SPINS is short */
     }
+    if (t1 == 0.0)
+        return;
+    double t2 = now_seconds();
+    if (t2 - t1 < LATE_WAIT)
+        return;
+    /* Late again within a second of the last stretch alone: a longer one. */
+    int again = c->solo_len > 0.0 && t2 - c->solo_until < 1.0;
+    c->solo_len = again ? fmin(2.0 * c->solo_len, SOLO_MAX) : SOLO_FIRST;
+    c->solo_until = t2 + c->solo_len;
 }
 
 /* A helper counts itself in (while the runner keeps c alive): its slot, or
