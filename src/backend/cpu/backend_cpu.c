@@ -164,9 +164,10 @@ static void *pool_worker(void *p)
  * lost its core mid-part (parts of one job end within tens of microseconds
  * of each other otherwise). The caller then runs every part itself for a
  * while, SOLO_FIRST seconds, doubled up to SOLO_MAX while such waits come
- * back within a second of the last stretch: a worker that shares its core with another process
- * is preempted every few milliseconds, and each time it held a part, the
- * caller had waited for the scheduler. The parts are the same either way.
+ * back within a second of the last stretch: a worker that shares its core
+ * with another process is preempted every few milliseconds, and each time
+ * it held a part, the caller had waited for the scheduler. The parts are
+ * the same either way.
  */
 #define LATE_WAIT 1e-3
 #define SOLO_FIRST 0.02
@@ -228,7 +229,7 @@ static int cpu_help_join(backend_ctx *c)
 {
     if (c->isa == ISA_NONE || atomic_load(&c->helpers) >= POOL_MAX - c->n_workers)
         return -1;
-    uint64_t seen = atomic_load(&c->job); /* before it is counted: see pool_run */
+    uint64_t seen = atomic_load(&c->job); /* the job running now is left to its threads */
     atomic_fetch_add(&c->helpers_in, 1);
     int h = atomic_load(&c->helpers);
     c->help_seen[h] = seen;
@@ -821,7 +822,6 @@ static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, size_t sY, cons
  */
 #define WINDOW_MIN_SPLIT 32768 /* floats touched: less is quicker on one thread */
 #define BN_SPLIT 16            /* channels per unit of the split: a cache line of floats */
-
 
 typedef struct window_job {
     const window_geom *g;
