@@ -923,6 +923,14 @@ static void test_npy(void)
     npy_pair("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }", xnan, sizeof xnan, y3,
              YI8, sizeof YI8, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "x.npy: x[1, 2] is nan");
+    /* Two of them: the message names the first in C order, with its own
+     * value (file element 1 is x[1, 0] = inf, file element 3 x[0, 1] = nan). */
+    memcpy(xnan, XF, sizeof xnan);
+    xnan[1] = INFINITY;
+    xnan[3] = NAN;
+    npy_pair("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }", xnan, sizeof xnan, y3,
+             YI8, sizeof YI8, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "x.npy: x[0, 1] is nan");
     npy_pair("{'descr': '<c8', 'fortran_order': False, 'shape': (3, 2), }", XF, sizeof XF, y3,
              YI8, sizeof YI8, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "dtype '<c8' is not supported for x");

@@ -717,9 +717,11 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
         if (!st && h.fortran)
             st = fortran_to_c(*to, &h, count, src->name, err);
         if (!st && bad.at < count) {
-            if (h.fortran) /* the first in C order, as numpy prints the array */
+            if (h.fortran) { /* the first in C order, as numpy prints the array */
                 for (bad.at = 0; isfinite((*to)[bad.at]); bad.at++)
                     ;
+                bad.value = (*to)[bad.at]; /* that element's, not the file's first */
+            }
             st = bad_value(src->name, who, &h, bad, err);
         }
         if (!st && targets && dim == 1)
