@@ -11,13 +11,16 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <zlib.h>
 #ifdef COHORT_HAVE_LIBDEFLATE
+#include <fcntl.h>
 #include <libdeflate.h>
-#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #define IDX_CHUNK ((size_t)1 << 24)
@@ -84,22 +87,25 @@ static cohort_status idx_read(idx_file *f, void *buf, size_t n, size_t *got, coh
  */
 static int idx_inflate_all(idx_file *f)
 {
-    FILE *fp = fopen(f->path, "rb");
-    if (!fp)
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return 0;
-    unsigned char *in = NULL, *out = NULL;
+    unsigned char *in = MAP_FAILED, *out = NULL;
     struct stat sb;
+    size_t n = 0;
     int ok = 0;
-    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < 18 ||
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < 18 ||
         (uint64_t)sb.st_size > SIZE_MAX)
         goto done;
-    size_t n = (size_t)sb.st_size;
-    unsigned char magic[2];
-    /* A plain file goes to zlib unread: it is read once, there. */
-    if (fread(magic, 1, 2, fp) != 2 || magic[0] != 0x1f || magic[1] != 0x8b)
+    n = (size_t)sb.st_size;
+    /* Mapped, not read: the page cache's pages themselves, where a read
+     * would fault in and fill a buffer of the file's size first. */
+    in = mmap(NULL, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (in == MAP_FAILED)
         goto done;
-    rewind(fp);
-    if (!(in = malloc(n)) || fread(in, 1, n, fp) != n)
+    madvise(in, n, MADV_SEQUENTIAL);
+    /* A plain file goes to zlib: it is read once, there. */
+    if (in[0] != 0x1f || in[1] != 0x8b)
         goto done;
     /* ISIZE, the size mod 2^32: deflate inflates at most 1032:1, so a
      * larger claim is corrupt or wrapped, and zlib will say which. */
@@ -121,9 +127,10 @@ static int idx_inflate_all(idx_file *f)
         ok = 1;
     }
 done:
-    free(in);
+    if (in != MAP_FAILED)
+        munmap(in, n);
     free(out);
-    fclose(fp);
+    close(fd);
     return ok;
 }
 #else
@@ -324,6 +331,7 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
     idx_file fi, fl;
     const unsigned char *img = NULL, *lbl = NULL;
     uint8_t *x8 = NULL;
+    void *block = NULL; /* what x8 points into */
     int32_t *y = NULL;
     memset(&fl, 0, sizeof fl);
     cohort_status st = idx_open(&fi, images, 0, err);
@@ -348,12 +356,20 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
     size_t total = (size_t)(fi.n * fi.count);
     if ((st = data_alloc_y(fl.n, labels, &y, err)))
         goto done;
-    if (!(x8 = data_alloc_block(total ? total : 1))) {
+    if (fi.mem) {
+        /* Inflated at once: the dataset keeps that block, the header and
+         * all, instead of a copy of its bytes (47 MB of page faults and
+         * copying for Fashion-MNIST, a third of the time it took to read) */
+        block = fi.mem;
+        x8 = (uint8_t *)img;
+        fi.mem = NULL;
+    } else if (!(block = x8 = data_alloc_block(total ? total : 1))) {
         st = cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory allocating %zu bytes", images,
                          total);
         goto done;
+    } else {
+        memcpy(x8, img, total);
     }
-    memcpy(x8, img, total);
     for (size_t i = 0; i < (size_t)fl.n; i++)
         y[i] = lbl[i];
 
@@ -367,12 +383,13 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
     y = NULL;
     if (!st) {
         (*out)->x8 = x8;
-        x8 = NULL;
+        (*out)->x8_block = block != x8 ? block : NULL;
+        block = NULL;
     }
 done:
     idx_close(&fi);
     idx_close(&fl);
-    free(x8);
+    free(block);
     free(y);
     return st;
 }
