@@ -245,6 +245,9 @@ typedef struct model_layout {
     size_t saved_width, stat_width, work_width;
     int max_width;        /* the widest activation */
     size_t n_params;      /* P: per model, trained and state */
+    size_t p_stride;      /* floats from one model's P to the next in the group's buffers of
+                             parameters, gradients, optimizer slots and best weights: P rounded
+                             up to a cache line, so that each model's tensors are aligned */
     size_t n_trained;     /* the trained ones: [0, n_trained) of each model's P */
     int opt_slots;        /* floats of optimizer state per parameter */
     act_kind out_act;     /* the output activation the loss applies (ACT_LINEAR: none) */

@@ -284,8 +284,8 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 res[k].best_epoch = epoch;
                 res[k].best = *m;
                 if (g->best)
-                    g->be->copy(g->ctx, g->best + (size_t)k * L->n_params,
-                                g->params + (size_t)k * L->n_params, 0, L->n_params, 1);
+                    g->be->copy(g->ctx, g->best + (size_t)k * L->p_stride,
+                                g->params + (size_t)k * L->p_stride, 0, L->n_params, 1);
             } else {
                 res[k].wait++;
             }
@@ -335,8 +335,8 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
             str_copy(res[k].error, sizeof res[k].error, err->message);
         if (res[k].state == MODEL_OK && g->best && res[k].best_epoch > 0 &&
             g->spec[k]->early_stop.enabled && g->spec[k]->early_stop.restore_best)
-            g->be->copy(g->ctx, g->params + (size_t)k * L->n_params,
-                        g->best + (size_t)k * L->n_params, 0, L->n_params, 1);
+            g->be->copy(g->ctx, g->params + (size_t)k * L->p_stride,
+                        g->best + (size_t)k * L->p_stride, 0, L->n_params, 1);
         res[k].seconds = base[k] + secs;
     }
     return ret;

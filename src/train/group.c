@@ -193,7 +193,7 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
         return COHORT_ERR_NOMEM;
     }
     g->be->memzero(g->ctx, g->slab, L->total_bytes);
-    size_t KP = (size_t)K * L->n_params;
+    size_t KP = (size_t)K * L->p_stride;
 #define BUF(i) (g->slab + L->buf_off[i])
     g->params = (float *)BUF(BUF_PARAMS);
     g->grads = (float *)BUF(BUF_GRADS);
@@ -225,7 +225,7 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
         /* Keras starts Adagrad's accumulators at initial_accumulator_value. */
         for (size_t i = 0; i < L->n_params; i++)
             host[i] = specs[k]->opt.init_accum;
-        g->be->copy_h2d(g->ctx, g->opt_m + (size_t)k * L->n_params, host,
+        g->be->copy_h2d(g->ctx, g->opt_m + (size_t)k * L->p_stride, host,
                         L->n_params * sizeof(float));
     }
     for (int k = 0; k < K && !st; k++) {
@@ -269,19 +269,19 @@ uint64_t group_peak_bytes(const train_group *g) { return g->acct.peak; }
 
 void group_get_params(train_group *g, int k, float *host)
 {
-    g->be->copy_d2h(g->ctx, host, g->params + (size_t)k * g->L.n_params,
+    g->be->copy_d2h(g->ctx, host, g->params + (size_t)k * g->L.p_stride,
                     g->L.n_params * sizeof(float));
 }
 
 void group_set_params(train_group *g, int k, const float *host)
 {
-    g->be->copy_h2d(g->ctx, g->params + (size_t)k * g->L.n_params, host,
+    g->be->copy_h2d(g->ctx, g->params + (size_t)k * g->L.p_stride, host,
                     g->L.n_params * sizeof(float));
 }
 
 void group_get_state(train_group *g, int k, float *params, float *m, float *v, float *best)
 {
-    size_t P = g->L.n_params, off = (size_t)k * P, bytes = P * sizeof(float);
+    size_t off = (size_t)k * g->L.p_stride, bytes = g->L.n_params * sizeof(float);
     group_get_params(g, k, params);
     if (m && g->L.opt_slots >= 1)
         g->be->copy_d2h(g->ctx, m, g->opt_m + off, bytes);
@@ -294,7 +294,7 @@ void group_get_state(train_group *g, int k, float *params, float *m, float *v, f
 void group_set_state(train_group *g, int k, const float *params, const float *m, const float *v,
                      const float *best)
 {
-    size_t P = g->L.n_params, off = (size_t)k * P, bytes = P * sizeof(float);
+    size_t off = (size_t)k * g->L.p_stride, bytes = g->L.n_params * sizeof(float);
     group_set_params(g, k, params);
     if (m && g->L.opt_slots >= 1)
         g->be->copy_h2d(g->ctx, g->opt_m + off, m, bytes);

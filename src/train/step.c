@@ -39,7 +39,7 @@ float *group_act(train_group *g, int i, krange r, size_t *stride)
  * it is not current. */
 static const float *slot_transposed(train_group *g, int slot, const float *X, int rows)
 {
-    float *xt = g->grads + (size_t)slot * g->L.n_params + g->L.layers[0].p_off;
+    float *xt = g->grads + (size_t)slot * g->L.p_stride + g->L.layers[0].p_off;
     if (!g->xt_ready[slot]) {
         g->be->transpose(g->ctx, xt, g->xt_ldt, X, g->L.n_in, rows, g->L.n_in);
         g->xt_ready[slot] = 1;
@@ -61,8 +61,8 @@ static const float *input_transposed(train_group *g, krange r, int rows, size_t 
         return slot_transposed(g, g->in_slot, X, rows);
     for (int k = 0; k < r.count; k++)
         slot_transposed(g, r.k0 + k, X + (size_t)k * sx, rows);
-    *sxt = g->L.n_params;
-    return g->grads + (size_t)r.k0 * g->L.n_params + g->L.layers[0].p_off;
+    *sxt = g->L.p_stride;
+    return g->grads + (size_t)r.k0 * g->L.p_stride + g->L.layers[0].p_off;
 }
 
 /* Layer i's pass over models r: its tensors and their strides. */
@@ -70,7 +70,7 @@ static layer_pass pass_of(train_group *g, int i, krange r, int rows, const layer
 {
     const model_layout *L = &g->L;
     const layer_plan *lp = &L->layers[i];
-    size_t B = (size_t)L->B, K = (size_t)g->K, P = L->n_params;
+    size_t B = (size_t)L->B, K = (size_t)g->K, P = L->p_stride;
     for (int k = 0; k < r.count; k++)
         ls[k] = &g->spec[r.k0 + k]->layers[i];
     layer_pass p;
@@ -182,7 +182,7 @@ void group_backward(train_group *g, krange r, int rows, int64_t t, unsigned char
 {
     const model_layout *L = &g->L;
     const layer_spec *ls[COHORT_MAX_GROUP];
-    size_t P = L->n_params;
+    size_t P = L->p_stride;
     optim_step o = optim_of(g, r, t);
     int cur = 0;
     memset(stepped, 0, (size_t)L->n_layers);
@@ -213,7 +213,7 @@ static void optimize(train_group *g, krange r, int64_t t, const unsigned char *s
 {
     const model_layout *L = &g->L;
     optim_step o = optim_of(g, r, t);
-    size_t P = L->n_params;
+    size_t P = L->p_stride;
     float *w = AT(g->params, P, r), *gr = AT(g->grads, P, r);
     float *m = L->opt_slots ? AT(g->opt_m, P, r) : NULL;
     float *v = g->opt_v ? AT(g->opt_v, P, r) : NULL;
@@ -274,7 +274,7 @@ static int reg_of(const train_group *g, int i, krange r, float *l1, float *l2)
 void group_reg_penalty(train_group *g, krange r, int rows)
 {
     float l1[COHORT_MAX_GROUP], l2[COHORT_MAX_GROUP];
-    size_t P = g->L.n_params;
+    size_t P = g->L.p_stride;
     for (int i = 0; i < g->L.n_layers; i++) {
         if (!reg_of(g, i, r, l1, l2))
             continue;
@@ -304,7 +304,7 @@ static int clip_of(const float *c, krange r, float *out)
 static void adjust_grads(train_group *g, krange r)
 {
     const model_layout *L = &g->L;
-    size_t P = L->n_params;
+    size_t P = L->p_stride;
     float a[COHORT_MAX_GROUP], b[COHORT_MAX_GROUP];
     float *w = AT(g->params, P, r), *gr = AT(g->grads, P, r);
     double *acc = g->norms + r.k0;
@@ -493,5 +493,7 @@ void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t c
     group_read_stats(g, st);
     for (int k = 0; k < K; k++)
         loss[k] = st[4 * k] / rows;
-    g->be->copy_d2h(g->ctx, grad, g->grads, (size_t)K * g->L.n_params * sizeof(float));
+    for (int k = 0; k < K; k++)
+        g->be->copy_d2h(g->ctx, grad + (size_t)k * g->L.n_params, g->grads + (size_t)k * g->L.p_stride,
+                        g->L.n_params * sizeof(float));
 }
