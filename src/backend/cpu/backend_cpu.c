@@ -6,6 +6,7 @@
 #include "backend/backend_impl.h"
 #include "backend/cpu/dense_step.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/pool_solo.h"
 #include "device/device.h"
 #include "backend/cpu/window.h"
 #include "util/util.h"
@@ -66,8 +67,7 @@ struct backend_ctx {
     pool_fn fn;
     void *arg;
     /* The caller's own (one thread posts a context's jobs): see pool_run. */
-    double solo_until; /* jobs run on the caller alone until this time */
-    double solo_len;   /* seconds of the last such stretch */
+    pool_solo solo; /* the fallback for a preempted worker (pool_solo.h) */
 };
 
 static inline void cpu_relax(void)
@@ -159,20 +159,6 @@ static void *pool_worker(void *p)
  * a worker costs more than it saves. */
 #define POOL_MIN_WORK 1e6
 
-/*
- * A caller that waited this long for a part claimed elsewhere: its claimer
- * lost its core mid-part (parts of one job end within tens of microseconds
- * of each other otherwise). The caller then runs every part itself for a
- * while, SOLO_FIRST seconds, doubled up to SOLO_MAX while such waits come
- * back within a second of the last stretch: a worker that shares its core
- * with another process is preempted every few milliseconds, and each time
- * it held a part, the caller had waited for the scheduler. The parts are
- * the same either way.
- */
-#define LATE_WAIT 1e-3
-#define SOLO_FIRST 0.02
-#define SOLO_MAX 1.0
-
 static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
 {
     int parts = 1 + c->n_workers + atomic_load(&c->helpers);
@@ -181,7 +167,7 @@ static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
         return;
     }
     double t0 = now_seconds();
-    if (t0 < c->solo_until) {
+    if (pool_solo_now(&c->solo, t0)) {
         for (int p = 0; p < parts; p++)
             fn(arg, p, parts);
         return;
@@ -214,13 +200,7 @@ static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
     }
     if (t1 == 0.0)
         return;
-    double t2 = now_seconds();
-    if (t2 - t1 < LATE_WAIT)
-        return;
-    /* Late again within a second of the last stretch alone: a longer one. */
-    int again = c->solo_len > 0.0 && t2 - c->solo_until < 1.0;
-    c->solo_len = again ? fmin(2.0 * c->solo_len, SOLO_MAX) : SOLO_FIRST;
-    c->solo_until = t2 + c->solo_len;
+    pool_solo_after_wait(&c->solo, t1, now_seconds());
 }
 
 /* A helper counts itself in (while the runner keeps c alive): its slot, or
