@@ -18,10 +18,10 @@ import struct
 import sys
 import zipfile
 
-try:
-    import numpy as np
-except ImportError:
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from refcheck import need  # noqa: E402
+
+np = need("data_numpy.py", "numpy")
 
 OUT = sys.argv[1]
 rng = np.random.default_rng(5)

@@ -32,21 +32,3 @@ def read_safetensors(path):
     """The tensors of a file as a dict of name -> read-only array (metadata left out)."""
     return _read(path)[0]
 
-
-class Checks:
-    """The tests' checks: check(cond, msg) counts, and prints what failed on
-    stderr; done() prints the tally and returns the exit status."""
-
-    def __init__(self, name):
-        self.name, self.passed, self.failed = name, 0, 0
-
-    def __call__(self, cond, msg):
-        if cond:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print(f"{self.name}: FAILED: {msg}", file=sys.stderr)
-
-    def done(self):
-        print(f"{self.name}: {self.passed} passed, {self.failed} failed")
-        return 1 if self.failed else 0

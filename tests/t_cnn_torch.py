@@ -26,31 +26,16 @@ import subprocess
 import sys
 import tempfile
 
-NAME = "t_cnn_torch.py"
-try:
-    import numpy as np
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-except ImportError as e:
-    print(f"{NAME}: skipped: {e.name} missing (apt-get install python3-torch python3-numpy)")
-    sys.exit(77)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from refcheck import Checks, need  # noqa: E402
+
+NAME = "t_cnn_torch.py"
+np, torch, nn, F = need(NAME, "numpy", "torch", "torch.nn", "torch.nn.functional")
 from st_numpy import read_safetensors, write_safetensors  # noqa: E402
 
-passed = failed = 0
+check = Checks(NAME)
 H, W, C, CLASSES, N, BATCH = 10, 9, 2, 3, 120, 32
 MOMENTUM, EPS = 0.9, 1e-3
-
-
-def check(cond, msg):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
 
 
 # Each model: its plan layers and the torch modules of the same network (in
@@ -225,8 +210,7 @@ def main():
                            capture_output=True, text=True)
         check(r.returncode == 0, f"cohort train exited {r.returncode}: {r.stderr}")
         if r.returncode != 0:
-            print(f"{NAME}: {passed} passed, {failed} failed")
-            return 1
+            return check.done()
         for m in MODELS:
             for o, opt in optimizers.items():
                 name = f"{m}_{o}"
@@ -281,8 +265,7 @@ def main():
                     check(len(out) == 2 and out[0].get("loss") == out[1].get("loss") and
                           out[0].get("accuracy") == out[1].get("accuracy"),
                           f"eval on the NPY images and on the same flat CSV differ: {out}")
-    print(f"{NAME}: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.done()
 
 
 if __name__ == "__main__":

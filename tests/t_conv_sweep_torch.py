@@ -45,16 +45,11 @@ import subprocess
 import sys
 import tempfile
 
-NAME = "t_conv_sweep_torch.py"
-try:
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:
-    print(f"{NAME}: skipped: {e.name} missing (apt-get install python3-torch python3-numpy)")
-    sys.exit(77)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from refcheck import Checks, need  # noqa: E402
+
+NAME = "t_conv_sweep_torch.py"
+np, torch, F = need(NAME, "numpy", "torch", "torch.nn.functional")
 from st_numpy import read_safetensors, write_safetensors  # noqa: E402
 
 # (seed, images, batch): mostly the whole set a batch; 70 images make the
@@ -67,16 +62,7 @@ ACTS = ["linear", "relu", "tanh", "sigmoid"]
 FILTERS = [1, 2, 3, 5, 8, 16]  # 8, 16: the CPU's small weight-gradient and own-GEMM kernels
 STACKS = [("conv", "conv"), ("conv", "max"), ("conv", "avg"), ("max", "conv"), ("avg", "conv")]
 
-passed = failed = 0
-
-
-def check(cond, msg):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
+check = Checks(NAME)
 
 
 # A layer is a dict: kind ("conv", "max", "avg", "gap", "flatten", "dense",
@@ -424,8 +410,7 @@ def main():
             count += len(models)
         run_set(cohort, tmp, "special", np.random.default_rng(1), SPECIAL_SHAPE, SPECIAL, 11, 11)
         count += len(SPECIAL)
-    print(f"{NAME}: {count} models, {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.done(f"{count} models")
 
 
 if __name__ == "__main__":

@@ -20,17 +20,12 @@ import subprocess
 import sys
 import tempfile
 
-NAME = "t_losses_torch.py"
-try:
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:
-    print(f"{NAME}: skipped: {e.name} missing (apt-get install python3-torch python3-numpy)")
-    sys.exit(77)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_numpy import Checks, read_safetensors, write_safetensors  # noqa: E402
+from refcheck import Checks, need  # noqa: E402
+
+NAME = "t_losses_torch.py"
+np, torch, F = need(NAME, "numpy", "torch", "torch.nn.functional")
+from st_numpy import read_safetensors, write_safetensors  # noqa: E402
 
 check = Checks(NAME)
 

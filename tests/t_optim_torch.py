@@ -26,16 +26,12 @@ import subprocess
 import sys
 import tempfile
 
-NAME = "t_optim_torch.py"
-try:
-    import numpy as np
-    import torch
-except ImportError as e:
-    print(f"{NAME}: skipped: {e.name} missing (apt-get install python3-torch python3-numpy)")
-    sys.exit(77)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_numpy import Checks, read_safetensors, write_safetensors  # noqa: E402
+from refcheck import Checks, need  # noqa: E402
+
+NAME = "t_optim_torch.py"
+np, torch = need(NAME, "numpy", "torch")
+from st_numpy import read_safetensors, write_safetensors  # noqa: E402
 
 check = Checks(NAME)
 

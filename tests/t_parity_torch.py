@@ -13,27 +13,14 @@ import subprocess
 import sys
 import tempfile
 
-NAME = "t_parity_torch.py"
-try:
-    import numpy as np
-    import torch
-except ImportError as e:
-    print(f"{NAME}: skipped: {e.name} missing (apt-get install python3-torch python3-numpy)")
-    sys.exit(77)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from refcheck import Checks, need  # noqa: E402
+
+NAME = "t_parity_torch.py"
+np, torch = need(NAME, "numpy", "torch")
 from st_numpy import read_safetensors, write_safetensors  # noqa: E402
 
-passed = failed = 0
-
-
-def check(cond, msg):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"{NAME}: FAILED: {msg}", file=sys.stderr)
+check = Checks(NAME)
 
 
 def keras_adam_step(params, grads, state, t, lr, b1=0.9, b2=0.999, eps=1e-7):
@@ -121,8 +108,7 @@ def main():
                            capture_output=True, text=True)
         check(r.returncode == 0, f"cohort train exited {r.returncode}: {r.stderr}")
         if r.returncode != 0:
-            print(f"{NAME}: {passed} passed, {failed} failed")
-            return 1
+            return check.done()
         results = json.load(open(f"{tmp}/out/results.json"))
         for name, opt in optimizers.items():
             want = torch_train(init, x, y, layers, opt, 32)
@@ -138,8 +124,7 @@ def main():
             print(f"{NAME}: {name}: max |cohort - torch| = {worst:.3g}")
             rec = [m for m in results["models"] if m["name"] == name][0]
             check(rec["status"] == "ok", f"{name}: status {rec['status']}")
-    print(f"{NAME}: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.done()
 
 
 if __name__ == "__main__":

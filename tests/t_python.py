@@ -17,23 +17,19 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from refcheck import Checks, need, skip  # noqa: E402
+
 NAME = "t_python.py"
 if os.environ.get("COHORT_SANITIZED"):
-    print(f"{NAME}: skipped under the sanitizers")
-    sys.exit(77)
-try:
-    import numpy as np
-except ImportError:
-    print(f"{NAME}: skipped: numpy missing (apt-get install python3-numpy)")
-    sys.exit(77)
+    skip(NAME, "under the sanitizers")
+np = need(NAME, "numpy")
 
 SRC = os.environ.get("COHORT_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BUILD = os.environ.get("COHORT_BUILD", os.path.join(SRC, "build"))
 os.environ.setdefault("COHORT_LIB", os.path.join(BUILD, "libcohort.so"))
 sys.path.insert(0, os.path.join(SRC, "python"))
-sys.path.insert(0, os.path.join(SRC, "tests"))
 import cohort  # noqa: E402
-from st_numpy import Checks  # noqa: E402
 
 COHORT = os.environ.get("COHORT_BIN", os.path.join(BUILD, "cohort"))
 check = Checks(NAME)

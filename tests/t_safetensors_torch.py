@@ -17,23 +17,12 @@ import subprocess
 import sys
 import tempfile
 
-try:
-    import numpy as np
-except ImportError:
-    print("t_safetensors_torch.py: skipped: numpy missing")
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from refcheck import Checks, need  # noqa: E402
 
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL: " + what)
+NAME = "t_safetensors_torch.py"
+np = need(NAME, "numpy")
+check = Checks(NAME)
 
 
 def st_load(path):
@@ -156,22 +145,19 @@ def check_numpy_sample(helper, tmp):
 def main():
     build = os.environ.get("COHORT_BUILD")
     if not build:
-        print("t_safetensors_torch.py: COHORT_BUILD is not set (ctest sets it to the build directory)")
-        print("0 passed, 1 failed")
-        return 1
+        check(False, "COHORT_BUILD is not set (ctest sets it to the build directory)")
+        return check.done()
     helper = os.path.join(build, "test_safetensors")
     if not os.access(helper, os.X_OK):
-        print("t_safetensors_torch.py: %s is missing; build the tests first" % helper)
-        print("0 passed, 1 failed")
-        return 1
+        check(False, "%s is missing; build the tests first" % helper)
+        return check.done()
     tmp = tempfile.mkdtemp(prefix="cohort_st_py_")
     try:
         check_c_sample(helper, tmp)
         check_numpy_sample(helper, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("t_safetensors_torch.py: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return check.done()
 
 
 if __name__ == "__main__":

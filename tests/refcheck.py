@@ -1,0 +1,66 @@
+"""What the Python tests share, with nothing beyond the standard library, so that it loads
+before a test knows that numpy and torch are there:
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from refcheck import Checks, need  # noqa: E402
+
+    NAME = "t_example.py"
+    np, torch = need(NAME, "numpy", "torch")
+    check = Checks(NAME)
+    ...
+    check(cond, "what went wrong")
+    ...
+    sys.exit(check.done())
+
+need() imports the modules or skips the test (exit 77, the tests' SKIP_RETURN_CODE in
+CMakeLists.txt); Checks counts the checks and gives the exit status (0 all passed, 1 any
+failed)."""
+import importlib
+import sys
+
+SKIPPED = 77
+
+# The Debian package of each module the tests need.
+PACKAGES = {"numpy": "python3-numpy", "torch": "python3-torch"}
+
+
+def skip(name, why):
+    """Skip the test called name: say why on stdout and exit 77."""
+    print(f"{name}: skipped: {why}")
+    sys.exit(SKIPPED)
+
+
+def need(name, *modules):
+    """Import modules (dotted names such as "torch.nn.functional" give the submodule) and
+    return them in that order, the module itself where there is one; where one does not
+    import, skip the test called name, naming the module missing and the packages to
+    install."""
+    try:
+        got = tuple(importlib.import_module(m) for m in modules)
+    except ImportError as e:
+        tops = dict.fromkeys(m.split(".")[0] for m in modules)
+        packages = " ".join(PACKAGES.get(t, t) for t in tops)
+        skip(name, f"{e.name or e} missing (apt-get install {packages})")
+    return got[0] if len(got) == 1 else got
+
+
+class Checks:
+    """A test's checks: check(cond, msg) counts, and prints what failed on stderr;
+    done() prints the tally and returns the exit status."""
+
+    def __init__(self, name):
+        self.name, self.passed, self.failed = name, 0, 0
+
+    def __call__(self, cond, msg):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print(f"{self.name}: FAILED: {msg}", file=sys.stderr)
+
+    def done(self, note=None):
+        """Print the tally, after note where there is one ("48 models"), and return 1
+        where any check failed, else 0."""
+        lead = f"{note}, " if note else ""
+        print(f"{self.name}: {lead}{self.passed} passed, {self.failed} failed")
+        return 1 if self.failed else 0
