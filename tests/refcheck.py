@@ -60,7 +60,10 @@ class Checks:
 
     def done(self, note=None):
         """Print the tally, after note where there is one ("48 models"), and return 1
-        where any check failed, else 0."""
+        where any check failed or none ran (a test that checked nothing has not passed),
+        else 0."""
         lead = f"{note}, " if note else ""
         print(f"{self.name}: {lead}{self.passed} passed, {self.failed} failed")
-        return 1 if self.failed else 0
+        if self.passed + self.failed == 0:
+            print(f"{self.name}: FAILED: no check ran", file=sys.stderr)
+        return 1 if self.failed or not self.passed else 0
