@@ -13,7 +13,9 @@
 #include "check.h"
 #include "util/util.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct opt_case {
     const char *name;
@@ -157,6 +159,61 @@ static int run_forward(cpu_isa isa, int rows, int n_out, int n_in)
     return bad;
 }
 
+/*
+ * kern_small_nn and kern_small_nt against the sums written out (over k in
+ * order, one fmaf each) bit for bit, and those against sums in double; C
+ * with a leading dimension wider than N, whose extra columns must stay as
+ * they were, and the rows computed in two calls cut at `cut`.
+ */
+static void run_small(cpu_isa isa, int nt, int M, int N, int K, int cut)
+{
+    rng_state r;
+    rng_seed(&r, 17, (uint64_t)(nt * 1000000 + M * 10000 + N * 100 + K));
+    size_t lda = (size_t)K + 3, ldc = (size_t)N + 5;
+    size_t ldb = nt ? (size_t)K + 2 : (size_t)N + 1; /* B is N x K (nt) or K x N */
+    size_t nb = nt ? (size_t)N * ldb : (size_t)K * ldb;
+    float *A = malloc((size_t)M * lda * sizeof(float)), *B = malloc(nb * sizeof(float));
+    float *C = malloc((size_t)M * ldc * sizeof(float)), *ref = malloc((size_t)M * ldc * sizeof(float));
+    fill(A, (size_t)M * lda, &r, 1.0f);
+    fill(B, nb, &r, 0.5f);
+    for (size_t i = 0; i < (size_t)M * ldc; i++)
+        C[i] = ref[i] = -7.0f; /* the columns past N keep it */
+    double worst = 0.0;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float acc = 0.0f;
+            double d = 0.0;
+            for (int k = 0; k < K; k++) {
+                float b = nt ? B[(size_t)n * ldb + (size_t)k] : B[(size_t)k * ldb + (size_t)n];
+                acc = fmaf(A[(size_t)m * lda + (size_t)k], b, acc);
+                d += (double)A[(size_t)m * lda + (size_t)k] * b;
+            }
+            ref[(size_t)m * ldc + (size_t)n] = acc;
+            double e = fabs((double)acc - d) / (1.0 + fabs(d));
+            worst = e > worst ? e : worst;
+        }
+    if (cut > M)
+        cut = M;
+    if (nt) {
+        kern_small_nt(isa, C, ldc, A, lda, B, ldb, 0, cut, N, K);
+        kern_small_nt(isa, C, ldc, A, lda, B, ldb, cut, M, N, K);
+    } else {
+        kern_small_nn(isa, C, ldc, A, lda, B, ldb, 0, cut, N, K);
+        kern_small_nn(isa, C, ldc, A, lda, B, ldb, cut, M, N, K);
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)M * ldc; i++)
+        bad += memcmp(&C[i], &ref[i], sizeof(float)) != 0;
+    CHECK_MSG(bad == 0, "%s small %s %d x %d x %d (cut %d): %zu elements differ from the sums in order",
+              cpu_isa_name(isa), nt ? "nt" : "nn", M, N, K, cut, bad);
+    CHECK_MSG(worst < 1e-5, "small %s %d x %d x %d: the sums in order are %g from double's",
+              nt ? "nt" : "nn", M, N, K, worst);
+    free(A);
+    free(B);
+    free(C);
+    free(ref);
+}
+
 int main(void)
 {
     /* The processor's best, and each narrower one. */
@@ -189,6 +246,27 @@ int main(void)
                     run_forward(isas[a], fwd_rows[i], out_of[j], in_of[k]);
                     tried++;
                 }
+    }
+    /* Small products: N and K around the vector widths and the tile's 6
+     * rows, the seed models' second layers (64 x 10 x 128, 64 x 512 x 10),
+     * and kern_small_nt past its pack (K * N too large: the scalar path). */
+    int sm_m[] = {1, 5, 6, 13, 64};
+    int sm_n[] = {1, 7, 8, 10, 16, 17, 33, 128};
+    int sm_k[] = {1, 3, 10, 128};
+    for (int a = 0; a < 3; a++) {
+        if (isas[a] > best)
+            continue;
+        for (int nt = 0; nt < 2; nt++)
+            for (size_t i = 0; i < sizeof sm_m / sizeof *sm_m; i++)
+                for (size_t j = 0; j < sizeof sm_n / sizeof *sm_n; j++)
+                    for (size_t k = 0; k < sizeof sm_k / sizeof *sm_k; k++) {
+                        run_small(isas[a], nt, sm_m[i], sm_n[j], sm_k[k], 7);
+                        tried++;
+                    }
+        run_small(isas[a], 0, 64, 512, 10, 30);
+        run_small(isas[a], 1, 64, 10, 512, 30);
+        run_small(isas[a], 1, 9, 10, KERN_SMALL_NT_PACK / 8, 4);
+        tried += 3;
     }
     printf("test_dense_step: %d cases, widths up to %s\n", tried, cpu_isa_name(best));
     if (best == ISA_NONE)

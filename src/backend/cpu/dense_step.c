@@ -287,3 +287,64 @@ void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const flo
             Y[(size_t)r * ldy + (size_t)j] = y;
         }
 }
+
+/* C's columns [c0, N) of rows [m0, m1): the scalar form of every vector
+ * width's sums. B's element (k, n) is B[k * sk + n * sn]. */
+static void small_scalar(float *C, size_t ldc, const float *A, size_t lda, const float *B,
+                         size_t sk, size_t sn, int m0, int m1, int c0, int N, int K)
+{
+    for (int m = m0; m < m1; m++)
+        for (int n = c0; n < N; n++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++)
+                acc = fmaf(A[(size_t)m * lda + (size_t)k], B[(size_t)k * sk + (size_t)n * sn], acc);
+            C[(size_t)m * ldc + (size_t)n] = acc;
+        }
+}
+
+void kern_small_nn(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda, const float *B,
+                   size_t ldb, int m0, int m1, int N, int K)
+{
+    int done = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa == ISA_AVX512) {
+        done = N / 16 * 16;
+        if (done)
+            small_mm_avx512(C, ldc, A, lda, B, ldb, m0, m1, done / 16, done, K);
+    } else if (isa == ISA_AVX2) {
+        done = N / 8 * 8;
+        if (done)
+            small_mm_avx2(C, ldc, A, lda, B, ldb, m0, m1, done / 8, done, K);
+    }
+#else
+    (void)isa;
+#endif
+    if (done < N)
+        small_scalar(C, ldc, A, lda, B, ldb, 1, m0, m1, done, N, K);
+}
+
+void kern_small_nt(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda, const float *B,
+                   size_t ldb, int m0, int m1, int N, int K)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    int vl = isa == ISA_AVX512 ? 16 : isa == ISA_AVX2 ? 8 : 0;
+    int np = vl ? (N + vl - 1) / vl * vl : 0;
+    if (vl && N <= KERN_SMALL_NT_N && (size_t)K * (size_t)np <= KERN_SMALL_NT_PACK) {
+        /* Bᵀ, its columns past N zero: the vectors read them, and the
+         * tile stores only the first N. */
+        float pack[KERN_SMALL_NT_PACK];
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < np; n++)
+                pack[(size_t)k * (size_t)np + (size_t)n] =
+                    n < N ? B[(size_t)n * ldb + (size_t)k] : 0.0f;
+        if (isa == ISA_AVX512)
+            small_mm_avx512(C, ldc, A, lda, pack, (size_t)np, m0, m1, np / 16, N, K);
+        else
+            small_mm_avx2(C, ldc, A, lda, pack, (size_t)np, m0, m1, np / 8, N, K);
+        return;
+    }
+#else
+    (void)isa;
+#endif
+    small_scalar(C, ldc, A, lda, B, 1, ldb, m0, m1, 0, N, K);
+}

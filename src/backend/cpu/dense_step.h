@@ -82,4 +82,20 @@ void kern_transpose(cpu_isa isa, float *XT, size_t ldt, const float *X, size_t l
 void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const float *XT, size_t ldt,
                     int rows, int n_in, int j0, int j1);
 
+/*
+ * Small products, as the layers after an MLP's first run them: rows
+ * [m0, m1) of C (M x N, ldc) = A (M x K, lda) · B, with B K x N (ldb) for
+ * kern_small_nn and N x K (ldb) for kern_small_nt, as cblas_sgemm with alpha
+ * 1 and beta 0. Every element is a sum over k in order, one fused
+ * multiply-add each (the first a plain product), whatever the vector width.
+ * kern_small_nt packs Bᵀ on the stack: N at most KERN_SMALL_NT_N, and
+ * K * N within KERN_SMALL_NT_PACK floats.
+ */
+#define KERN_SMALL_NT_N 16
+#define KERN_SMALL_NT_PACK 16384
+void kern_small_nn(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda, const float *B,
+                   size_t ldb, int m0, int m1, int N, int K);
+void kern_small_nt(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda, const float *B,
+                   size_t ldb, int m0, int m1, int N, int K);
+
 #endif

@@ -250,6 +250,84 @@ static TGT void FN(dense_fwd)(float *Y, size_t ldy, const float *W, const float 
     }
 }
 
+/*
+ * A small product's register tile: C[a][q * VL + l] = sum over k < K, in
+ * order, of A[a * lda + k] * B[k * ldb + q * VL + l], one fused multiply-add
+ * each, for a < nj and q < nv; only the first ncols columns are stored (B
+ * has nv * VL readable columns). nj and nv are constants at every call.
+ */
+static inline __attribute__((always_inline)) TGT void
+FN(mm_tile)(float *C, size_t ldc, const float *A, size_t lda, const float *B, size_t ldb, int K,
+            const int nj, const int nv, int ncols)
+{
+    VT acc[TILE_J][TILE_V];
+    for (int a = 0; a < nj; a++)
+        for (int q = 0; q < nv; q++)
+            acc[a][q] = VZERO();
+    for (int k = 0; k < K; k++) {
+        const float *b = B + (size_t)k * ldb;
+        VT bv[TILE_V];
+        for (int q = 0; q < nv; q++)
+            bv[q] = VLOAD(b + q * VL);
+        for (int a = 0; a < nj; a++) {
+            VT x = VSET1(A[(size_t)a * lda + (size_t)k]);
+            for (int q = 0; q < nv; q++)
+                acc[a][q] = VFMA(x, bv[q], acc[a][q]);
+        }
+    }
+    if (ncols == nv * VL) {
+        for (int a = 0; a < nj; a++)
+            for (int q = 0; q < nv; q++)
+                VSTORE(C + (size_t)a * ldc + (size_t)q * VL, acc[a][q]);
+        return;
+    }
+    float buf[TILE_V * VL];
+    for (int a = 0; a < nj; a++) {
+        for (int q = 0; q < nv; q++)
+            VSTORE(buf + q * VL, acc[a][q]);
+        for (int c = 0; c < ncols; c++)
+            C[(size_t)a * ldc + (size_t)c] = buf[c];
+    }
+}
+
+/* Rows [m, m + nj) of C over columns [0, nvec * VL) (vectors of B), the
+ * last ncols_last columns of the last vector group stored (see mm_tile). */
+static inline __attribute__((always_inline)) TGT void
+FN(mm_rows)(float *C, size_t ldc, const float *A, size_t lda, const float *B, size_t ldb, int K,
+            int nvec, int ncols, const int nj)
+{
+    int q = 0;
+    for (; q + TILE_V <= nvec; q += TILE_V) {
+        int n = ncols - q * VL < TILE_V * VL ? ncols - q * VL : TILE_V * VL;
+        FN(mm_tile)(C + (size_t)q * VL, ldc, A, lda, B + (size_t)q * VL, ldb, K, nj, TILE_V, n);
+    }
+    for (; q < nvec; q++) {
+        int n = ncols - q * VL < VL ? ncols - q * VL : VL;
+        FN(mm_tile)(C + (size_t)q * VL, ldc, A, lda, B + (size_t)q * VL, ldb, K, nj, 1, n);
+    }
+}
+
+/* Rows [m0, m1) of C = A·B over the columns [0, ncols) that B's nvec
+ * vectors hold (ncols <= nvec * VL; B readable over nvec * VL columns). */
+static TGT void FN(small_mm)(float *C, size_t ldc, const float *A, size_t lda, const float *B,
+                             size_t ldb, int m0, int m1, int nvec, int ncols, int K)
+{
+    for (int m = m0; m < m1;) {
+        int nj = m1 - m < TILE_J ? m1 - m : TILE_J;
+        float *c = C + (size_t)m * ldc;
+        const float *a = A + (size_t)m * lda;
+        switch (nj) {
+        case 6: FN(mm_rows)(c, ldc, a, lda, B, ldb, K, nvec, ncols, 6); break;
+        case 5: FN(mm_rows)(c, ldc, a, lda, B, ldb, K, nvec, ncols, 5); break;
+        case 4: FN(mm_rows)(c, ldc, a, lda, B, ldb, K, nvec, ncols, 4); break;
+        case 3: FN(mm_rows)(c, ldc, a, lda, B, ldb, K, nvec, ncols, 3); break;
+        case 2: FN(mm_rows)(c, ldc, a, lda, B, ldb, K, nvec, ncols, 2); break;
+        default: FN(mm_rows)(c, ldc, a, lda, B, ldb, K, nvec, ncols, 1); break;
+        }
+        m += nj;
+    }
+}
+
 #undef TILE_J
 #undef TILE_V
 #undef FN
