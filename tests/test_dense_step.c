@@ -161,16 +161,19 @@ static int run_forward(cpu_isa isa, int rows, int n_out, int n_in)
 
 /*
  * kern_small_nn and kern_small_nt against the sums written out (over k in
- * order, one fmaf each) bit for bit, and those against sums in double; C
+ * order, one fmaf each) bit for bit, and those against sums in double; B
+ * with rows of exactly K or N (tight: kern_small_nt then runs the forward
+ * kernel from A transposed) or wider, C
  * with a leading dimension wider than N, whose extra columns must stay as
  * they were, and the rows computed in two calls cut at `cut`.
  */
-static void run_small(cpu_isa isa, int nt, int M, int N, int K, int cut)
+static void run_small(cpu_isa isa, int nt, int M, int N, int K, int cut, int tight)
 {
     rng_state r;
     rng_seed(&r, 17, (uint64_t)(nt * 1000000 + M * 10000 + N * 100 + K));
     size_t lda = (size_t)K + 3, ldc = (size_t)N + 5;
-    size_t ldb = nt ? (size_t)K + 2 : (size_t)N + 1; /* B is N x K (nt) or K x N */
+    /* B is N x K (nt) or K x N; tight: rows of exactly K or N, as a layer's W */
+    size_t ldb = tight ? (size_t)(nt ? K : N) : nt ? (size_t)K + 2 : (size_t)N + 1;
     size_t nb = nt ? (size_t)N * ldb : (size_t)K * ldb;
     float *A = malloc((size_t)M * lda * sizeof(float)), *B = malloc(nb * sizeof(float));
     float *C = malloc((size_t)M * ldc * sizeof(float)), *ref = malloc((size_t)M * ldc * sizeof(float));
@@ -204,8 +207,9 @@ static void run_small(cpu_isa isa, int nt, int M, int N, int K, int cut)
     size_t bad = 0;
     for (size_t i = 0; i < (size_t)M * ldc; i++)
         bad += memcmp(&C[i], &ref[i], sizeof(float)) != 0;
-    CHECK_MSG(bad == 0, "%s small %s %d x %d x %d (cut %d): %zu elements differ from the sums in order",
-              cpu_isa_name(isa), nt ? "nt" : "nn", M, N, K, cut, bad);
+    CHECK_MSG(bad == 0,
+              "%s small %s %d x %d x %d (cut %d, ldb %zu): %zu elements differ from the sums in order",
+              cpu_isa_name(isa), nt ? "nt" : "nn", M, N, K, cut, ldb, bad);
     CHECK_MSG(worst < 1e-5, "small %s %d x %d x %d: the sums in order are %g from double's",
               nt ? "nt" : "nn", M, N, K, worst);
     free(A);
@@ -259,14 +263,16 @@ int main(void)
         for (int nt = 0; nt < 2; nt++)
             for (size_t i = 0; i < sizeof sm_m / sizeof *sm_m; i++)
                 for (size_t j = 0; j < sizeof sm_n / sizeof *sm_n; j++)
-                    for (size_t k = 0; k < sizeof sm_k / sizeof *sm_k; k++) {
-                        run_small(isas[a], nt, sm_m[i], sm_n[j], sm_k[k], 7);
-                        tried++;
-                    }
-        run_small(isas[a], 0, 64, 512, 10, 30);
-        run_small(isas[a], 1, 64, 10, 512, 30);
-        run_small(isas[a], 1, 9, 10, KERN_SMALL_NT_PACK / 8, 4);
-        tried += 3;
+                    for (size_t k = 0; k < sizeof sm_k / sizeof *sm_k; k++)
+                        for (int tight = 0; tight < 2; tight++) {
+                            run_small(isas[a], nt, sm_m[i], sm_n[j], sm_k[k], 7, tight);
+                            tried++;
+                        }
+        run_small(isas[a], 0, 64, 512, 10, 30, 1);
+        run_small(isas[a], 1, 64, 10, 512, 30, 1); /* A transposed: 64 x 512 fills the buffer */
+        run_small(isas[a], 1, 64, 10, 1024, 30, 1); /* past it: Bᵀ packed */
+        run_small(isas[a], 1, 9, 10, KERN_SMALL_NT_PACK / 8, 4, 0); /* past both: scalar */
+        tried += 4;
     }
     printf("test_dense_step: %d cases, widths up to %s\n", tried, cpu_isa_name(best));
     if (best == ISA_NONE)

@@ -447,16 +447,18 @@ static void next_span(int *u, int u1, int per, int *k, int *a, int *b)
  * 64 through Dense(10) after Dense(128): C = X·Wᵀ is 64 x 10 x 128, the
  * input gradient dZ·W 64 x 128 x 10), go to the own small kernels, run on
  * the calling thread alone while the others wait. On an AMD EPYC (AVX2,
- * one core) OpenBLAS took 7.0 and 5.7 us for those two, the own kernels 4.6
- * and 3.0 us; the input gradient stays faster at 64 x 512 x 10 (23.5
- * against 15.5 us), but A·Bᵀ does not past an inner dimension of about 256
- * (64 x 10 x 512: 17.1 against 21.2 us; its vectors run over N, 10 of 16
- * lanes used), so longer ones stay OpenBLAS's. The pool splits them by rows
- * of C; each element is one kernel's sum in order, so the split changes
- * nothing.
+ * one core), OpenBLAS against the own kernels, forward A·Bᵀ from A
+ * transposed and input gradient A·B: 64 x 10 x 128 6.1 and 3.7 us, 64 x
+ * 128 x 10 5.7 and 2.9 us; 64 x 10 x 512 23.0 and 14.2 us, 64 x 512 x 10
+ * 27.1 and 13.1 us. Where A·Bᵀ cannot go through the transpose (B's rows
+ * not K apart, or A too large for it), its kernel packs Bᵀ and runs its
+ * vectors over N, 10 of 16 lanes used for N = 10: slower than OpenBLAS past
+ * an inner dimension of about 256 (64 x 10 x 512: 17.1 against 21.2 us),
+ * so that form is limited to SMALL_NT_K. The pool splits them by rows of C;
+ * each element is one kernel's sum in order, so the split changes nothing.
  */
 #define SMALL_NN_K 32  /* the inner dimension of A·B at most */
-#define SMALL_NT_K 192 /* the inner dimension of A·Bᵀ at most */
+#define SMALL_NT_K 192 /* the inner dimension of A·Bᵀ with Bᵀ packed at most */
 
 typedef struct small_job {
     cpu_isa isa;
@@ -495,9 +497,9 @@ static int small_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, floa
     if (ta || alpha != 1.0f || beta != 0.0f || Kd <= 0)
         return 0;
     int vl = c->isa == ISA_AVX512 ? 16 : 8;
-    if (tb ? N > KERN_SMALL_NT_N || Kd > SMALL_NT_K ||
-                 (size_t)Kd * (size_t)((N + vl - 1) / vl * vl) > KERN_SMALL_NT_PACK
-           : Kd > SMALL_NN_K)
+    int transposed = ldb == Kd && (size_t)kern_dense_fwd_ld(c->isa, M) * (size_t)Kd <= KERN_SMALL_NT_XT;
+    int packed = Kd <= SMALL_NT_K && (size_t)Kd * (size_t)((N + vl - 1) / vl * vl) <= KERN_SMALL_NT_PACK;
+    if (tb ? N > KERN_SMALL_NT_N || !(transposed || packed) : Kd > SMALL_NN_K)
         return 0;
     small_job j = {c->isa, tb, M, N, Kd, lda, ldb, ldc, count, A, B, C, sA, sB, sC};
     pool_run(c, small_part, &j, (double)M * N * Kd * count);

@@ -327,6 +327,17 @@ void kern_small_nt(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda
                    size_t ldb, int m0, int m1, int N, int K)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+    int rows = m1 - m0, ldt = kern_dense_fwd_ld(isa, rows);
+    if (isa != ISA_NONE && ldb == (size_t)K && rows > 0 &&
+        (size_t)ldt * (size_t)K <= KERN_SMALL_NT_XT) {
+        /* B is a dense layer's W (rows of K): the forward kernel, from A's
+         * rows transposed, with the same sums (over k in order, one fused
+         * multiply-add each), vectors over the rows of C, every lane used. */
+        float xt[KERN_SMALL_NT_XT];
+        kern_transpose(isa, xt, (size_t)ldt, A + (size_t)m0 * lda, lda, rows, K);
+        kern_dense_fwd(isa, C + (size_t)m0 * ldc, ldc, B, xt, (size_t)ldt, rows, K, 0, N);
+        return;
+    }
     int vl = isa == ISA_AVX512 ? 16 : isa == ISA_AVX2 ? 8 : 0;
     int np = vl ? (N + vl - 1) / vl * vl : 0;
     if (vl && N <= KERN_SMALL_NT_N && (size_t)K * (size_t)np <= KERN_SMALL_NT_PACK) {
