@@ -327,13 +327,15 @@ void kern_small_nt(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda
                    size_t ldb, int m0, int m1, int N, int K)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+    /* A's rows transposed, or Bᵀ packed: one buffer on the stack for both. */
+    float buf[KERN_SMALL_NT_XT > KERN_SMALL_NT_PACK ? KERN_SMALL_NT_XT : KERN_SMALL_NT_PACK];
     int rows = m1 - m0, ldt = kern_dense_fwd_ld(isa, rows);
     if (isa != ISA_NONE && ldb == (size_t)K && rows > 0 &&
         (size_t)ldt * (size_t)K <= KERN_SMALL_NT_XT) {
         /* B is a dense layer's W (rows of K): the forward kernel, from A's
          * rows transposed, with the same sums (over k in order, one fused
          * multiply-add each), vectors over the rows of C, every lane used. */
-        float xt[KERN_SMALL_NT_XT];
+        float *xt = buf;
         kern_transpose(isa, xt, (size_t)ldt, A + (size_t)m0 * lda, lda, rows, K);
         kern_dense_fwd(isa, C + (size_t)m0 * ldc, ldc, B, xt, (size_t)ldt, rows, K, 0, N);
         return;
@@ -343,7 +345,7 @@ void kern_small_nt(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda
     if (vl && N <= KERN_SMALL_NT_N && (size_t)K * (size_t)np <= KERN_SMALL_NT_PACK) {
         /* Bᵀ, its columns past N zero: the vectors read them, and the
          * tile stores only the first N. */
-        float pack[KERN_SMALL_NT_PACK];
+        float *pack = buf;
         for (int k = 0; k < K; k++)
             for (int n = 0; n < np; n++)
                 pack[(size_t)k * (size_t)np + (size_t)n] =

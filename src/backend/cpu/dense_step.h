@@ -91,7 +91,8 @@ void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const flo
  * kern_small_nt transposes A's rows on the stack for kern_dense_fwd where B
  * is W-like (ldb == K) and K times the rows (rounded up to a vector) fit in
  * KERN_SMALL_NT_XT floats; else it packs Bᵀ: N at most KERN_SMALL_NT_N, and
- * K * N within KERN_SMALL_NT_PACK floats.
+ * K * N within KERN_SMALL_NT_PACK floats (both in one 128 KiB buffer on the
+ * stack).
  */
 #define KERN_SMALL_NT_N 16
 #define KERN_SMALL_NT_PACK 16384
