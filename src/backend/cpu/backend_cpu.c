@@ -501,8 +501,10 @@ static int small_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, floa
     if (ta || alpha != 1.0f || beta != 0.0f || Kd <= 0)
         return 0;
     int vl = c->isa == ISA_AVX512 ? 16 : 8;
-    int transposed = ldb == Kd && (size_t)kern_dense_fwd_ld(c->isa, M) * (size_t)Kd <= KERN_SMALL_NT_XT;
-    int packed = Kd <= SMALL_NT_K && (size_t)Kd * (size_t)((N + vl - 1) / vl * vl) <= KERN_SMALL_NT_PACK;
+    size_t xt = (size_t)kern_dense_fwd_ld(c->isa, M) * (size_t)Kd;
+    size_t pack = (size_t)Kd * (size_t)((N + vl - 1) / vl * vl);
+    int transposed = ldb == Kd && xt <= KERN_SMALL_NT_XT;
+    int packed = Kd <= SMALL_NT_K && pack <= KERN_SMALL_NT_PACK;
     /* A·B's columns past the last whole vector are scalar: at most an
      * eighth of them (43264 x 9 x 16, a 3 x 3 convolution's input gradient: 8
      * columns in a vector, 1 alone, and OpenBLAS was faster). */
