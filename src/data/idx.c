@@ -19,7 +19,6 @@
 #ifdef COHORT_HAVE_LIBDEFLATE
 #include <fcntl.h>
 #include <libdeflate.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #endif
 
@@ -90,7 +89,7 @@ static int idx_inflate_all(idx_file *f)
     int fd = open(f->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    unsigned char *in = MAP_FAILED, *out = NULL;
+    unsigned char *in = NULL, *out = NULL;
     struct stat sb;
     size_t n = 0;
     int ok = 0;
@@ -98,15 +97,23 @@ static int idx_inflate_all(idx_file *f)
         (uint64_t)sb.st_size > SIZE_MAX)
         goto done;
     n = (size_t)sb.st_size;
-    /* Mapped, not read: the page cache's pages themselves, where a read
-     * would fault in and fill a buffer of the file's size first. */
-    in = mmap(NULL, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (in == MAP_FAILED)
+    /* A plain file goes to zlib unread: it is read once, there. */
+    unsigned char magic[2];
+    if (pread(fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b)
         goto done;
-    madvise(in, n, MADV_SEQUENTIAL);
-    /* A plain file goes to zlib: it is read once, there. */
-    if (in[0] != 0x1f || in[1] != 0x8b)
+    /* Read into a block on huge pages: a buffer of 4 KiB pages took a
+     * fault per page. Not mapped: a file cut short by another process
+     * while it is read would then be a SIGBUS, not an error. */
+    if (!(in = data_alloc_block(n)))
         goto done;
+    for (size_t got = 0; got < n;) {
+        ssize_t r = read(fd, in + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            goto done; /* zlib reads it again and names the error */
+        got += (size_t)r;
+    }
     /* ISIZE, the size mod 2^32: deflate inflates at most 1032:1, so a
      * larger claim is corrupt or wrapped, and zlib will say which. */
     const unsigned char *t = in + n - 4;
@@ -127,8 +134,7 @@ static int idx_inflate_all(idx_file *f)
         ok = 1;
     }
 done:
-    if (in != MAP_FAILED)
-        munmap(in, n);
+    free(in);
     free(out);
     close(fd);
     return ok;
