@@ -16,6 +16,7 @@ need() imports the modules or skips the test (exit 77, the tests' SKIP_RETURN_CO
 CMakeLists.txt); Checks counts the checks and gives the exit status (0 all passed, 1 any
 failed)."""
 import importlib
+import os
 import sys
 
 SKIPPED = 77
@@ -42,6 +43,16 @@ def need(name, *modules):
         packages = " ".join(PACKAGES.get(t, t) for t in tops)
         skip(name, f"{e.name or e} missing (apt-get install {packages})")
     return got[0] if len(got) == 1 else got
+
+
+def cohort_bin(name):
+    """The cohort binary the test runs ($COHORT_BIN, else build/cohort), or None where it is
+    missing, after saying so as a failure of the test called name."""
+    cohort = os.environ.get("COHORT_BIN", "build/cohort")
+    if not os.path.exists(cohort):
+        print(f"{name}: FAILED: {cohort} not found (build first)")
+        return None
+    return cohort
 
 
 class Checks:

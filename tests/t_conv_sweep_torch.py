@@ -46,7 +46,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, need  # noqa: E402
+from refcheck import Checks, cohort_bin, need  # noqa: E402
 
 NAME = "t_conv_sweep_torch.py"
 np, torch, F = need(NAME, "numpy", "torch", "torch.nn.functional")
@@ -395,9 +395,8 @@ def run_set(cohort, tmp, tag, rng, shape, models, n, batch):
 
 
 def main():
-    cohort = os.environ.get("COHORT_BIN", "build/cohort")
-    if not os.path.exists(cohort):
-        print(f"{NAME}: FAILED: {cohort} not found (build first)")
+    cohort = cohort_bin(NAME)
+    if not cohort:
         return 1
     torch.set_num_threads(1)
     count = 0

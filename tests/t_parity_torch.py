@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, need  # noqa: E402
+from refcheck import Checks, cohort_bin, need  # noqa: E402
 
 NAME = "t_parity_torch.py"
 np, torch = need(NAME, "numpy", "torch")
@@ -65,9 +65,8 @@ def torch_train(init, x, y, layers, opt, batch):
 
 
 def main():
-    cohort = os.environ.get("COHORT_BIN", "build/cohort")
-    if not os.path.exists(cohort):
-        print(f"{NAME}: FAILED: {cohort} not found (build first)")
+    cohort = cohort_bin(NAME)
+    if not cohort:
         return 1
     torch.set_num_threads(1)
     rng = np.random.default_rng(3)
