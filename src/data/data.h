@@ -20,8 +20,8 @@ typedef struct cohort_dataset {
     uint8_t *x8;       /* NULL, or [n, dim] bytes, owned, each standing for byte / 255.0f:
                           IDX images, kept as they are in the file (4x less memory than
                           floats, and a quarter of the bytes to gather per batch) */
-    void *x8_block;    /* the allocation x8 points into (an inflated IDX file, header
-                          and all), freed with the dataset; NULL: x8 itself */
+    void *x8_block;    /* the allocation x8 points into (x8 itself, or an inflated IDX
+                          file, header and all), freed with the dataset */
     int32_t *y;        /* [n], owned; each in [0, n_classes) */
     int32_t n_classes; /* 1 + the largest label; 0 without labels, or with real-valued
                           targets that are not all class numbers */

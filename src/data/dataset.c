@@ -250,7 +250,7 @@ void data_free(cohort_dataset *ds)
     free(ds->class_names);
     if (!(ds->borrowed & DATA_BORROW_X))
         free(ds->x);
-    free(ds->x8_block ? ds->x8_block : ds->x8);
+    free(ds->x8_block);
     if (!(ds->borrowed & DATA_BORROW_Y))
         free(ds->y);
     if (!(ds->borrowed & DATA_BORROW_T))
