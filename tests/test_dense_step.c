@@ -270,9 +270,10 @@ int main(void)
                         }
         run_small(isas[a], 0, 64, 512, 10, 30, 1);
         run_small(isas[a], 1, 64, 10, 512, 30, 1); /* A transposed: 64 x 512 fills the buffer */
-        run_small(isas[a], 1, 64, 10, 1024, 30, 1); /* past it: Bᵀ packed */
-        run_small(isas[a], 1, 9, 10, KERN_SMALL_NT_PACK / 8, 4, 0); /* past both: scalar */
-        tried += 4;
+        run_small(isas[a], 1, 600, 10, 192, 30, 1); /* rows 0-29 transposed, the rest packed */
+        run_small(isas[a], 1, 64, 10, 1024, 30, 1); /* past both: scalar */
+        run_small(isas[a], 1, 9, 10, KERN_SMALL_NT_PACK / 8, 4, 0); /* scalar */
+        tried += 5;
     }
     printf("test_dense_step: %d cases, widths up to %s\n", tried, cpu_isa_name(best));
     if (best == ISA_NONE)

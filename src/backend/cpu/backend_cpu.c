@@ -445,25 +445,12 @@ static void next_span(int *u, int u1, int per, int *k, int *a, int *b)
 /*
  * Products with a short side, the layers after an MLP's first (a batch of
  * 64 through Dense(10) after Dense(128): C = X·Wᵀ is 64 x 10 x 128, the
- * input gradient dZ·W 64 x 128 x 10), go to the own small kernels, run on
- * the calling thread alone while the others wait. On an AMD EPYC (AVX2,
- * one core), OpenBLAS against the own kernels, forward A·Bᵀ from A
- * transposed and input gradient A·B: 64 x 10 x 128 6.1 and 3.7 us, 64 x
- * 128 x 10 5.7 and 2.9 us; 64 x 10 x 512 23.0 and 14.2 us, 64 x 512 x 10
- * 27.1 and 13.1 us. Where A·Bᵀ cannot go through the transpose (B's rows
- * not K apart, or A too large for it), its kernel packs Bᵀ and runs its
- * vectors over N, 10 of 16 lanes used for N = 10: slower than OpenBLAS past
- * an inner dimension of about 256 (64 x 10 x 512: 17.1 against 21.2 us),
- * so that form is limited to SMALL_NT_K. The convolutions' products of a
- * fused group on a CPU take the same path where they qualify (43264 x 16 x
- * 9, a 3 x 3 convolution's forward over a batch of 64 26 x 26 images: 685
- * against 244 us; 10816 x 144 x 32, an input gradient: 4221 against 2217
- * us). The pool splits them by rows of C;
- * each element is one kernel's sum in order, so the split changes nothing.
+ * input gradient dZ·W 64 x 128 x 10), go to the own small kernels where
+ * kern_small_nn_suits and kern_small_nt_suits say they beat OpenBLAS (the
+ * figures are in dense_step.c). They ran on the calling thread alone while
+ * the others waited. The pool splits them by rows of C; each element is one
+ * kernel's sum in order, so the split changes nothing.
  */
-#define SMALL_NN_K 32  /* the inner dimension of A·B at most */
-#define SMALL_NT_K 192 /* the inner dimension of A·Bᵀ with Bᵀ packed at most */
-
 typedef struct small_job {
     cpu_isa isa;
     int nt, M, N, Kd, lda, ldb, ldc, count;
@@ -500,15 +487,8 @@ static int small_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, floa
 {
     if (ta || alpha != 1.0f || beta != 0.0f || Kd <= 0)
         return 0;
-    int vl = c->isa == ISA_AVX512 ? 16 : 8;
-    size_t xt = (size_t)kern_dense_fwd_ld(c->isa, M) * (size_t)Kd;
-    size_t pack = (size_t)Kd * (size_t)((N + vl - 1) / vl * vl);
-    int transposed = ldb == Kd && xt <= KERN_SMALL_NT_XT;
-    int packed = Kd <= SMALL_NT_K && pack <= KERN_SMALL_NT_PACK;
-    /* A·B's columns past the last whole vector are scalar: at most an
-     * eighth of them (43264 x 9 x 16, a 3 x 3 convolution's input gradient: 8
-     * columns in a vector, 1 alone, and OpenBLAS was faster). */
-    if (tb ? N > KERN_SMALL_NT_N || !(transposed || packed) : Kd > SMALL_NN_K || N % vl * 8 > N)
+    if (tb ? !kern_small_nt_suits(c->isa, M, N, Kd, (size_t)ldb)
+           : !kern_small_nn_suits(c->isa, N, Kd))
         return 0;
     small_job j = {c->isa, tb, M, N, Kd, lda, ldb, ldc, count, A, B, C, sA, sB, sC};
     pool_run(c, small_part, &j, (double)M * N * Kd * count);

@@ -323,37 +323,82 @@ void kern_small_nn(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda
         small_scalar(C, ldc, A, lda, B, ldb, 1, m0, m1, done, N, K);
 }
 
+/*
+ * Where the small kernels beat OpenBLAS, measured on an AMD EPYC (AVX2, one
+ * core), OpenBLAS against own: forward A·Bᵀ from A transposed and input
+ * gradient A·B, 64 x 10 x 128 6.1 and 3.7 us, 64 x 128 x 10 5.7 and 2.9 us;
+ * 64 x 10 x 512 23.0 and 14.2 us, 64 x 512 x 10 27.1 and 13.1 us. A·Bᵀ with
+ * Bᵀ packed runs its vectors over N, 10 of 16 lanes used for N = 10: slower
+ * than OpenBLAS past an inner dimension of about 256 (64 x 10 x 512: 17.1
+ * against 21.2 us), so it is used up to SMALL_NT_PACK_K. A·B's columns past
+ * the last whole vector are scalar: at most an eighth of them (43264 x 9 x
+ * 16, a 3 x 3 convolution's input gradient: 8 columns in a vector, 1 alone,
+ * and OpenBLAS was faster). A fused group's convolutions take the same path
+ * where they qualify (43264 x 16 x 9, a 3 x 3 convolution's forward over 64
+ * images of 26 x 26: 685 against 244 us; 10816 x 144 x 32, an input
+ * gradient: 4221 against 2217 us).
+ */
+#define SMALL_NN_K 32       /* the inner dimension of A·B at most */
+#define SMALL_NT_PACK_K 192 /* the inner dimension of A·Bᵀ with Bᵀ packed at most */
+
+typedef enum { NT_SCALAR, NT_TRANSPOSED, NT_PACKED } small_nt_form;
+
+/* How kern_small_nt computes `rows` rows of C. */
+static small_nt_form nt_form(cpu_isa isa, int rows, int N, int K, size_t ldb)
+{
+    if (isa == ISA_NONE || rows <= 0 || N > KERN_SMALL_NT_N)
+        return NT_SCALAR;
+    if (ldb == (size_t)K && (size_t)kern_dense_fwd_ld(isa, rows) * (size_t)K <= KERN_SMALL_NT_XT)
+        return NT_TRANSPOSED;
+    int vl = isa == ISA_AVX512 ? 16 : 8;
+    size_t np = (size_t)((N + vl - 1) / vl * vl);
+    if (K <= SMALL_NT_PACK_K && (size_t)K * np <= KERN_SMALL_NT_PACK)
+        return NT_PACKED;
+    return NT_SCALAR;
+}
+
+int kern_small_nn_suits(cpu_isa isa, int N, int K)
+{
+    int vl = isa == ISA_AVX512 ? 16 : 8;
+    return isa != ISA_NONE && K <= SMALL_NN_K && N % vl * 8 <= N;
+}
+
+/* Parts of fewer rows are never scalar where M's is not: the transposed
+ * form only gets more room, and the packed one does not depend on rows. */
+int kern_small_nt_suits(cpu_isa isa, int M, int N, int K, size_t ldb)
+{
+    return nt_form(isa, M, N, K, ldb) != NT_SCALAR;
+}
+
 void kern_small_nt(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda, const float *B,
                    size_t ldb, int m0, int m1, int N, int K)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     /* A's rows transposed, or Bᵀ packed: one buffer on the stack for both. */
     float buf[KERN_SMALL_NT_XT > KERN_SMALL_NT_PACK ? KERN_SMALL_NT_XT : KERN_SMALL_NT_PACK];
-    int rows = m1 - m0, ldt = kern_dense_fwd_ld(isa, rows);
-    if (isa != ISA_NONE && ldb == (size_t)K && rows > 0 &&
-        (size_t)ldt * (size_t)K <= KERN_SMALL_NT_XT) {
+    int rows = m1 - m0;
+    small_nt_form form = nt_form(isa, rows, N, K, ldb);
+    if (form == NT_TRANSPOSED) {
         /* B is a dense layer's W (rows of K): the forward kernel, from A's
          * rows transposed, with the same sums (over k in order, one fused
          * multiply-add each), vectors over the rows of C, every lane used. */
-        float *xt = buf;
-        kern_transpose(isa, xt, (size_t)ldt, A + (size_t)m0 * lda, lda, rows, K);
-        kern_dense_fwd(isa, C + (size_t)m0 * ldc, ldc, B, xt, (size_t)ldt, rows, K, 0, N);
+        int ldt = kern_dense_fwd_ld(isa, rows);
+        kern_transpose(isa, buf, (size_t)ldt, A + (size_t)m0 * lda, lda, rows, K);
+        kern_dense_fwd(isa, C + (size_t)m0 * ldc, ldc, B, buf, (size_t)ldt, rows, K, 0, N);
         return;
     }
-    int vl = isa == ISA_AVX512 ? 16 : isa == ISA_AVX2 ? 8 : 0;
-    int np = vl ? (N + vl - 1) / vl * vl : 0;
-    if (vl && N <= KERN_SMALL_NT_N && (size_t)K * (size_t)np <= KERN_SMALL_NT_PACK) {
+    if (form == NT_PACKED) {
         /* Bᵀ, its columns past N zero: the vectors read them, and the
          * tile stores only the first N. */
-        float *pack = buf;
+        int vl = isa == ISA_AVX512 ? 16 : 8, np = (N + vl - 1) / vl * vl;
         for (int k = 0; k < K; k++)
             for (int n = 0; n < np; n++)
-                pack[(size_t)k * (size_t)np + (size_t)n] =
+                buf[(size_t)k * (size_t)np + (size_t)n] =
                     n < N ? B[(size_t)n * ldb + (size_t)k] : 0.0f;
         if (isa == ISA_AVX512)
-            small_mm_avx512(C, ldc, A, lda, pack, (size_t)np, m0, m1, np / 16, N, K);
+            small_mm_avx512(C, ldc, A, lda, buf, (size_t)np, m0, m1, np / 16, N, K);
         else
-            small_mm_avx2(C, ldc, A, lda, pack, (size_t)np, m0, m1, np / 8, N, K);
+            small_mm_avx2(C, ldc, A, lda, buf, (size_t)np, m0, m1, np / 8, N, K);
         return;
     }
 #else

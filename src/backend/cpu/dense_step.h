@@ -88,11 +88,15 @@ void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const flo
  * kern_small_nn and N x K (ldb) for kern_small_nt, as cblas_sgemm with alpha
  * 1 and beta 0. Every element is a sum over k in order, one fused
  * multiply-add each (the first a plain product), whatever the vector width.
- * kern_small_nt transposes A's rows on the stack for kern_dense_fwd where B
- * is W-like (ldb == K) and K times the rows (rounded up to a vector) fit in
- * KERN_SMALL_NT_XT floats; else it packs Bᵀ: N at most KERN_SMALL_NT_N, and
- * K * N within KERN_SMALL_NT_PACK floats (both in one 128 KiB buffer on the
- * stack).
+ * kern_small_nt, for N at most KERN_SMALL_NT_N, transposes A's rows on the
+ * stack for kern_dense_fwd where B is W-like (ldb == K) and K times the rows
+ * (rounded up to a vector) fit in KERN_SMALL_NT_XT floats; else it packs Bᵀ
+ * where K is short enough (see dense_step.c) and K * N fits in
+ * KERN_SMALL_NT_PACK floats (both in one 128 KiB buffer on the stack); else
+ * it runs the scalar form.
+ *
+ * kern_small_nn_suits and kern_small_nt_suits: 1 where those shapes run
+ * faster than OpenBLAS's (measured), for an M x N x K product.
  */
 #define KERN_SMALL_NT_N 16
 #define KERN_SMALL_NT_PACK 16384
@@ -101,5 +105,7 @@ void kern_small_nn(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda
                    size_t ldb, int m0, int m1, int N, int K);
 void kern_small_nt(cpu_isa isa, float *C, size_t ldc, const float *A, size_t lda, const float *B,
                    size_t ldb, int m0, int m1, int N, int K);
+int kern_small_nn_suits(cpu_isa isa, int N, int K);
+int kern_small_nt_suits(cpu_isa isa, int M, int N, int K, size_t ldb);
 
 #endif
