@@ -16,7 +16,9 @@ need() imports the modules or skips the test (exit 77, the tests' SKIP_RETURN_CO
 CMakeLists.txt); Checks counts the checks and gives the exit status (0 all passed, 1 any
 failed)."""
 import importlib
+import json
 import os
+import subprocess
 import sys
 
 SKIPPED = 77
@@ -53,6 +55,18 @@ def cohort_bin(name):
         print(f"{name}: FAILED: {cohort} not found (build first)")
         return None
     return cohort
+
+
+def cohort_train(check, cohort, plan, d, what=None):
+    """Write plan to d/plan.json and train it into d/out with cohort (--quiet); check that it
+    exited 0, the message led by what where there is one; True where it did."""
+    with open(f"{d}/plan.json", "w") as f:
+        json.dump(plan, f)
+    r = subprocess.run([cohort, "train", f"{d}/plan.json", "--out", f"{d}/out", "--quiet"],
+                       capture_output=True, text=True)
+    lead = f"{what}: " if what else ""
+    check(r.returncode == 0, f"{lead}cohort train exited {r.returncode}: {r.stderr}")
+    return r.returncode == 0
 
 
 class Checks:

@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, need  # noqa: E402
+from refcheck import Checks, cohort_bin, cohort_train, need  # noqa: E402
 
 NAME = "t_cnn_torch.py"
 np, torch, nn, F = need(NAME, "numpy", "torch", "torch.nn", "torch.nn.functional")
@@ -203,12 +203,7 @@ def main():
         plan = {"data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy"},
                 "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False},
                 "models": models}
-        with open(f"{tmp}/plan.json", "w") as f:
-            json.dump(plan, f)
-        r = subprocess.run([cohort, "train", f"{tmp}/plan.json", "--out", f"{tmp}/out", "--quiet"],
-                           capture_output=True, text=True)
-        check(r.returncode == 0, f"cohort train exited {r.returncode}: {r.stderr}")
-        if r.returncode != 0:
+        if not cohort_train(check, cohort, plan, tmp):
             return check.done()
         for m in MODELS:
             for o, opt in optimizers.items():

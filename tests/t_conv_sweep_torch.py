@@ -46,7 +46,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, need  # noqa: E402
+from refcheck import Checks, cohort_bin, cohort_train, need  # noqa: E402
 
 NAME = "t_conv_sweep_torch.py"
 np, torch, F = need(NAME, "numpy", "torch", "torch.nn.functional")
@@ -347,12 +347,7 @@ def run_set(cohort, tmp, tag, rng, shape, models, n, batch):
             "defaults": {"epochs": EPOCHS, "batch_size": batch, "shuffle": False,
                          "optimizer": {"name": "sgd", "lr": LR, "momentum": 0.0}},
             "models": plan_models}
-    with open(f"{d}/plan.json", "w") as f:
-        json.dump(plan, f)
-    r = subprocess.run([cohort, "train", f"{d}/plan.json", "--out", f"{d}/out", "--quiet"],
-                       capture_output=True, text=True)
-    check(r.returncode == 0, f"{tag}: cohort train exited {r.returncode}: {r.stderr}")
-    if r.returncode != 0:
+    if not cohort_train(check, cohort, plan, d, tag):
         return
     X = nchw(x)
     for m, layers in enumerate(models):

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, need  # noqa: E402
+from refcheck import Checks, cohort_bin, cohort_train, need  # noqa: E402
 
 NAME = "t_losses_torch.py"
 np, torch, F = need(NAME, "numpy", "torch", "torch.nn.functional")
@@ -184,12 +184,7 @@ def run_case(cohort, tmp, name, case, rng):
         model["class_weight"] = {str(i): w for i, w in enumerate(case["class_weight"])}
     plan = {"data": {"train": f"npy:{d}/x.npy,{d}/t.npy", "validation": f"npy:{d}/xv.npy,{d}/tv.npy"},
             "models": [model]}
-    with open(f"{d}/plan.json", "w") as f:
-        json.dump(plan, f)
-    r = subprocess.run([cohort, "train", f"{d}/plan.json", "--out", f"{d}/out", "--quiet"],
-                       capture_output=True, text=True)
-    check(r.returncode == 0, f"{name}: cohort train exited {r.returncode}: {r.stderr}")
-    if r.returncode != 0:
+    if not cohort_train(check, cohort, plan, d, name):
         return
     tt = torch.tensor(t) if t.dtype == np.int64 else torch.tensor(t)
     if case["loss"] in ("bce", "mse", "mae", "huber"):

@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, need  # noqa: E402
+from refcheck import Checks, cohort_bin, cohort_train, need  # noqa: E402
 
 NAME = "t_optim_torch.py"
 np, torch = need(NAME, "numpy", "torch")
@@ -190,12 +190,7 @@ def main():
                          "init_from": f"{tmp}/init.safetensors"},
             "models": models,
         }
-        with open(f"{tmp}/plan.json", "w") as f:
-            json.dump(plan, f)
-        r = subprocess.run([cohort, "train", f"{tmp}/plan.json", "--out", f"{tmp}/out", "--quiet"],
-                           capture_output=True, text=True)
-        check(r.returncode == 0, f"cohort train exited {r.returncode}: {r.stderr}")
-        if r.returncode != 0:
+        if not cohort_train(check, cohort, plan, tmp):
             return check.done()
         results = {m["name"]: m for m in json.load(open(f"{tmp}/out/results.json"))["models"]}
         for name, (opt, regs) in cases.items():

@@ -9,12 +9,11 @@ float32 rounding of some 200 steps of differently ordered sums.
 Run by ctest; needs /usr/bin/python3 with numpy and torch (else: skipped, 77)."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, need  # noqa: E402
+from refcheck import Checks, cohort_bin, cohort_train, need  # noqa: E402
 
 NAME = "t_parity_torch.py"
 np, torch = need(NAME, "numpy", "torch")
@@ -101,12 +100,7 @@ def main():
                                     {"dense": classes, "activation": "softmax"}]},
             "models": models,
         }
-        with open(f"{tmp}/plan.json", "w") as f:
-            json.dump(plan, f)
-        r = subprocess.run([cohort, "train", f"{tmp}/plan.json", "--out", f"{tmp}/out", "--quiet"],
-                           capture_output=True, text=True)
-        check(r.returncode == 0, f"cohort train exited {r.returncode}: {r.stderr}")
-        if r.returncode != 0:
+        if not cohort_train(check, cohort, plan, tmp):
             return check.done()
         results = json.load(open(f"{tmp}/out/results.json"))
         for name, opt in optimizers.items():

@@ -10,7 +10,6 @@ test accuracy the run reported; cohort.plan gives the CLI's plan.
 Skipped (77) without numpy, and under the sanitizers (an instrumented shared
 library does not load into an uninstrumented Python)."""
 import gzip
-import json
 import os
 import signal
 import subprocess
