@@ -69,6 +69,28 @@ def cohort_train(check, cohort, plan, d, what=None):
     return r.returncode == 0
 
 
+def weights_match(check, name, got, want, init, moved=1e-3, ref="torch"):
+    """cohort's trained tensors got (numpy arrays by name) against the reference's want, each:
+    there with want's shape, within 2e-5 + 1e-4 |w| of it, and moved by training more than
+    `moved` from init (so that the test trained something). Returns the largest
+    |cohort - ref| and the largest |cohort - ref| / (|ref| + 1e-3)."""
+    worst = rel = 0.0
+    for k, w in want.items():
+        g = got.get(k)
+        check(g is not None and g.shape == w.shape,
+              f"{name} {k}: {'missing' if g is None else f'shape {g.shape}'}, {ref}'s {w.shape}")
+        if g is None or g.shape != w.shape:
+            continue
+        diff = abs(g - w)
+        worst = max(worst, float(diff.max()))
+        rel = max(rel, float((diff / (abs(w) + 1e-3)).max()))
+        check(bool((diff <= 2e-5 + 1e-4 * abs(w)).all()),
+              f"{name} {k}: differs from {ref} by up to {float(diff.max()):.3g}")
+        step = float(abs(w - init[k]).max())
+        check(step > moved, f"{name} {k}: training moved it by only {step:.3g}")
+    return worst, rel
+
+
 class Checks:
     """A test's checks: check(cond, msg) counts, and prints what failed on stderr;
     done() prints the tally and returns the exit status."""

@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, cohort_train, need  # noqa: E402
+from refcheck import Checks, cohort_bin, cohort_train, need, weights_match  # noqa: E402
 
 NAME = "t_cnn_torch.py"
 np, torch, nn, F = need(NAME, "numpy", "torch", "torch.nn", "torch.nn.functional")
@@ -211,19 +211,7 @@ def main():
                 want = torch_train(m, inits[m], x, y, opt)
                 got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
                 check(sorted(got) == sorted(want), f"{name}: tensors {sorted(got)} != {sorted(want)}")
-                worst = 0.0
-                for k, w in want.items():
-                    if k not in got:
-                        continue
-                    check(got[k].shape == w.shape, f"{name} {k}: shape {got[k].shape} != {w.shape}")
-                    if got[k].shape != w.shape:
-                        continue
-                    diff = np.abs(got[k] - w)
-                    worst = max(worst, float(diff.max()))
-                    check(np.all(diff <= 2e-5 + 1e-4 * np.abs(w)),
-                          f"{name} {k}: differs from torch by up to {diff.max():.3g}")
-                    moved = float(np.max(np.abs(w - inits[m][k])))
-                    check(moved > 1e-3, f"{name} {k}: training moved it by only {moved:.3g}")
+                worst, _ = weights_match(check, name, got, want, inits[m])
                 print(f"{NAME}: {name}: max |cohort - torch| = {worst:.3g}")
 
                 # The file loads into torch and predicts what cohort predicts.

@@ -46,7 +46,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, cohort_train, need  # noqa: E402
+from refcheck import Checks, cohort_bin, cohort_train, need, weights_match  # noqa: E402
 
 NAME = "t_conv_sweep_torch.py"
 np, torch, F = need(NAME, "numpy", "torch", "torch.nn.functional")
@@ -355,17 +355,7 @@ def run_set(cohort, tmp, tag, rng, shape, models, n, batch):
         want = torch_train(layers, inits[m], x, y, batch)
         got = read_safetensors(f"{d}/out/models/m{m}.safetensors")
         check(sorted(got) == sorted(want), f"{name}: tensors {sorted(got)} != {sorted(want)}")
-        worst = 0.0
-        for k, w in want.items():
-            if k not in got or got[k].shape != w.shape:
-                check(False, f"{name} {k}: missing or shaped {got.get(k, np.zeros(0)).shape}")
-                continue
-            diff = np.abs(got[k] - w)
-            worst = max(worst, float(diff.max()))
-            check(np.all(diff <= 2e-5 + 1e-4 * np.abs(w)),
-                  f"{name} {k}: differs from torch by up to {diff.max():.3g}")
-            moved = float(np.max(np.abs(w - inits[m][k])))
-            check(moved > 1e-4, f"{name} {k}: training moved it by only {moved:.3g}")
+        worst, _ = weights_match(check, name, got, want, inits[m], moved=1e-4)
 
         # The forward pass: cohort predict on its weights, torch on the same.
         out = f"{d}/pred_{m}.csv"

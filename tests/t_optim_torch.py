@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, cohort_train, need  # noqa: E402
+from refcheck import Checks, cohort_bin, cohort_train, need, weights_match  # noqa: E402
 
 NAME = "t_optim_torch.py"
 np, torch = need(NAME, "numpy", "torch")
@@ -196,14 +196,7 @@ def main():
         for name, (opt, regs) in cases.items():
             want, want_loss, clipped = torch_train(init, x, y, layers, opt, regs)
             got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
-            worst = 0.0
-            for k, w in want.items():
-                diff = np.abs(got[k] - w)
-                worst = max(worst, float(np.max(diff / (np.abs(w) + 1e-3))))
-                check(np.all(diff <= 2e-5 + 1e-4 * np.abs(w)),
-                      f"{name} {k}: differs from the reference by up to {np.max(diff):.3g}")
-                moved = float(np.max(np.abs(w - init[k])))
-                check(moved > 1e-3, f"{name} {k}: training moved the weights by only {moved:.3g}")
+            _, worst = weights_match(check, name, got, want, init, ref="the reference")
             rec = results[name]
             check(rec["status"] == "ok", f"{name}: status {rec['status']}")
             loss = rec["history"]["loss"][0]

@@ -13,7 +13,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, cohort_train, need  # noqa: E402
+from refcheck import Checks, cohort_bin, cohort_train, need, weights_match  # noqa: E402
 
 NAME = "t_parity_torch.py"
 np, torch = need(NAME, "numpy", "torch")
@@ -106,14 +106,7 @@ def main():
         for name, opt in optimizers.items():
             want = torch_train(init, x, y, layers, opt, 32)
             got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
-            worst = 0.0
-            for k, w in want.items():
-                check(got[k].shape == w.shape, f"{name} {k}: shape {got[k].shape} != {w.shape}")
-                err = np.abs(got[k] - w) - (2e-5 + 1e-4 * np.abs(w))
-                worst = max(worst, float(np.max(np.abs(got[k] - w))))
-                check(np.all(err <= 0), f"{name} {k}: differs from torch by up to {np.max(np.abs(got[k] - w)):.3g}")
-                moved = float(np.max(np.abs(w - init[k])))
-                check(moved > 1e-3, f"{name} {k}: training moved the weights by only {moved:.3g}")
+            worst, _ = weights_match(check, name, got, want, init)
             print(f"{NAME}: {name}: max |cohort - torch| = {worst:.3g}")
             rec = [m for m in results["models"] if m["name"] == name][0]
             check(rec["status"] == "ok", f"{name}: status {rec['status']}")
