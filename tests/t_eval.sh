@@ -84,4 +84,27 @@ PY
 cut -d, -f1,2,3 "$T/reg.csv" | sed '1s/.*/a,b,y0/' > "$T/reg1.csv"
 expect_status 2 "eval regression on other columns" -- "$COHORT" eval "$T/reg/models/r.safetensors" --data "csv:$T/reg1.csv"
 expect_err "no column named 'y1' in the header" "eval regression on other columns"
+# A binary model from logits: its single output is a logit, so its class is
+# logit > 0 (what its accuracy counts), in predict and in results.json's
+# confusion matrix (rounding the logit once made classes like 5 and -4).
+awk 'BEGIN { srand(9); print "a,b,label"; for (i = 0; i < 200; i++) { a = (rand() - 0.5) * 8;
+    b = rand() - 0.5; printf "%f,%f,%d\n", a, b, (a + b > 0) } }' > "$T/bin.csv"
+cat > "$T/bin.yaml" <<YAML
+data: {train: csv:$T/bin.csv, test: csv:$T/bin.csv}
+models: [{name: b, epochs: 10, optimizer: {name: adam, lr: 0.05},
+          loss: {name: binary_crossentropy, from_logits: true}, layers: [{dense: 1}]}]
+YAML
+expect_status 0 "train from logits" -- "$COHORT" train "$T/bin.yaml" --out "$T/bin" --quiet
+expect_status 0 "predict from logits" -- "$COHORT" predict "$T/bin/models/b.safetensors" --data "csv:$T/bin.csv" --out "$T/binp.csv"
+/usr/bin/python3 - "$T/binp.csv" "$T/bin/results.json" <<'PY' && ok || bad "classes of a model from logits"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert all(int(r["prediction"]) == (float(r["p0"]) > 0) for r in rows), rows[:5]
+assert any(abs(float(r["p0"])) > 1.5 for r in rows), "no logit far from 0: the check is weak"
+m = json.load(open(sys.argv[2]))["models"][0]
+conf = m["confusion"]
+assert sum(map(sum, conf)) == 200, conf
+right = sum(int(r["prediction"]) == int(r["label"]) for r in rows)
+assert conf[0][0] + conf[1][1] == right == round(m["test"]["accuracy"] * 200), (conf, right, m["test"])
+PY
 finish

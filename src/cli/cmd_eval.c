@@ -207,7 +207,7 @@ static void put_classes(strbuf *b, const loaded *l, const data_view *all, const 
     sb_puts(b, "\n");
     for (int64_t i = 0; i < all->n; i++) {
         const float *row = p + i * n_out;
-        int cls = output_class(row, n_out);
+        int cls = output_class(group_layout(l->m.g), row);
         sb_printf(b, "%lld,", (long long)i);
         if (l->m.names && cls >= 0 && cls < l->m.n_names)
             put_csv_field(b, l->m.names[cls]);

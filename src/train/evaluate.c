@@ -70,7 +70,7 @@ cohort_status group_evaluate(train_group *g, const data_view *d, eval_metrics *e
         for (int k = 0; k < K; k++)
             for (int r = 0; r < rows; r++)
                 pred[(int64_t)k * d->n + r0 + r] =
-                    output_class(out + ((size_t)k * (size_t)B + (size_t)r) * (size_t)n_out, n_out);
+                    output_class(&g->L, out + ((size_t)k * (size_t)B + (size_t)r) * (size_t)n_out);
     }
     free(out);
     if (ix != idx)
@@ -104,8 +104,13 @@ void group_predict(train_group *g, int k, const data_view *d, float *out)
     free(ix);
 }
 
-int output_class(const float *row, int n_out)
+int output_class(const model_layout *L, const float *row)
 {
+    int n_out = L->n_out;
+    /* A from_logits model's output is a logit, not a probability: rounding
+     * it made classes like 5 and -4 of a binary model. */
+    if (n_out == 1 && L->metric == METRIC_BINARY)
+        return L->out_act == ACT_LINEAR ? row[0] > 0.0f : row[0] > 0.5f;
     if (n_out == 1)
         return (int)lrintf(row[0]);
     int arg = 0;

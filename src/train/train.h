@@ -163,9 +163,11 @@ cohort_status group_evaluate(train_group *g, const data_view *d, eval_metrics *o
  * out is [d->n, n_out] host memory. */
 void group_predict(train_group *g, int k, const data_view *d, float *out);
 
-/* The class an output row stands for: the argmax, or for a single output
- * (mse on the label as a number) that value rounded. */
-int output_class(const float *row, int n_out);
+/* The class an output row of a model laid out as L stands for: the argmax;
+ * for a single binary_crossentropy output, the class binary accuracy counts
+ * (probability > 0.5, or logit > 0 with from_logits); for another single
+ * output (mse on the label as a number), that value rounded. */
+int output_class(const model_layout *L, const float *row);
 
 /* Copy model k's parameters ([P], the layout's order) to or from host memory. */
 void group_get_params(train_group *g, int k, float *host);
