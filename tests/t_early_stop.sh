@@ -4,6 +4,12 @@
 # when restore_best_weights is off), and the final table's note column says
 # the same, as does report.html; N and M are results.json's epochs_run and
 # restored_epoch (the best epoch).
+#
+# min_delta is Keras's EarlyStopping rule, replayed on each run's own history:
+# an improvement is `value - min_delta > best` (accuracies; losses `value +
+# min_delta < best`) in doubles, so a val_accuracy that rises by exactly
+# min_delta (one sample of 100, min_delta 0.01) is not one. min_delta once was
+# a float (0.01 becomes 0.0099999998) and every such rise counted.
 set -u
 . "$(dirname "$0")/lib.sh"
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
@@ -39,4 +45,39 @@ assert m['keep']['restored_epoch'] == m['keep']['best']['epoch'], m['keep']
 assert m['last']['restored_epoch'] is None and m['full']['restored_epoch'] is None" "$T/o/results.json" && ok || bad "results.json: restored_epoch"
 grep -q "stopped early, restored $keep_m<" "$T/o/report.html" && ok || bad "report.html: no 'stopped early, restored $keep_m'"
 grep -q "stopped early<" "$T/o/report.html" && ok || bad "report.html: no 'stopped early' for the model not restored"
+# min_delta against Keras's rule: 100 validation samples, min_delta 0.01.
+awk 'BEGIN { srand(21); print "f0,f1,f2,f3,label"; for (i = 0; i < 500; i++) { c = i % 3; line = "";
+    for (j = 0; j < 4; j++) { v = (rand() - 0.5) * 3 + (j == c ? 1 : 0); line = line (j ? "," : "") v }
+    print line "," c } }' > "$T/md.csv"
+cat > "$T/md.yaml" <<YAML
+data: {train: csv:$T/md.csv, validation_split: 0.2}
+defaults: {epochs: 30, batch_size: 50, optimizer: {name: sgd, lr: 0.02},
+           layers: [{dense: 8, activation: tanh}, {dense: 3, activation: softmax}],
+           early_stopping: {monitor: val_accuracy, patience: 2, min_delta: 0.01, restore_best_weights: true}}
+models: [{name: s1, seed: 1}, {name: s2, seed: 2}, {name: s3, seed: 3}, {name: s4, seed: 4}, {name: s5, seed: 5}]
+YAML
+expect_status 0 "train min_delta" -- "$COHORT" train "$T/md.yaml" --out "$T/md" --quiet
+/usr/bin/python3 - "$T/md/results.json" <<'PY' && ok || bad "min_delta: not Keras's rule"
+import json, struct, sys
+def replay(vals, patience, md):
+    """Keras's EarlyStopping: (epochs run, best epoch)."""
+    best, wait = None, 0
+    for e, v in enumerate(vals, 1):
+        if best is None or v - md > best:
+            best, wait, best_epoch = v, 0, e
+        else:
+            wait += 1
+            if wait >= patience:
+                return e, best_epoch
+    return len(vals), best_epoch
+f32 = struct.unpack("f", struct.pack("f", 0.01))[0]
+bites = 0
+for m in json.load(open(sys.argv[1]))["models"]:
+    h = m["history"]["val_accuracy"][:m["epochs_run"]]
+    want = replay(h, 2, 0.01)
+    assert (m["epochs_run"], m["restored_epoch"]) == want, (m["name"], m["epochs_run"], m["restored_epoch"], want, h)
+    # a rise of exactly one sample that a float min_delta took for an improvement
+    bites += any(b > a + f32 and not b - 0.01 > a for a, b in zip(h, h[1:]))
+assert bites, "no val_accuracy rose by exactly min_delta: the check is weak"
+PY
 finish

@@ -146,7 +146,7 @@ static void test_spec_helpers(void)
     s.shuffle = 0;
     s.early_stop.enabled = 1;
     s.early_stop.patience = 3;
-    s.early_stop.min_delta = 0.001f;
+    s.early_stop.min_delta = 0.001;
     s.early_stop.restore_best = 1;
     str_copy(s.device, sizeof s.device, "gpu:1/0");
     str_copy(s.init_from, sizeof s.init_from, "w.safetensors");
@@ -362,7 +362,7 @@ static void test_fit_settings(void)
         CHECK(s->layers[0].kind == LAYER_DROPOUT && s->layers[0].rate == 0.5f);
         CHECK(s->layers[1].kind == LAYER_DENSE && s->layers[1].act == ACT_LINEAR);
         CHECK(s->early_stop.enabled && strcmp(s->early_stop.monitor, "val_accuracy") == 0);
-        CHECK(s->early_stop.patience == 2 && s->early_stop.min_delta == 0.01f);
+        CHECK(s->early_stop.patience == 2 && s->early_stop.min_delta == 0.01);
         CHECK(s->early_stop.restore_best == 1);
         CHECK(s->seed == UINT64_MAX && s->shuffle == 0);
         CHECK(strcmp(p->data.validation, "csv:v.csv") == 0);

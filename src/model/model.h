@@ -132,7 +132,7 @@ typedef struct early_stop_spec {
     int enabled;
     char monitor[32]; /* val_loss, val_accuracy, loss, accuracy */
     int patience;
-    float min_delta;
+    double min_delta; /* a double, as Keras's (a float 0.01 is below 0.01) */
     int restore_best; /* restore_best_weights */
 } early_stop_spec;
 

@@ -394,7 +394,7 @@ char *model_spec_to_json(const model_spec *spec)
         sb_puts(&b, "{\"monitor\":");
         sb_json_str(&b, es->monitor);
         sb_printf(&b, ",\"patience\":%d,\"min_delta\":", es->patience);
-        sb_json_float(&b, es->min_delta);
+        sb_double(&b, es->min_delta);
         sb_puts(&b, es->restore_best ? ",\"restore_best_weights\":true}"
                                      : ",\"restore_best_weights\":false}");
     } else {

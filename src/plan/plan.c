@@ -935,9 +935,9 @@ static cohort_status build_early_stop(const yctx *c, const ynode *n, const char 
             es->patience = (int)ll;
         }
         if ((v = ymap_get(n, "min_delta"))) {
-            if ((st = yget_num(c, v, "early_stopping.min_delta", YR_NONNEG, 1, &d)))
+            if ((st = yget_num(c, v, "early_stopping.min_delta", YR_NONNEG, 0, &d)))
                 return st;
-            es->min_delta = (float)d;
+            es->min_delta = d;
         }
         if ((v = ymap_get(n, "restore_best_weights")) &&
             (st = yget_bool(c, v, "early_stopping.restore_best_weights", &es->restore_best)))

@@ -276,8 +276,11 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
             double v = monitor_value(mon, m), delta = es->enabled ? es->min_delta : 0.0;
             double best = res[k].best_value;
             int is_max = monitor_is_max(mon);
+            /* Keras's EarlyStopping._is_improvement: the value less min_delta
+             * against the best, in that order, so that a gain of exactly
+             * min_delta counts as Keras counts it. */
             int improved = isfinite(v) &&
-                           (isnan(best) || (is_max ? v > best + delta : v < best - delta));
+                           (isnan(best) || (is_max ? v - delta > best : v + delta < best));
             if (improved) {
                 res[k].best_value = v;
                 res[k].wait = 0;
