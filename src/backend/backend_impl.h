@@ -322,6 +322,16 @@ const backend_ops *backend_cpu(void);
  * threads (OpenBLAS's idle workers spin, and would take the cores from
  * them), else `threads`. */
 int backend_cpu_blas_threads(int threads);
+/* Sets OpenBLAS's thread count to n where it is not n already. OpenBLAS
+ * stops its threads for a fork() and starts them again at the next
+ * openblas_set_num_threads, and started threads spin on sched_yield for
+ * about a tenth of a second before they sleep: on a 2-core machine, time
+ * taken from the first batches. Setting it only on a change, and once
+ * before the GPU probe's fork (backend_cpu_blas_settle), leaves them
+ * stopped where the CPU kernels want one BLAS thread. */
+void backend_cpu_set_blas_threads(int n);
+/* The BLAS thread count a run on one core would set, set now. */
+void backend_cpu_blas_settle(void);
 /* The CUDA backend if the plugin is built, loads and finds a GPU; else NULL
  * with the reason in why. Loading it initializes CUDA in this process. */
 const backend_ops *backend_cuda(char *why, size_t why_len);

@@ -3,6 +3,7 @@
  * child process so that this one never initializes CUDA (CUDA does not
  * survive fork: DESIGN.md rule 3). The child writes its answer to a pipe.
  */
+#include "backend/backend_impl.h"
 #include "backend/cuda/cuda_plugin.h"
 #include "device/device.h"
 #include "util/util.h"
@@ -38,6 +39,9 @@ static int query_in_child(gpu_report *rep)
 {
     int fd[2];
     memset(rep, 0, sizeof *rep);
+    /* OpenBLAS's threads stop for the fork; with their count settled now,
+     * no later call starts them again where they are not wanted. */
+    backend_cpu_blas_settle();
     if (pipe(fd) != 0) {
         snprintf(rep->why, sizeof rep->why, "GPU discovery: pipe: %s", strerror(errno));
         return -1;

@@ -15,7 +15,6 @@
 #include "run/run.h"
 #include "util/util.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -717,7 +716,7 @@ static int launch(sched *s, job *j, int threads)
             pool_rebind(d->pool, 0);
         }
         s->threads_per_job = threads;
-        openblas_set_num_threads(backend_cpu_blas_threads(threads));
+        backend_cpu_set_blas_threads(backend_cpu_blas_threads(threads));
         s->out_fd = fds[1];
         job_run(s, j);
         close(fds[1]);
@@ -958,7 +957,7 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err)
         largest_first(&s);
     /* OpenBLAS's thread count is global: the runner sets it once, for all. */
     int threaded = run->strategy == COHORT_STRATEGY_THREADS || run->strategy == COHORT_STRATEGY_FUSED;
-    openblas_set_num_threads(threaded ? 1 : backend_cpu_blas_threads(s.threads_per_job));
+    backend_cpu_set_blas_threads(threaded ? 1 : backend_cpu_blas_threads(s.threads_per_job));
     if (!st) {
         if (threaded && s.concurrency > 1)
             st = run_threads(&s, err);

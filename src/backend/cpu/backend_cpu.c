@@ -1252,6 +1252,14 @@ const backend_ops *backend_cpu(void) { return &cpu_ops; }
 
 int backend_cpu_blas_threads(int threads) { return cpu_isa_detect() != ISA_NONE ? 1 : threads; }
 
+void backend_cpu_set_blas_threads(int n)
+{
+    if (openblas_get_num_threads() != n)
+        openblas_set_num_threads(n);
+}
+
+void backend_cpu_blas_settle(void) { backend_cpu_set_blas_threads(backend_cpu_blas_threads(1)); }
+
 const char *device_cpu_kernels(void) { return cpu_isa_name(cpu_isa_detect()); }
 
 const char *device_cpu_kernels_why(void) { return cpu_isa_why(); }
