@@ -30,8 +30,6 @@ int data_float_parse(const char *s, const char *e, float *out);
  * up to `threads` threads; 0, 0 restores the defaults (1 MiB, the cores). */
 void data_csv_set_split(size_t min_chunk, int threads);
 
-/* bytes, 64-byte aligned (huge pages asked for when large), for free(). */
-void *data_alloc_block(size_t bytes);
 
 /* COHORT_ERR_INPUT, naming `path`, when n * dim floats overflow or pass
  * DATA_MAX_X_BYTES; COHORT_OK otherwise. Allocates nothing. */

@@ -16,22 +16,6 @@
 /* 64-byte aligned; a large block on 2 MiB boundaries, marked for huge
  * pages: filling Fashion-MNIST's 188 MB of floats took 0.1 s of page faults
  * with 4 KiB pages. */
-void *data_alloc_block(size_t bytes)
-{
-    enum { HUGE_PAGE = 2 << 20 }; /* not HUGE: <math.h> has a macro of that name */
-    void *p = NULL;
-    if (bytes == 0)
-        bytes = 64;
-    int big = bytes >= 2 * (size_t)HUGE_PAGE;
-    if (posix_memalign(&p, big ? HUGE_PAGE : 64, bytes) != 0)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    if (big) /* advice only: failure is harmless */
-        madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
 cohort_status data_check_x(uint64_t n, uint64_t dim, const char *path, cohort_error *err)
 {
     uint64_t count, bytes;
@@ -55,7 +39,7 @@ cohort_status data_alloc_x(uint64_t n, uint64_t dim, const char *path, float **x
     if (bytes > SIZE_MAX)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: %llu bytes do not fit in memory", path,
                            (unsigned long long)bytes);
-    *x = data_alloc_block((size_t)bytes);
+    *x = mem_alloc_big((size_t)bytes);
     if (!*x)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory allocating %llu bytes",
                            path, (unsigned long long)bytes);
@@ -72,7 +56,7 @@ cohort_status data_alloc_y(uint64_t n, const char *path, int32_t **y, cohort_err
     if (bytes > SIZE_MAX)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: %llu bytes do not fit in memory", path,
                            (unsigned long long)bytes);
-    *y = data_alloc_block((size_t)bytes);
+    *y = mem_alloc_big((size_t)bytes);
     if (!*y)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory allocating %llu bytes",
                            path, (unsigned long long)bytes);

@@ -104,7 +104,7 @@ static int idx_inflate_all(idx_file *f)
     /* Read into a block on huge pages: a buffer of 4 KiB pages took a
      * fault per page. Not mapped: a file cut short by another process
      * while it is read would then be a SIGBUS, not an error. */
-    if (!(in = data_alloc_block(n)))
+    if (!(in = mem_alloc_big(n)))
         goto done;
     for (size_t got = 0; got < n;) {
         ssize_t r = read(fd, in + got, n - got);
@@ -118,7 +118,7 @@ static int idx_inflate_all(idx_file *f)
      * larger claim is corrupt or wrapped, and zlib will say which. */
     const unsigned char *t = in + n - 4;
     size_t isize = (size_t)t[0] | (size_t)t[1] << 8 | (size_t)t[2] << 16 | (size_t)t[3] << 24;
-    if (isize / 1032 > n || !(out = data_alloc_block(isize)))
+    if (isize / 1032 > n || !(out = mem_alloc_big(isize)))
         goto done;
     struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
     if (!d)
@@ -241,17 +241,17 @@ static cohort_status idx_read_data(idx_file *f, uint64_t total, const unsigned c
         sized = 1;
     }
     /* Known to be there: all at once. A stream: 1 MiB, doubled as it comes.
-     * Blocks of data_alloc_block, which the dataset can keep as they are. */
+     * Blocks of mem_alloc_big, which the dataset can keep as they are. */
     size_t start = sized ? (size_t)total : ((size_t)1 << 20);
     size_t cap = total < start ? (size_t)total : start;
     size_t len = 0;
-    unsigned char *buf = data_alloc_block(cap ? cap : 1);
+    unsigned char *buf = mem_alloc_big(cap ? cap : 1);
     if (!buf)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", f->path);
     while (len < total) {
         if (len == cap) {
             size_t ncap = cap * 2 < total ? cap * 2 : (size_t)total;
-            unsigned char *nb = data_alloc_block(ncap);
+            unsigned char *nb = mem_alloc_big(ncap);
             if (!nb) {
                 free(buf);
                 return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory reading %llu bytes",

@@ -626,7 +626,7 @@ static int32_t *labels_of_targets(const float *t, uint64_t n)
     for (uint64_t i = 0; i < n; i++)
         if (!(t[i] >= 0.0f && t[i] <= (float)DATA_MAX_LABEL) || t[i] != floorf(t[i]))
             return NULL;
-    int32_t *y = data_alloc_block(n * sizeof *y);
+    int32_t *y = mem_alloc_big(n * sizeof *y);
     for (uint64_t i = 0; y && i < n; i++)
         y[i] = (int32_t)t[i];
     return y;
@@ -760,7 +760,7 @@ cohort_status data_npy_pair(data_npy_array *x, data_npy_array *y, const char *so
     int classes = y->y != NULL;
     int32_t *labels = y->y;
     cohort_status st = COHORT_OK;
-    if (!labels && (labels = data_alloc_block((size_t)x->n * sizeof *labels)) != NULL)
+    if (!labels && (labels = mem_alloc_big((size_t)x->n * sizeof *labels)) != NULL)
         memset(labels, 0, (size_t)x->n * sizeof *labels);
     if (!labels) {
         free(x->x);

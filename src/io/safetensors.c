@@ -149,29 +149,42 @@ cohort_status st_write(const char *path, const st_tensor *t, int n, const char *
                            path, h.len);
     }
 
-    size_t total = 8 + h.len + data_len;
-    char *buf = malloc(total);
-    if (!buf) {
+    /* The length and the header, then the tensors: on a little-endian
+     * host as they lie in memory, written from there; else swapped in a
+     * copy of them all. */
+    int le = host_is_little_endian();
+    size_t head = 8 + h.len, copy = le ? 0 : data_len;
+    char *buf = malloc(head + copy);
+    file_part *parts = malloc((size_t)(n + 1) * sizeof *parts);
+    if (!buf || !parts) {
+        free(buf);
+        free(parts);
         sb_free(&h);
-        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory for %zu bytes", path, total);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory for %zu bytes", path,
+                           head + copy);
     }
     uint64_t hn = h.len;
     for (int k = 0; k < 8; k++)
         buf[k] = (char)((hn >> (8 * k)) & 0xff);
     memcpy(buf + 8, h.data, h.len);
-    char *p = buf + 8 + h.len;
-    int le = host_is_little_endian();
+    sb_free(&h);
+    int np = 0;
+    parts[np++] = (file_part){buf, head + copy};
+    char *p = buf + head;
     for (int i = 0; i < n; i++) {
         size_t bytes = (size_t)shape_count(t[i].shape, t[i].ndim) * 4;
-        if (bytes) {
+        if (!bytes)
+            continue;
+        if (le) {
+            parts[np++] = (file_part){t[i].data, bytes};
+        } else {
             memcpy(p, t[i].data, bytes);
-            if (!le)
-                swap4(p, bytes / 4);
+            swap4(p, bytes / 4);
+            p += bytes;
         }
-        p += bytes;
     }
-    sb_free(&h);
-    cohort_status st = file_write_atomic(path, buf, total, err);
+    cohort_status st = file_write_atomic_parts(path, parts, np, err);
+    free(parts);
     free(buf);
     return st;
 }

@@ -241,8 +241,18 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
     const model_layout *L = &e->L;
     st_tensor t[4 * COHORT_MAX_LAYERS];
     int n = 0;
-    /* Each layer's tensors in the file's layout, converted into one copy. */
-    float *file = malloc((L->n_params ? L->n_params : 1) * sizeof(float));
+    /* Each layer's tensors in the file's layout: written from params where
+     * they lie there as they are, else converted into one copy. */
+    size_t n_convert = 0;
+    for (int i = 0; i < L->n_layers; i++) {
+        const layer_plan *lp = &L->layers[i];
+        const layer_ops *ops = layer_ops_of(lp->kind);
+        layer_tensor lt[4];
+        int m = ops->tensors && ops->convert ? ops->tensors(lp, lt) : 0;
+        for (int j = 0; j < m; j++)
+            n_convert += lt[j].n;
+    }
+    float *file = malloc((n_convert ? n_convert : 1) * sizeof(float));
     if (!file)
         return cohort_fail(err, COHORT_ERR_NOMEM, "model '%s': out of memory writing its weights",
                            e->spec->name);
@@ -259,12 +269,13 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
             w->ndim = lt[j].ndim;
             for (int d = 0; d < lt[j].ndim; d++)
                 w->shape[d] = lt[j].shape[d];
-            if (ops->convert)
+            if (ops->convert) {
                 ops->convert(lp, j, (float *)params, file + at, 1);
-            else
-                memcpy(file + at, params + lt[j].off, lt[j].n * sizeof(float));
-            w->data = file + at;
-            at += lt[j].n;
+                w->data = file + at;
+                at += lt[j].n;
+            } else {
+                w->data = (float *)(params + lt[j].off); /* the writer only reads it */
+            }
         }
     }
     char shape[64], classes[32];

@@ -354,8 +354,8 @@ static void job_run(sched *s, job *j)
     }
     size_t P = c.g ? group_layout(c.g)->n_params : 0;
     if (!st) {
-        c.host = malloc(P * sizeof(float));
-        c.scratch = malloc(4 * P * sizeof(float));
+        c.host = mem_alloc_big(P * sizeof(float));
+        c.scratch = mem_alloc_big(4 * P * sizeof(float));
         if (!c.host || !c.scratch)
             st = cohort_fail(&err, COHORT_ERR_NOMEM, "out of host memory");
     }

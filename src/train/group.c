@@ -214,7 +214,7 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
 #undef BUF
 
     size_t host_n = L->n_params > (size_t)L->n_cw ? L->n_params : (size_t)L->n_cw;
-    float *host = g->host = malloc((host_n ? host_n : 1) * sizeof(float));
+    float *host = g->host = mem_alloc_big((host_n ? host_n : 1) * sizeof(float));
     if (!host) {
         group_free(g);
         return cohort_fail(err, COHORT_ERR_NOMEM, "model '%s': out of host memory", specs[0]->name);

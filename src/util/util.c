@@ -297,19 +297,23 @@ void sb_json_float(strbuf *b, float v)
 
 /* ---- files ----------------------------------------------------------- */
 
-/* A buffer for a file's bytes: a large one on 2 MiB boundaries, marked for
- * huge pages. Reading a 184 MB CSV into 4 KiB pages took 0.2 s, most of it
- * in page faults. */
-static char *file_buffer(size_t bytes)
+/* ---- memory ---------------------------------------------------------- */
+
+void *mem_alloc_big(size_t bytes)
 {
-    enum { HUGE_PAGE = 2 << 20 };
-    if (bytes < 2 * (size_t)HUGE_PAGE)
-        return malloc(bytes);
-    void *p;
-    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
+    enum { HUGE_PAGE = 2 << 20 }; /* not HUGE: <math.h> has a macro of that name */
+    void *p = NULL;
+    if (bytes < HUGE_PAGE / 2) {
+        size_t n = (bytes + 63) / 64 * 64;
+        return posix_memalign(&p, 64, n ? n : 64) == 0 ? p : NULL;
+    }
+    if (bytes > SIZE_MAX - HUGE_PAGE)
+        return NULL;
+    size_t n = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (posix_memalign(&p, HUGE_PAGE, n) != 0)
         return NULL;
 #ifdef MADV_HUGEPAGE
-    madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE); /* advice: failure is harmless */
+    madvise(p, n, MADV_HUGEPAGE); /* advice: failure is harmless */
 #endif
     return p;
 }
@@ -333,7 +337,7 @@ cohort_status file_read_all(const char *path, size_t max_bytes, char **data, siz
                            path, (long long)st.st_size, max_bytes);
     }
     size_t n = (size_t)st.st_size;
-    char *buf = file_buffer(n + 1);
+    char *buf = mem_alloc_big(n + 1);
     if (!buf) {
         fclose(f);
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, n);
@@ -385,6 +389,13 @@ static int test_disk_full(void)
 
 cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err)
 {
+    file_part part = {data, len};
+    return file_write_atomic_parts(path, &part, 1, err);
+}
+
+cohort_status file_write_atomic_parts(const char *path, const file_part *parts, int n_parts,
+                                      cohort_error *err)
+{
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -393,24 +404,26 @@ cohort_status file_write_atomic(const char *path, const void *data, size_t len, 
         note_no_space(path, e);
         return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", tmp, strerror(e));
     }
-    const char *p = data;
-    size_t left = len;
     int full = test_disk_full();
-    while (left > 0) {
-        ssize_t w = full ? -1 : write(fd, p, left);
-        if (full)
-            errno = ENOSPC;
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            note_no_space(path, e);
-            close(fd);
-            unlink(tmp);
-            return cohort_fail(err, COHORT_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    for (int i = 0; i < n_parts; i++) {
+        const char *p = parts[i].data;
+        size_t left = parts[i].len;
+        while (left > 0) {
+            ssize_t w = full ? -1 : write(fd, p, left);
+            if (full)
+                errno = ENOSPC;
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                int e = errno;
+                note_no_space(path, e);
+                close(fd);
+                unlink(tmp);
+                return cohort_fail(err, COHORT_ERR_IO, "%s: write failed: %s", path, strerror(e));
+            }
+            p += w;
+            left -= (size_t)w;
         }
-        p += w;
-        left -= (size_t)w;
     }
     if (durable && fsync(fd) != 0) {
         int e = errno;

@@ -273,8 +273,7 @@ static cohort_status cpu_ctx_create(int device, int threads, backend_ctx **out, 
 static void *cpu_mem_alloc(int device, size_t bytes)
 {
     (void)device;
-    size_t n = (bytes + 63) / 64 * 64;
-    return aligned_alloc(64, n ? n : 64);
+    return mem_alloc_big(bytes); /* a model's pool: huge pages from 2 MiB on */
 }
 
 static void cpu_mem_free(int device, void *p)
