@@ -10,6 +10,7 @@
  */
 #include "backend/cpu/dense_step.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/window.h"
 #include "check.h"
 #include "util/util.h"
 
@@ -218,6 +219,74 @@ static void run_small(cpu_isa isa, int nt, int M, int N, int K, int cut, int tig
     free(ref);
 }
 
+/*
+ * The convolutions' own products (window.h) against the sums written out,
+ * bit for bit: kern_gemm_own, Y = A·B with A read through strides (ar, ac:
+ * im2col's rows, or dY through Wᵀ), and kern_conv_small_wgrad, G = dYᵀ·col.
+ * N (and F) multiples of 16 and of 8 but not of 32, rows around the tile's
+ * six; Y's columns past N and the rows' padding must stay as they were.
+ */
+static void run_conv(cpu_isa isa, int M, int N, int K, int transposed)
+{
+    rng_state r;
+    rng_seed(&r, 23, (uint64_t)(M * 10000 + N * 100 + K + transposed));
+    /* A is M x K as rows of K + 2 (ar = K + 2, ac = 1), or K x M read
+     * transposed (ar = 1, ac = M + 1). */
+    size_t ar = transposed ? 1 : (size_t)K + 2, ac = transposed ? (size_t)M + 1 : 1;
+    size_t na = transposed ? (size_t)K * ac : (size_t)M * ar;
+    size_t ldb = (size_t)N + 3, ldy = (size_t)N + 5;
+    float *A = malloc(na * sizeof(float)), *B = malloc((size_t)K * ldb * sizeof(float));
+    float *Y = malloc((size_t)M * ldy * sizeof(float)), *ref = malloc((size_t)M * ldy * sizeof(float));
+    fill(A, na, &r, 1.0f);
+    fill(B, (size_t)K * ldb, &r, 0.5f);
+    for (size_t i = 0; i < (size_t)M * ldy; i++)
+        Y[i] = ref[i] = -7.0f;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++)
+                acc = fmaf(A[(size_t)m * ar + (size_t)k * ac], B[(size_t)k * ldb + (size_t)n], acc);
+            ref[(size_t)m * ldy + (size_t)n] = acc;
+        }
+    kern_gemm_own(isa, Y, ldy, A, ar, ac, B, ldb, M, N, K);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)M * ldy; i++)
+        bad += memcmp(&Y[i], &ref[i], sizeof(float)) != 0;
+    CHECK_MSG(bad == 0, "%s gemm_own %d x %d x %d%s: %zu elements differ from the sums in order",
+              cpu_isa_name(isa), M, N, K, transposed ? " (A transposed)" : "", bad);
+    free(A);
+    free(B);
+    free(Y);
+    free(ref);
+}
+
+static void run_conv_wgrad(cpu_isa isa, int rows, int F, int kc)
+{
+    rng_state r;
+    rng_seed(&r, 29, (uint64_t)(rows * 10000 + F * 100 + kc));
+    float *dY = malloc((size_t)rows * F * sizeof(float)), *col = malloc((size_t)rows * kc * sizeof(float));
+    float *G = malloc((size_t)F * kc * sizeof(float)), *ref = malloc((size_t)F * kc * sizeof(float));
+    fill(dY, (size_t)rows * F, &r, 1.0f);
+    fill(col, (size_t)rows * kc, &r, 1.0f);
+    for (int f = 0; f < F; f++)
+        for (int k = 0; k < kc; k++) {
+            float acc = 0.0f;
+            for (int i = 0; i < rows; i++)
+                acc = fmaf(col[(size_t)i * kc + k], dY[(size_t)i * F + f], acc);
+            ref[(size_t)f * kc + k] = acc;
+        }
+    kern_conv_small_wgrad(isa, G, dY, col, rows, F, kc);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)F * kc; i++)
+        bad += memcmp(&G[i], &ref[i], sizeof(float)) != 0;
+    CHECK_MSG(bad == 0, "%s conv_small_wgrad %d rows, %d filters, kc %d: %zu differ",
+              cpu_isa_name(isa), rows, F, kc, bad);
+    free(dY);
+    free(col);
+    free(G);
+    free(ref);
+}
+
 int main(void)
 {
     /* The processor's best, and each narrower one. */
@@ -274,6 +343,32 @@ int main(void)
         run_small(isas[a], 1, 64, 10, 1024, 30, 1); /* past both: scalar */
         run_small(isas[a], 1, 9, 10, KERN_SMALL_NT_PACK / 8, 4, 0); /* scalar */
         tried += 5;
+    }
+    /* The convolutions' products: N a multiple of 32, of 16 only, M past
+     * and below the tiles' six rows; the small weight gradient with F a
+     * multiple of 16 and of 8 only. */
+    int cv_m[] = {1, 5, 6, 13, 100};
+    int cv_n[] = {16, 32, 48, 64};
+    int cv_k[] = {1, 9, 50};
+    int wg_f[] = {8, 16, 24, 32};
+    int wg_kc[] = {1, 9, CONV_SMALL_KC};
+    for (int a = 1; a < 3; a++) {
+        if (isas[a] > best)
+            continue;
+        for (size_t i = 0; i < sizeof cv_m / sizeof *cv_m; i++)
+            for (size_t j = 0; j < sizeof cv_n / sizeof *cv_n; j++)
+                for (size_t k = 0; k < sizeof cv_k / sizeof *cv_k; k++)
+                    for (int t = 0; t < 2; t++) {
+                        CHECK(gemm_own_ok(cv_n[j]));
+                        run_conv(isas[a], cv_m[i], cv_n[j], cv_k[k], t);
+                        tried++;
+                    }
+        for (size_t f = 0; f < sizeof wg_f / sizeof *wg_f; f++)
+            for (size_t k = 0; k < sizeof wg_kc / sizeof *wg_kc; k++) {
+                CHECK(conv_small_ok(wg_kc[k], wg_f[f]));
+                run_conv_wgrad(isas[a], 37, wg_f[f], wg_kc[k]);
+                tried++;
+            }
     }
     printf("test_dense_step: %d cases, widths up to %s\n", tried, cpu_isa_name(best));
     if (best == ISA_NONE)

@@ -931,6 +931,7 @@ WINDOW_PART(avgpool_bwd_part, kern_avgpool_bwd(j->out + k * j->s_out, j->in + k 
  * depends on the thread count.
  */
 typedef struct conv_job {
+    cpu_isa isa;
     const window_geom *g;
     int F, kc, chunk; /* filters, columns of col, images per chunk */
     int small;        /* kern_conv_small_wgrad instead of sgemm (conv_small_ok) */
@@ -966,7 +967,7 @@ static void conv_fwd_chunk(const conv_job *j, int ch, int i0, int i1, float *col
     kern_im2col(col, j->X, j->g, i0, i1);
     float *Y = j->Y + r0 * (size_t)j->F;
     if (j->own)
-        kern_gemm_own(Y, (size_t)j->F, col, (size_t)j->kc, 1, j->wt, (size_t)j->F, rows, j->F,
+        kern_gemm_own(j->isa, Y, (size_t)j->F, col, (size_t)j->kc, 1, j->wt, (size_t)j->F, rows, j->F,
                       j->kc);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, j->F, j->kc, 1.0f, col, j->kc,
@@ -986,7 +987,7 @@ static void cpu_conv_fwd(backend_ctx *c, float *Y, float *scratch, float *wt, co
                          act_kind act, int chunk)
 {
     int kc = g->kh * g->kw * g->c;
-    conv_job j = {.g = g, .F = F, .kc = kc, .chunk = chunk,
+    conv_job j = {.isa = c->isa, .g = g, .F = F, .kc = kc, .chunk = chunk,
                   .own = c->isa != ISA_NONE && gemm_own_ok(F), .act = act, .Y = Y,
                   .scratch = scratch, .wt = wt, .X = X, .W = W, .bias = bias};
     if (j.own)
@@ -1002,7 +1003,7 @@ static void conv_bwd_chunk(const conv_job *j, int ch, int i0, int i1, float *dco
     size_t r0 = (size_t)i0 * conv_pixels(j);
     int rows = (int)((size_t)(i1 - i0) * conv_pixels(j));
     if (j->own)
-        kern_gemm_own(dcol, (size_t)j->kc, j->dY + r0 * (size_t)j->F, (size_t)j->F, 1, j->W,
+        kern_gemm_own(j->isa, dcol, (size_t)j->kc, j->dY + r0 * (size_t)j->F, (size_t)j->F, 1, j->W,
                       (size_t)j->kc, rows, j->kc, j->F);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, j->kc, j->F, 1.0f,
@@ -1016,7 +1017,7 @@ static void cpu_conv_bwd_data(backend_ctx *c, float *dX, float *scratch, const f
                               const float *W, const window_geom *g, int F, int chunk)
 {
     int kc = g->kh * g->kw * g->c;
-    conv_job j = {.g = g, .F = F, .kc = kc, .chunk = chunk,
+    conv_job j = {.isa = c->isa, .g = g, .F = F, .kc = kc, .chunk = chunk,
                   .own = c->isa != ISA_NONE && gemm_own_ok(kc), .dX = dX, .scratch = scratch,
                   .dY = (float *)dY, .W = W};
     pool_run(c, conv_bwd_part, &j, conv_work(g, F));
@@ -1032,7 +1033,7 @@ static void wgrad_chunk(const conv_job *j, int ch, int i0, int i1, float *col)
     kern_act_backward(dY, j->cY + r0 * F, (size_t)rows * F, j->act);
     kern_im2col(col, j->X, j->g, i0, i1);
     if (j->small)
-        kern_conv_small_wgrad(out, dY, col, rows, j->F, j->kc);
+        kern_conv_small_wgrad(j->isa, out, dY, col, rows, j->F, j->kc);
     else
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->F, j->kc, rows, 1.0f, dY, j->F,
                     col, j->kc, 0.0f, out, j->kc);
@@ -1066,7 +1067,7 @@ static void cpu_conv_wgrad(backend_ctx *c, float *G, float *db, float *dY, const
                            int F, act_kind act, int chunk)
 {
     int kc = g->kh * g->kw * g->c;
-    conv_job j = {.g = g, .F = F, .kc = kc, .chunk = chunk,
+    conv_job j = {.isa = c->isa, .g = g, .F = F, .kc = kc, .chunk = chunk,
                   .small = c->isa != ISA_NONE && conv_small_ok(kc, F), .act = act, .G = G,
                   .db = db,
                   .partial = partial, .dY = dY, .cY = Y, .scratch = scratch, .X = X};
