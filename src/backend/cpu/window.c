@@ -486,186 +486,46 @@ int gemm_own_ok(int N)
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-#define FMA2(i)                                                                                   \
-    b = _mm256_broadcast_ss(a##i + k * ac);                                                       \
-    s##i##0 = _mm256_fmadd_ps(b, w0, s##i##0);                                                    \
-    s##i##1 = _mm256_fmadd_ps(b, w1, s##i##1)
-#define STORE2(i)                                                                                 \
-    _mm256_storeu_ps(y + (size_t)(i) * ldy, s##i##0);                                             \
-    _mm256_storeu_ps(y + (size_t)(i) * ldy + 8, s##i##1)
+#define SFX avx512
+#define TGT __attribute__((target("avx512f")))
+#define VT __m512
+#define VL 16
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, x) _mm512_storeu_ps(p, x)
+#define VSET1(x) _mm512_set1_ps(x)
+#define VZERO() _mm512_setzero_ps()
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#include "backend/cpu/window_isa.h"
 
-/* AVX-512: rows of six by 32 columns (12 accumulators), then a block of
- * 16 columns at six rows where N is not a multiple of 32, then the last
- * rows one at a time. */
-#define FMA4(i)                                                                                   \
-    b = _mm512_set1_ps(a##i[k * ac]);                                                             \
-    s##i##0 = _mm512_fmadd_ps(b, w0, s##i##0);                                                    \
-    s##i##1 = _mm512_fmadd_ps(b, w1, s##i##1)
-#define STORE4(i)                                                                                 \
-    _mm512_storeu_ps(y + (size_t)(i) * ldy, s##i##0);                                             \
-    _mm512_storeu_ps(y + (size_t)(i) * ldy + 16, s##i##1)
-__attribute__((target("avx512f"))) static void
-gemm_own_avx512(float *Y, size_t ldy, const float *A, size_t ar, size_t ac, const float *B,
-                size_t ldb, int M, int N, int K)
-{
-    int i = 0;
-    for (; i + 6 <= M; i += 6) {
-        const float *a0 = A + (size_t)i * ar, *a1 = a0 + ar, *a2 = a1 + ar, *a3 = a2 + ar,
-                    *a4 = a3 + ar, *a5 = a4 + ar;
-        int j = 0;
-        for (; j + 32 <= N; j += 32) {
-            __m512 s00 = _mm512_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00,
-                   s21 = s00, s30 = s00, s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00;
-            const float *w = B + j;
-            for (size_t k = 0; k < (size_t)K; k++, w += ldb) {
-                __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16), b;
-                FMA4(0);
-                FMA4(1);
-                FMA4(2);
-                FMA4(3);
-                FMA4(4);
-                FMA4(5);
-            }
-            float *y = Y + (size_t)i * ldy + (size_t)j;
-            STORE4(0);
-            STORE4(1);
-            STORE4(2);
-            STORE4(3);
-            STORE4(4);
-            STORE4(5);
-        }
-        if (j < N) { /* 16 columns left */
-            __m512 s[6];
-            for (int r = 0; r < 6; r++)
-                s[r] = _mm512_setzero_ps();
-            const float *w = B + j;
-            for (size_t k = 0; k < (size_t)K; k++, w += ldb) {
-                __m512 w0 = _mm512_loadu_ps(w);
-                s[0] = _mm512_fmadd_ps(_mm512_set1_ps(a0[k * ac]), w0, s[0]);
-                s[1] = _mm512_fmadd_ps(_mm512_set1_ps(a1[k * ac]), w0, s[1]);
-                s[2] = _mm512_fmadd_ps(_mm512_set1_ps(a2[k * ac]), w0, s[2]);
-                s[3] = _mm512_fmadd_ps(_mm512_set1_ps(a3[k * ac]), w0, s[3]);
-                s[4] = _mm512_fmadd_ps(_mm512_set1_ps(a4[k * ac]), w0, s[4]);
-                s[5] = _mm512_fmadd_ps(_mm512_set1_ps(a5[k * ac]), w0, s[5]);
-            }
-            for (int r = 0; r < 6; r++)
-                _mm512_storeu_ps(Y + (size_t)(i + r) * ldy + (size_t)j, s[r]);
-        }
-    }
-    for (; i < M; i++) { /* the last rows, one at a time */
-        const float *a = A + (size_t)i * ar;
-        for (int j = 0; j < N; j += 16) {
-            __m512 acc = _mm512_setzero_ps();
-            for (size_t k = 0; k < (size_t)K; k++)
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(a[k * ac]),
-                                      _mm512_loadu_ps(B + k * ldb + (size_t)j), acc);
-            _mm512_storeu_ps(Y + (size_t)i * ldy + (size_t)j, acc);
-        }
-    }
-}
-#undef FMA4
-#undef STORE4
+#define SFX avx2
+#define TGT
+#define VT __m256
+#define VL 8
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, x) _mm256_storeu_ps(p, x)
+#define VSET1(x) _mm256_set1_ps(x)
+#define VZERO() _mm256_setzero_ps()
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#include "backend/cpu/window_isa.h"
 
+/* AVX-512: rows of six by 32 columns; AVX2: by 16 (N % 16 == 0: whole). */
 void kern_gemm_own(cpu_isa isa, float *Y, size_t ldy, const float *A, size_t ar, size_t ac,
                    const float *B, size_t ldb, int M, int N, int K)
 {
-    if (isa == ISA_AVX512) {
+    if (isa == ISA_AVX512)
         gemm_own_avx512(Y, ldy, A, ar, ac, B, ldb, M, N, K);
-        return;
-    }
-    int i = 0;
-    for (; i + 6 <= M; i += 6) {
-        const float *a0 = A + (size_t)i * ar, *a1 = a0 + ar, *a2 = a1 + ar, *a3 = a2 + ar,
-                    *a4 = a3 + ar, *a5 = a4 + ar;
-        for (int j = 0; j < N; j += 16) {
-            __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00,
-                   s21 = s00, s30 = s00, s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00;
-            const float *w = B + j;
-            for (size_t k = 0; k < (size_t)K; k++, w += ldb) {
-                __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8), b;
-                FMA2(0);
-                FMA2(1);
-                FMA2(2);
-                FMA2(3);
-                FMA2(4);
-                FMA2(5);
-            }
-            float *y = Y + (size_t)i * ldy + (size_t)j;
-            STORE2(0);
-            STORE2(1);
-            STORE2(2);
-            STORE2(3);
-            STORE2(4);
-            STORE2(5);
-        }
-    }
-    for (; i < M; i++) { /* the last rows, one at a time */
-        const float *a = A + (size_t)i * ar;
-        for (int j = 0; j < N; j += 8) {
-            __m256 acc = _mm256_setzero_ps();
-            for (size_t k = 0; k < (size_t)K; k++)
-                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + k * ac),
-                                      _mm256_loadu_ps(B + k * ldb + (size_t)j), acc);
-            _mm256_storeu_ps(Y + (size_t)i * ldy + (size_t)j, acc);
-        }
-    }
-}
-#undef FMA2
-#undef STORE2
-
-/* AVX-512: sixteen filters at a time, one register of sums per k; filters
- * [*f, F) left where F is not a multiple of 16. */
-__attribute__((target("avx512f"))) static void
-conv_small_wgrad_avx512(float *G, const float *dY, const float *col, int rows, int F, int kc,
-                        int *f)
-{
-    int f0 = 0;
-    for (; f0 + 16 <= F; f0 += 16) {
-        __m512 acc[CONV_SMALL_KC];
-        for (int k = 0; k < CONV_SMALL_KC; k++)
-            acc[k] = _mm512_setzero_ps();
-        for (int r = 0; r < rows; r++) {
-            __m512 d = _mm512_loadu_ps(dY + (size_t)r * F + f0);
-            const float *c = col + (size_t)r * kc;
-            for (int k = 0; k < CONV_SMALL_KC; k++)
-                if (k < kc)
-                    acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(c[k]), d, acc[k]);
-        }
-        for (int k = 0; k < kc; k++) {
-            float t[16];
-            _mm512_storeu_ps(t, acc[k]);
-            for (int j = 0; j < 16; j++)
-                G[(size_t)(f0 + j) * kc + k] = t[j];
-        }
-    }
-    *f = f0;
+    else
+        gemm_own_avx2(Y, ldy, A, ar, ac, B, ldb, M, N, K);
 }
 
-/* Eight filters at a time, one register of sums per k. */
+/* Sixteen filters at a time with AVX-512, then eight (F % 8 == 0). */
 void kern_conv_small_wgrad(cpu_isa isa, float *G, const float *dY, const float *col, int rows,
                            int F, int kc)
 {
     int f0 = 0;
     if (isa == ISA_AVX512)
         conv_small_wgrad_avx512(G, dY, col, rows, F, kc, &f0);
-    for (; f0 < F; f0 += 8) {
-        __m256 acc[CONV_SMALL_KC];
-        for (int k = 0; k < CONV_SMALL_KC; k++)
-            acc[k] = _mm256_setzero_ps();
-        for (int r = 0; r < rows; r++) {
-            __m256 d = _mm256_loadu_ps(dY + (size_t)r * F + f0);
-            const float *c = col + (size_t)r * kc;
-            for (int k = 0; k < CONV_SMALL_KC; k++)
-                if (k < kc)
-                    acc[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(c + k), d, acc[k]);
-        }
-        for (int k = 0; k < kc; k++) {
-            float t[8];
-            _mm256_storeu_ps(t, acc[k]);
-            for (int j = 0; j < 8; j++)
-                G[(size_t)(f0 + j) * kc + k] = t[j];
-        }
-    }
+    conv_small_wgrad_avx2(G, dY, col, rows, F, kc, &f0);
 }
 #else
 void kern_gemm_own(cpu_isa isa, float *Y, size_t ldy, const float *A, size_t ar, size_t ac,
