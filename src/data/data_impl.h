@@ -30,7 +30,6 @@ int data_float_parse(const char *s, const char *e, float *out);
  * up to `threads` threads; 0, 0 restores the defaults (1 MiB, the cores). */
 void data_csv_set_split(size_t min_chunk, int threads);
 
-
 /* COHORT_ERR_INPUT, naming `path`, when n * dim floats overflow or pass
  * DATA_MAX_X_BYTES; COHORT_OK otherwise. Allocates nothing. */
 cohort_status data_check_x(uint64_t n, uint64_t dim, const char *path, cohort_error *err);

@@ -10,12 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-/* 64-byte aligned; a large block on 2 MiB boundaries, marked for huge
- * pages: filling Fashion-MNIST's 188 MB of floats took 0.1 s of page faults
- * with 4 KiB pages. */
 cohort_status data_check_x(uint64_t n, uint64_t dim, const char *path, cohort_error *err)
 {
     uint64_t count, bytes;

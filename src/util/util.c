@@ -295,8 +295,6 @@ void sb_json_float(strbuf *b, float v)
     sb_puts(b, buf);
 }
 
-/* ---- files ----------------------------------------------------------- */
-
 /* ---- memory ---------------------------------------------------------- */
 
 void *mem_alloc_big(size_t bytes)
@@ -317,6 +315,8 @@ void *mem_alloc_big(size_t bytes)
 #endif
     return p;
 }
+
+/* ---- files ----------------------------------------------------------- */
 
 cohort_status file_read_all(const char *path, size_t max_bytes, char **data, size_t *len,
                             cohort_error *err)

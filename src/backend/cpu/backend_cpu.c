@@ -273,7 +273,7 @@ static cohort_status cpu_ctx_create(int device, int threads, backend_ctx **out, 
 static void *cpu_mem_alloc(int device, size_t bytes)
 {
     (void)device;
-    return mem_alloc_big(bytes); /* a model's pool: huge pages from 2 MiB on */
+    return mem_alloc_big(bytes); /* a model's pool: huge pages from 1 MiB on */
 }
 
 static void cpu_mem_free(int device, void *p)
@@ -967,8 +967,8 @@ static void conv_fwd_chunk(const conv_job *j, int ch, int i0, int i1, float *col
     kern_im2col(col, j->X, j->g, i0, i1);
     float *Y = j->Y + r0 * (size_t)j->F;
     if (j->own)
-        kern_gemm_own(j->isa, Y, (size_t)j->F, col, (size_t)j->kc, 1, j->wt, (size_t)j->F, rows, j->F,
-                      j->kc);
+        kern_gemm_own(j->isa, Y, (size_t)j->F, col, (size_t)j->kc, 1, j->wt, (size_t)j->F, rows,
+                      j->F, j->kc);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, j->F, j->kc, 1.0f, col, j->kc,
                     j->W, j->kc, 0.0f, Y, j->F);

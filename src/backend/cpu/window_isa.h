@@ -5,8 +5,8 @@
  *   TGT        the target attribute of every function here
  *   VT, VL     the vector type and its lanes
  *   VLOAD VSTORE VSET1 VZERO VFMA
- * and undefined again at its end. Each element is its own sum over k, in order, one fused multiply-add
- * each: the same bits in every ISA.
+ * and undefined again at its end. Each element is its own sum over k, in
+ * order, one fused multiply-add each: the same bits in every ISA.
  */
 #define CAT2(a, b) a##_##b
 #define CAT(a, b) CAT2(a, b)
