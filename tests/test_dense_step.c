@@ -37,6 +37,15 @@ static void fill(float *p, size_t n, rng_state *r, float scale)
         p[i] = (2.0f * rng_uniform(r) - 1.0f) * scale;
 }
 
+/* Elements of a and b (n each) whose bits differ. */
+static size_t bits_differ(const float *a, const float *b, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return bad;
+}
+
 static void scalars_of(const opt_case *c, int64_t t, step_scalars *o)
 {
     if (c->adam)
@@ -205,9 +214,7 @@ static void run_small(cpu_isa isa, int nt, int M, int N, int K, int cut, int tig
         kern_small_nn(isa, C, ldc, A, lda, B, ldb, 0, cut, N, K);
         kern_small_nn(isa, C, ldc, A, lda, B, ldb, cut, M, N, K);
     }
-    size_t bad = 0;
-    for (size_t i = 0; i < (size_t)M * ldc; i++)
-        bad += memcmp(&C[i], &ref[i], sizeof(float)) != 0;
+    size_t bad = bits_differ(C, ref, (size_t)M * ldc);
     CHECK_MSG(bad == 0,
               "%s small %s %d x %d x %d (cut %d, ldb %zu): %zu elements differ from the sums in order",
               cpu_isa_name(isa), nt ? "nt" : "nn", M, N, K, cut, ldb, bad);
@@ -236,7 +243,8 @@ static void run_conv(cpu_isa isa, int M, int N, int K, int transposed)
     size_t na = transposed ? (size_t)K * ac : (size_t)M * ar;
     size_t ldb = (size_t)N + 3, ldy = (size_t)N + 5;
     float *A = malloc(na * sizeof(float)), *B = malloc((size_t)K * ldb * sizeof(float));
-    float *Y = malloc((size_t)M * ldy * sizeof(float)), *ref = malloc((size_t)M * ldy * sizeof(float));
+    float *Y = malloc((size_t)M * ldy * sizeof(float));
+    float *ref = malloc((size_t)M * ldy * sizeof(float));
     fill(A, na, &r, 1.0f);
     fill(B, (size_t)K * ldb, &r, 0.5f);
     for (size_t i = 0; i < (size_t)M * ldy; i++)
@@ -249,9 +257,7 @@ static void run_conv(cpu_isa isa, int M, int N, int K, int transposed)
             ref[(size_t)m * ldy + (size_t)n] = acc;
         }
     kern_gemm_own(isa, Y, ldy, A, ar, ac, B, ldb, M, N, K);
-    size_t bad = 0;
-    for (size_t i = 0; i < (size_t)M * ldy; i++)
-        bad += memcmp(&Y[i], &ref[i], sizeof(float)) != 0;
+    size_t bad = bits_differ(Y, ref, (size_t)M * ldy);
     CHECK_MSG(bad == 0, "%s gemm_own %d x %d x %d%s: %zu elements differ from the sums in order",
               cpu_isa_name(isa), M, N, K, transposed ? " (A transposed)" : "", bad);
     free(A);
@@ -264,7 +270,8 @@ static void run_conv_wgrad(cpu_isa isa, int rows, int F, int kc)
 {
     rng_state r;
     rng_seed(&r, 29, (uint64_t)(rows * 10000 + F * 100 + kc));
-    float *dY = malloc((size_t)rows * F * sizeof(float)), *col = malloc((size_t)rows * kc * sizeof(float));
+    float *dY = malloc((size_t)rows * F * sizeof(float));
+    float *col = malloc((size_t)rows * kc * sizeof(float));
     float *G = malloc((size_t)F * kc * sizeof(float)), *ref = malloc((size_t)F * kc * sizeof(float));
     fill(dY, (size_t)rows * F, &r, 1.0f);
     fill(col, (size_t)rows * kc, &r, 1.0f);
@@ -276,9 +283,7 @@ static void run_conv_wgrad(cpu_isa isa, int rows, int F, int kc)
             ref[(size_t)f * kc + k] = acc;
         }
     kern_conv_small_wgrad(isa, G, dY, col, rows, F, kc);
-    size_t bad = 0;
-    for (size_t i = 0; i < (size_t)F * kc; i++)
-        bad += memcmp(&G[i], &ref[i], sizeof(float)) != 0;
+    size_t bad = bits_differ(G, ref, (size_t)F * kc);
     CHECK_MSG(bad == 0, "%s conv_small_wgrad %d rows, %d filters, kc %d: %zu differ",
               cpu_isa_name(isa), rows, F, kc, bad);
     free(dY);
