@@ -4,7 +4,9 @@
  * and image inputs; a convolutional group takes nothing more from the pool
  * while it trains (tests/t_cnn.sh checks the same through fused runs); pools
  * refuse allocations past their limit; 50 models trained one after another
- * leave the pool at zero after each and resident memory flat.
+ * leave the pool at zero after each and resident memory flat. And
+ * mem_alloc_big, the CPU pools' host memory: 64-byte aligned, whole 2 MiB
+ * pages from 1 MiB on, every byte asked for writable.
  */
 #include "check.h"
 #include "device/device.h"
@@ -12,6 +14,8 @@
 #include "train/train.h"
 #include "util/util.h"
 
+#include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 static device_registry *reg;
@@ -455,6 +459,26 @@ static void fifty_in_a_row(void)
     rmdir(dir);
 }
 
+static void big_blocks(void)
+{
+    const size_t mib = (size_t)1 << 20;
+    const size_t sizes[] = {0, 1, 63, 65, mib - 1, mib, mib + 1, 2 * mib, 5 * mib + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        size_t n = sizes[i];
+        unsigned char *p = mem_alloc_big(n);
+        CHECK_MSG(p != NULL, "mem_alloc_big(%zu) failed", n);
+        if (!p)
+            continue;
+        uintptr_t a = (uintptr_t)p;
+        CHECK_MSG(a % 64 == 0, "mem_alloc_big(%zu): %p not 64-byte aligned", n, (void *)p);
+        if (n >= mib)
+            CHECK_MSG(a % (2 * mib) == 0, "mem_alloc_big(%zu): %p not on a 2 MiB boundary", n,
+                      (void *)p);
+        memset(p, 0xa5, n); /* ASan: every byte asked for is there */
+        free(p);
+    }
+}
+
 int main(void)
 {
     cohort_error err;
@@ -462,6 +486,7 @@ int main(void)
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
+    big_blocks();
     planned_equals_peak();
     cnn_planned_equals_peak();
     cnn_fit_within_plan();

@@ -655,6 +655,70 @@ static void test_gemm(backend_ctx *ctx_none, int M, int N, int Kd, int count)
         }
 }
 
+/*
+ * Not an image kernel, but this file has the contexts of 1 and 2 threads:
+ * the pool's threads flush denormals as the calling thread does while it
+ * trains. Adam's step with every gradient zero adds (0 - m) * 0.1 to m:
+ * from m = 1.2e-38 a denormal, flushed to 0, so m stays as it was (without
+ * the flush, 0.9 of it: a denormal). The 2-thread context, whose worker
+ * takes its share of the rows of W, must give the 1-thread one's slots bit
+ * for bit over steps, each from the same tiny m and v.
+ */
+static void test_pool_denormals(void)
+{
+    enum { ROWS = 64, OUT = 64, IN = 256, STEPS = 20 };
+    size_t n = (size_t)OUT * IN;
+    float *W[2], *m[2], *v[2];
+    float *dZ = fbuf((size_t)ROWS * OUT), *X = fbuf((size_t)ROWS * IN);
+    fill(X, (size_t)ROWS * IN, -1.0f, 1.0f);
+    for (size_t i = 0; i < (size_t)ROWS * OUT; i++)
+        dZ[i] = 0.0f;
+    float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-7f, wd = 0.0f;
+    int nesterov = 0;
+    unsigned char active = 1;
+    unsigned fp = fp_flush_denormals();
+    size_t differ = 0, denormal = 0;
+    for (int c = 0; c < 2; c++) {
+        W[c] = fbuf(n);
+        m[c] = fbuf(n);
+        v[c] = fbuf(n);
+        for (size_t i = 0; i < n; i++)
+            W[c][i] = 0.5f;
+    }
+    for (int64_t t = 1; t <= STEPS; t++) {
+        optim_step o = {.lr = &lr, .beta1 = &b1, .beta2 = &b2, .eps = &eps, .weight_decay = &wd,
+                        .nesterov = &nesterov, .active = &active, .t = t};
+        for (int c = 0; c < 2; c++) {
+            for (size_t i = 0; i < n; i++) {
+                m[c][i] = 1.2e-38f;
+                v[c][i] = 1.2e-38f;
+            }
+            CHECK(be->dense_step(ctx[c], OPT_ADAM, W[c], m[c], v[c], n, dZ, OUT, 0, X, IN, 0,
+                                 ROWS, OUT, IN, &o, 1));
+        }
+        differ += memcmp(m[0], m[1], n * sizeof(float)) != 0 ||
+                  memcmp(v[0], v[1], n * sizeof(float)) != 0 ||
+                  memcmp(W[0], W[1], n * sizeof(float)) != 0;
+        for (int c = 0; c < 2; c++)
+            for (size_t i = 0; i < n; i++) {
+                uint32_t u; /* by its bits: with DAZ on, a comparison sees 0 */
+                memcpy(&u, &m[c][i], sizeof u);
+                denormal += (u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0;
+            }
+    }
+    fp_restore(fp);
+    CHECK_MSG(differ == 0, "pool denormals: 2 threads differ from 1 in %zu of %d Adam steps",
+              differ, STEPS);
+    CHECK_MSG(denormal == 0, "pool denormals: %zu denormal values of m kept", denormal);
+    for (int c = 0; c < 2; c++) {
+        free(W[c]);
+        free(m[c]);
+        free(v[c]);
+    }
+    free(dZ);
+    free(X);
+}
+
 int main(void)
 {
     struct timespec t0, t1;
@@ -700,6 +764,9 @@ int main(void)
     test_conv(geom(5, 9, 9, 8, 3, 3, 1, 1, 0), 32, 2);    /* kc 72: own forward only */
     test_conv(geom(4, 7, 6, 16, 3, 3, 1, 1, 1), 16, 2);   /* kc 144: own forward and dX */
     test_conv(geom(3, 6, 5, 8, 2, 2, 1, 1, 0), 24, 1);    /* kc 32: own dX only */
+
+    if (be->dense_step)
+        test_pool_denormals();
 
     /* The padding of `same`: the odd pixel after the image. */
     window_geom g = geom(1, 6, 6, 1, 3, 3, 2, 2, 1);
