@@ -964,11 +964,21 @@ static void spec_small(model_spec *s, uint64_t seed, opt_kind opt)
     s->opt.lr = opt == OPT_SGD ? 0.05f : 0.01f;
     s->opt.momentum = opt == OPT_SGD ? 0.9f : 0.0f;
     s->opt.weight_decay = opt == OPT_ADAMW ? 0.004f : 0.0f;
+    s->opt.centered = opt == OPT_RMSPROP && seed % 2; /* seeds 11..13: one centered */
+    /* The gradient ops through the trainer: model 12 clips each variable's
+     * norm, model 13 all of them together and each value. */
+    s->opt.clipnorm = seed == 12 ? 0.5f : 0.0f;
+    s->opt.global_clipnorm = seed == 13 ? 1.0f : 0.0f;
+    s->opt.clipvalue = seed == 13 ? 0.05f : 0.0f;
     s->n_layers = 4;
     s->layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 32, .act = ACT_RELU};
     s->layers[1] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.2f};
     s->layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = 16, .act = ACT_TANH};
     s->layers[3] = (layer_spec){.kind = LAYER_DENSE, .units = TCLASSES, .act = ACT_SOFTMAX};
+    if (seed == 11) { /* kernel regularizers (reg_grad, reg_penalty) */
+        s->layers[0].l2 = 1e-3f;
+        s->layers[2].l1 = 1e-4f;
+    }
 }
 
 /* The samples of make_data as 5 x 4 x 1 images, and a small CNN on them:
@@ -1024,6 +1034,10 @@ static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt, int 
         group_free(ggpu);
         return;
     }
+    /* A GPU group runs on its plugin's own table, not on the lazy one the
+     * registry holds (which has no ops past those before a context). */
+    CHECK_MSG(group_backend(ggpu) == (dg == dc ? cpu : gpu), "%s group on the %s table",
+              dg->info.name, group_backend(ggpu)->name);
     const model_layout *L = group_layout(ggpu);
     CHECK_MSG(group_peak_bytes(ggpu) == L->total_bytes,
               "%s: planned %zu bytes, the pool's peak is %llu", dg->info.name, L->total_bytes,
@@ -1161,6 +1175,9 @@ static void run_all(device_registry *reg, cohort_device *dg)
         test_fit(reg, dg, OPT_SGD, cnn);
         test_fit(reg, dg, OPT_ADAMW, cnn);
     }
+    test_fit(reg, dg, OPT_RMSPROP, 0);
+    test_fit(reg, dg, OPT_ADAGRAD, 0);
+    test_fit(reg, dg, OPT_NADAM, 0);
     test_pools(dg);
     check_no_error("the end");
     gpu->ctx_free(gc);

@@ -164,9 +164,13 @@ const char *backend_cuda_ctx_error(const backend_ctx *ctx)
 }
 
 /* ---- the lazy table ---------------------------------------------------------
- * Registered for each GPU at discovery. The calls that come before any
- * context (ctx_create, mem_alloc) load the plugin; every other op takes a
- * context, which only the loaded plugin can have made. */
+ * Registered for each GPU at discovery, for the calls that come before any
+ * context: ctx_create and a pool's mem_alloc load the plugin. Every op on a
+ * context goes to the plugin's own table, which backend_resolve gives once
+ * ctx_create has made one: this table never copies the plugin's ops, so an
+ * op added to the plugin cannot be missing here (it was: every op past
+ * adam, the convolutions' among them, was a NULL pointer on a GPU), and
+ * the plugin's capabilities (model_major, stats_every) are its own. */
 
 #define REAL() atomic_load_explicit(&plugin_ops, memory_order_acquire)
 
@@ -202,95 +206,6 @@ static void lazy_mem_free(int device, void *p)
         be->mem_free(device, p);
 }
 
-static void lazy_copy_h2d(backend_ctx *c, void *dst, const void *src, size_t bytes)
-{
-    REAL()->copy_h2d(c, dst, src, bytes);
-}
-
-static void lazy_copy_d2h(backend_ctx *c, void *dst, const void *src, size_t bytes)
-{
-    REAL()->copy_d2h(c, dst, src, bytes);
-}
-
-static void lazy_memzero(backend_ctx *c, void *dst, size_t bytes) { REAL()->memzero(c, dst, bytes); }
-
-static void lazy_sync(backend_ctx *c) { REAL()->sync(c); }
-
-static void lazy_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x,
-                           const uint8_t *x8, int64_t dim, const int64_t *idx, size_t idx_stride,
-                           int rows, int count)
-{
-    REAL()->load_rows(c, dst, dst_stride, x, x8, dim, idx, idx_stride, rows, count);
-}
-
-static void lazy_load_labels(backend_ctx *c, int32_t *dst, size_t dst_stride, const int32_t *y,
-                             const int64_t *idx, size_t idx_stride, int rows, int count)
-{
-    REAL()->load_labels(c, dst, dst_stride, y, idx, idx_stride, rows, count);
-}
-
-static void lazy_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, float alpha,
-                      const float *A, int lda, size_t sA, const float *B, int ldb, size_t sB,
-                      float beta, float *C, int ldc, size_t sC, int count)
-{
-    REAL()->gemm(c, ta, tb, M, N, Kd, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count);
-}
-
-static void lazy_bias_act(backend_ctx *c, float *Y, size_t sY, const float *bias, size_t sb,
-                          int rows, int cols, act_kind act, int count)
-{
-    REAL()->bias_act(c, Y, sY, bias, sb, rows, cols, act, count);
-}
-
-static void lazy_act_backward(backend_ctx *c, float *d, size_t sd, const float *Y, size_t sY,
-                              size_t n, act_kind act, int count)
-{
-    REAL()->act_backward(c, d, sd, Y, sY, n, act, count);
-}
-
-static void lazy_bias_grad(backend_ctx *c, float *db, size_t sdb, const float *dZ, size_t sdZ,
-                           int rows, int cols, int count)
-{
-    REAL()->bias_grad(c, db, sdb, dZ, sdZ, rows, cols, count);
-}
-
-static void lazy_dropout_fwd(backend_ctx *c, float *Y, const float *X, float *mask, size_t s,
-                             size_t n, const float *rate, const uint64_t *key, uint64_t counter0,
-                             int count)
-{
-    REAL()->dropout_fwd(c, Y, X, mask, s, n, rate, key, counter0, count);
-}
-
-static void lazy_mul(backend_ctx *c, float *d, size_t sd, const float *mask, size_t sm, size_t n,
-                     int count)
-{
-    REAL()->mul(c, d, sd, mask, sm, n, count);
-}
-
-static void lazy_copy(backend_ctx *c, float *dst, const float *src, size_t s, size_t n, int count)
-{
-    REAL()->copy(c, dst, src, s, n, count);
-}
-
-static void lazy_loss(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
-                      size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
-                      int rows, int cols, float grad_scale, int count)
-{
-    REAL()->loss(c, o, Z, sZ, y, sy, t, st, dZ, sdZ, stats, rows, cols, grad_scale, count);
-}
-
-static void lazy_sgd(backend_ctx *c, float *w, const float *g, float *v, size_t s, size_t n,
-                     const optim_step *o, int count)
-{
-    REAL()->sgd(c, w, g, v, s, n, o, count);
-}
-
-static void lazy_adam(backend_ctx *c, float *w, const float *g, float *m, float *v, size_t s,
-                      size_t n, const optim_step *o, int count)
-{
-    REAL()->adam(c, w, g, m, v, s, n, o, count);
-}
-
 static const backend_ops lazy_ops = {
     .name = "cuda",
     .api_version = COHORT_BACKEND_API_VERSION,
@@ -298,25 +213,15 @@ static const backend_ops lazy_ops = {
     .ctx_free = lazy_ctx_free,
     .mem_alloc = lazy_mem_alloc,
     .mem_free = lazy_mem_free,
-    .copy_h2d = lazy_copy_h2d,
-    .copy_d2h = lazy_copy_d2h,
-    .memzero = lazy_memzero,
-    .sync = lazy_sync,
-    .load_rows = lazy_load_rows,
-    .load_labels = lazy_load_labels,
-    .gemm = lazy_gemm,
-    .bias_act = lazy_bias_act,
-    .act_backward = lazy_act_backward,
-    .bias_grad = lazy_bias_grad,
-    .dropout_fwd = lazy_dropout_fwd,
-    .mul = lazy_mul,
-    .copy = lazy_copy,
-    .loss = lazy_loss,
-    .sgd = lazy_sgd,
-    .adam = lazy_adam,
 };
 
 const backend_ops *backend_cuda_lazy(void) { return &lazy_ops; }
+
+const backend_ops *backend_resolve(const backend_ops *be)
+{
+    const backend_ops *real = REAL();
+    return be == &lazy_ops && real ? real : be;
+}
 
 /* At most B/32 images a chunk (rounded up): the parts of a context take
  * whole chunks, so with fewer chunks the last part to finish holds up the

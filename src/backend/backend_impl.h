@@ -335,5 +335,8 @@ void backend_cpu_blas_settle(void);
 /* The CUDA backend if the plugin is built, loads and finds a GPU; else NULL
  * with the reason in why. Loading it initializes CUDA in this process. */
 const backend_ops *backend_cuda(char *why, size_t why_len);
+/* The table whose ops serve a context that be->ctx_create made: the loaded
+ * plugin's for the lazy GPU table (backend_cuda_lazy), else be itself. */
+const backend_ops *backend_resolve(const backend_ops *be);
 
 #endif

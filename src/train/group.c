@@ -185,6 +185,7 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
         free(g);
         return st;
     }
+    g->be = backend_resolve(g->be); /* a GPU's ops are its plugin's */
     group_configure(g, specs, K);
     const model_layout *L = &g->L;
     g->slab = pool_alloc(dev->pool, L->total_bytes, &g->acct, specs[0]->name, err);
@@ -265,6 +266,8 @@ void group_free(train_group *g)
 }
 
 const model_layout *group_layout(const train_group *g) { return &g->L; }
+
+const backend_ops *group_backend(const train_group *g) { return g->be; }
 uint64_t group_peak_bytes(const train_group *g) { return g->acct.peak; }
 
 void group_get_params(train_group *g, int k, float *host)

@@ -121,6 +121,8 @@ int group_help_join(train_group *g);
 void group_help_run(train_group *g, int slot);
 
 const model_layout *group_layout(const train_group *g);
+/* The table the group's ops run on (backend_resolve of its device's). */
+const struct backend_ops *group_backend(const train_group *g);
 /* The bytes the group's account peaked at in its pool. */
 uint64_t group_peak_bytes(const train_group *g);
 

@@ -66,9 +66,11 @@ int cuda_plugin_query(gpu_info *out, int max, char *why, size_t why_len);
  * a forked child can no longer use CUDA). */
 int backend_cuda_started(void);
 
-/* A table with the CUDA backend's ops that loads the plugin on its first
- * ctx_create or mem_alloc, so a registry can list GPUs without starting
- * CUDA in this process. ctx_create fails with the loader's reason. */
+/* A table for a GPU that loads the plugin on its first ctx_create or
+ * mem_alloc, so a registry can list GPUs without starting CUDA in this
+ * process. ctx_create fails with the loader's reason. It has only the calls
+ * that need no context (ctx_create, ctx_free, mem_alloc, mem_free): the ops
+ * on a context are backend_resolve's. */
 const backend_ops *backend_cuda_lazy(void);
 
 /* The first error an op on a CUDA ctx met, "" when none or not CUDA. */

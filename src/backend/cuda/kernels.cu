@@ -307,10 +307,9 @@ __global__ void k_loss(cu_loss_args a, float *Z, size_t sZ, const int32_t *Y, si
                     d[j] = g * scale / (float)cols;
             }
             l = warp_sum_d(pl) / cols;
-            if (a.metric == METRIC_ERRORS) {
+            if (a.metric == METRIC_ERRORS)
                 wr += warp_sum_d(ae) / cols;
-                wsq += warp_sum_d(se) / cols;
-            }
+            wsq += warp_sum_d(se) / cols; /* stats[3], whatever the metric (kern_loss) */
         }
         if (a.metric == METRIC_ARGMAX) {
             int want = t ? warp_argmax_of(t + (size_t)r * (size_t)cols, cols, lane) : y[r];
