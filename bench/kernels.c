@@ -10,8 +10,9 @@
  * thread: cohort's pool splits rows of W between cores, OpenBLAS's threads
  * are set to one (openblas_set_num_threads), so the ratio holds per core.
  *
- * Build (bench/run-kernels does it): gcc -O2 -Isrc bench/kernels.c
- *   src/backend/cpu/dense_step.c -I<openblas include> -lopenblas -lm
+ * Build and run: bench/run-kernels [options], with the flags of cohort's own
+ *   build (-std=c11: GNU C's default -ffp-contract=fast would time contracted
+ *   multiply-adds that cohort's kernels do not compute).
  * Usage: kernels [--quick] [--isa avx2|avx512|all] [--rounds N] [--shape NAME]
  *        [--opt adam|sgd]   (the step's optimizer: Adam, or SGD with momentum)
  * prints a markdown table; more rounds find the machine's quiet moments.

@@ -22,10 +22,12 @@
 #endif
 
 /* The optimizer step of VL consecutive weights from their gradient g; kind
- * is o->kind, passed apart so that a caller can make it a constant. */
+ * is o->kind, passed apart so that a caller can make it a constant, and so
+ * is decay (0: Adam without weight decay, 1: o->decay decides). */
 static inline __attribute__((always_inline)) TGT void FN(update)(float *w, float *s1, float *s2,
                                                                 VT g, const step_scalars *o,
-                                                                const step_kind kind)
+                                                                const step_kind kind,
+                                                                const int decay)
 {
     VT W = VLOAD(w);
     switch (kind) {
@@ -46,7 +48,7 @@ static inline __attribute__((always_inline)) TGT void FN(update)(float *w, float
         break;
     }
     case STEP_ADAM: {
-        if (o->decay != 0.0f)
+        if (decay && o->decay != 0.0f)
             W = VSUB(W, VMUL(W, VSET1(o->decay)));
         VT m = VLOAD(s1), v = VLOAD(s2);
         m = VADD(m, VMUL(VSUB(g, m), VSET1(o->c1)));
@@ -68,8 +70,10 @@ static inline __attribute__((always_inline)) TGT void FN(update)(float *w, float
 static inline __attribute__((always_inline)) TGT void
 FN(tile)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd, const float *X,
          size_t ldx, int rows, const step_scalars *o, const int nj, const int nv,
-         const step_kind kind)
+         const step_kind kind, const int decay)
 {
+    /* Adam always has both slots: with kind a constant, no test of them. */
+    const int has1 = kind == STEP_ADAM || s1, has2 = kind == STEP_ADAM || s2;
     VT acc[TILE_J][TILE_V];
     for (int a = 0; a < nj; a++)
         for (int q = 0; q < nv; q++)
@@ -82,9 +86,9 @@ FN(tile)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd
         for (int k = 0; k < nv * VL; k += 16) {
             size_t off = (size_t)a * ldw + (size_t)(PF_DIST * nv * VL + k);
             _mm_prefetch((const char *)(W + off), _MM_HINT_T0);
-            if (s1)
+            if (has1)
                 _mm_prefetch((const char *)(s1 + off), _MM_HINT_T0);
-            if (s2)
+            if (has2)
                 _mm_prefetch((const char *)(s2 + off), _MM_HINT_T0);
         }
     for (int r = 0; r < rows; r++) {
@@ -109,25 +113,27 @@ FN(tile)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd
     for (int a = 0; a < nj; a++)
         for (int q = 0; q < nv; q++) {
             size_t off = (size_t)a * ldw + (size_t)q * VL;
-            FN(update)(W + off, s1 ? s1 + off : NULL, s2 ? s2 + off : NULL, acc[a][q], o, kind);
+            FN(update)(W + off, has1 ? s1 + off : NULL, has2 ? s2 + off : NULL, acc[a][q], o,
+                       kind, decay);
         }
 }
 
 /* Rows [j, j + nj) over the vector columns [0, nvec * VL), nj a constant. */
 static inline __attribute__((always_inline)) TGT void
 FN(rows)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd, const float *X,
-         size_t ldx, int rows, int nvec, const step_scalars *o, const int nj, const step_kind kind)
+         size_t ldx, int rows, int nvec, const step_scalars *o, const int nj, const step_kind kind,
+         const int decay)
 {
     int q = 0;
     for (; q + TILE_V <= nvec; q += TILE_V) {
         size_t c = (size_t)q * VL;
         FN(tile)(W + c, s1 ? s1 + c : NULL, s2 ? s2 + c : NULL, ldw, dZ, ldd, X + c, ldx, rows, o,
-                 nj, TILE_V, kind);
+                 nj, TILE_V, kind, decay);
     }
     for (; q < nvec; q++) {
         size_t c = (size_t)q * VL;
         FN(tile)(W + c, s1 ? s1 + c : NULL, s2 ? s2 + c : NULL, ldw, dZ, ldd, X + c, ldx, rows, o,
-                 nj, 1, kind);
+                 nj, 1, kind, decay);
     }
 }
 
@@ -139,6 +145,10 @@ static TGT void FN(dense_step)(float *W, float *s1, float *s2, const float *dZ, 
     int nvec = n_in / VL;
     size_t ldw = (size_t)n_in;
     float pack[DENSE_PACK_ROWS * TILE_J];
+    /* The scalars copied here: stores to W cannot change a local, so they
+     * stay in registers instead of being loaded again after every store. */
+    const step_scalars sc = *o;
+    o = &sc;
     for (int j = j0; j < j1;) {
         int nj = j1 - j < TILE_J ? j1 - j : TILE_J;
         size_t off = (size_t)j * ldw;
@@ -161,16 +171,18 @@ static TGT void FN(dense_step)(float *W, float *s1, float *s2, const float *dZ, 
         case 6:
             /* Full row groups with Adam, most of the work, get the update
              * without its switch (the kind a constant) */
-            if (o->kind == STEP_ADAM)
-                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_ADAM);
+            if (o->kind == STEP_ADAM && o->decay == 0.0f)
+                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_ADAM, 0);
+            else if (o->kind == STEP_ADAM)
+                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_ADAM, 1);
             else
-                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, o->kind);
+                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, o->kind, 1);
             break;
-        case 5: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 5, o->kind); break;
-        case 4: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 4, o->kind); break;
-        case 3: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 3, o->kind); break;
-        case 2: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 2, o->kind); break;
-        default: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 1, o->kind); break;
+        case 5: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 5, o->kind, 1); break;
+        case 4: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 4, o->kind, 1); break;
+        case 3: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 3, o->kind, 1); break;
+        case 2: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 2, o->kind, 1); break;
+        default: FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 1, o->kind, 1); break;
         }
         j += nj;
     }
