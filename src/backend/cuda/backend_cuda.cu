@@ -45,6 +45,12 @@ struct backend_ctx {
     cublasHandle_t blas;
     stage ring[STAGES];
     int next;
+    /* Device bytes a batch of byte images (x8) lands in before k_bytes_to_float
+     * makes them floats: a quarter of what the floats would take over the bus,
+     * and the host copies rows instead of converting them. The context's own,
+     * as cuBLAS's workspace is: a batch's bytes, not counted in the pool. */
+    uint8_t *bytes;
+    size_t bytes_cap;
     char error[512]; /* the first error an op met */
 };
 
@@ -187,6 +193,8 @@ void ctx_release(backend_ctx *c)
         if (s->done)
             cudaEventDestroy(s->done);
     }
+    if (c->bytes)
+        cudaFree(c->bytes);
     if (c->blas)
         blas.destroy(c->blas);
     if (c->stream)
@@ -367,6 +375,54 @@ void send_blocks(backend_ctx *c, void *dst, size_t dpitch, const char *h, size_t
                                             cudaMemcpyHostToDevice, c->stream));
 }
 
+/* The context's device bytes, at least n of them; NULL (and the error
+ * noted) when the device has no more. */
+uint8_t *device_bytes(backend_ctx *c, size_t n)
+{
+    if (c->bytes_cap >= n)
+        return c->bytes;
+    if (c->bytes) {
+        note(c, "staging", cudaStreamSynchronize(c->stream)); /* no launch still reads it */
+        cudaFree(c->bytes);
+    }
+    c->bytes = nullptr;
+    c->bytes_cap = 0;
+    void *p = nullptr;
+    if (cudaMalloc(&p, n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (!c->error[0])
+            snprintf(c->error, sizeof c->error,
+                     "gpu:%d: out of device memory staging a batch of %zu bytes", c->device, n);
+        return nullptr;
+    }
+    c->bytes = static_cast<uint8_t *>(p);
+    c->bytes_cap = n;
+    return c->bytes;
+}
+
+/* Rows of bytes gathered on the host, sent as bytes, made floats on the
+ * device: k_bytes_to_float divides as host_row_of_bytes does. */
+void load_byte_rows(backend_ctx *c, float *dst, size_t dst_stride, const uint8_t *x8,
+                    int64_t dim, const int64_t *idx, size_t idx_stride, int rows, int count)
+{
+    size_t block = (size_t)rows * (size_t)dim;
+    int shared = idx_stride == 0 && count > 1, gathers = shared ? 1 : count;
+    size_t bytes = block * (size_t)gathers;
+    uint8_t *d = device_bytes(c, bytes);
+    stage *s = d ? stage_take(c, bytes) : nullptr;
+    if (!s)
+        return;
+    uint8_t *h = static_cast<uint8_t *>(s->host);
+    for (int k = 0; k < gathers; k++)
+        for (int r = 0; r < rows; r++)
+            memcpy(h + (size_t)k * block + (size_t)r * (size_t)dim,
+                   x8 + idx[k * idx_stride + (size_t)r] * dim, (size_t)dim);
+    note(c, "load batch", cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, c->stream));
+    stage_done(c, s);
+    note(c, "load batch",
+         cu_bytes_to_float(c->stream, dst, dst_stride, d, shared ? 0 : block, block, count));
+}
+
 void cu_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x,
                   const uint8_t *x8, int64_t dim, const int64_t *idx, size_t idx_stride, int rows,
                   int count)
@@ -374,6 +430,10 @@ void cu_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x,
     on(c);
     if (rows <= 0 || count <= 0 || dim <= 0)
         return;
+    if (!x) {
+        load_byte_rows(c, dst, dst_stride, x8, dim, idx, idx_stride, rows, count);
+        return;
+    }
     size_t row = (size_t)dim * sizeof(float), block = (size_t)rows * row;
     int shared = idx_stride == 0 && count > 1, gathers = shared ? 1 : count;
     stage *s = stage_take(c, block * (size_t)gathers);
@@ -383,11 +443,7 @@ void cu_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const float *x,
     for (int k = 0; k < gathers; k++)
         for (int r = 0; r < rows; r++) {
             char *d = h + (size_t)k * block + (size_t)r * row;
-            int64_t at = idx[k * idx_stride + (size_t)r] * dim;
-            if (x)
-                memcpy(d, x + at, row);
-            else
-                host_row_of_bytes(reinterpret_cast<float *>(d), x8 + at, (size_t)dim);
+            memcpy(d, x + idx[k * idx_stride + (size_t)r] * dim, row);
         }
     send_blocks(c, dst, dst_stride * sizeof(float), h, block, count, shared);
     stage_done(c, s);

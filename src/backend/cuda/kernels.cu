@@ -128,6 +128,15 @@ __global__ void k_mul(float *D, size_t sd, const float *M, size_t sm, size_t n)
     ELEMENTS(i, n) { d[i] *= m[i]; }
 }
 
+/* Model k's n bytes at B + k * sb as floats at D + k * sd: byte / 255 with
+ * one rounding, the host's host_row_of_bytes whatever nvcc's flags. */
+__global__ void k_bytes_to_float(float *D, size_t sd, const uint8_t *B, size_t sb, size_t n)
+{
+    float *d = D + blockIdx.y * sd;
+    const uint8_t *b = B + blockIdx.y * sb;
+    ELEMENTS(i, n) { d[i] = __fdiv_rn((float)b[i], 255.0f); }
+}
+
 __global__ void k_copy(float *D, const float *S, size_t st, size_t n)
 {
     float *d = D + blockIdx.y * st;
@@ -926,6 +935,15 @@ cudaError_t cu_mul(cudaStream_t s, float *d, size_t sd, const float *mask, size_
     if (count <= 0 || n == 0)
         return cudaSuccess;
     k_mul<<<grid_for(n, count), THREADS, 0, s>>>(d, sd, mask, sm, n);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_bytes_to_float(cudaStream_t s, float *dst, size_t sd, const uint8_t *src,
+                              size_t sb, size_t n, int count)
+{
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_bytes_to_float<<<grid_for(n, count), THREADS, 0, s>>>(dst, sd, src, sb, n);
     return cudaGetLastError();
 }
 

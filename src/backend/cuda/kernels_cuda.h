@@ -85,6 +85,10 @@ cudaError_t cu_dropout_fwd(cudaStream_t s, float *Y, const float *X, float *mask
                            size_t n, const cu_dropout_args *a, uint64_t counter0, int count);
 cudaError_t cu_mul(cudaStream_t s, float *d, size_t sd, const float *mask, size_t sm, size_t n,
                    int count);
+/* dst[k*sd + i] = src[k*sb + i] / 255 (one rounding), i < n: a batch of bytes
+ * made floats on the device (sb 0: one block for every model). */
+cudaError_t cu_bytes_to_float(cudaStream_t s, float *dst, size_t sd, const uint8_t *src,
+                              size_t sb, size_t n, int count);
 cudaError_t cu_copy(cudaStream_t s, float *dst, const float *src, size_t st, size_t n, int count);
 /* The loss op of backend_impl.h; count <= CU_CHUNK. */
 cudaError_t cu_loss(cudaStream_t s, const cu_loss_args *a, float *Z, size_t sZ, const int32_t *y,
