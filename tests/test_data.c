@@ -122,12 +122,24 @@ static void check_small_idx(const cohort_dataset *ds)
     CHECK_NEAR(row[1], 200.0 / 255.0, 1e-7);
     CHECK(row[2] == 1.0f);
     CHECK_NEAR(row[11], 9.0 / 255.0, 1e-7);
-    for (int v = 0; v < 256; v++) { /* the vector division is the scalar one */
-        uint8_t b = (uint8_t)v;
+    /* Every byte, alone (the scalar loop) and in one row (the vector one),
+     * is the quotient byte / 255 correctly rounded, whatever the loop
+     * computes it with. */
+    uint8_t all[256 + 3];
+    float all_f[256 + 3];
+    for (int v = 0; v < 256 + 3; v++)
+        all[v] = (uint8_t)(v < 256 ? v : 255 - v % 256);
+    host_row_of_bytes(all_f, all, 256 + 3);
+    int wrong = 0;
+    for (int v = 0; v < 256 + 3; v++) {
+        volatile float num = (float)all[v];
+        float q = num / 255.0f;
+        uint8_t b = all[v];
         float f;
         host_row_of_bytes(&f, &b, 1);
-        CHECK(f == (float)v / 255.0f);
+        wrong += f != q || all_f[v] != q;
     }
+    CHECK_MSG(wrong == 0, "%d bytes are not byte / 255 correctly rounded", wrong);
     CHECK(ds->y[0] == 1 && ds->y[1] == 0 && ds->y[2] == 2);
     /* The dataset keeps the block it read into: the data alone, or a gzip
      * file inflated at once, x8 then after its 16-byte header (ASan checks
