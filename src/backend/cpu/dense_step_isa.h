@@ -8,6 +8,9 @@
  *                accumulators, NV loads and a broadcast must fit the
  *                ISA's vector registers (32 for AVX-512, 16 for AVX2)
  *   VLOAD VSTORE VSET1 VZERO VFMA VADD VSUB VMUL VDIV VSQRT
+ *   PIPE_UPDATE  (optional) the step's update pipelined into the sums (see
+ *                FN(tile)); where the registers allow it (AVX-512: with 16,
+ *                AVX2 spilled and ran 13% slower)
  * VFMA(a, b, c) is a*b + c with one rounding; the others are the plain ops.
  */
 #define CAT2(a, b) a##_##b
