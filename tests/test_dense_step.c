@@ -320,7 +320,7 @@ int main(void)
     for (int a = 0; a < 3; a++) {
         if (isas[a] > best)
             continue;
-        for (int i = 0; i < 5; i++)
+        for (size_t i = 0; i < sizeof fwd_rows / sizeof *fwd_rows; i++)
             for (int j = 0; j < 3; j++)
                 for (int k = 0; k < 5; k++) {
                     run_forward(isas[a], fwd_rows[i], out_of[j], in_of[k]);

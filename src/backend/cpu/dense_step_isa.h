@@ -185,24 +185,22 @@ FN(rows)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd
          const int decay)
 {
     int q = 0;
+    /* The full tiles' updates pipelined where there are two or more. */
+    FN(pending) *pp = NULL;
 #ifdef PIPE_UPDATE
+    FN(pending) pend;
     if (nvec >= 2 * TILE_V) {
-        FN(pending) pend;
         pend.n = 0;
-        for (; q + TILE_V <= nvec; q += TILE_V) {
-            size_t c = (size_t)q * VL;
-            FN(tile)(W + c, s1 ? s1 + c : NULL, s2 ? s2 + c : NULL, ldw, dZ, ldd, X + c, ldx, rows,
-                     o, nj, TILE_V, kind, decay, &pend);
-        }
-        for (int u = 0; u < pend.n; u++)
-            FN(pend_one)(&pend, u, ldw, o, kind, decay);
+        pp = &pend;
     }
 #endif
     for (; q + TILE_V <= nvec; q += TILE_V) {
         size_t c = (size_t)q * VL;
         FN(tile)(W + c, s1 ? s1 + c : NULL, s2 ? s2 + c : NULL, ldw, dZ, ldd, X + c, ldx, rows, o,
-                 nj, TILE_V, kind, decay, NULL);
+                 nj, TILE_V, kind, decay, pp);
     }
+    for (int u = 0; pp && u < pp->n; u++)
+        FN(pend_one)(pp, u, ldw, o, kind, decay);
     for (; q < nvec; q++) {
         size_t c = (size_t)q * VL;
         FN(tile)(W + c, s1 ? s1 + c : NULL, s2 ? s2 + c : NULL, ldw, dZ, ldd, X + c, ldx, rows, o,
