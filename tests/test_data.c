@@ -10,6 +10,7 @@
 #include "data/data_impl.h"
 #include "util/util.h"
 
+#include <dirent.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -339,6 +340,138 @@ static void check_counts(const cohort_dataset *ds, int64_t n, int64_t each)
         ok &= counts[c] == each;
     CHECK_MSG(ok && ds->n == n, "label counts of %s are not %lld each", ds->source,
               (long long)each);
+}
+
+/* ---- the inflated-file cache (gz_cache.c) ------------------------------ */
+
+enum { CACHE_N = 1400 }; /* images of 28 x 28: 1.1 MB inflated, past GZ_CACHE_MIN */
+
+/* Images whose byte j of image i is a function of (i, j, salt); labels i % 10. */
+static void write_cache_pair(const char *img, const char *lbl, unsigned salt)
+{
+    size_t px = (size_t)CACHE_N * 784;
+    unsigned char *buf = malloc(16 + px), lb[8 + CACHE_N];
+    if (!buf)
+        exit(1);
+    uint32_t d3[3] = {CACHE_N, 28, 28}, d1[1] = {CACHE_N};
+    size_t len = make_idx(buf, 0x803, d3, 3, NULL, 0);
+    for (size_t k = 0; k < px; k++)
+        buf[len + k] = (unsigned char)((k * 7 + k / 777 + salt) & 0xff);
+    write_gz(img, buf, len + px);
+    len = make_idx(lb, 0x801, d1, 1, NULL, 0);
+    for (int i = 0; i < CACHE_N; i++)
+        lb[len + (size_t)i] = (unsigned char)(i % 10);
+    write_gz(lbl, lb, len + CACHE_N);
+    free(buf);
+}
+
+/* Read the pair: 1 when every byte and label is what write_cache_pair
+ * wrote with salt; *mapped says whether the bytes came from the cache. */
+static int read_cache_pair(const char *img, const char *lbl, unsigned salt, int *mapped)
+{
+    cohort_error err;
+    cohort_dataset *ds = NULL;
+    *mapped = -1;
+    if (data_read_idx(img, lbl, &ds, &err) != COHORT_OK) {
+        printf("  %s\n", err.message);
+        return 0;
+    }
+    int ok = ds->n == CACHE_N && ds->dim == 784 && ds->x8 != NULL;
+    for (size_t k = 0; ok && k < (size_t)CACHE_N * 784; k++)
+        ok = ds->x8[k] == (unsigned char)((k * 7 + k / 777 + salt) & 0xff);
+    for (int i = 0; ok && i < CACHE_N; i++)
+        ok = ds->y[i] == i % 10;
+    *mapped = ds->x8_map_len != 0;
+    data_free(ds); /* ASan: a mapping unmapped, an allocation freed */
+    return ok;
+}
+
+/* The regular files of dir named gz-* (temporaries included); the last one's
+ * path in last. */
+static int cache_files(const char *dir, char *last, size_t cap)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "gz-", 3) == 0) {
+            snprintf(last, cap, "%s/%s", dir, e->d_name);
+            n++;
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void test_gz_cache(void)
+{
+    char img[512], lbl[512], dir[512], file[1200], blocker[512], saved[1024] = "";
+    const char *env = getenv("COHORT_CACHE_DIR");
+    int had_env = env != NULL, mapped;
+    if (env)
+        snprintf(saved, sizeof saved, "%s", env);
+    tpath(dir, "cache/sub");
+    setenv("COHORT_CACHE_DIR", dir, 1);
+    write_cache_pair(tpath(img, "cimg"), tpath(lbl, "clbl"), 0);
+
+    /* A miss inflates and keeps the images (not the labels: too small). */
+    CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 0);
+    CHECK_MSG(cache_files(dir, file, sizeof file) == 1, "%s: expected one cache file", dir);
+    struct stat sb;
+    CHECK(stat(dir, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+    CHECK(stat(file, &sb) == 0 && (sb.st_mode & 0777) == 0600 &&
+          sb.st_size == GZ_CACHE_HEAD + 16 + (off_t)CACHE_N * 784);
+    /* A hit maps them. */
+    CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 1);
+
+    /* A byte changed in the cache file: its CRC-32 fails, the source is
+     * inflated again and the file replaced. */
+    patch_file(file, GZ_CACHE_HEAD + 5000, SEEK_SET, "\x5a\xa5", 2);
+    CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 0);
+    CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 1);
+    /* Cut short: the same. */
+    CHECK(truncate(file, GZ_CACHE_HEAD + 1000) == 0);
+    CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 0);
+    CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 1);
+    /* A header whose CRC field does not match the source's trailer. */
+    patch_file(file, 72, SEEK_SET, "\x01", 1);
+    CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 0);
+    CHECK(cache_files(dir, file, sizeof file) == 1);
+
+    /* The source rewritten in place, to the same size: its new bytes. */
+    write_cache_pair(img, lbl, 3);
+    CHECK(read_cache_pair(img, lbl, 3, &mapped) && mapped == 0);
+    CHECK(read_cache_pair(img, lbl, 3, &mapped) && mapped == 1);
+    /* A corrupt source is an error whatever the cache holds for it. */
+    patch_file(img, -8, SEEK_END, "\0\0\0\0", 4);
+    cohort_error err;
+    cohort_dataset *ds = NULL;
+    CHECK(data_read_idx(img, lbl, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "corrupt gzip data");
+    data_free(ds);
+    write_cache_pair(img, lbl, 3);
+
+    /* Off, and a directory that cannot be made: read as without a cache. */
+    setenv("COHORT_CACHE_DIR", "off", 1);
+    CHECK(read_cache_pair(img, lbl, 3, &mapped) && mapped == 0);
+    write_file(tpath(blocker, "cache_blocker"), "x", 1);
+    snprintf(file, sizeof file, "%s/sub", blocker);
+    setenv("COHORT_CACHE_DIR", file, 1);
+    CHECK(read_cache_pair(img, lbl, 3, &mapped) && mapped == 0);
+    CHECK(read_cache_pair(img, lbl, 3, &mapped) && mapped == 0);
+
+    if (had_env)
+        setenv("COHORT_CACHE_DIR", saved, 1);
+    else
+        unsetenv("COHORT_CACHE_DIR");
+    cache_files(dir, file, sizeof file);
+    unlink(file);
+    rmdir(dir);
+    rmdir(tpath(dir, "cache"));
+    unlink(blocker);
+    unlink(img);
+    unlink(lbl);
 }
 
 static void test_fashion_mnist(void)
@@ -1695,6 +1828,7 @@ int main(void)
         return 1;
     }
     test_idx();
+    test_gz_cache();
     test_fashion_mnist();
     test_cohort_data();
     test_csv();

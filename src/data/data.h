@@ -22,6 +22,8 @@ typedef struct cohort_dataset {
                           floats, and a quarter of the bytes to gather per batch) */
     void *x8_block;    /* the allocation x8 points into (x8 itself, or an inflated IDX
                           file, header and all), freed with the dataset */
+    size_t x8_map_len; /* 0, or x8_block is a mapping of this many bytes (a cached
+                          inflated file), unmapped with the dataset */
     int32_t *y;        /* [n], owned; each in [0, n_classes) */
     int32_t n_classes; /* 1 + the largest label; 0 without labels, or with real-valued
                           targets that are not all class numbers */

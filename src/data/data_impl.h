@@ -12,6 +12,29 @@
 #include <stdio.h>
 #include <zlib.h>
 
+struct stat;
+
+/*
+ * gz_cache.c: the inflated bytes of a gzip file, kept in a file of the cache
+ * directory and mapped by later runs (the file's header says where and what
+ * is checked). gz_cache_get: 1 with *m the bytes of the source `src` whose
+ * gzip trailer holds crc and isize, mapped read-only and checked against crc;
+ * 0 (and *m empty) on a miss or with the cache off. gz_cache_put: keep len
+ * bytes inflated from src, at least GZ_CACHE_MIN of them; failures are
+ * silent (a cache). gz_cache_release unmaps what gz_cache_get mapped.
+ */
+#define GZ_CACHE_HEAD 128
+#define GZ_CACHE_MIN ((size_t)1 << 20)
+typedef struct gz_cache_map {
+    void *base;               /* the mapping, header and all; NULL: none */
+    size_t map_len;
+    const unsigned char *data; /* the inflated bytes, GZ_CACHE_HEAD into base */
+    size_t len;
+} gz_cache_map;
+int gz_cache_get(const struct stat *src, uint32_t crc, uint32_t isize, gz_cache_map *m);
+void gz_cache_put(const struct stat *src, uint32_t crc, const void *data, size_t len);
+void gz_cache_release(gz_cache_map *m);
+
 /* No dataset may hold more than this many bytes of float32 inputs. */
 #define DATA_MAX_X_BYTES ((uint64_t)16 << 30)
 /* The largest label: 1 + it must still fit n_classes (int32). */

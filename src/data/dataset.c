@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 cohort_status data_check_x(uint64_t n, uint64_t dim, const char *path, cohort_error *err)
@@ -230,7 +231,10 @@ void data_free(cohort_dataset *ds)
     free(ds->class_names);
     if (!(ds->borrowed & DATA_BORROW_X))
         free(ds->x);
-    free(ds->x8_block);
+    if (ds->x8_map_len)
+        munmap(ds->x8_block, ds->x8_map_len);
+    else
+        free(ds->x8_block);
     if (!(ds->borrowed & DATA_BORROW_Y))
         free(ds->y);
     if (!(ds->borrowed & DATA_BORROW_T))
