@@ -438,6 +438,12 @@ static void test_gz_cache(void)
     patch_file(file, 72, SEEK_SET, "\x01", 1);
     CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 0);
     CHECK(cache_files(dir, file, sizeof file) == 1);
+    /* Another user's file (where this test may give it away: as root). */
+    if (geteuid() == 0 && chown(file, 65534, 65534) == 0) {
+        CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 0);
+        CHECK(stat(file, &sb) == 0 && sb.st_uid == 0); /* replaced by one of this user */
+        CHECK(read_cache_pair(img, lbl, 0, &mapped) && mapped == 1);
+    }
 
     /* The source rewritten in place, to the same size: its new bytes. */
     write_cache_pair(img, lbl, 3);
