@@ -124,6 +124,44 @@ static int run_case(cpu_isa isa, const opt_case *c, int rows, int n_out, int n_i
     return bad;
 }
 
+/* STEP_GRAD: W receives G itself (a convolution's weight gradient), every
+ * element written (W starts as NaNs), its rows cut at split; 0 when G
+ * equals the sums in row order bit for bit. */
+static int run_grad(cpu_isa isa, int rows, int n_out, int n_in, int split)
+{
+    size_t nw = (size_t)n_out * (size_t)n_in;
+    rng_state r;
+    rng_seed(&r, 11, (uint64_t)(rows * 1000 + n_out * 10 + n_in));
+    float *X = malloc((size_t)rows * n_in * sizeof(float));
+    float *dZ = malloc((size_t)rows * n_out * sizeof(float));
+    float *G = malloc(nw * sizeof(float)), *ref = malloc(nw * sizeof(float));
+    fill(X, (size_t)rows * n_in, &r, 1.0f);
+    fill(dZ, (size_t)rows * n_out, &r, 0.1f);
+    for (int j = 0; j < n_out; j++)
+        for (int col = 0; col < n_in; col++) {
+            float g = 0.0f;
+            for (int k = 0; k < rows; k++)
+                g = fmaf(dZ[(size_t)k * n_out + j], X[(size_t)k * n_in + col], g);
+            ref[(size_t)j * n_in + col] = g;
+        }
+    for (size_t i = 0; i < nw; i++)
+        G[i] = NAN;
+    const step_scalars grad = {.kind = STEP_GRAD};
+    int cut = split < n_out ? split : n_out;
+    kern_dense_step(isa, G, NULL, NULL, dZ, (size_t)n_out, X, (size_t)n_in, rows, n_in, 0, cut,
+                    &grad);
+    kern_dense_step(isa, G, NULL, NULL, dZ, (size_t)n_out, X, (size_t)n_in, rows, n_in, cut,
+                    n_out, &grad);
+    size_t bad = bits_differ(G, ref, nw);
+    CHECK_MSG(bad == 0, "%s grad rows %d, %d x %d, split %d: %zu of %zu differ",
+              cpu_isa_name(isa), rows, n_out, n_in, split, bad, nw);
+    free(X);
+    free(dZ);
+    free(G);
+    free(ref);
+    return bad != 0;
+}
+
 /* The forward kernel against the same sums in plain C; 0 when equal bit
  * for bit. XT comes from kern_transpose, checked element by element. */
 static int run_forward(cpu_isa isa, int rows, int n_out, int n_in)
@@ -313,6 +351,21 @@ int main(void)
                                  DENSE_TILE_ROWS);
                         tried++;
                     }
+    }
+    /* The gradient alone: the seed's and a convolution's shapes (64
+     * filters, 3 x 3 x 32 windows, a chunk of 6 images of 11 x 11). */
+    int gr_rows[] = {1, 7, 64, DENSE_PACK_ROWS + 5, 726};
+    int gr_out[] = {1, 6, 13, 64};
+    int gr_in[] = {784, 288, 37, 16, 5, 1};
+    for (int a = 0; a < 3; a++) {
+        if (isas[a] > best)
+            continue;
+        for (size_t i = 0; i < sizeof gr_rows / sizeof *gr_rows; i++)
+            for (size_t j = 0; j < sizeof gr_out / sizeof *gr_out; j++)
+                for (size_t k = 0; k < sizeof gr_in / sizeof *gr_in; k++) {
+                    run_grad(isas[a], gr_rows[i], gr_out[j], gr_in[k], 2 * DENSE_TILE_ROWS);
+                    tried++;
+                }
     }
     /* 200: kern_transpose's bands of 64 rows, and a last band it leaves
      * part of to the scalar loop */

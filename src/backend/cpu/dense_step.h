@@ -37,7 +37,9 @@ const char *cpu_isa_name(cpu_isa isa);
  * of a transpose by its 8 x 8 blocks, batch rows one by one. */
 void part_range(int n, int unit, int part, int parts, int *a, int *b);
 
-typedef enum { STEP_SGD, STEP_MOMENTUM, STEP_NESTEROV, STEP_ADAM } step_kind;
+/* STEP_GRAD is no step: W receives the gradient G itself (a convolution's
+ * weight gradient, whose chunks' partial sums are added afterwards). */
+typedef enum { STEP_SGD, STEP_MOMENTUM, STEP_NESTEROV, STEP_ADAM, STEP_GRAD } step_kind;
 
 /* One model's optimizer step as scalars, computed once per step. */
 typedef struct step_scalars {

@@ -32,8 +32,13 @@ static inline __attribute__((always_inline)) TGT void FN(update)(float *w, float
                                                                 const step_kind kind,
                                                                 const int decay)
 {
+    if (kind == STEP_GRAD) {
+        VSTORE(w, g);
+        return;
+    }
     VT W = VLOAD(w);
     switch (kind) {
+    case STEP_GRAD: break;
     case STEP_SGD:
         W = VSUB(W, VMUL(VSET1(o->lr), g));
         break;
@@ -185,11 +190,12 @@ FN(rows)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd
          const int decay)
 {
     int q = 0;
-    /* The full tiles' updates pipelined where there are two or more. */
+    /* The full tiles' updates pipelined where there are two or more (a
+     * gradient alone is stored as it is). */
     FN(pending) *pp = NULL;
 #ifdef PIPE_UPDATE
     FN(pending) pend;
-    if (nvec >= 2 * TILE_V) {
+    if (nvec >= 2 * TILE_V && kind != STEP_GRAD) {
         pend.n = 0;
         pp = &pend;
     }
@@ -246,6 +252,8 @@ static TGT void FN(dense_step)(float *W, float *s1, float *s2, const float *dZ, 
                 FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_ADAM, 0);
             else if (o->kind == STEP_ADAM)
                 FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_ADAM, 1);
+            else if (o->kind == STEP_GRAD)
+                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_GRAD, 0);
             else
                 FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, o->kind, 1);
             break;

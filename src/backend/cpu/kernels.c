@@ -3,6 +3,7 @@
 #include "util/util.h"
 
 #include <math.h>
+#include <string.h>
 
 void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act)
 {
@@ -261,6 +262,9 @@ void kern_step(float *w, const float *g, float *s1, float *s2, size_t n, const s
 {
     float lr = o->lr, momentum = o->momentum;
     switch (o->kind) {
+    case STEP_GRAD:
+        memcpy(w, g, n * sizeof *w);
+        break;
     case STEP_SGD:
         for (size_t i = 0; i < n; i++)
             w[i] -= lr * g[i];
