@@ -18,7 +18,9 @@
 
 #include <cblas.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static const backend_ops *be;
@@ -719,6 +721,59 @@ static void test_pool_denormals(void)
     free(X);
 }
 
+/* Dropout on contexts of 1 and 2 threads: every mask element is keep =
+ * 1/(1 - rate) where rng_hash_uniform(key, counter) >= rate and +0 where
+ * not, bit for bit, and Y = X * mask, over rates whose threshold falls on
+ * and between the hash's 2^-24 steps, with tails past the vectors and the
+ * pool's blocks of 1024. */
+static void test_dropout(void)
+{
+    static const float rates[] = {0.0f, 0.1f, 0.25f, 0.5f, 1.0f / 3.0f, 0.9f, 0.99999994f};
+    const size_t n = 2500, s = 2507;
+    const int count = 2;
+    float rate[2];
+    uint64_t key[2] = {0x9e3779b97f4a7c15ULL, 12345};
+    float *X = fbuf(s * count), *Y = fbuf(s * count), *M = fbuf(s * count);
+    fill(X, s * count, -2.0f, 2.0f);
+    for (size_t r = 0; r < sizeof rates / sizeof *rates; r++)
+        for (int t = 0; t < 2; t++) {
+            rate[0] = rates[r];
+            rate[1] = rates[(r + 3) % (sizeof rates / sizeof *rates)];
+            uint64_t counter0 = 1000003ULL * r + 17;
+            be->dropout_fwd(ctx[t], Y, X, M, s, n, rate, key, counter0, count);
+            size_t bad = 0, kept = 0;
+            for (int k = 0; k < count; k++) {
+                float keep = 1.0f / (1.0f - rate[k]);
+                for (size_t i = 0; i < n; i++) {
+                    float m = rng_hash_uniform(key[k], counter0 + i) >= rate[k] ? keep : 0.0f;
+                    float y = X[k * s + i] * m;
+                    bad += memcmp(&m, &M[k * s + i], sizeof m) != 0 ||
+                           memcmp(&y, &Y[k * s + i], sizeof y) != 0;
+                    kept += k == 0 && m != 0.0f;
+                }
+            }
+            CHECK_MSG(bad == 0, "dropout rate %g, %d threads: %zu elements differ", rates[r],
+                      t + 1, bad);
+            double frac = (double)kept / (double)n, want = 1.0 - rates[r];
+            CHECK_MSG(fabs(frac - want) < 0.05, "dropout rate %g keeps %.3f", rates[r], frac);
+        }
+    /* On the boundary: a rate equal to an element's own draw keeps it, the
+     * next float above drops it. */
+    for (uint64_t c = 0; c < 40; c++) {
+        uint64_t counter0 = 777 + 1000 * c;
+        float u = rng_hash_uniform(key[0], counter0);
+        rate[0] = rate[1] = u;
+        be->dropout_fwd(ctx[0], Y, X, M, s, 1, rate, key, counter0, count);
+        CHECK_MSG(M[0] == 1.0f / (1.0f - u), "dropout at rate == draw %.9g dropped it", u);
+        rate[0] = rate[1] = nextafterf(u, 1.0f);
+        be->dropout_fwd(ctx[0], Y, X, M, s, 1, rate, key, counter0, count);
+        CHECK_MSG(M[0] == 0.0f, "dropout at rate just above draw %.9g kept it", u);
+    }
+    free(X);
+    free(Y);
+    free(M);
+}
+
 int main(void)
 {
     struct timespec t0, t1;
@@ -736,6 +791,7 @@ int main(void)
     unsetenv("COHORT_CPU_KERNELS");
     if (!ctx[0] || !ctx[1] || !ctx_none)
         return check_done("test_window");
+    test_dropout();
 
     /* n, h, w, c, kh, kw, sh, sw, same */
     static const int geoms[][9] = {

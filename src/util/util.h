@@ -33,13 +33,19 @@ float rng_uniform(rng_state *r);
 uint64_t rng_below(rng_state *r, uint64_t n);
 /* A stateless hash of (key, counter) to [0, 1): the same on every backend
  * (splitmix64's finalizer). Inline: dropout calls it once per element. */
-static inline float rng_hash_uniform(uint64_t key, uint64_t counter)
+static inline uint32_t rng_hash_bits24(uint64_t key, uint64_t counter)
 {
     uint64_t z = (key ^ (counter * 0x9e3779b97f4a7c15ULL)) + 0x9e3779b97f4a7c15ULL;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
+    return (uint32_t)(z >> 40);
+}
+
+/* rng_hash_bits24 / 2^24: a float in [0, 1), exact. */
+static inline float rng_hash_uniform(uint64_t key, uint64_t counter)
+{
+    return (float)rng_hash_bits24(key, counter) * (1.0f / 16777216.0f);
 }
 
 /* ---- strings ---- */
