@@ -124,6 +124,19 @@ static int run_case(cpu_isa isa, const opt_case *c, int rows, int n_out, int n_i
     return bad;
 }
 
+/* G [n_out, n_in] = dZᵀ·X, dZ [rows, n_out] and X [rows, n_in], each
+ * element summed over the rows in order with one fused multiply-add. */
+static void ref_grad(float *G, const float *dZ, const float *X, int rows, int n_out, int n_in)
+{
+    for (int j = 0; j < n_out; j++)
+        for (int col = 0; col < n_in; col++) {
+            float g = 0.0f;
+            for (int k = 0; k < rows; k++)
+                g = fmaf(dZ[(size_t)k * n_out + j], X[(size_t)k * n_in + col], g);
+            G[(size_t)j * n_in + col] = g;
+        }
+}
+
 /* STEP_GRAD: W receives G itself (a convolution's weight gradient), every
  * element written (W starts as NaNs), its rows cut at split; 0 when G
  * equals the sums in row order bit for bit. */
@@ -137,13 +150,7 @@ static int run_grad(cpu_isa isa, int rows, int n_out, int n_in, int split)
     float *G = malloc(nw * sizeof(float)), *ref = malloc(nw * sizeof(float));
     fill(X, (size_t)rows * n_in, &r, 1.0f);
     fill(dZ, (size_t)rows * n_out, &r, 0.1f);
-    for (int j = 0; j < n_out; j++)
-        for (int col = 0; col < n_in; col++) {
-            float g = 0.0f;
-            for (int k = 0; k < rows; k++)
-                g = fmaf(dZ[(size_t)k * n_out + j], X[(size_t)k * n_in + col], g);
-            ref[(size_t)j * n_in + col] = g;
-        }
+    ref_grad(ref, dZ, X, rows, n_out, n_in);
     for (size_t i = 0; i < nw; i++)
         G[i] = NAN;
     const step_scalars grad = {.kind = STEP_GRAD};
@@ -313,13 +320,7 @@ static void run_conv_wgrad(cpu_isa isa, int rows, int F, int kc)
     float *G = malloc((size_t)F * kc * sizeof(float)), *ref = malloc((size_t)F * kc * sizeof(float));
     fill(dY, (size_t)rows * F, &r, 1.0f);
     fill(col, (size_t)rows * kc, &r, 1.0f);
-    for (int f = 0; f < F; f++)
-        for (int k = 0; k < kc; k++) {
-            float acc = 0.0f;
-            for (int i = 0; i < rows; i++)
-                acc = fmaf(col[(size_t)i * kc + k], dY[(size_t)i * F + f], acc);
-            ref[(size_t)f * kc + k] = acc;
-        }
+    ref_grad(ref, dY, col, rows, F, kc);
     kern_conv_small_wgrad(isa, G, dY, col, rows, F, kc);
     size_t bad = bits_differ(G, ref, (size_t)F * kc);
     CHECK_MSG(bad == 0, "%s conv_small_wgrad %d rows, %d filters, kc %d: %zu differ",
