@@ -14,7 +14,9 @@
  *   build (-std=c11: GNU C's default -ffp-contract=fast would time contracted
  *   multiply-adds that cohort's kernels do not compute).
  * Usage: kernels [--quick] [--isa avx2|avx512|all] [--rounds N] [--shape NAME]
- *        [--opt adam|sgd]   (the step's optimizer: Adam, or SGD with momentum)
+ *        [--opt adam|sgd|grad]   (the step's optimizer: Adam, SGD with momentum,
+ *        or none: STEP_GRAD, the weight gradient alone against the sgemm alone,
+ *        as convolutions use it; shape conv2 is the convnet's second one)
  * prints a markdown table; more rounds find the machine's quiet moments.
  */
 #define _POSIX_C_SOURCE 199309L
@@ -111,14 +113,15 @@ static void blas_step(bufs *b)
     const shape *s = b->s;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->n_out, s->n_in, s->rows, 1.0f, b->dZ,
                 s->n_out, b->X, s->n_in, 0.0f, b->G, s->n_in);
-    kern_step(b->W, b->G, b->m, b->v, (size_t)s->n_out * (size_t)s->n_in, &b->o);
+    if (b->o.kind != STEP_GRAD)
+        kern_step(b->W, b->G, b->m, b->v, (size_t)s->n_out * (size_t)s->n_in, &b->o);
 }
 
 int main(int argc, char **argv)
 {
     int quick = 0;
     const char *which = "all", *only = NULL;
-    int rounds = 0, sgd = 0;
+    int rounds = 0, sgd = 0, grad = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
@@ -128,11 +131,14 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc)
             only = argv[++i];
-        else if (!strcmp(argv[i], "--opt") && i + 1 < argc)
-            sgd = !strcmp(argv[++i], "sgd");
+        else if (!strcmp(argv[i], "--opt") && i + 1 < argc) {
+            i++;
+            sgd = !strcmp(argv[i], "sgd");
+            grad = !strcmp(argv[i], "grad");
+        }
         else {
             fprintf(stderr, "usage: kernels [--quick] [--isa avx2|avx512|all] [--rounds N] "
-                            "[--shape NAME] [--opt adam|sgd]\n");
+                            "[--shape NAME] [--opt adam|sgd|grad]\n");
             return 2;
         }
     }
@@ -154,6 +160,9 @@ int main(int argc, char **argv)
     static const shape shapes[] = {
         {"784-128", 64, 784, 128}, {"784-256", 64, 784, 256}, {"784-512", 64, 784, 512},
         {"128-10", 64, 128, 10},   {"512-10", 64, 512, 10},
+        /* the convnet's second weight gradient: a chunk of 6 images of 11 x 11
+         * pixels, 3 x 3 x 32 windows, 64 filters (with --opt grad) */
+        {"conv2", 726, 288, 64},
     };
     printf("| shape | isa | fwd own GFLOP/s | fwd OpenBLAS | own/OpenBLAS | step own GFLOP/s "
            "| step OpenBLAS+adam | own/OpenBLAS |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
@@ -175,7 +184,9 @@ int main(int argc, char **argv)
             b.v = filled(nw, 8, 0.001f);
             for (size_t j = 0; j < nw; j++)
                 b.v[j] = b.v[j] * b.v[j];
-            if (sgd)
+            if (grad)
+                b.o = (step_scalars){.kind = STEP_GRAD};
+            else if (sgd)
                 sgd_scalars(0.01f, 0.9f, 0, 1, &b.o);
             else
                 adam_scalars(1e-3f, 0.9f, 0.999f, 1e-7f, 0.0f, 10, &b.o);
