@@ -34,6 +34,12 @@ typedef struct gz_cache_map {
 int gz_cache_get(const struct stat *src, uint32_t crc, uint32_t isize, gz_cache_map *m);
 void gz_cache_put(const struct stat *src, uint32_t crc, const void *data, size_t len);
 void gz_cache_release(gz_cache_map *m);
+/* 1 where the cache is built in (with libdeflate, which inflates at once). */
+int gz_cache_built(void);
+
+/* Free x8_block as data_free does: unmap it where map_len is not 0 (a cached
+ * inflated file), else free() it. */
+void data_block_free(void *block, size_t map_len);
 
 /* No dataset may hold more than this many bytes of float32 inputs. */
 #define DATA_MAX_X_BYTES ((uint64_t)16 << 30)

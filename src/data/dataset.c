@@ -220,6 +220,14 @@ cohort_status data_align_classes(cohort_dataset *ds, char *const *names, int32_t
     return COHORT_OK;
 }
 
+void data_block_free(void *block, size_t map_len)
+{
+    if (map_len)
+        munmap(block, map_len);
+    else
+        free(block);
+}
+
 /* Frees the dataset and both arrays; NULL is a no-op. */
 void data_free(cohort_dataset *ds)
 {
@@ -231,10 +239,7 @@ void data_free(cohort_dataset *ds)
     free(ds->class_names);
     if (!(ds->borrowed & DATA_BORROW_X))
         free(ds->x);
-    if (ds->x8_map_len)
-        munmap(ds->x8_block, ds->x8_map_len);
-    else
-        free(ds->x8_block);
+    data_block_free(ds->x8_block, ds->x8_map_len);
     if (!(ds->borrowed & DATA_BORROW_Y))
         free(ds->y);
     if (!(ds->borrowed & DATA_BORROW_T))

@@ -78,11 +78,9 @@ static int cache_dir(char *dir, size_t cap)
     return n > 0 && (size_t)n < cap;
 }
 
-static int cache_path(char *path, size_t cap, const struct stat *src)
+/* The cache file of src in dir. */
+static int cache_path(char *path, size_t cap, const char *dir, const struct stat *src)
 {
-    char dir[PATH_MAX];
-    if (!cache_dir(dir, sizeof dir))
-        return 0;
     int n = snprintf(path, cap, "%s/gz-%llx-%llx", dir, (unsigned long long)src->st_dev,
                      (unsigned long long)src->st_ino);
     return n > 0 && (size_t)n < cap;
@@ -106,8 +104,8 @@ static void head_of(gz_cache_head *h, const struct stat *src, uint32_t crc, uint
 int gz_cache_get(const struct stat *src, uint32_t crc, uint32_t isize, gz_cache_map *out)
 {
     memset(out, 0, sizeof *out);
-    char path[PATH_MAX];
-    if (!cache_path(path, sizeof path, src))
+    char dir[PATH_MAX], path[PATH_MAX];
+    if (!cache_dir(dir, sizeof dir) || !cache_path(path, sizeof path, dir, src))
         return 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
@@ -179,7 +177,7 @@ void gz_cache_put(const struct stat *src, uint32_t crc, const void *data, size_t
     static _Atomic unsigned serial;
     char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 64];
     if (len < GZ_CACHE_MIN || !cache_dir(dir, sizeof dir) || !make_dirs(dir) ||
-        !cache_path(path, sizeof path, src))
+        !cache_path(path, sizeof path, dir, src))
         return;
     int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
                      atomic_fetch_add(&serial, 1u));
@@ -197,6 +195,8 @@ void gz_cache_put(const struct stat *src, uint32_t crc, const void *data, size_t
     if (!ok || rename(tmp, path) != 0)
         unlink(tmp);
 }
+
+int gz_cache_built(void) { return 1; }
 
 void gz_cache_release(gz_cache_map *m)
 {
@@ -218,4 +218,6 @@ void gz_cache_put(const struct stat *src, uint32_t crc, const void *data, size_t
 }
 
 void gz_cache_release(gz_cache_map *m) { memset(m, 0, sizeof *m); }
+
+int gz_cache_built(void) { return 0; }
 #endif

@@ -14,12 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <zlib.h>
 #ifdef COHORT_HAVE_LIBDEFLATE
 #include <fcntl.h>
 #include <libdeflate.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #endif
 
@@ -435,10 +435,7 @@ cohort_status data_read_idx(const char *images, const char *labels, cohort_datas
 done:
     idx_close(&fi);
     idx_close(&fl);
-    if (block_map_len)
-        munmap(block, block_map_len);
-    else
-        free(block);
+    data_block_free(block, block_map_len);
     free(y);
     return st;
 }

@@ -31,8 +31,9 @@ uint64_t rng_next(rng_state *r);
 float rng_uniform(rng_state *r);
 /* Uniform integer in [0, n), unbiased. */
 uint64_t rng_below(rng_state *r, uint64_t n);
-/* A stateless hash of (key, counter) to [0, 1): the same on every backend
- * (splitmix64's finalizer). Inline: dropout calls it once per element. */
+/* A stateless hash of (key, counter): the top 24 bits of splitmix64's
+ * finalizer, the same on every backend. Inline: dropout calls it once per
+ * element. */
 static inline uint32_t rng_hash_bits24(uint64_t key, uint64_t counter)
 {
     uint64_t z = (key ^ (counter * 0x9e3779b97f4a7c15ULL)) + 0x9e3779b97f4a7c15ULL;
@@ -42,7 +43,7 @@ static inline uint32_t rng_hash_bits24(uint64_t key, uint64_t counter)
     return (uint32_t)(z >> 40);
 }
 
-/* rng_hash_bits24 / 2^24: a float in [0, 1), exact. */
+/* rng_hash_bits24 / 2^24: the hash as a float in [0, 1), exact. */
 static inline float rng_hash_uniform(uint64_t key, uint64_t counter)
 {
     return (float)rng_hash_bits24(key, counter) * (1.0f / 16777216.0f);
