@@ -26,6 +26,8 @@ models:
     layers: [{dense: 16, activation: relu, kernel_regularizer: {l2: 0.001}}, {dense: 3, activation: softmax}]
   - name: f_cos_plain
     optimizer: {name: adam, schedule: {cosine_decay: {decay_steps: 100}}}
+  - name: f_cos_nowarm
+    optimizer: {name: adam, lr: 0.002, schedule: {cosine_decay: {decay_steps: 80, warmup_target: 0.004}}}
   - name: f_exp
     optimizer: {name: adam, lr: 0.01, global_clipnorm: 1.0,
                 schedule: {exponential_decay: {decay_steps: 30, decay_rate: 0.5, staircase: true}}}
@@ -40,13 +42,13 @@ models:
     reduce_lr_on_plateau: {patience: 1, factor: 0.5, min_delta: 0.01, cooldown: 1, min_lr: 0.01}
   - name: f_plain
 YAML
-models="f_cos f_cos_plain f_exp f_exp_smooth f_pw f_plat f_plain"
+models="f_cos f_cos_plain f_cos_nowarm f_exp f_exp_smooth f_pw f_plat f_plain"
 
 "$COHORT" plan "$T/plan.yaml" --strategy fused --threads 1 --json >"$T/groups.json" 2>&1 && ok || bad "plan: $(cat "$T/groups.json")"
-$PY - "$T/groups.json" <<'PY' && ok || bad "the seven adam models should be one fused group: $(cat "$T/groups.json")"
+$PY - "$T/groups.json" <<'PY' && ok || bad "the eight adam models should be one fused group: $(cat "$T/groups.json")"
 import json, sys
 groups = [g["models"] for g in json.load(open(sys.argv[1]))["groups"]]
-assert len(groups) == 1 and len(groups[0]) == 7, groups
+assert len(groups) == 1 and len(groups[0]) == 8, groups
 PY
 
 "$COHORT" train "$T/plan.yaml" --strategy sequential --threads 1 --out "$T/seq" --quiet >/dev/null 2>"$T/seq.err" && ok || bad "sequential run: $(cat "$T/seq.err")"
@@ -88,6 +90,7 @@ def piecewise(step, bounds, values):
 want = {
     "f_cos": lambda s: cosine(s, 0.002, 60, 0.1, 20, 0.01),
     "f_cos_plain": lambda s: cosine(s, 0.001, 100),
+    "f_cos_nowarm": lambda s: cosine(s, 0.002, 80, 0.0, 0, 0.004),
     "f_exp": lambda s: exponential(s, 0.01, 30, 0.5, True),
     "f_exp_smooth": lambda s: exponential(s, 0.01, 40, 0.3),
     "f_pw": lambda s: piecewise(s, [22, 69], [0.01, 0.003, 0.0005]),

@@ -668,12 +668,10 @@ static cohort_status build_schedule(const yctx *c, const ynode *n, lr_schedule *
             return st;
         s->warmup_steps = ll;
     }
+    /* As Keras: a target with no warmup steps starts the cosine from it. */
     if ((v = ymap_get(m, "warmup_target")) && !ynode_is_null(v) &&
-        (st = yget_num(c, v, "warmup_target", YR_POSITIVE, 0, &s->warmup_target)))
+        (st = yget_num(c, v, "warmup_target", YR_NONNEG, 0, &s->warmup_target)))
         return st;
-    if (!isnan(s->warmup_target) && s->warmup_steps == 0)
-        return ynode_fail(c, v, "cosine_decay's warmup_target needs warmup_steps > 0 (the "
-                                "steps to reach it)");
     return COHORT_OK;
 }
 
