@@ -276,7 +276,8 @@ static void run_small(cpu_isa isa, int nt, int M, int N, int K, int cut, int tig
  * bit for bit: kern_gemm_own, Y = A·B with A read through strides (ar, ac:
  * im2col's rows, or dY through Wᵀ), and kern_conv_small_wgrad, G = dYᵀ·col.
  * N (and F) multiples of 16 and of 8 but not of 32, rows around the tile's
- * six; Y's columns past N and the rows' padding must stay as they were.
+ * six, and a B too big to be read whole by every row group (by panels);
+ * Y's columns past N and the rows' padding must stay as they were.
  */
 static void run_conv(cpu_isa isa, int M, int N, int K, int transposed)
 {
@@ -424,6 +425,11 @@ int main(void)
                         run_conv(isas[a], cv_m[i], cv_n[j], cv_k[k], t);
                         tried++;
                     }
+        /* B past 256 KiB: by panels of 64 columns, the last narrower (a
+         * later dense layer's input gradient, dZ·W). */
+        run_conv(isas[a], 20, 208, 400, 0);
+        run_conv(isas[a], 64, 96, 700, 1);
+        tried += 2;
         for (size_t f = 0; f < sizeof wg_f / sizeof *wg_f; f++)
             for (size_t k = 0; k < sizeof wg_kc / sizeof *wg_kc; k++) {
                 CHECK(conv_small_ok(wg_kc[k], wg_f[f]));

@@ -117,10 +117,17 @@ static void group_configure(train_group *g, const model_spec *const *specs, int 
     /* The transposed input lives in gradients that only a fused step leaves alone. */
     const layer_plan *l0 = &L->layers[0];
     int ldt = g->be->xt_ld ? g->be->xt_ld(g->ctx, L->B) : 0;
-    if (ldt > 0 && g->fuse_step && g->be->model_major && g->can_share &&
-        layer_ops_of(l0->kind)->uses_xt &&
+    if (ldt <= 0 || !g->fuse_step || !g->be->model_major)
+        return;
+    if (g->can_share && layer_ops_of(l0->kind)->uses_xt &&
         (size_t)ldt * (size_t)L->n_in <= l0->n_fused)
         g->xt_ldt = ldt;
+    for (int i = 1; i < L->n_layers; i++) {
+        const layer_plan *lp = &L->layers[i];
+        g->xt_hidden[i] = layer_ops_of(lp->kind)->uses_xt &&
+                          (size_t)ldt * shape_size(lp->in) <= lp->n_fused;
+    }
+    g->xt_ld = ldt;
 }
 
 /* Every model's class weights, 1 for a model without class_weight. */

@@ -67,6 +67,13 @@ struct train_group {
      * xt_ready[s] says it is current. */
     int xt_ldt;
     unsigned char xt_ready[COHORT_MAX_GROUP];
+    /* Layers past the first that run their forward pass the same way (ldt
+     * columns as well): each batch's input of layer i, transposed afresh
+     * into each model's gradient of that layer, where it fits (ldt <= the
+     * layer's outputs: not a classifier's last layer). xt_ld: the
+     * backend's ldt for a batch, 0 where none of this is used. */
+    unsigned char xt_hidden[COHORT_MAX_LAYERS];
+    int xt_ld;
 };
 
 /* Models [k0, k0 + count) of the group; every op works on such a range. */

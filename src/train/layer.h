@@ -85,9 +85,10 @@ typedef struct layer_ops {
     int may_overwrite_input;
     /* the input may be one copy read by every model (stride 0) */
     int shares_input;
-    /* as the first layer, forward may read the input transposed (XT), kept
-     * in the first n_fused floats of its gradients (which a fused step
-     * never writes) */
+    /* forward may read the input transposed (XT), kept in the first
+     * n_fused floats of its gradients (which a fused step never writes):
+     * the first layer's for as long as its batch stays, a later layer's
+     * made at every forward pass (step.c) */
     int uses_xt;
     /* The tensors of the weight file (at most 4) in file order; returns
      * their count. */

@@ -65,6 +65,17 @@ static const float *input_transposed(train_group *g, krange r, int rows, size_t 
     return g->grads + (size_t)r.k0 * g->L.p_stride + g->L.layers[0].p_off;
 }
 
+/* Layer p's input (a later layer's: the models' own activations) of
+ * every model of the pass transposed into its gradient of that layer. */
+static const float *layer_input_transposed(train_group *g, const layer_pass *p)
+{
+    int in = (int)shape_size(p->lp->in);
+    for (int k = 0; k < p->count; k++)
+        g->be->transpose(g->ctx, p->G + (size_t)k * p->sP + p->lp->p_off, g->xt_ld,
+                         p->X + (size_t)k * p->sX, in, p->rows, in);
+    return p->G + p->lp->p_off;
+}
+
 /* Layer i's pass over models r: its tensors and their strides. */
 static layer_pass pass_of(train_group *g, int i, krange r, int rows, const layer_spec **ls)
 {
@@ -109,6 +120,10 @@ void group_forward(train_group *g, krange r, int rows, int training, uint64_t co
         if (i == 0) {
             p.XT = input_transposed(g, r, rows, &p.sXT);
             p.ldt = g->xt_ldt;
+        } else if (g->xt_hidden[i]) {
+            p.XT = layer_input_transposed(g, &p);
+            p.ldt = g->xt_ld;
+            p.sXT = g->L.p_stride;
         }
         layer_ops_of(g->L.layers[i].kind)->forward(&p);
     }

@@ -12,13 +12,14 @@
 #define CAT(a, b) CAT2(a, b)
 #define FN(name) CAT(name, SFX)
 
-/* Six rows of Y by nv vectors of columns from column j, nv a constant. */
+/* nr rows of Y (at most six) by nv vectors of columns from column j, nr
+ * and nv constants. */
 static inline __attribute__((always_inline)) TGT void
 FN(gemm_tile)(float *Y, size_t ldy, const float *A, size_t ar, size_t ac, const float *B,
-              size_t ldb, int i, int j, int K, const int nv)
+              size_t ldb, int i, int j, int K, const int nr, const int nv)
 {
     VT s[6][2];
-    for (int r = 0; r < 6; r++)
+    for (int r = 0; r < nr; r++)
         for (int q = 0; q < nv; q++)
             s[r][q] = VZERO();
     const float *a = A + (size_t)i * ar, *w = B + j;
@@ -26,40 +27,65 @@ FN(gemm_tile)(float *Y, size_t ldy, const float *A, size_t ar, size_t ac, const 
         VT wv[2];
         for (int q = 0; q < nv; q++)
             wv[q] = VLOAD(w + q * VL);
-        for (int r = 0; r < 6; r++) {
+        for (int r = 0; r < nr; r++) {
             VT b = VSET1(a[(size_t)r * ar + k * ac]);
             for (int q = 0; q < nv; q++)
                 s[r][q] = VFMA(b, wv[q], s[r][q]);
         }
     }
-    for (int r = 0; r < 6; r++)
+    for (int r = 0; r < nr; r++)
         for (int q = 0; q < nv; q++)
             VSTORE(Y + (size_t)(i + r) * ldy + (size_t)j + (size_t)q * VL, s[r][q]);
 }
 
-/* Rows of six by two vectors of columns (12 accumulators), a last single
- * vector where N leaves one, then the last rows one at a time; N a
- * multiple of VL. */
+/* Rows [i, i + nr) by columns [j0, j1) (multiples of VL): two vectors at a
+ * time (2 nr accumulators), a last single one where the range leaves it. */
+static inline __attribute__((always_inline)) TGT void
+FN(gemm_rows)(float *Y, size_t ldy, const float *A, size_t ar, size_t ac, const float *B,
+              size_t ldb, int i, int j0, int j1, int K, const int nr)
+{
+    int j = j0;
+    for (; j + 2 * VL <= j1; j += 2 * VL)
+        FN(gemm_tile)(Y, ldy, A, ar, ac, B, ldb, i, j, K, nr, 2);
+    if (j < j1)
+        FN(gemm_tile)(Y, ldy, A, ar, ac, B, ldb, i, j, K, nr, 1);
+}
+
+/* Rows [i0, M) by columns [j0, j1): groups of six rows, then the rest as
+ * one group of fewer rows (its own constant, so the accumulators stay in
+ * registers: one row at a time had left them a chain of dependent
+ * multiply-adds, which took a 64-row product twice as long). */
+static TGT void FN(gemm_block)(float *Y, size_t ldy, const float *A, size_t ar, size_t ac,
+                               const float *B, size_t ldb, int M, int j0, int j1, int K)
+{
+    int i = 0;
+    for (; i + 6 <= M; i += 6)
+        FN(gemm_rows)(Y, ldy, A, ar, ac, B, ldb, i, j0, j1, K, 6);
+    switch (M - i) {
+    case 5: FN(gemm_rows)(Y, ldy, A, ar, ac, B, ldb, i, j0, j1, K, 5); break;
+    case 4: FN(gemm_rows)(Y, ldy, A, ar, ac, B, ldb, i, j0, j1, K, 4); break;
+    case 3: FN(gemm_rows)(Y, ldy, A, ar, ac, B, ldb, i, j0, j1, K, 3); break;
+    case 2: FN(gemm_rows)(Y, ldy, A, ar, ac, B, ldb, i, j0, j1, K, 2); break;
+    case 1: FN(gemm_rows)(Y, ldy, A, ar, ac, B, ldb, i, j0, j1, K, 1); break;
+    default: break;
+    }
+}
+
+/* Y = A·B, N a multiple of VL. Where B is small (a convolution's filters)
+ * every row group reads all of it from a near cache; a larger B (a dense
+ * layer's weights, in its input gradient) goes by panels of GEMM_PANEL
+ * columns, each read by every row group before the next. Each element is
+ * one tile's sum either way. */
 static TGT void FN(gemm_own)(float *Y, size_t ldy, const float *A, size_t ar, size_t ac,
                              const float *B, size_t ldb, int M, int N, int K)
 {
-    int i = 0;
-    for (; i + 6 <= M; i += 6) {
-        int j = 0;
-        for (; j + 2 * VL <= N; j += 2 * VL)
-            FN(gemm_tile)(Y, ldy, A, ar, ac, B, ldb, i, j, K, 2);
-        if (j < N)
-            FN(gemm_tile)(Y, ldy, A, ar, ac, B, ldb, i, j, K, 1);
+    if ((size_t)K * (size_t)N * sizeof(float) <= GEMM_B_NEAR) {
+        FN(gemm_block)(Y, ldy, A, ar, ac, B, ldb, M, 0, N, K);
+        return;
     }
-    for (; i < M; i++) {
-        const float *a = A + (size_t)i * ar;
-        for (int j = 0; j < N; j += VL) {
-            VT acc = VZERO();
-            for (size_t k = 0; k < (size_t)K; k++)
-                acc = VFMA(VSET1(a[k * ac]), VLOAD(B + k * ldb + (size_t)j), acc);
-            VSTORE(Y + (size_t)i * ldy + (size_t)j, acc);
-        }
-    }
+    for (int j = 0; j < N; j += GEMM_PANEL)
+        FN(gemm_block)(Y, ldy, A, ar, ac, B, ldb, M, j, j + GEMM_PANEL < N ? j + GEMM_PANEL : N,
+                       K);
 }
 
 /* VL filters at a time from filter *f, one register of sums per k, as long
