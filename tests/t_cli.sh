@@ -135,4 +135,16 @@ if [ "$best" = avx2 ]; then
         ok || bad "devices asking for more than the CPU has: $out"
 fi
 
+# A value option last, or empty, is an error: taken as not given, `--out DIR
+# --out` had trained into runs/PLAN.
+for args in "--out $T/x --out" "--shard" "--threads" "--strategy" "--out="; do
+    expect_status 2 "train $args" -- "$COHORT" train "$T/plan.yaml" --quiet $args
+    expect_err "is missing its value" "train $args"
+done
+[ ! -e "$T/x" ] && [ ! -e runs/plan ] && ok || bad "a train with a missing value trained"
+expect_status 2 "plan --strategy" -- "$COHORT" plan "$T/plan.yaml" --strategy
+expect_err "cohort plan: --strategy is missing its value" "plan --strategy"
+expect_status 2 "predict --out" -- "$COHORT" predict "$T/run/models/adam_model.safetensors" --data "csv:$T/test.csv" --out
+expect_err "cohort predict: --out is missing its value" "predict --out"
+
 finish

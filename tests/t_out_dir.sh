@@ -4,7 +4,10 @@
 # and --overwrite) and changes nothing; --overwrite removes that run's files,
 # so none is left beside the new run's; the same plan trained again replaces
 # its own files (make demo twice). --resume on a directory that does not
-# exist says so, in one line, and trains from scratch.
+# exist says so, in one line, and trains from scratch. A run refused because
+# no model fits (exit 2) leaves the directory's run as it was, --overwrite
+# or not. Only temporary files (NAME.tmp.PID) are swept at the start: a
+# model named m.tmp.1 keeps its files. A model named NAME.best is refused.
 set -u
 . "$(dirname "$0")/lib.sh"
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
@@ -57,4 +60,39 @@ expect_err "cohort: --resume: $T/new does not exist" "--resume on a missing dire
 # ... and where there is a run, no such line.
 expect_status 0 "--resume on a finished run" -- "$COHORT" train "$T/one.yaml" --out "$T/new" --quiet --resume
 ! grep -q "does not exist" "$T/err" && ok || bad "--resume on a finished run: $(cat "$T/err")"
+# A run of the same models that can train none of them (each over the
+# memory limit) is refused before it touches the directory: the records,
+# results and, with --overwrite, the earlier run's files stay.
+huge='defaults.layers=[{dense: 1000000, activation: relu}, {dense: 1000000, activation: relu}, {dense: 3, activation: softmax}]'
+cp "$T/new/results.json" "$T/before.json"
+for flag in "" --overwrite; do
+    expect_status 2 "nothing fits $flag" -- "$COHORT" train "$T/one.yaml" --out "$T/new" --quiet $flag --set "$huge"
+    expect_err "no model can be trained" "nothing fits $flag"
+    cmp -s "$T/before.json" "$T/new/results.json" && ok || bad "nothing fits $flag: results.json changed"
+    [ -e "$T/new/records/a.json" ] && [ -e "$T/new/models/b.safetensors" ] && [ -e "$T/new/history/a.csv" ] &&
+        ok || bad "nothing fits $flag: the earlier run's files are gone: $(ls -R "$T/new")"
+done
+
+# The start of a run sweeps temporaries a killed run left, and only those.
+cat > "$T/tmpname.yaml" <<YAML
+data: {train: csv:$T/train.csv}
+defaults: {epochs: 1, batch_size: 16, layers: [{dense: 3, activation: softmax}]}
+models: [{name: m.tmp.1}, {name: m.tmp.2.3}]
+YAML
+expect_status 0 "models named m.tmp.N" -- "$COHORT" train "$T/tmpname.yaml" --out "$T/tn" --quiet
+: > "$T/tn/models/m.tmp.1.safetensors.tmp.4242"
+: > "$T/tn/checkpoints/x.safetensors.tmp.17.2"
+expect_status 0 "models named m.tmp.N, resumed" -- "$COHORT" train "$T/tmpname.yaml" --out "$T/tn" --quiet --resume
+for m in m.tmp.1 m.tmp.2.3; do
+    [ -e "$T/tn/models/$m.safetensors" ] && [ -e "$T/tn/records/$m.json" ] && [ -e "$T/tn/history/$m.csv" ] &&
+        ok || bad "model $m lost its files to the sweep of temporaries: $(ls -R "$T/tn")"
+done
+[ ! -e "$T/tn/models/m.tmp.1.safetensors.tmp.4242" ] && [ ! -e "$T/tn/checkpoints/x.safetensors.tmp.17.2" ] &&
+    ok || bad "temporaries of a killed run were left: $(ls -R "$T/tn")"
+
+# models/NAME.best.safetensors is model NAME's: no model may be called NAME.best.
+sed 's/models: .*/models: [{name: a}, {name: a.best}]/' "$T/one.yaml" > "$T/best.yaml"
+expect_status 2 "a model named a.best" -- "$COHORT" train "$T/best.yaml" --out "$T/best" --quiet
+expect_err "best.yaml:3: model name 'a.best' ends in .best" "a model named a.best"
+[ ! -e "$T/best" ] && ok || bad "a refused plan made its --out"
 finish

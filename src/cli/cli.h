@@ -25,7 +25,9 @@ void print_results_file_table(FILE *out, const char *dir);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Exit status for a library status. */
 int cli_exit_status(cohort_status st);
-/* argv[i] is "--name" and a value follows, or "--name=value": set *val. */
+/* argv[i] is "--name" and a value follows, or "--name=value": set *val.
+ * A value missing (the option last) or empty is a usage error: reported
+ * here, and the process exits 2. argv[0] names the command. */
 int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
 /* The value of --threads (1 to 4096), or -1 when v is not one. */
 int cli_threads(const char *v);

@@ -260,7 +260,7 @@ int cmd_plan(int argc, char **argv)
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (cli_opt_value(argc, argv, &i, "--set", &v)) {
-            if (!v || !strchr(v, '=')) {
+            if (!strchr(v, '=')) {
                 free(sets);
                 return cli_usage_error("plan", "--set needs KEY=VALUE");
             }
@@ -270,9 +270,8 @@ int cmd_plan(int argc, char **argv)
         } else if (cli_opt_value(argc, argv, &i, "--threads", &v)) {
             if ((threads = cli_threads(v)) < 0) {
                 free(sets);
-                return v ? cli_usage_error("plan", "--threads must be a positive integer, not "
-                                                   "'%s'", v)
-                         : cli_usage_error("plan", "--threads is missing its value");
+                return cli_usage_error("plan", "--threads must be a positive integer, not '%s'",
+                                       v);
             }
         } else if (argv[i][0] == '-') {
             free(sets);

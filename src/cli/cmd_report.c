@@ -196,8 +196,8 @@ int cmd_compare(int argc, char **argv)
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (cli_opt_value(argc, argv, &i, "--by", &v)) {
-            if (!v || (strcmp(v, "test") && strcmp(v, "val")))
-                return cli_usage_error("compare", "--by takes test or val, not '%s'", v ? v : "");
+            if (strcmp(v, "test") && strcmp(v, "val"))
+                return cli_usage_error("compare", "--by takes test or val, not '%s'", v);
             sort_by_val = !strcmp(v, "val");
         } else if (argv[i][0] == '-') {
             return cli_usage_error("compare", "unknown option '%s'", argv[i]);

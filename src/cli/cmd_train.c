@@ -60,7 +60,7 @@ int cmd_train(int argc, char **argv)
         } else if (cli_opt_value(argc, argv, &i, "--strategy", &v)) {
             strategy = v;
         } else if (cli_opt_value(argc, argv, &i, "--set", &v)) {
-            if (!v || !strchr(v, '=')) {
+            if (!strchr(v, '=')) {
                 free(sets);
                 return cli_usage_error("train", "--set needs KEY=VALUE, e.g. --set defaults.epochs=1");
             }
@@ -90,11 +90,6 @@ int cmd_train(int argc, char **argv)
         free(sets);
         fputs(help, stderr);
         return 2;
-    }
-    if ((out && !*out) || (strategy && !*strategy) || (threads && !*threads) ||
-        (shard && !*shard)) {
-        free(sets);
-        return cli_usage_error("train", "an option is missing its value (see cohort train --help)");
     }
     if (resume && overwrite) {
         free(sets);

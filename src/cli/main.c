@@ -56,17 +56,18 @@ int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **
     size_t n = strlen(name);
     if (strncmp(argv[*i], name, n) != 0)
         return 0;
-    if (argv[*i][n] == '=') {
+    if (argv[*i][n] == '=')
         *val = argv[*i] + n + 1;
-        return 1;
-    }
-    if (argv[*i][n] != 0)
+    else if (argv[*i][n] != 0)
         return 0;
-    if (*i + 1 >= argc) {
-        *val = NULL;
-        return 1;
+    else
+        *val = *i + 1 < argc ? argv[++*i] : "";
+    if (!**val) {
+        /* Taken as not given, `--out DIR --out` had trained into the
+         * default folder. argv[0] is the command's name. */
+        cli_usage_error(argv[0], "%s is missing its value", name);
+        exit(2);
     }
-    *val = argv[++*i];
     return 1;
 }
 

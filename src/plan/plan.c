@@ -1635,6 +1635,17 @@ static int cmp_name_ref(const void *a, const void *b)
 static cohort_status check_unique_names(const yctx *c, const cohort_plan *plan)
 {
     int n = plan->n_models;
+    /* models/NAME.best.safetensors holds model NAME's best epoch: a model
+     * named NAME.best would write its weights over them. */
+    for (int i = 0; i < n; i++) {
+        const model_spec *m = &plan->models[i];
+        size_t len = strlen(m->name);
+        if (len >= 5 && strcmp(m->name + len - 5, ".best") == 0)
+            return cohort_fail(c->err, COHORT_ERR_INPUT,
+                               "%s:%d: model name '%s' ends in .best, which names a model's "
+                               "best-epoch weights (models/NAME.best.safetensors); choose another",
+                               c->file, m->line, m->name);
+    }
     name_ref *refs = malloc((size_t)n * sizeof *refs);
     if (!refs)
         return ynode_nomem(c);

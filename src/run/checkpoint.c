@@ -416,12 +416,34 @@ cohort_status out_dir_lock(const char *dir, int *fd_out, cohort_error *err)
     return COHORT_OK;
 }
 
+/* Whether name is a temporary file's: PATH.tmp.PID (file_write_atomic,
+ * merge) or PATH.tmp.PID.N (the data cache's). A model may be named
+ * "m.tmp.1": its files end in .safetensors, .csv or .json, so they are not. */
+static int is_temporary(const char *name)
+{
+    for (const char *p = strstr(name, ".tmp."); p; p = strstr(p + 1, ".tmp.")) {
+        const char *q = p + 5;
+        int dots = 0, digits = 0;
+        for (; *q; q++) {
+            if (*q >= '0' && *q <= '9')
+                digits++;
+            else if (*q == '.' && digits && !dots++)
+                digits = 0;
+            else
+                break;
+        }
+        if (!*q && digits)
+            return 1;
+    }
+    return 0;
+}
+
 void out_dir_remove_temporaries(const char *dir)
 {
     DIR *d = opendir(dir);
     struct dirent *de;
     while (d && (de = readdir(d)))
-        if (strstr(de->d_name, ".tmp.")) {
+        if (is_temporary(de->d_name)) {
             char p[2 * COHORT_PATH_MAX];
             snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
             unlink(p);

@@ -111,6 +111,9 @@ int run_restored_epoch(const model_entry *e);
 
 /* Write results.json (atomically) from the current state of every model. */
 cohort_status run_write_results(cohort_run *run, cohort_error *err);
+/* COHORT_ERR_INPUT "no model can be trained" where placement left no model
+ * to train and none resumes. */
+cohort_status run_check_trainable(const cohort_run *run, cohort_error *err);
 /*
  * A sweep's cost must grow with its size, not its square: results.json
  * holds every model, so it is written at most every RESULTS_EVERY seconds

@@ -422,6 +422,12 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         st = place_models(run, err);
     if (!st && run->strategy == COHORT_STRATEGY_AUTO)
         choose_strategy(run);
+    /* Refused before the output directory is claimed: --overwrite would
+     * have removed the earlier run, and a new journal its records. With
+     * --resume the journal may hold finished models: cohort_run_train
+     * checks then, before it writes anything. */
+    if (!st && run->out_dir[0] && !run->opt.resume)
+        st = run_check_trainable(run, err);
     if (!st && run->out_dir[0]) {
         char sub[COHORT_PATH_MAX + 16];
         st = dir_make(run->out_dir, err);

@@ -979,13 +979,8 @@ static int count_failed(const cohort_run *run)
     return n;
 }
 
-cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
+cohort_status run_check_trainable(const cohort_run *run, cohort_error *err)
 {
-    if (run->out_dir[0]) {
-        cohort_status st = run_write_results(run, err);
-        if (st)
-            return st;
-    }
     int trainable = 0, resumed = 0;
     for (int i = 0; i < run->n; i++) {
         trainable += !run->m[i].done;
@@ -994,15 +989,27 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
     if (trainable == 0 && resumed == 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "no model can be trained: %s",
                            run->n ? run->m[0].res.error : "the plan has no models");
+    return COHORT_OK;
+}
+
+cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
+{
+    /* Before results.json is written: a run refused here leaves the
+     * directory's earlier run as it was. */
+    cohort_status st = run_check_trainable(run, err);
+    if (st)
+        return st;
+    if (run->out_dir[0] && (st = run_write_results(run, err)))
+        return st;
     if (run->out_dir[0] && run->plan->source) {
         char path[COHORT_PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/plan.yaml", run->out_dir);
         file_write_atomic(path, run->plan->source, strlen(run->plan->source), NULL);
     }
     prune_kind sk = run->plan->scheduler.kind;
-    cohort_status st = sk == PRUNE_PBT    ? run_schedule_pbt(run, err)
-                       : sk != PRUNE_NONE ? run_schedule_pruned(run, err)
-                                          : run_schedule(run, err);
+    st = sk == PRUNE_PBT    ? run_schedule_pbt(run, err)
+         : sk != PRUNE_NONE ? run_schedule_pruned(run, err)
+                            : run_schedule(run, err);
     pthread_mutex_lock(&run->lock);
     if (run->stop) {
         /* Models the stop kept from starting, or from reporting, are
