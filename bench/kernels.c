@@ -5,6 +5,9 @@
  *   step  the weight gradient G[H,N] = dZᵀ·X with Adam on W: kern_dense_step,
  *         against cblas_sgemm(Trans, NoTrans) into G and then kern_step over
  *         W (what COHORT_CPU_KERNELS=blas runs);
+ *   dX    the input gradient dX[64,N] = dZ·W of a layer past the first:
+ *         kern_gemm_own against cblas_sgemm(NoTrans, NoTrans), for N a
+ *         multiple of 16 (else "-");
  * best of several rounds of at least 0.1 s of the thread's CPU time each, as GFLOP/s (2·64·N·H per
  * product) and as a ratio own / OpenBLAS (above 1: own is faster). One
  * thread: cohort's pool splits rows of W between cores, OpenBLAS's threads
@@ -21,6 +24,7 @@
  */
 #define _POSIX_C_SOURCE 199309L
 #include "backend/cpu/dense_step.h"
+#include "backend/cpu/window.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -117,6 +121,20 @@ static void blas_step(bufs *b)
         kern_step(b->W, b->G, b->m, b->v, (size_t)s->n_out * (size_t)s->n_in, &b->o);
 }
 
+static void own_dx(bufs *b)
+{
+    const shape *s = b->s;
+    kern_gemm_own(b->isa, b->X, (size_t)s->n_in, b->dZ, (size_t)s->n_out, 1, b->W,
+                  (size_t)s->n_in, s->rows, s->n_in, s->n_out);
+}
+
+static void blas_dx(bufs *b)
+{
+    const shape *s = b->s;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->rows, s->n_in, s->n_out, 1.0f, b->dZ,
+                s->n_out, b->W, s->n_in, 0.0f, b->X, s->n_in);
+}
+
 int main(int argc, char **argv)
 {
     int quick = 0;
@@ -160,12 +178,16 @@ int main(int argc, char **argv)
     static const shape shapes[] = {
         {"784-128", 64, 784, 128}, {"784-256", 64, 784, 256}, {"784-512", 64, 784, 512},
         {"128-10", 64, 128, 10},   {"512-10", 64, 512, 10},
+        /* layers past the first of deeper MLPs, and a convnet's dense head
+         * (batch 128): forward from their input transposed, dX by gemm_own */
+        {"512-256", 64, 512, 256}, {"256-128", 64, 256, 128}, {"1600-128", 128, 1600, 128},
         /* the convnet's second weight gradient: a chunk of 6 images of 11 x 11
          * pixels, 3 x 3 x 32 windows, 64 filters (with --opt grad) */
         {"conv2", 726, 288, 64},
     };
     printf("| shape | isa | fwd own GFLOP/s | fwd OpenBLAS | own/OpenBLAS | step own GFLOP/s "
-           "| step OpenBLAS+adam | own/OpenBLAS |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
+           "| step OpenBLAS+adam | own/OpenBLAS | dX own | dX OpenBLAS | own/OpenBLAS |\n"
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
         const shape *s = &shapes[k];
         if (only && strcmp(only, s->name))
@@ -193,9 +215,15 @@ int main(int argc, char **argv)
             double flops = 2.0 * s->rows * s->n_in * s->n_out;
             double fo = best_of(own_fwd, &b, rounds), fb = best_of(blas_fwd, &b, rounds);
             double so = best_of(own_step, &b, rounds), sb = best_of(blas_step, &b, rounds);
-            printf("| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f | %.2fx |\n", s->name,
+            printf("| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f | %.2fx |", s->name,
                    cpu_isa_name(b.isa), flops / fo * 1e-9, flops / fb * 1e-9, fb / fo,
                    flops / so * 1e-9, flops / sb * 1e-9, sb / so);
+            if (gemm_own_ok(s->n_in)) {
+                double xo = best_of(own_dx, &b, rounds), xb = best_of(blas_dx, &b, rounds);
+                printf(" %.1f | %.1f | %.2fx |\n", flops / xo * 1e-9, flops / xb * 1e-9, xb / xo);
+            } else {
+                printf(" - | - | - |\n");
+            }
             free(b.X), free(b.XT), free(b.W), free(b.Y), free(b.dZ), free(b.G), free(b.m),
                 free(b.v);
         }

@@ -137,11 +137,13 @@ fi
 
 # A value option last, or empty, is an error: taken as not given, `--out DIR
 # --out` had trained into runs/PLAN.
+mkdir "$T/cwd" && cd "$T/cwd" || exit 1
 for args in "--out $T/x --out" "--shard" "--threads" "--strategy" "--out="; do
     expect_status 2 "train $args" -- "$COHORT" train "$T/plan.yaml" --quiet $args
     expect_err "is missing its value" "train $args"
 done
-[ ! -e "$T/x" ] && [ ! -e runs/plan ] && ok || bad "a train with a missing value trained"
+[ ! -e "$T/x" ] && [ ! -e "$T/cwd/runs" ] && ok || bad "a train with a missing value trained"
+cd - >/dev/null || exit 1
 expect_status 2 "plan --strategy" -- "$COHORT" plan "$T/plan.yaml" --strategy
 expect_err "cohort plan: --strategy is missing its value" "plan --strategy"
 expect_status 2 "predict --out" -- "$COHORT" predict "$T/run/models/adam_model.safetensors" --data "csv:$T/test.csv" --out

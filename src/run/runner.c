@@ -425,8 +425,9 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
     /* Refused before the output directory is claimed: --overwrite would
      * have removed the earlier run, and a new journal its records. With
      * --resume the journal may hold finished models: cohort_run_train
-     * checks then, before it writes anything. */
-    if (!st && run->out_dir[0] && !run->opt.resume)
+     * checks then, before it writes anything. An empty shard (more shares
+     * than models) is no error: the caller writes its empty results. */
+    if (!st && run->out_dir[0] && !run->opt.resume && run->n > 0)
         st = run_check_trainable(run, err);
     if (!st && run->out_dir[0]) {
         char sub[COHORT_PATH_MAX + 16];
