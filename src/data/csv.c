@@ -732,6 +732,12 @@ cohort_status data_read_csv_cols(const char *path, const char *label_column,
         return st;
     const char *text = t.p, *start = text;
     size_t len = t.len;
+    if (len >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b) {
+        text_close(&t); /* gzip's magic: it had been reported as "no data rows" */
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: a gzip file, and a CSV is read as plain text: gunzip it first",
+                           path);
+    }
     if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
         start += 3;
 
