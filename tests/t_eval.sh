@@ -4,7 +4,9 @@
 # evaluate on data with no validation split; the classes come from the last
 # layer, so one row, or rows of classes 0 and 1 only, evaluate and predict;
 # predict takes data without labels (npy:X alone, a CSV of only the model's
-# input columns) and leaves their label column empty.
+# input columns) and leaves their label column empty. Labels as rows (one-hot)
+# are refused by a sparse model, as train refuses them, and scored by a
+# categorical_crossentropy model as its test set was.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -60,6 +62,36 @@ expect_status 0 "predict of npy:X" -- "$COHORT" predict "$W" --data "npy:$T/x.np
 [ "$(cut -d, -f1,2,3 "$T/p1.csv")" = "$(cut -d, -f1,2,3 "$T/p3.csv")" ] && ok || bad "npy:X predicts otherwise than the CSV"
 expect_status 2 "eval of npy:X" -- "$COHORT" eval "$W" --data "npy:$T/x.npy"
 expect_err "has no labels; eval needs them" "eval of npy:X"
+
+# Labels as rows (one-hot): a sparse model refuses them, as train does (eval
+# and predict once read y, all zeros under target rows, and scored every
+# sample as class 0); a model trained with categorical_crossentropy on such
+# rows scores them as its test set did in training.
+$PY - "$T" <<'PY' || bad "numpy"
+import sys, numpy as np
+for f in ("train", "test"):
+    a = np.loadtxt(f"{sys.argv[1]}/{f}.csv", delimiter=",", skiprows=1, dtype=np.float32)
+    np.save(f"{sys.argv[1]}/{f}_x.npy", a[:, :4])
+    np.save(f"{sys.argv[1]}/{f}_oh.npy", np.eye(3, dtype=np.float32)[a[:, 4].astype(int)])
+PY
+OH="npy:$T/test_x.npy,$T/test_oh.npy"
+expect_status 2 "eval of one-hot rows by a sparse model" -- "$COHORT" eval "$W" --data "$OH"
+expect_err "model 'es': sparse_categorical_crossentropy takes integer class labels in [0, 2147483646], but $OH has real-valued targets (3 per sample)" "eval of one-hot rows"
+expect_status 2 "predict of one-hot rows by a sparse model" -- "$COHORT" predict "$W" --data "$OH"
+expect_err "but $OH has real-valued targets (3 per sample)" "predict of one-hot rows"
+cat > "$T/cce.yaml" <<YAML
+data: {train: "npy:$T/train_x.npy,$T/train_oh.npy", test: "$OH"}
+models: [{name: c, epochs: 3, batch_size: 16, loss: categorical_crossentropy,
+          layers: [{dense: 8, activation: relu}, {dense: 3, activation: softmax}]}]
+YAML
+expect_status 0 "train on one-hot rows" -- "$COHORT" train "$T/cce.yaml" --out "$T/cce" --quiet
+expect_status 0 "eval of one-hot rows" -- "$COHORT" eval "$T/cce/models/c.safetensors" --data "$OH" --json
+$PY - "$T/out" "$T/cce/results.json" <<'PY' && ok || bad "eval of one-hot rows: $(cat "$T/out")"
+import json, sys
+e = json.loads(open(sys.argv[1]).read())
+t = json.load(open(sys.argv[2]))["models"][0]["test"]
+assert abs(e["loss"] - t["loss"]) < 2e-6 and abs(e["accuracy"] - t["accuracy"]) < 2e-6, (e, t)
+PY
 
 "$COHORT" predict --help | grep -q "no label" && ok || bad "predict --help says nothing of data without labels"
 

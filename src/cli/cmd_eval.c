@@ -103,6 +103,13 @@ static int load_model(const char *cmd, const char *weights, const char *data,
                                "the weights when the model was trained on them)",
                                data, has, has == 1 ? "" : "s", weights, n_out);
     }
+    /* Target rows where the loss takes class labels, or rows of another
+     * width, are refused as train refuses them: the model would be scored
+     * on y, all zeros under target rows. */
+    if (l->ds->has_labels && run_check_targets(sp, n_out, l->ds, &err)) {
+        loaded_free(l);
+        return cli_usage_error(cmd, "%s", err.message);
+    }
     if (l->ds->has_labels && (sp->loss == LOSS_SCE || n_out > 1) && l->ds->n_classes > n_out) {
         int64_t row = 0;
         while (row < l->all.n && l->all.y[row] < n_out)

@@ -169,6 +169,13 @@ cohort_status run_lock(cohort_run *run, cohort_error *err);
  * run resumes; with opt.overwrite, remove that run's files instead. */
 cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err);
 
+/* The targets of ds are what a model of spec s with n_out outputs takes:
+ * class labels for sparse_categorical_crossentropy, target rows as wide as
+ * the output for the others (or class labels, made one-hot or taken as
+ * numbers). Class labels are checked with the layout. Train checks its
+ * training data, eval and predict their data, with the same message. */
+cohort_status run_check_targets(const model_spec *s, int n_out, const cohort_dataset *ds,
+                                cohort_error *err);
 /* Apply a plan's devices: section (splits, policies, limits) to r; errors
  * name the plan's file and line. */
 cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, cohort_error *err);

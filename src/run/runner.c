@@ -134,14 +134,9 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
     return COHORT_OK;
 }
 
-/* The training data's targets are what model e's loss takes: class labels
- * for sparse_categorical_crossentropy, target rows as wide as the output for
- * the others (or class labels, made one-hot or taken as numbers). */
-static cohort_status check_targets(const cohort_run *run, const model_entry *e, cohort_error *err)
+cohort_status run_check_targets(const model_spec *s, int n_out, const cohort_dataset *ds,
+                                cohort_error *err)
 {
-    const cohort_dataset *ds = run->train_ds;
-    const model_spec *s = e->spec;
-    int n_out = e->L.n_out;
     if (!ds->t)
         return COHORT_OK; /* class labels: checked with the layout */
     if (s->loss == LOSS_SCE && !ds->n_classes) {
@@ -397,7 +392,7 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         e->res.state = MODEL_PENDING;
         st = model_layout_make(e->spec, run->in_shape, run->n_classes, 1, &e->L, err);
         if (!st)
-            st = check_targets(run, e, err);
+            st = run_check_targets(e->spec, e->L.n_out, run->train_ds, err);
         /* An init_from file that does not fit the model is bad input, found
          * before anything trains (exit 2), not a model failing later. */
         if (!st && e->spec->init_from[0]) {
