@@ -6,7 +6,8 @@
 # predict takes data without labels (npy:X alone, a CSV of only the model's
 # input columns) and leaves their label column empty. Labels as rows (one-hot)
 # are refused by a sparse model, as train refuses them, and scored by a
-# categorical_crossentropy model as its test set was.
+# categorical_crossentropy model as its test set was. A model trained on
+# flat data gives the same output for the same values shaped [n, H, W, C].
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -60,6 +61,18 @@ np.save(sys.argv[2], a[:, :4])
 PY
 expect_status 0 "predict of npy:X" -- "$COHORT" predict "$W" --data "npy:$T/x.npy" --out "$T/p3.csv"
 [ "$(cut -d, -f1,2,3 "$T/p1.csv")" = "$(cut -d, -f1,2,3 "$T/p3.csv")" ] && ok || bad "npy:X predicts otherwise than the CSV"
+# The same samples as images of 2 channels, [n, 1, 2, 2]: a model trained on
+# flat data reads their values in order (its first layer's columns were once
+# reordered as torch's (C, H, W)), in eval and predict.
+$PY -c 'import sys, numpy as np; np.save(sys.argv[2], np.load(sys.argv[1]).reshape(-1, 1, 2, 2))' \
+    "$T/x.npy" "$T/x4.npy" || bad "numpy"
+expect_status 0 "predict of [n, 1, 2, 2]" -- "$COHORT" predict "$W" --data "npy:$T/x4.npy" --out "$T/p4d.csv"
+cmp -s "$T/p3.csv" "$T/p4d.csv" && ok || bad "predict of [n, 1, 2, 2] differs from [n, 4]: $(diff "$T/p3.csv" "$T/p4d.csv" | head -3)"
+$PY -c 'import sys, numpy as np; np.save(sys.argv[2], np.loadtxt(sys.argv[1], delimiter=",", skiprows=1, usecols=4).astype(np.int32))' \
+    "$T/test.csv" "$T/y.npy" || bad "numpy"
+"$COHORT" eval "$W" --data "npy:$T/x.npy,$T/y.npy" --json | sed 's/"data": "[^"]*"//' > "$T/e2d.txt"
+expect_status 0 "eval of [n, 1, 2, 2]" -- "$COHORT" eval "$W" --data "npy:$T/x4.npy,$T/y.npy" --json
+[ "$(sed 's/"data": "[^"]*"//' "$T/out")" = "$(cat "$T/e2d.txt")" ] && ok || bad "eval of [n, 1, 2, 2]: $(cat "$T/out") vs $(cat "$T/e2d.txt")"
 expect_status 2 "eval of npy:X" -- "$COHORT" eval "$W" --data "npy:$T/x.npy"
 expect_err "has no labels; eval needs them" "eval of npy:X"
 

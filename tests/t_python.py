@@ -5,7 +5,7 @@ errors raise PlanError and DataError with the CLI's messages; a model that
 diverges is a result, not an exception; Ctrl-C interrupts and resume=True
 continues to the same weights as an uninterrupted run; a fused sweep equals
 its sequential run; regression from float targets; predict agrees with the
-test accuracy the run reported; cohort.plan gives the CLI's plan.
+test accuracy the run reported, and for the same values shaped [n, H, W, C]; cohort.plan gives the CLI's plan.
 
 Skipped (77) without numpy, and under the sanitizers (an instrumented shared
 library does not load into an uninstrumented Python)."""
@@ -134,6 +134,11 @@ def failures_and_predict(rng, tmp):
     acc = float(np.mean(np.argmax(p, axis=1) == yt))
     check(abs(acc - res["good"].test["accuracy"]) < 1e-9,
           f"predict's accuracy {acc} vs the run's {res['good'].test['accuracy']}")
+    # The same samples as images of 3 channels: a model trained on flat data
+    # reads their values in order (its weights were once reordered as torch's
+    # (C, H, W) columns).
+    p4 = cohort.predict(f"{tmp}/fail/models/good.safetensors", xt.reshape(200, 1, 2, 3))
+    check(np.array_equal(p, p4), f"predict of [n, 1, 2, 3] differs from [n, 6] by {np.abs(p - p4).max()}")
     try:
         cohort.predict(f"{tmp}/fail/models/good.safetensors", xt[:, :4])
         check(False, "predict on the wrong width raised nothing")

@@ -71,8 +71,7 @@ static int load_model(const char *cmd, const char *weights, const char *data,
                                "give data of the shape it was trained on",
                                data, (long long)l->all.dim, weights, (long long)n_in);
     }
-    if (l->m.in.rank)
-        l->all.shape = l->m.in;
+    l->all.shape = saved_model_input(&l->m, l->all.shape);
     char what[COHORT_PATH_MAX + 32];
     snprintf(what, sizeof what, "the model of %s", weights);
     if (data_align_classes(l->ds, l->m.names, l->m.n_names, what, &err)) {

@@ -101,6 +101,10 @@ typedef struct saved_model {
 /* Read the spec, shapes and class names of `weights` (COHORT_ERR_INPUT or
  * _IO naming the file when it is not cohort's). Nothing is trained. */
 cohort_status saved_model_open(const char *weights, saved_model *m, cohort_error *err);
+/* The shape the model takes its input in, for data of shape `data` (as many
+ * values): the stored image shape, else flat when the input size is stored
+ * (a model trained on flat data given images of C > 1 channels), else data. */
+sample_shape saved_model_input(const saved_model *m, sample_shape data);
 /* Make its group on cpu:0 for samples of shape `in`, weights loaded. */
 cohort_status saved_model_build(saved_model *m, sample_shape in, cohort_error *err);
 void saved_model_free(saved_model *m);

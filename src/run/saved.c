@@ -174,6 +174,18 @@ cohort_status saved_model_open(const char *weights, saved_model *m, cohort_error
     return COHORT_OK;
 }
 
+sample_shape saved_model_input(const saved_model *m, sample_shape data)
+{
+    if (m->in.rank)
+        return m->in;
+    /* Trained on flat data: the first dense layer's columns are in the
+     * flat order it trained on. Data of an image shape would have them read
+     * as torch's (C, H, W) and reordered into (H, W, C). */
+    if (m->n_in)
+        return shape_flat((int)m->n_in);
+    return data;
+}
+
 cohort_status saved_model_build(saved_model *m, sample_shape in, cohort_error *err)
 {
     cohort_status st = devices_discover(&m->devices, err);
@@ -219,10 +231,10 @@ cohort_status cohort_predict(const char *weights, const cohort_data *x, float *o
                          "memory:%s has %lld values per sample, but the model of %s takes %lld",
                          x->name ? x->name : "?", (long long)all.dim, weights,
                          (long long)m.n_in);
-    if (!st && m.in.rank)
-        all.shape = m.in;
-    if (!st)
+    if (!st) {
+        all.shape = saved_model_input(&m, all.shape);
         st = saved_model_build(&m, all.shape, err);
+    }
     if (!st) {
         *n_out = group_layout(m.g)->n_out;
         if (out && out_len < all.n * *n_out)
