@@ -9,6 +9,7 @@
  */
 #include "data/csv_float.h"
 #include "data/data_impl.h"
+#include "util/json.h"
 #include "util/util.h"
 
 #include <ctype.h>
@@ -260,11 +261,21 @@ static cohort_status text_labels(const char *path, csv_reader r, uint64_t nf, ui
         for (uint64_t c = 0; c <= label && c < nf; c++)
             next_field(&p, line.e, &fs, &fe);
         size_t len = (size_t)(fe - fs);
-        if (len == 0 || len > CSV_MAX_NAME || memchr(fs, 0, len)) {
+        if (len == 0 || len > CSV_MAX_NAME) {
             st = cohort_fail(err, COHORT_ERR_INPUT,
                              "%s:%llu: the label is %s; a text label has 1 to %d characters",
                              path, (unsigned long long)line.number, len ? "too long" : "empty",
                              CSV_MAX_NAME);
+            break;
+        }
+        /* Labels are class names in results.json and the weights' metadata:
+         * JSON text, which other bytes would make unreadable (to cohort's
+         * report, compare and --resume too) after the whole run. */
+        if (memchr(fs, 0, len) || !json_utf8_valid(fs, len)) {
+            st = cohort_fail(err, COHORT_ERR_INPUT,
+                             "%s:%llu: the label %s; a text label is UTF-8 text without NUL bytes",
+                             path, (unsigned long long)line.number,
+                             memchr(fs, 0, len) ? "holds a NUL byte" : "is not valid UTF-8");
             break;
         }
         if (!(all[got] = malloc(len + 1))) {

@@ -66,6 +66,10 @@ put("good_x3.npy", X3)
 put("good_y3.npy", Y3)
 put("claims_2g_labels.idx", idx_head(0x08, [0x7FFFFFFF]))
 
+# ---- CSV (the text cases are committed) ----
+put("csv_label_not_utf8.csv", b"a,b,label\n1,2,cat\n3,4,dog\n5,6,\xff\xfe\n")
+put("csv_label_nul.csv", b"a,b,label\n1,2,c\x00t\n3,4,dog\n")
+
 # ---- IDX ----
 put("idx_truncated_images.idx", idx_head(0x08, [10000, 28, 28]) + bytes(100))
 put("idx_truncated_images.idx.gz", gzip.compress(idx_head(0x08, [10000, 28, 28]) + bytes(100)))
