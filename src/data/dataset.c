@@ -141,28 +141,62 @@ cohort_status data_make_unlabeled(float *x, int64_t n, int64_t dim, const sample
     return COHORT_OK;
 }
 
+static int cmp_int32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Count the classes [from, to) as empty, naming the first 8 in list. */
+static void note_empty(int32_t from, int32_t to, int32_t *empty, char *list, size_t size)
+{
+    for (; from < to && *empty <= 8; from++, (*empty)++) {
+        size_t len = strlen(list);
+        if (*empty < 8)
+            snprintf(list + len, size - len, "%s%d", *empty ? ", " : "", (int)from);
+        else
+            snprintf(list + len, size - len, ", ...");
+    }
+    if (from < to)
+        *empty += to - from;
+}
+
 int32_t data_warn_empty_classes(const cohort_dataset *ds)
 {
     if (!ds || !ds->has_labels || ds->n_classes <= 0)
         return 0;
-    unsigned char *seen = calloc((size_t)ds->n_classes, 1);
-    if (!seen)
-        return 0;
-    for (int64_t i = 0; i < ds->n; i++)
-        seen[ds->y[i]] = 1;
-    int32_t empty = 0;
+    int32_t empty = 0, next = 0; /* next: the lowest class not yet seen nor counted */
     char list[160] = "";
-    for (int32_t c = 0; c < ds->n_classes; c++) {
-        if (seen[c])
-            continue;
-        size_t len = strlen(list);
-        if (empty < 8)
-            snprintf(list + len, sizeof list - len, "%s%d", empty ? ", " : "", (int)c);
-        else if (empty == 8)
-            snprintf(list + len, sizeof list - len, ", ...");
-        empty++;
+    /* A byte per class while there are no more classes than samples; past
+     * that, the labels sorted, so that memory and time follow the file: a
+     * label of 2147483646 in a file of two rows made a 2 GiB table and a
+     * loop of 2^31 steps. */
+    if (ds->n_classes <= ds->n) {
+        unsigned char *seen = calloc((size_t)ds->n_classes, 1);
+        if (!seen)
+            return 0;
+        for (int64_t i = 0; i < ds->n; i++)
+            seen[ds->y[i]] = 1;
+        for (int32_t c = 0; c < ds->n_classes; c++)
+            if (seen[c]) {
+                note_empty(next, c, &empty, list, sizeof list);
+                next = c + 1;
+            }
+        free(seen);
+    } else {
+        int32_t *y = malloc((size_t)ds->n * sizeof *y);
+        if (!y)
+            return 0;
+        memcpy(y, ds->y, (size_t)ds->n * sizeof *y);
+        qsort(y, (size_t)ds->n, sizeof *y, cmp_int32);
+        for (int64_t i = 0; i < ds->n; i++)
+            if (y[i] >= next) {
+                note_empty(next, y[i], &empty, list, sizeof list);
+                next = y[i] + 1;
+            }
+        free(y);
     }
-    free(seen);
+    note_empty(next, ds->n_classes, &empty, list, sizeof list);
     if (empty)
         cohort_log(COHORT_LOG_WARN,
                    "%s: %d of its %d classes (labels 0 to %d) ha%s no samples: %s; the models "
