@@ -148,5 +148,10 @@ expect_status 2 "plan --strategy" -- "$COHORT" plan "$T/plan.yaml" --strategy
 expect_err "cohort plan: --strategy is missing its value" "plan --strategy"
 expect_status 2 "predict --out" -- "$COHORT" predict "$T/run/models/adam_model.safetensors" --data "csv:$T/test.csv" --out
 expect_err "cohort predict: --out is missing its value" "predict --out"
+# A file that cannot be made is named as the user gave it, not as its temporary.
+expect_status 2 "predict --out into a missing folder" -- "$COHORT" predict \
+    "$T/run/models/adam_model.safetensors" --data "csv:$T/test.csv" --out "$T/nowhere/p.csv"
+expect_err "$T/nowhere/p.csv: cannot create" "predict --out into a missing folder"
+! grep -q "\.tmp\." "$T/err" && ok || bad "predict --out into a missing folder names a temporary: $(cat "$T/err")"
 
 finish

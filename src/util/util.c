@@ -402,7 +402,8 @@ cohort_status file_write_atomic_parts(const char *path, const file_part *parts, 
     if (fd < 0) {
         int e = errno;
         note_no_space(path, e);
-        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", tmp, strerror(e));
+        /* Named as the caller's path: the temporary is ours, not the user's. */
+        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", path, strerror(e));
     }
     int full = test_disk_full();
     for (int i = 0; i < n_parts; i++) {
