@@ -260,7 +260,7 @@ static void test_json_plan(void)
     cohort_plan_free(p);
 
     /* A JSON error keeps its line. */
-    EXPECT_ERR("{\"data\": {\"train\": \"x\"},\n \"models\": [{\"name\": \"m\",\n"
+    EXPECT_ERR("{\"data\": {\"train\": \"csv:x\"},\n \"models\": [{\"name\": \"m\",\n"
                "  \"layers\": [{\"dense\": 10, \"activation\": \"softmax\"}],\n"
                "  \"batch_size\": \"abc\"}]}\n",
                "plan.yaml:4: batch_size must be a positive integer, got 'abc'");
@@ -288,7 +288,7 @@ static void test_optimizers(void)
     free(t);
 
     /* adamw: Keras's weight decay 0.004 unless given; adam's keys carry over from defaults. */
-    const char *aw = "data: {train: x}\n"
+    const char *aw = "data: {train: csv:x}\n"
                      "defaults: {optimizer: {name: adam, lr: 0.002, beta_1: 0.8}}\n"
                      "models:\n"
                      "  - {name: a, layers: [{dense: 2, activation: softmax}],\n"
@@ -345,7 +345,7 @@ static void test_fit_settings(void)
     CHECK_CONTAINS(err.message, "p.yaml:6: duplicate key 'layers' (first at line 4)");
     free(t);
 
-    const char *ok = "data: {train: x, validation: 'csv:v.csv'}\n"
+    const char *ok = "data: {train: csv:x, validation: 'csv:v.csv'}\n"
                      "models:\n"
                      "  - name: m\n"
                      "    loss: mean_squared_error\n"
@@ -372,7 +372,7 @@ static void test_fit_settings(void)
     cohort_plan_free(p);
 
     /* early_stopping in defaults, switched off by a model. */
-    const char *es = "data: {train: x, validation_split: 0.1}\n"
+    const char *es = "data: {train: csv:x, validation_split: 0.1}\n"
                      "defaults: {early_stopping: {patience: 4}}\n"
                      "models:\n"
                      "  - {name: a, layers: [{dense: 2, activation: softmax}]}\n"
@@ -390,7 +390,7 @@ static void test_fit_settings(void)
     }
     cohort_plan_free(p);
 
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 2, activation: "
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dense: 2, activation: "
                "softmax}]\n    early_stopping: {patience: 3}\n",
                "plan.yaml:5: early_stopping of model 'm' monitors val_loss, but the plan has no "
                "validation data");
@@ -417,56 +417,56 @@ static void test_fit_settings(void)
 
 static void test_layers(void)
 {
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: []\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: []\n",
                "plan.yaml:4: layers of model 'm' is empty");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    epochs: 1\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    epochs: 1\n",
                "plan.yaml:3: model 'm' has no layers");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: {dense: 1}\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: {dense: 1}\n",
                "plan.yaml:4: layers of model 'm' must be a list of layers, got a map");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n"
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers:\n"
                "      - {dense: 64, activation: softmax}\n"
                "      - {dense: 10, activation: softmax}\n",
                "plan.yaml:5: layers.0 of model 'm': softmax is allowed only on the last layer");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n"
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers:\n"
                "      - {dense: 64, activation: relu}\n"
                "      - {dense: 10, activation: relu}\n",
                "plan.yaml:6: model 'm': loss sparse_categorical_crossentropy needs the model's "
                "output to be a softmax, but the last layer is dense with activation relu; make it "
                "{dense: 10, activation: softmax}");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n"
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers:\n"
                "      - {dense: 10}\n      - {dropout: 0.1}\n",
                "plan.yaml:6: model 'm': loss sparse_categorical_crossentropy needs the model's "
                "output to be a softmax, but the last layer is dropout; end with {dense: CLASSES, "
                "activation: softmax}");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers:\n      - {dropout: 1.5}\n"
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers:\n      - {dropout: 1.5}\n"
                "      - {dense: 10, activation: softmax}\n",
                "plan.yaml:5: dropout rate of layers.0 must be a number in [0, 1), got '1.5'");
     EXPECT_WITH("    loss: mse\n    layrs: []\n",
                 "plan.yaml:6: unknown key 'layrs' in model 'm' (did you mean 'layers'?)");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 0, activation: softmax}]\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dense: 0, activation: softmax}]\n",
                "plan.yaml:4: dense units of layers.0 must be a positive integer, got '0'");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 2000000, activation: softmax}]\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dense: 2000000, activation: softmax}]\n",
                "plan.yaml:4: dense units of layers.0 must be at most 1048576");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 2, activation: relux}]\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dense: 2, activation: relux}]\n",
                "activation of layers.0 must be one of linear, relu, sigmoid, tanh, softmax, got "
                "'relux' (did you mean 'relu'?)");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dense: 2, dropout: 0.1}]\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dense: 2, dropout: 0.1}]\n",
                "plan.yaml:4: layers.0 of model 'm' has both 'dense' and 'dropout'");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{activation: relu}]\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{activation: relu}]\n",
                "plan.yaml:4: model 'm': loss sparse_categorical_crossentropy needs the model's "
                "output to be a softmax, but the last layer is activation relu; make it "
                "{activation: softmax}");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{kernel_size: 3}]\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{kernel_size: 3}]\n",
                "plan.yaml:4: layers.0 of model 'm' has no layer kind; give one of dense, dropout, "
                "conv2d,");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dropout: 0.1, activation: relu},"
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dropout: 0.1, activation: relu},"
                " {dense: 1, activation: softmax}]\n",
                "plan.yaml:4: 'activation' applies only to dense, conv2d and activation layers "
                "(layers.0 of model 'm' is dropout); put {activation: relu} after it as a layer of "
                "its own");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [{dens: 3}]\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dens: 3}]\n",
                "plan.yaml:4: unknown key 'dens' in layers.0 of model 'm' (did you mean 'dense'?)");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n    layers: [3]\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [3]\n",
                "plan.yaml:4: layers.0 of model 'm' must be a map like {dense: 10, activation: "
                "softmax}, or the name of a layer without settings (flatten, "
                "global_average_pooling2d, batch_normalization, max_pooling2d), got '3'");
@@ -474,7 +474,7 @@ static void test_layers(void)
     /* COHORT_MAX_LAYERS layers are fine, one more is not. */
     strbuf b;
     sb_init(&b);
-    sb_puts(&b, "data: {train: x}\nmodels:\n  - name: m\n    layers:\n");
+    sb_puts(&b, "data: {train: csv:x}\nmodels:\n  - name: m\n    layers:\n");
     for (int i = 0; i < COHORT_MAX_LAYERS - 1; i++)
         sb_puts(&b, "      - {dense: 4, activation: tanh}\n");
     sb_puts(&b, "      - {dense: 2, activation: softmax}\n");
@@ -492,7 +492,7 @@ static char *layers_plan(const char *loss, const char *layers)
 {
     strbuf b;
     sb_init(&b);
-    sb_printf(&b, "data: {train: x}\nmodels:\n  - name: m\n    layers:\n%s    loss: %s\n", layers,
+    sb_printf(&b, "data: {train: csv:x}\nmodels:\n  - name: m\n    layers:\n%s    loss: %s\n", layers,
               loss);
     return b.data;
 }
@@ -580,7 +580,7 @@ static void test_image_layers(void)
     /* The JSON is a plan's model again (as cohort eval reads a weights file). */
     strbuf b;
     sb_init(&b);
-    sb_puts(&b, "{\"data\": {\"train\": \"x\"}, \"models\": [");
+    sb_puts(&b, "{\"data\": {\"train\": \"csv:x\"}, \"models\": [");
     sb_puts(&b, s->config_json);
     sb_puts(&b, "]}");
     cohort_plan *q = PARSE(b.data, NULL, 0);
@@ -712,7 +712,7 @@ static void test_image_layers(void)
                   "CLASSES, activation: softmax}");
 
     /* Image layer keys sweep and --set like any layer key. */
-    const char *sw = "data: {train: x}\n"
+    const char *sw = "data: {train: csv:x}\n"
                      "models:\n"
                      "  - name: m\n"
                      "    layers: [{conv2d: 4, kernel_size: 3}, flatten,\n"
@@ -750,7 +750,7 @@ static void test_input_shape(void)
         CHECK_CONTAINS(p->json, "\"input_shape\":[784]}");
     }
     cohort_plan_free(p);
-    p = PARSE("data: {train: x}\nmodels: [{name: m, layers: [{dense: 2, activation: softmax}]}]\n",
+    p = PARSE("data: {train: csv:x}\nmodels: [{name: m, layers: [{dense: 2, activation: softmax}]}]\n",
               NULL, 0);
     if (p) {
         CHECK(p->data.input_shape.rank == 0);
@@ -760,19 +760,19 @@ static void test_input_shape(void)
 
     const char *tail = "\nmodels: [{name: m, layers: [{dense: 2, activation: softmax}]}]\n";
     const char *bad[][2] = {
-        {"data: {train: x, input_shape: [28, 28]}",
+        {"data: {train: csv:x, input_shape: [28, 28]}",
          "plan.yaml:1: data.input_shape must be a list of 3 positive integers [H, W, C] (an "
          "image, channels last) or of 1 [D] (a flat vector), got a list of 2 (add the channels: "
          "[H, W, 1])"},
-        {"data: {train: x, input_shape: [1, 2, 3, 4]}", "got a list of another length"},
-        {"data: {train: x, input_shape: 784}", "or of 1 [D] (a flat vector), got '784'"},
-        {"data: {train: x, input_shape: [28, 0, 1]}",
+        {"data: {train: csv:x, input_shape: [1, 2, 3, 4]}", "got a list of another length"},
+        {"data: {train: csv:x, input_shape: 784}", "or of 1 [D] (a flat vector), got '784'"},
+        {"data: {train: csv:x, input_shape: [28, 0, 1]}",
          "plan.yaml:1: each size in data.input_shape must be a positive integer, got '0'"},
-        {"data: {train: x, input_shape: [-3]}",
+        {"data: {train: csv:x, input_shape: [-3]}",
          "plan.yaml:1: each size in data.input_shape must be a positive integer, got '-3'"},
-        {"data: {train: x, input_shape: [65536, 65536, 1]}",
+        {"data: {train: csv:x, input_shape: [65536, 65536, 1]}",
          "plan.yaml:1: data.input_shape has more than 2147483647 values"},
-        {"data: {train: x, input_shap: [1]}",
+        {"data: {train: csv:x, input_shap: [1]}",
          "plan.yaml:1: unknown key 'input_shap' in data (did you mean 'input_shape'?)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -784,32 +784,32 @@ static void test_input_shape(void)
 
 static void test_models_section(void)
 {
-    EXPECT_ERR("data: {train: x}\n", "plan.yaml:1: the plan has no 'models' list");
-    EXPECT_ERR("data: {train: x}\nmodels: []\n", "plan.yaml:2: models is empty");
-    EXPECT_ERR("data: {train: x}\nmodels: {a: 1}\n", "plan.yaml:2: models must be a list");
+    EXPECT_ERR("data: {train: csv:x}\n", "plan.yaml:1: the plan has no 'models' list");
+    EXPECT_ERR("data: {train: csv:x}\nmodels: []\n", "plan.yaml:2: models is empty");
+    EXPECT_ERR("data: {train: csv:x}\nmodels: {a: 1}\n", "plan.yaml:2: models must be a list");
     EXPECT_ERR("", "plan.yaml:1: the plan has no 'data' section");
     EXPECT_ERR("- 1\n- 2\n", "plan.yaml:1: a plan must be a map of keys (data, models, ...), got a list");
     EXPECT_ERR("data: {test: x}\nmodels: []\n", "plan.yaml:1: data has no 'train' dataset");
-    EXPECT_ERR("data: {train: x, tset: y}\nmodels: []\n",
+    EXPECT_ERR("data: {train: csv:x, tset: y}\nmodels: []\n",
                "plan.yaml:1: unknown key 'tset' in data (did you mean 'test'?)");
-    EXPECT_ERR("data: {train: x, validation_split: 1}\nmodels: []\n",
+    EXPECT_ERR("data: {train: csv:x, validation_split: 1}\nmodels: []\n",
                "plan.yaml:1: data.validation_split must be a number in [0, 1), got '1'");
-    EXPECT_ERR("data: {train: x, validation_split: 0.1, validation: y}\nmodels: []\n",
+    EXPECT_ERR("data: {train: csv:x, validation_split: 0.1, validation: csv:y}\nmodels: []\n",
                "plan.yaml:1: data has both validation and validation_split");
     EXPECT_ERR("data: fashion-mnist\nmodels: []\n", "plan.yaml:1: data must be a map");
-    EXPECT_ERR("data: {train: x}\nmodel: []\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodel: []\n",
                "plan.yaml:2: unknown key 'model' at the top of the plan (did you mean 'models'?)");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - layers: [{dense: 1, activation: softmax}]\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - layers: [{dense: 1, activation: softmax}]\n",
                "plan.yaml:3: models.0 has no name");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: a/b\n", "plan.yaml:3: model name 'a/b' may hold only");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: ''\n", "plan.yaml:3: name must be text, got ''");
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - 5\n", "plan.yaml:3: models.0 must be a map");
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: a/b\n", "plan.yaml:3: model name 'a/b' may hold only");
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: ''\n", "plan.yaml:3: name must be text, got ''");
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - 5\n", "plan.yaml:3: models.0 must be a map");
     EXPECT_WITH("    epoch: 3\n", "plan.yaml:5: unknown key 'epoch' in model 'm' (did you mean "
                                   "'epochs'?)");
     EXPECT_WITH("    zzzzzz: 3\n", "plan.yaml:5: unknown key 'zzzzzz' in model 'm'");
     EXPECT_WITH("  - name: m\n    layers: [{dense: 10, activation: softmax}]\n",
                 "plan.yaml:5: duplicate model name 'm' (first at line 3)");
-    EXPECT_ERR("data: {train: x}\nmodels:\n"
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n"
                "  - {name: a, layers: [{dense: 1, activation: softmax}]}\n"
                "  - {name: b, layers: [{dense: 1, activation: softmax}]}\n"
                "  - {name: b, layers: [{dense: 1, activation: softmax}]}\n"
@@ -847,7 +847,7 @@ static void test_models_section(void)
 
 static void test_yaml_errors(void)
 {
-    EXPECT_ERR("data: {train: x}\nmodels:\n  - name: m\n   layers: []\n",
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n   layers: []\n",
                "plan.yaml:4: ");
     cohort_plan *p = NULL;
     cohort_error err;
@@ -855,13 +855,13 @@ static void test_yaml_errors(void)
     CHECK(cohort_plan_parse(bad, strlen(bad), "b.yaml", NULL, 0, &p, &err) == COHORT_ERR_INPUT);
     CHECK(p == NULL);
     CHECK_CONTAINS(err.message, "b.yaml:4: did not find expected ',' or ']'");
-    EXPECT_ERR("data: {train: x}\ndata: {train: y}\n", "plan.yaml:2: duplicate key 'data' (first at line 1)");
-    EXPECT_ERR("data: &d {train: x}\n", "plan.yaml:1: anchors (&d) are not supported");
-    EXPECT_ERR("data: {train: x}\nx: *d\n", "plan.yaml:2:");
+    EXPECT_ERR("data: {train: csv:x}\ndata: {train: csv:y}\n", "plan.yaml:2: duplicate key 'data' (first at line 1)");
+    EXPECT_ERR("data: &d {train: csv:x}\n", "plan.yaml:1: anchors (&d) are not supported");
+    EXPECT_ERR("data: {train: csv:x}\nx: *d\n", "plan.yaml:2:");
     EXPECT_ERR("a: 1\n---\nb: 2\n", "plan.yaml:2: more than one YAML document");
     EXPECT_ERR("? [a]\n: 1\n", "plan.yaml:1: a key must be plain text");
     EXPECT_ERR("data: \"a\\0b\"\n", "plan.yaml:1: a value contains a NUL character");
-    EXPECT_ERR("data: {train: x}\n\xff\n", "plan.yaml:2: invalid leading UTF-8 octet");
+    EXPECT_ERR("data: {train: csv:x}\n\xff\n", "plan.yaml:2: invalid leading UTF-8 octet");
 
     /* Depth: 64 levels are fine for the parser, 65 are not. */
     strbuf b;
@@ -951,7 +951,7 @@ static void test_devices(void)
 }
 
 static const char *const SWEEP_PLAN =
-    "data: {train: x}\n"
+    "data: {train: csv:x}\n"
     "defaults: {optimizer: {name: adam, lr: 0.001}, batch_size: 16}\n"
     "models:\n"
     "  - name: small_model\n"
@@ -969,7 +969,7 @@ static const char *const SWEEP_PLAN =
 static void test_training_toolkit(void)
 {
     const char *text =
-        "data: {train: x, validation_split: 0.2}\n"
+        "data: {train: csv:x, validation_split: 0.2}\n"
         "models:\n"
         "  - {name: r, optimizer: rmsprop, layers: [{dense: 2, activation: softmax}]}\n"
         "  - {name: a, optimizer: {name: adagrad, clipvalue: 0.5}, layers: [{dense: 2, "
@@ -1020,7 +1020,7 @@ static void test_training_toolkit(void)
         for (int i = 0; i < p->n_models; i++) {
             strbuf b;
             sb_init(&b);
-            sb_puts(&b, "{\"data\": {\"train\": \"x\", \"validation_split\": 0.2}, \"models\": [");
+            sb_puts(&b, "{\"data\": {\"train\": \"csv:x\", \"validation_split\": 0.2}, \"models\": [");
             sb_puts(&b, p->models[i].config_json);
             sb_puts(&b, "]}");
             cohort_plan *q = PARSE(b.data, NULL, 0);
@@ -1035,7 +1035,7 @@ static void test_training_toolkit(void)
     }
     cohort_plan_free(p);
 
-    const char *sw = "data: {train: x}\n"
+    const char *sw = "data: {train: csv:x}\n"
                      "defaults: {optimizer: {name: adam, schedule: {exponential_decay: "
                      "{decay_steps: 10, decay_rate: 0.5}}}}\n"
                      "models:\n"
@@ -1089,7 +1089,7 @@ static void test_sweep(void)
     cohort_plan_free(p);
 
     /* Layers, a whole optimizer, a value that needs cleaning for a name. */
-    const char *lp = "data: {train: x, validation_split: 0.5}\n"
+    const char *lp = "data: {train: csv:x, validation_split: 0.5}\n"
                      "models:\n"
                      "  - name: m\n"
                      "    optimizer: adam\n"
@@ -1116,7 +1116,7 @@ static void test_sweep(void)
     cohort_plan_free(p);
 
     /* optimizer.name on a model whose optimizer is a bare name. */
-    const char *on = "data: {train: x}\n"
+    const char *on = "data: {train: csv:x}\n"
                      "models:\n"
                      "  - {name: m, optimizer: sgd, layers: [{dense: 2, activation: softmax}]}\n"
                      "sweep: {optimizer.learning_rate: [0.5]}\n";
@@ -1270,7 +1270,7 @@ static void test_load(void)
         }
         f = fopen(path, "w");
         if (f) {
-            fputs("data: {train: x}\nmodels:\n  - name: m\n    epoch: 3\n", f);
+            fputs("data: {train: csv:x}\nmodels:\n  - name: m\n    epoch: 3\n", f);
             fclose(f);
         }
         CHECK(cohort_plan_load(path, NULL, 0, &p, &err) == COHORT_ERR_INPUT);
@@ -1494,7 +1494,7 @@ static void test_search(void)
 /* Every model's error at once (up to 20, then a count), one file:line a line. */
 static void test_many_errors(void)
 {
-    EXPECT_ERR("data: {train: x}\nmodels:\n"
+    EXPECT_ERR("data: {train: csv:x}\nmodels:\n"
                "  - {name: a, layers: [{dense: 2, activation: softmax}], epochs: -1}\n"
                "  - {name: b, layers: [{dense: 2, activation: softmx}]}\n"
                "  - {name: ok, layers: [{dense: 2, activation: softmax}]}\n"
@@ -1503,7 +1503,7 @@ static void test_many_errors(void)
                "plan.yaml:4: activation of layers.0 must be one of");
     cohort_plan *p = NULL;
     cohort_error err;
-    const char *three = "data: {train: x}\nmodels:\n"
+    const char *three = "data: {train: csv:x}\nmodels:\n"
                         "  - {name: a, layers: [{dense: 2, activation: softmax}], epochs: -1}\n"
                         "  - {name: b, layers: [{dense: 2, activation: softmx}]}\n"
                         "  - {name: c, layers: [{dense: 2, activation: softmax}], optimizer: adamm}\n";
@@ -1513,7 +1513,7 @@ static void test_many_errors(void)
     CHECK_CONTAINS(err.message, "\n3 errors in the plan");
     strbuf b;
     sb_init(&b);
-    sb_puts(&b, "data: {train: x}\nmodels:\n");
+    sb_puts(&b, "data: {train: csv:x}\nmodels:\n");
     for (int i = 0; i < 25; i++)
         sb_printf(&b, "  - {name: m%d, layers: [{dense: 2, activation: softmax}], epochs: 0}\n", i);
     CHECK(cohort_plan_parse(b.data, b.len, "plan.yaml", NULL, 0, &p, &err) == COHORT_ERR_INPUT);

@@ -86,6 +86,12 @@ typedef struct data_options {
 cohort_status data_load(const char *spec, const data_options *opt, cohort_dataset **out,
                         cohort_error *err);
 
+/* The form of a spec alone, no file opened (a plan's datasets are checked
+ * as it is read, so that its errors give the plan's line): a known kind,
+ * and what it needs after the colon; labeled: npy: needs X,Y (else npy:X
+ * is inputs only). data_load checks it first. */
+cohort_status data_spec_check(const char *spec, int labeled, cohort_error *err);
+
 /* A dataset over the caller's arrays (cohort_data), read in place: x,
  * labels and targets are borrowed (labels are made, zeros, when there are
  * none); labels are checked to be in range. */

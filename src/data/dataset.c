@@ -395,17 +395,14 @@ static cohort_status find_standard(const char *spec, const char *dataset, const 
 }
 
 /*
- * Split "A,B" into two paths. A path may hold a comma: the first split
- * whose left part names an existing file wins, else the first comma.
+ * Split "A,B" into two paths (data_spec_check has seen a comma with text on
+ * both sides). A path may hold a comma: the first split whose left part
+ * names an existing file wins, else the first comma.
  */
-static cohort_status split_pair(const char *spec, const char *kind, const char *rest, char *a,
-                                char *b, size_t n, cohort_error *err)
+static cohort_status split_pair(const char *spec, const char *rest, char *a, char *b, size_t n,
+                                cohort_error *err)
 {
-    const char *first = strchr(rest, ',');
-    if (!first || first == rest || first[1] == 0)
-        return cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected %s:%s", spec, kind,
-                           strcmp(kind, "idx") == 0 ? "IMAGES,LABELS" : "X,Y");
-    const char *cut = first;
+    const char *first = strchr(rest, ','), *cut = first;
     for (const char *c = first; c; c = strchr(c + 1, ',')) {
         size_t len = (size_t)(c - rest);
         if (len < n) {
@@ -521,55 +518,35 @@ cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohor
     return COHORT_OK;
 }
 
-static cohort_status load_spec(const char *spec, const data_options *opt, cohort_dataset **out,
-                               cohort_error *err)
+cohort_status data_spec_check(const char *spec, int labeled, cohort_error *err)
 {
-    char a[4096], b[4096];
     const char *colon = strchr(spec, ':');
     size_t plen = colon ? (size_t)(colon - spec) : 0;
     const char *rest = colon ? colon + 1 : "";
-    cohort_status st;
-
 #define PREFIX_IS(s) (colon && plen == strlen(s) && memcmp(spec, s, plen) == 0)
-    if (PREFIX_IS("memory")) {
-        for (int i = 0; opt && i < opt->n_memory; i++)
-            if (opt->memory[i].name && strcmp(opt->memory[i].name, rest) == 0)
-                return data_from_memory(&opt->memory[i], out, err);
-        return cohort_fail(err, COHORT_ERR_INPUT,
-                           "dataset '%s': no in-memory dataset named '%s' was given", spec, rest);
-    }
+    if (PREFIX_IS("memory"))
+        return *rest ? COHORT_OK
+                     : cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected memory:NAME",
+                                   spec);
     if (PREFIX_IS("fashion-mnist") || PREFIX_IS("mnist")) {
         const char *dataset = PREFIX_IS("mnist") ? "mnist" : "fashion-mnist";
         if (strcmp(rest, "train") != 0 && strcmp(rest, "test") != 0)
             return cohort_fail(err, COHORT_ERR_INPUT,
                                "unknown dataset '%s': expected %s:train or %s:test", spec,
                                dataset, dataset);
-        if ((st = find_standard(spec, dataset, rest, a, b, sizeof a, err)))
-            return st;
-        return data_read_idx(a, b, out, err);
+        return COHORT_OK;
     }
-    if (PREFIX_IS("idx")) {
-        if ((st = split_pair(spec, "idx", rest, a, b, sizeof a, err)))
-            return st;
-        return data_read_idx(a, b, out, err);
+    if (PREFIX_IS("idx") || (PREFIX_IS("npy") && (labeled || strchr(rest, ',')))) {
+        const char *first = strchr(rest, ',');
+        if (!first || first == rest || first[1] == 0)
+            return cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected %s", spec,
+                               PREFIX_IS("idx") ? "idx:IMAGES,LABELS" : "npy:X,Y");
+        return COHORT_OK;
     }
-    if (PREFIX_IS("npy")) {
-        if (opt && opt->unlabeled_dim != 0 && *rest && !strchr(rest, ','))
-            return data_read_npy(rest, NULL, out, err);
-        if ((st = split_pair(spec, "npy", rest, a, b, sizeof a, err)))
-            return st;
-        return data_read_npy(a, b, out, err);
-    }
-    if (PREFIX_IS("csv") || PREFIX_IS("npz")) {
-        if (!*rest)
-            return cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected %.3s:FILE", spec,
-                               spec);
-        if (PREFIX_IS("csv"))
-            return data_read_csv_cols(rest, opt ? opt->label_column : NULL,
-                                      opt ? opt->label_columns : NULL,
-                                     opt ? opt->unlabeled_dim : 0, out, err);
-        return load_npz(spec, rest, opt, out, err);
-    }
+    if (PREFIX_IS("npy") || PREFIX_IS("csv") || PREFIX_IS("npz"))
+        return *rest ? COHORT_OK
+                     : cohort_fail(err, COHORT_ERR_INPUT, "dataset '%s': expected %.3s:FILE",
+                                   spec, spec);
 #undef PREFIX_IS
     const char *hint = "";
     if (ends_with(spec, ".csv"))
@@ -585,6 +562,47 @@ static cohort_status load_spec(const char *spec, const data_options *opt, cohort
                        "unknown dataset '%s': expected fashion-mnist:, mnist:, idx:, csv:, npy: "
                        "or npz:",
                        spec);
+}
+
+static cohort_status load_spec(const char *spec, const data_options *opt, cohort_dataset **out,
+                               cohort_error *err)
+{
+    int labeled = !(opt && opt->unlabeled_dim != 0);
+    cohort_status st = data_spec_check(spec, labeled, err);
+    if (st)
+        return st;
+    char a[4096], b[4096];
+    const char *colon = strchr(spec, ':');
+    size_t plen = (size_t)(colon - spec);
+    const char *rest = colon + 1;
+
+#define PREFIX_IS(s) (plen == strlen(s) && memcmp(spec, s, plen) == 0)
+    if (PREFIX_IS("memory")) {
+        for (int i = 0; opt && i < opt->n_memory; i++)
+            if (opt->memory[i].name && strcmp(opt->memory[i].name, rest) == 0)
+                return data_from_memory(&opt->memory[i], out, err);
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "dataset '%s': no in-memory dataset named '%s' was given", spec, rest);
+    }
+    if (PREFIX_IS("fashion-mnist") || PREFIX_IS("mnist")) {
+        const char *dataset = PREFIX_IS("mnist") ? "mnist" : "fashion-mnist";
+        if ((st = find_standard(spec, dataset, rest, a, b, sizeof a, err)))
+            return st;
+        return data_read_idx(a, b, out, err);
+    }
+    if (PREFIX_IS("npy") && !strchr(rest, ','))
+        return data_read_npy(rest, NULL, out, err); /* inputs only (data_spec_check) */
+    if (PREFIX_IS("idx") || PREFIX_IS("npy")) {
+        if ((st = split_pair(spec, rest, a, b, sizeof a, err)))
+            return st;
+        return PREFIX_IS("idx") ? data_read_idx(a, b, out, err) : data_read_npy(a, b, out, err);
+    }
+    if (PREFIX_IS("csv"))
+        return data_read_csv_cols(rest, opt ? opt->label_column : NULL,
+                                  opt ? opt->label_columns : NULL, opt ? opt->unlabeled_dim : 0,
+                                  out, err);
+    return load_npz(spec, rest, opt, out, err); /* npz: the last kind data_spec_check passes */
+#undef PREFIX_IS
 }
 
 cohort_status data_load(const char *spec, const data_options *opt, cohort_dataset **out,

@@ -3,6 +3,7 @@
  * expanded, every model spec checked, and the whole plan as JSON. */
 #include "plan/plan.h"
 
+#include "data/data.h"
 #include "plan/yamltree.h"
 #include "util/util.h"
 
@@ -291,6 +292,18 @@ static cohort_status yget_path(const yctx *c, const ynode *n, int is_data, const
     return st ? st : resolve_path(c, n, is_data, what, buf, size);
 }
 
+/* yget_path for a dataset spec, whose form is checked here: its errors then
+ * give the plan's line, which the reader's (when training starts) cannot. */
+static cohort_status yget_dataset(const yctx *c, const ynode *n, const char *what, char *buf,
+                                  size_t size)
+{
+    cohort_status st = yget_path(c, n, 1, what, buf, size);
+    cohort_error e;
+    if (!st && data_spec_check(buf, 1, &e))
+        st = ynode_fail(c, n, "%s: %s", what, e.message);
+    return st;
+}
+
 /* data.input_shape: [H, W, C] or [D], positive, at most INT32_MAX values in all. */
 static cohort_status parse_input_shape(const yctx *c, const ynode *v, data_spec *d)
 {
@@ -334,13 +347,13 @@ static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
     const ynode *v;
     if (!(v = ymap_get(n, "train")))
         return ynode_fail(c, n, "data has no 'train' dataset (like train: fashion-mnist:train)");
-    if ((st = yget_path(c, v, 1, "data.train", d->train, sizeof d->train)))
+    if ((st = yget_dataset(c, v, "data.train", d->train, sizeof d->train)))
         return st;
     if ((v = ymap_get(n, "test")) && !ynode_is_null(v) &&
-        (st = yget_path(c, v, 1, "data.test", d->test, sizeof d->test)))
+        (st = yget_dataset(c, v, "data.test", d->test, sizeof d->test)))
         return st;
     if ((v = ymap_get(n, "validation")) && !ynode_is_null(v) &&
-        (st = yget_path(c, v, 1, "data.validation", d->validation, sizeof d->validation)))
+        (st = yget_dataset(c, v, "data.validation", d->validation, sizeof d->validation)))
         return st;
     if ((v = ymap_get(n, "validation_split")) &&
         (st = yget_num(c, v, "data.validation_split", YR_UNIT, 0, &d->validation_split)))

@@ -92,7 +92,7 @@ static char *eval_plan_json(const char *spec)
     strbuf b;
     sb_init(&b);
     /* data.train is required by the plan and never read: the caller loads data itself. */
-    sb_puts(&b, "{\"data\": {\"train\": \"unused\"}, \"models\": [{");
+    sb_puts(&b, "{\"data\": {\"train\": \"memory:unused\"}, \"models\": [{");
     int n = 0;
     for (size_t i = 0; i < v->n; i++)
         for (size_t k = 0; k < sizeof kept_keys / sizeof *kept_keys; k++)
