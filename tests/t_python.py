@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from refcheck import Checks, need, skip  # noqa: E402
@@ -173,6 +174,28 @@ def interrupt_and_resume(rng, tmp):
         check(res[n].status == "ok" and same_weights(res[n].weights, full[n].weights),
               f"resumed {n}: {res[n].status}, differs from the uninterrupted run")
 
+    # Under threads and fused the models train on the run's workers: Ctrl-C,
+    # from another thread here as from a terminal, still stops them within a
+    # step (it had waited for every epoch of every model), and on_epoch still
+    # comes on the calling thread.
+    long = dict(plan, defaults=dict(plan["defaults"], epochs=300))
+    for strategy in ("threads", "fused"):
+        where = set()
+
+        def ctrl_c_later(model, epoch, metrics):
+            where.add(threading.current_thread() is threading.main_thread())
+            if model == "a" and epoch == 1:
+                threading.Timer(0.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+        try:
+            cohort.train(long, data={"train": (x, y)}, out=f"{tmp}/cut-{strategy}",
+                         strategy=strategy, on_epoch=ctrl_c_later, progress=False)
+            check(False, f"{strategy}: Ctrl-C did not interrupt")
+        except cohort.Interrupted as e:
+            st = {m.name: m.status for m in e.results}
+            check(set(st.values()) <= {"interrupted", "pending"}, f"{strategy}: after Ctrl-C: {st}")
+        check(where == {True}, f"{strategy}: on_epoch ran on another thread than train's")
+
 
 def fused_sweep(rng, tmp):
     x, y = blobs(rng)
@@ -184,6 +207,19 @@ def fused_sweep(rng, tmp):
                                                         progress=False)}
     check(len(w["fused"]) == 4 and all(same_weights(w["fused"][k], w["sequential"][k]) for k in w["fused"]),
           "fused sweep differs from sequential")
+    # numpy values in a plan (a sweep from np.logspace, an np.int64) are its values.
+    npplan = dict(plan, defaults=dict(plan["defaults"], epochs=np.int64(1)),
+                  sweep={"optimizer.lr": np.logspace(-3, -2, 2)})
+    res = cohort.train(npplan, data={"train": (x, y)}, progress=False)
+    check(sorted(r.config["optimizer"]["lr"] for r in res) == [0.001, 0.01] and
+          all(r.status == "ok" and len(r.history["loss"]) == 1 for r in res),
+          f"numpy plan values: {[(r.name, r.status) for r in res]}")
+    for bad in (42, {"defaults": {"epochs": object()}}):
+        try:
+            cohort.train(bad, data={"train": (x, y)}, progress=False)
+            check(False, f"plan {bad!r} raised nothing")
+        except cohort.PlanError as e:
+            check("plan" in str(e), f"plan {bad!r}: {e}")
 
 
 def regression(rng):

@@ -12,6 +12,7 @@ See docs/python.md.
 import ctypes
 import json
 import os
+import queue
 import signal
 import sys
 import tempfile
@@ -219,8 +220,13 @@ def _parse_plan(lib, plan, data, overrides):
         out, err = ctypes.c_void_p(), _Error()
         st = lib.cohort_plan_load(os.fspath(plan).encode(), arr, len(ov), ctypes.byref(out),
                                   ctypes.byref(err))
-    else:
-        p = json.loads(json.dumps(plan))  # a deep copy of plain values
+    elif isinstance(plan, dict):
+        # A deep copy of plain values; numpy's (np.logspace for a sweep, an
+        # np.int64) as the Python values they hold.
+        try:
+            p = json.loads(json.dumps(plan, default=_plain))
+        except (TypeError, ValueError) as e:  # a value JSON has no form for, or a cycle
+            raise PlanError(str(e), _INPUT) from None
         if data:
             p.setdefault("data", {})
             for k in data:
@@ -230,9 +236,19 @@ def _parse_plan(lib, plan, data, overrides):
         out, err = ctypes.c_void_p(), _Error()
         st = lib.cohort_plan_parse(text, len(text), b"plan", arr, len(ov), ctypes.byref(out),
                                    ctypes.byref(err))
+    else:
+        raise PlanError(f"a plan is a dict of the plan file's keys or a plan file's path, "
+                        f"not {type(plan).__name__}", _INPUT)
     if st:
         raise PlanError(_message(err), st)
     return out
+
+
+def _plain(o):
+    """json.dumps's default: numpy arrays and scalars as lists and numbers."""
+    if isinstance(o, (np.ndarray, np.generic)):
+        return o.tolist()
+    raise TypeError(f"a plan holds {type(o).__name__} {o!r}, which is not a plan value")
 
 
 class _Prepared:
@@ -371,7 +387,8 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
     the plan's data files. out: the output directory (results.json, weights,
     history, report.html); None: a temporary one, removed after. strategy:
     auto, sequential, threads, processes or fused. on_epoch(model, epoch,
-    metrics): called after every epoch of every model, on this thread.
+    metrics): called after every epoch of every model, on this thread (the
+    run trains on another, which this one waits for).
     progress: print one line an epoch (default: when on_epoch is None and
     stderr is a terminal or a notebook). A model that fails is a Result with
     status "failed" (or "diverged"), not an exception; a bad plan raises
@@ -385,30 +402,52 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
         overwrite = True
     stop = {"asked": False}
     prep = None
-
     live = progress and sys.stderr.isatty()  # a line redrawn in place as steps go
+    # The run trains on a thread of its own while this one waits for it and
+    # delivers its events: under threads or fused the events come from the
+    # run's workers, and this thread, blocked in cohort_run_train, never ran
+    # Python code, so Ctrl-C's handler waited for the whole run. An epoch's
+    # event waits until on_epoch has run here (as Keras's callbacks, the
+    # model goes on after it), a step's does not.
+    events = queue.SimpleQueue()
+    closing = threading.Event()  # this thread stops delivering: nothing waits for it
 
-    def on_event(evp, user):
+    def on_event(evp, user):  # any thread of the run, one call at a time
         ev = evp.contents
         if stop["asked"] and prep and prep.run:
             prep.lib.cohort_run_request_stop(prep.run)
         if ev.kind == _EV_STEP and live and ev.steps > 0:
-            frac = ev.step / ev.steps
-            bar = "#" * int(20 * frac) + "." * (20 - int(20 * frac))
-            print(f"\r{ev.name.decode()[:30]:30} epoch {ev.epoch}/{ev.epochs} [{bar}] "
-                  f"{100 * frac:3.0f}%  loss {ev.loss:.4f}", end="", file=sys.stderr, flush=True)
-        if ev.kind != _EV_EPOCH:
-            return
-        name = ev.name.decode()
-        m = _metrics_of(ev)
-        if progress:
-            print(("\r\033[K" if live else "") + _epoch_line(name, ev.epoch, ev.epochs, m),
-                  file=sys.stderr, flush=True)
-        if on_epoch:
+            events.put((None, ev.name.decode(), ev.epoch, ev.epochs, (ev.step / ev.steps, ev.loss)))
+        elif ev.kind == _EV_EPOCH and not closing.is_set():
+            ack = threading.Event()
+            events.put((ack, ev.name.decode(), ev.epoch, ev.epochs, _metrics_of(ev)))
+            while not ack.wait(0.1) and not closing.is_set():
+                pass
+            if stop["asked"] and prep and prep.run:  # Ctrl-C during on_epoch
+                prep.lib.cohort_run_request_stop(prep.run)
+
+    def deliver():
+        while True:
             try:
-                on_epoch(name, ev.epoch, m)
-            except Exception as e:  # noqa: BLE001 - a callback must not unwind through C
+                ack, name, epoch, epochs, m = events.get_nowait()
+            except queue.Empty:
+                return
+            if ack is None:
+                frac, loss = m
+                bar = "#" * int(20 * frac) + "." * (20 - int(20 * frac))
+                print(f"\r{name[:30]:30} epoch {epoch}/{epochs} [{bar}] {100 * frac:3.0f}%  "
+                      f"loss {loss:.4f}", end="", file=sys.stderr, flush=True)
+                continue
+            try:
+                if progress:
+                    print(("\r\033[K" if live else "") + _epoch_line(name, epoch, epochs, m),
+                          file=sys.stderr, flush=True)
+                if on_epoch:
+                    on_epoch(name, epoch, m)
+            except Exception as e:  # noqa: BLE001 - one callback must not end the run
                 print(f"cohort: on_epoch raised {e!r}; training goes on", file=sys.stderr)
+            finally:
+                ack.set()
 
     def on_sigint(signum, frame):
         # As the CLI: the models finish their step and checkpoint; train() then raises.
@@ -419,18 +458,35 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
     old = None
     if threading.current_thread() is threading.main_thread():
         old = signal.signal(signal.SIGINT, on_sigint)
+    worker = None
     try:
         prep = _Prepared(plan, data, out, strategy, threads, resume, overwrite, on_event, overrides)
-        err = _Error()
-        st = prep.lib.cohort_run_train(prep.run, ctypes.byref(err))
+        done = {}
+
+        def run():
+            err = _Error()
+            done["st"] = prep.lib.cohort_run_train(prep.run, ctypes.byref(err))
+            done["message"] = _message(err)
+
+        worker = threading.Thread(target=run, name="cohort-train", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.05)  # returns to Python now and then: Ctrl-C's handler runs here
+            deliver()
+        deliver()
+        st = done.get("st", _INTERRUPTED)
         prep.close()
         if st not in (_OK, _PARTIAL, _INTERRUPTED):
-            raise CohortError(_message(err), st)
+            raise CohortError(done.get("message", ""), st)
         results = _results(out)
         if st == _INTERRUPTED or stop["asked"]:
             raise Interrupted(results)
         return results
     finally:
+        if worker is not None and worker.is_alive():  # this thread was unwound: stop the run
+            closing.set()
+            prep.lib.cohort_run_request_stop(prep.run)
+            worker.join()
         if prep:
             prep.close()
         if old is not None:
