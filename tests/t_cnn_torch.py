@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Parity of convolutional models with PyTorch, and weight files that load into torch.
 
-Two CNNs on 10 x 9 x 2 images (NPY [n, H, W, C], channels last as Keras):
+Three CNNs on 10 x 9 x 2 images (NPY [n, H, W, C], channels last as Keras):
   A: conv2d valid + relu, batch_normalization, max_pooling2d, conv2d same,
      average_pooling2d same (padding not counted), flatten, dense softmax;
   B: conv2d same with stride 2 (TensorFlow pads the odd row after the image:
      0 above, 1 below) without a bias, batch_normalization, relu,
-     global_average_pooling2d, dense softmax.
+     global_average_pooling2d, dense softmax;
+  C: conv2d valid + relu straight into max_pooling2d 2 (an odd last column),
+     conv2d same without a bias, batch_normalization, relu, max_pooling2d 3
+     with stride 2 and `same` padding (overlapping windows), dense softmax:
+     the relus whose derivative the max pools apply (maxpool_bwd_relu).
 From the same initial weights (init_from, moving statistics included), one
 unshuffled epoch with SGD-momentum and with Adam (Keras's formula) must give
 the same weights and moving statistics in cohort and in torch, to
@@ -60,7 +64,23 @@ MODELS = {
                    {"dense": CLASSES, "activation": "softmax"}],
         "shapes": {0: ("conv_nobias", 4, C, 3), 1: ("bn", 4), 4: ("dense", CLASSES, 4)},
     },
+    "C": {
+        "layers": [{"conv2d": 4, "kernel_size": 3, "activation": "relu"},
+                   {"max_pooling2d": 2},
+                   {"conv2d": 5, "kernel_size": 3, "padding": "same", "use_bias": False},
+                   {"batch_normalization": {"momentum": MOMENTUM, "epsilon": EPS}},
+                   {"activation": "relu"},
+                   {"max_pooling2d": 3, "strides": 2, "padding": "same"},
+                   "flatten",
+                   {"dense": CLASSES, "activation": "softmax"}],
+        "shapes": {0: ("conv", 4, C, 3), 2: ("conv_nobias", 5, 4, 3), 3: ("bn", 5),
+                   7: ("dense", CLASSES, 5 * 2 * 2)},
+    },
 }
+
+# TensorFlow's `same` max pool of 3 by stride 2 over the 4 x 3 maps of C: out 2 x 2,
+# padding (left 1, right 1, top 0, bottom 1) of -inf, which no maximum takes.
+C_POOL_PAD = (1, 1, 0, 1)
 
 
 def init_weights(rng, shapes):
@@ -107,6 +127,13 @@ def forward_train(model, p, x):
         h = F.avg_pool2d(h, 3, stride=1, padding=1, count_include_pad=False)
         h = h.reshape(h.shape[0], -1)  # torch's (C, H, W) flatten
         return h @ p["layers.6.weight"].T + p["layers.6.bias"]
+    if model == "C":
+        h = F.max_pool2d(torch.relu(F.conv2d(x, p["layers.0.weight"], p["layers.0.bias"])), 2)
+        h = F.conv2d(h, p["layers.2.weight"], None, padding=1)
+        h = torch.relu(bn_train(h, p, 3))
+        h = F.max_pool2d(F.pad(h, C_POOL_PAD, value=float("-inf")), 3, stride=2)
+        h = h.reshape(h.shape[0], -1)
+        return h @ p["layers.7.weight"].T + p["layers.7.bias"]
     h = F.conv2d(F.pad(x, (1, 1, 0, 1)), p["layers.0.weight"], None, stride=2)
     h = torch.relu(bn_train(h, p, 1))
     h = h.mean(dim=(2, 3))
@@ -172,6 +199,11 @@ def torch_module(model, w):
                             conv(3, 5, 4, pad=1), nn.Tanh(),
                             nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
                             nn.Flatten(), linear(6, CLASSES, 60), nn.Softmax(dim=1))
+    elif model == "C":
+        seq = nn.Sequential(conv(0, 4, C), nn.ReLU(), nn.MaxPool2d(2), conv(2, 5, 4, pad=1),
+                            bn(3, 5), nn.ReLU(), nn.ConstantPad2d(C_POOL_PAD, float("-inf")),
+                            nn.MaxPool2d(3, stride=2), nn.Flatten(),
+                            linear(7, CLASSES, 20), nn.Softmax(dim=1))
     else:
         seq = nn.Sequential(nn.ZeroPad2d((1, 1, 0, 1)), conv(0, 4, C, stride=2), bn(1, 4),
                             nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
