@@ -5,7 +5,8 @@
 # there), the lineage is consistent (donors from the top, values in range,
 # the config ends with the last values), and the same lineage and weights
 # come out under every strategy, after kill -9 inside the run and --resume,
-# and after a kill between two exploits of an interval. Bad settings are plan
+# after a kill inside the first phase (some models at the interval, others
+# not yet) and after a kill between two exploits of an interval. Bad settings are plan
 # errors at their line.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -120,6 +121,20 @@ wait $pid 2>/dev/null
 [ -f "$T/killed/pbt.json" ] && ok || bad "no journal after the first interval"
 expect_status 0 "pbt --resume after kill -9" -- "$COHORT" train "$T/pbt.yaml" --out "$T/killed" --resume --quiet
 same_weights "$T/killed" "pbt resumed after kill -9"
+
+# Killed inside the first phase, before its journal: three models have
+# records at the interval, the others have not reached it. --resume holds
+# the three there (they had trained on to the end, never ranked).
+COHORT_TEST_KILL_AFTER_RECORDS=3 "$COHORT" train "$T/pbt.yaml" --out "$T/early" --strategy sequential --quiet > /dev/null 2>&1
+[ $? = 137 ] && [ "$(ls "$T/early/records" | wc -l)" = 3 ] && [ ! -f "$T/early/pbt.json" ] &&
+    ok || bad "the record hook did not kill the run inside the first phase"
+expect_status 0 "pbt --resume after a kill inside a phase" -- "$COHORT" train "$T/pbt.yaml" --out "$T/early" --resume --quiet
+same_weights "$T/early" "pbt resumed after a kill inside a phase"
+$PY - "$T/sequential" "$T/early" <<'PY' && ok || bad "pbt resumed after a kill inside a phase: lineage or configs differ"
+import json, sys
+a, b = ({m["name"]: (m["lineage"], m["config"]) for m in json.load(open(f"{d}/results.json"))["models"]} for d in sys.argv[1:])
+assert a == b, [n for n in a if a[n] != b.get(n)]
+PY
 
 # Killed between the first exploit of an interval and the second: --resume
 # finishes the interval's copies from the donors' checkpoints.

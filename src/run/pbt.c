@@ -549,7 +549,8 @@ cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err)
     cohort_status st = COHORT_OK;
     for (int k = 0; k <= n_at && !st; k++) {
         int R = k < n_at ? at[k] : top;
-        /* A model already there (resumed past it) trains in a later phase. */
+        /* A model already there (resumed at or past it) waits: it trains
+         * no epoch in this phase, and goes on in a later one. */
         st = sched_phase(run, live, R, 1, err);
         if (st || run->stop)
             break;

@@ -242,8 +242,16 @@ cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reach
     for (int i = 0; i < run->n && !st; i++) {
         model_entry *e = &run->m[i];
         int target = R < target_epochs(run, e) ? R : target_epochs(run, e);
-        if (!live[i] || ((reached_waits || e->done) && e->res.epochs_run >= target))
+        if (!live[i])
             continue;
+        if ((reached_waits || e->done) && e->res.epochs_run >= target) {
+            /* Resumed from its checkpoint at or past R (pbt): it waits
+             * there. Left without a stop, the phase's schedule would train
+             * it to its last epoch, past the intervals' decisions. */
+            if (!e->done)
+                e->stop_epoch = e->res.epochs_run;
+            continue;
+        }
         st = run_continue_to(run, e, target, err);
         any = 1;
     }
