@@ -5,7 +5,8 @@
 # SIGKILL: under Open MPI's default the job ends non-zero, the models that
 # had finished are in results.json, and --resume (with any number of ranks)
 # completes the run; under --enable-recovery the survivors finish, the dead
-# rank's models are failed and --resume trains them. Skipped without
+# rank's models are failed and --resume trains them. A pruning scheduler is
+# refused (a rank holds its share only). Skipped without
 # mpirun or without an MPI build.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -95,6 +96,12 @@ PY
 $MPIRUN -np 2 "$COHORT" train "$T/plan.yaml" --shard 0/2 --out "$T/x" >"$T/x.out" 2>&1
 [ $? -ne 0 ] && grep -q "under mpirun every rank takes its share" "$T/x.out" && ok || bad "--shard under mpirun: $(cat "$T/x.out")"
 [ "$(grep -c "under mpirun" "$T/x.out")" -eq 1 ] && ok || bad "the --shard error is printed by more than rank 0"
+# A pruning scheduler ranks the models against each other, which a rank,
+# holding its share only, cannot: refused, by rank 0.
+{ cat "$T/plan.yaml"; echo "scheduler: {name: asha}"; } > "$T/asha.yaml"
+$MPIRUN -np 2 "$COHORT" train "$T/asha.yaml" --out "$T/asha" >"$T/asha.out" 2>&1
+[ $? = 2 ] && [ "$(grep -c "scheduler asha ranks the models against each other" "$T/asha.out")" -eq 1 ] &&
+    ok || bad "asha under mpirun: $(cat "$T/asha.out")"
 
 wait $kref && ok || bad "kill plan: reference run"
 

@@ -2,8 +2,9 @@
 # Shards: `cohort train --shard I/N` trains a share of the models (split by
 # cost, every model in exactly one share) and `cohort merge` of the shares
 # equals a full run: the same weights bit for bit (--threads 1 on both
-# sides), the same histories and results, in plan order. Bad indices and
-# bad merges are refused with exit 2 and a message.
+# sides), the same histories and results, in plan order. Bad indices, bad
+# merges and a scheduler (which ranks the models across shares) are refused
+# with exit 2 and a message.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -128,6 +129,18 @@ expect_error "merge: no --out" "needs the shards' directories and --out DIR" "$C
 echo '{"models": 3}' > "$T/nothing/results.json"
 expect_error "merge: not results" "no \"models\" array" "$COHORT" merge "$T/s0" "$T/nothing" --out "$T/y"
 [ ! -e "$T/y" ] && ok || bad "a refused merge wrote $T/y"
+
+# A scheduler ranks the models against each other: a shard would rank its
+# own only, and the merge would differ from one run. Refused, nothing written.
+for s in asha hyperband median; do
+    { cat "$T/plan.yaml"; echo "scheduler: {name: $s}"; } > "$T/sched.yaml"
+    expect_error "$s with --shard" "sched.yaml:9: scheduler $s ranks the models against each other, but a shard of the plan (--shard, or an MPI rank) holds only some of them" \
+        "$COHORT" train "$T/sched.yaml" --shard 0/2 --out "$T/sched-$s"
+    [ ! -e "$T/sched-$s" ] && ok || bad "a refused $s shard wrote $T/sched-$s"
+done
+{ cat "$T/plan.yaml"; echo "scheduler: {name: pbt, perturbation_interval: 1, hyperparam_mutations: {optimizer.lr: {uniform: [0.001, 0.01]}}}"; } > "$T/sched.yaml"
+expect_error "pbt with --shard" "sched.yaml:9: pbt exploits across the whole population, which a shard of the plan does not hold" \
+    "$COHORT" train "$T/sched.yaml" --shard 1/2 --out "$T/sched-pbt"
 
 # Without MPI built in, a process started as one of several ranks says so
 # instead of training every model into the same directory as the others.

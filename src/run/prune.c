@@ -198,6 +198,15 @@ cohort_status run_check_scheduler(const cohort_run *run, cohort_error *err)
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "%s:%d: the scheduler watches %s, but there are no validation samples",
                            run->plan->path, sc->line, sc->metric);
+    /* A rung ranks the models against each other: a shard, or an MPI rank
+     * (which trains one), would rank its own models only, and the merge
+     * would keep models one run prunes and prune others it keeps. */
+    if (sc->kind != PRUNE_PBT && run->opt.shard_count > 1)
+        return cohort_fail(err, COHORT_ERR_USAGE,
+                           "%s:%d: scheduler %s ranks the models against each other, but a shard "
+                           "of the plan (--shard, or an MPI rank) holds only some of them; train "
+                           "it in one run",
+                           run->plan->path, sc->line, prune_kind_name(sc->kind));
     return sc->kind == PRUNE_PBT ? run_check_pbt(run, err) : COHORT_OK;
 }
 
