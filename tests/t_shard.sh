@@ -2,9 +2,10 @@
 # Shards: `cohort train --shard I/N` trains a share of the models (split by
 # cost, every model in exactly one share) and `cohort merge` of the shares
 # equals a full run: the same weights bit for bit (--threads 1 on both
-# sides), the same histories and results, in plan order. Bad indices, bad
-# merges and a scheduler (which ranks the models across shares) are refused
-# with exit 2 and a message.
+# sides), the same histories and results, in plan order; pruned models are
+# a success for merge as for train. Bad indices, bad merges and a scheduler
+# (which ranks the models across shares) are refused with exit 2 and a
+# message.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -141,6 +142,12 @@ done
 { cat "$T/plan.yaml"; echo "scheduler: {name: pbt, perturbation_interval: 1, hyperparam_mutations: {optimizer.lr: {uniform: [0.001, 0.01]}}}"; } > "$T/sched.yaml"
 expect_error "pbt with --shard" "sched.yaml:9: pbt exploits across the whole population, which a shard of the plan does not hold" \
     "$COHORT" train "$T/sched.yaml" --shard 1/2 --out "$T/sched-pbt"
+
+# A model a scheduler pruned is a success for merge, as for train: exit 0.
+{ cat "$T/plan.yaml"; echo "scheduler: {name: asha}"; } > "$T/asha.yaml"
+"$COHORT" train "$T/asha.yaml" --out "$T/asha" --threads 1 --quiet >/dev/null 2>&1 && ok || bad "asha run"
+"$COHORT" merge "$T/asha" --out "$T/asha-merged" >/dev/null 2>"$T/asha.err" && ok || bad "merge of pruned models exited $?: $(cat "$T/asha.err")"
+grep -qF "5 models from 1 directory into $T/asha-merged: 1 ok, 4 pruned" "$T/asha.err" && ok || bad "merge of pruned models: $(cat "$T/asha.err")"
 
 # Without MPI built in, a process started as one of several ranks says so
 # instead of training every model into the same directory as the others.

@@ -27,8 +27,8 @@ static const char *help =
     "  --out DIR          the merged output directory (required; not one of the shards)\n"
     "  -h, --help         show this help\n"
     "\n"
-    "exit status: 0 every model of the plan merged and ok, 1 some failed or are missing\n"
-    "             from the shards (listed), 2 usage or input error (nothing merged)\n";
+    "exit status: 0 every model of the plan merged and ok (or pruned), 1 some failed or are\n"
+    "             missing from the shards (listed), 2 usage or input error (nothing merged)\n";
 
 static void cell(char *buf, size_t n, double v, const char *fmt)
 {
@@ -317,7 +317,9 @@ int cmd_merge(int argc, char **argv)
         fprintf(stderr, "cohort merge: warning: no report.html: %s\n", err.message);
     fprintf(stderr, "cohort merge: %d model%s from %d director%s into %s: %d ok",
             info.models, info.models == 1 ? "" : "s", n, n == 1 ? "y" : "ies", out,
-            info.models - info.not_ok);
+            info.models - info.not_ok - info.pruned);
+    if (info.pruned)
+        fprintf(stderr, ", %d pruned", info.pruned);
     if (info.not_ok)
         fprintf(stderr, ", %d not (see results.json)", info.not_ok);
     fputc('\n', stderr);

@@ -149,10 +149,12 @@ static void put_value(strbuf *b, const json_value *v)
     }
 }
 
+/* A scheduler's pruned model ended too: its record is written when it is
+ * stopped, and --resume keeps it. */
 static int ended(const json_value *r)
 {
     const char *s = json_str(json_get(r, "status"), "");
-    return !strcmp(s, "ok") || !strcmp(s, "diverged");
+    return !strcmp(s, "ok") || !strcmp(s, "pruned") || !strcmp(s, "diverged");
 }
 
 /* A model record, one member a line, as results.json has it. */
@@ -304,14 +306,18 @@ cohort_status shard_merge(const shard_source *src, int n, int flags, const char 
     if (extra && *extra)
         sb_printf(out, "  %s,\n", extra);
     sb_puts(out, "  \"models\": [\n");
-    int not_ok = 0;
+    int not_ok = 0, pruned = 0;
     for (int k = 0; k < nr; k++) {
         if (k)
             sb_puts(out, ",\n");
         const shard_source *from = &src[r[k].src];
         put_record(out, r[k].r, from);
-        not_ok += strcmp(json_str(json_get(r[k].r, "status"), ""), "ok") != 0 ||
-                  (from->unfinished && !ended(r[k].r));
+        /* As cohort train's exit status counts them: pruned is a success. */
+        const char *s = json_str(json_get(r[k].r, "status"), "");
+        int good = (!strcmp(s, "ok") || !strcmp(s, "pruned")) &&
+                   !(from->unfinished && !ended(r[k].r));
+        not_ok += !good;
+        pruned += good && !strcmp(s, "pruned");
     }
     sb_puts(out, "\n  ]\n}\n");
     if (out->failed) {
@@ -323,6 +329,7 @@ cohort_status shard_merge(const shard_source *src, int n, int flags, const char 
         memset(info, 0, sizeof *info);
         info->models = nr;
         info->not_ok = not_ok;
+        info->pruned = pruned;
         info->plan_models = plan_models;
         for (int p = 0; p < plan_models; p++) {
             int found = 0;

@@ -37,18 +37,20 @@ typedef struct shard_source {
     const json_value *results; /* its parsed results.json (borrowed) */
     int rank;                  /* >= 0: add "rank": rank to each of its records */
     const char *unfinished;    /* non-NULL: its records that did not end (ok,
-                                  diverged, failed) become "failed" with this error */
+                                  pruned, diverged, failed) become "failed" with this
+                                  error */
 } shard_source;
 
 typedef struct shard_merge_info {
     int models;                /* records in the merged results */
-    int not_ok;                /* of them, with a status other than "ok" */
+    int not_ok;                /* of them, with a status other than "ok" or "pruned" */
+    int pruned;                /* of them, "pruned": a success, as cohort train counts it */
     int plan_models;           /* the plan's model count; 0 when the records do not say */
     int missing;               /* plan models none of the sources holds */
     char missing_list[256];    /* their plan indices, "1, 3" (cut short when long) */
 } shard_merge_info;
 
-/* Duplicates are no error: the record of a model that ended (ok, diverged)
+/* Duplicates are no error: the record of a model that ended (ok, pruned, diverged)
  * wins over one that did not, else the later source wins. For journals of
  * the same run (an MPI run being resumed). */
 #define SHARD_MERGE_PREFER_ENDED 1
