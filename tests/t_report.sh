@@ -232,6 +232,21 @@ assert v == sorted(v, reverse=True), v
 assert rows[0]["model"] in ("adam_model", "sgd_model", "b_adam_model", "b_sgd_model"), rows[0]
 PY
 
+# Equal test accuracies, one model without a validation accuracy: the order
+# is the values', whatever the command line's (a 0.9, c 0.5, then b).
+for m in a:0.9 b: c:0.5; do
+    mkdir -p "$T/tie-${m%%:*}"
+    v=${m#*:}
+    printf '{"models": [{"name": "%s", "status": "ok", "params": 10, "epochs_run": 2, "best": {"epoch": 2%s}, "test": {"accuracy": 0.8}, "seconds": 1}]}\n' \
+        "${m%%:*}" "${v:+, \"val_accuracy\": $v}" > "$T/tie-${m%%:*}/results.json"
+done
+for order in "c b a" "b a c" "a c b"; do
+    read -r x y z <<< "$order"
+    "$COHORT" compare --json "$T/tie-$x" "$T/tie-$y" "$T/tie-$z" > "$T/out" 2>"$T/err"
+    "$PY" -c "import json,sys; assert [r['model'] for r in json.load(open(sys.argv[1]))['models']] == ['a', 'c', 'b']" "$T/out" 2>/dev/null \
+        && ok || bad "compare of ties in the order $order: $(cat "$T/out" "$T/err")"
+done
+
 # Errors: exit 2 and a message naming the file.
 expect_status 2 "report of a missing dir" -- "$COHORT" report "$T/nope"
 expect_err "$T/nope/results.json: cannot open" "report of a missing dir"

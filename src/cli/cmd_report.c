@@ -57,8 +57,11 @@ static int cmp_key(const cmp_row *r, double *primary, double *secondary)
     return isfinite(*primary) ? 2 : isfinite(*secondary) ? 1 : 0;
 }
 
-/* Descending by the chosen accuracy, then the other; rows with neither last;
- * ties keep the order of the command line (the index breaks them). */
+/* Descending by the chosen accuracy, then the other, a row without the other
+ * after one with it; rows with neither last; ties keep the order of the
+ * command line (the index breaks them). A total order, as qsort needs: had
+ * a missing second value tied with any, three rows could form a cycle, and
+ * their order would follow the command line's. */
 static int cmp_rows(const void *pa, const void *pb)
 {
     const cmp_row *a = pa, *b = pb;
@@ -68,7 +71,9 @@ static int cmp_rows(const void *pa, const void *pb)
         return kb - ka;
     if (ka == 2 && a1 != b1)
         return a1 < b1 ? 1 : -1;
-    if (ka >= 1 && isfinite(a2) && isfinite(b2) && a2 != b2)
+    if (ka >= 1 && isfinite(a2) != isfinite(b2))
+        return isfinite(a2) ? -1 : 1;
+    if (ka >= 1 && isfinite(a2) && a2 != b2)
         return a2 < b2 ? 1 : -1;
     /* Without accuracies (regression): the lower validation loss first. */
     if (ka == 0 && isfinite(a->val_loss) != isfinite(b->val_loss))
