@@ -3,8 +3,10 @@
  * machine has.
  *
  * The public C API. Every call returns a cohort_status and, on failure,
- * fills the caller's cohort_error with a message that says what went wrong
- * and where (file:line of a plan, name of a model). The library never prints
+ * fills the caller's cohort_error (when not NULL) with a message that says
+ * what went wrong and where (file:line of a plan, name of a model). NULL
+ * handles and out-pointers, and values outside an enum or range, are refused
+ * with COHORT_ERR_USAGE; functions that return a count return 0 for NULL. The library never prints
  * and never exits; it reports progress through an optional callback.
  *
  * Typical use (see examples/train_many.c):
@@ -125,8 +127,8 @@ cohort_status cohort_devices_info(const cohort_devices *d, int i, cohort_device_
 /* Why no GPU is listed ("" when GPUs are). */
 const char *cohort_devices_note(const cohort_devices *d);
 /* Split device `name` ("gpu:1") into n logical devices "gpu:1/0".. with hard
- * memory limits sizes[i] in bytes. Fails when they add up to more than the
- * device has. */
+ * memory limits sizes[i] in bytes. Fails (COHORT_ERR_INPUT) when they add up
+ * to more than the device has. */
 cohort_status cohort_devices_split(cohort_devices *d, const char *name, const uint64_t *sizes,
                                    int n, cohort_mem_policy policy, cohort_error *err);
 /* Memory policy and hard limit (0: keep) of device `name`. */
@@ -195,7 +197,7 @@ typedef struct cohort_data {
 typedef struct cohort_run_options {
     const char *out_dir;      /* NULL: no files written */
     cohort_strategy strategy; /* AUTO: the plan's, else chosen */
-    int threads;              /* CPU threads in all; 0: every core */
+    int threads;              /* CPU threads in all, >= 0; 0: every core */
     int resume;               /* continue from the checkpoints in out_dir */
     cohort_devices *devices;  /* NULL: discover, and apply the plan's devices:
                                  section; else these, as they are (borrowed) */

@@ -119,17 +119,19 @@ cohort_status devices_split(device_registry *r, const char *name, const uint64_t
         return cohort_fail(err, COHORT_ERR_INPUT, "%s is split already", name);
     if (n < 1 || r->n + n > COHORT_MAX_DEVICES)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: cannot split into %d parts", name, n);
-    uint64_t total = 0;
+    uint64_t total = 0, have = d->info.limit_bytes;
     for (int i = 0; i < n; i++) {
         if (sizes[i] == 0)
             return cohort_fail(err, COHORT_ERR_INPUT, "%s: part %d of the split has size 0", name, i);
+        /* Compared before adding: a sum past 2^64 would wrap to a small one. */
+        if (sizes[i] > have - total)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s: the split adds up to more than the %s the device has (part "
+                               "%d alone is %s)",
+                               name, format_bytes(have, b, sizeof b), i,
+                               format_bytes(sizes[i], a, sizeof a));
         total += sizes[i];
     }
-    uint64_t have = d->info.limit_bytes;
-    if (total > have)
-        return cohort_fail(err, COHORT_ERR_INPUT,
-                           "%s: the split adds up to %s, more than the %s the device has", name,
-                           format_bytes(total, a, sizeof a), format_bytes(have, b, sizeof b));
     int base = r->n;
     for (int i = 0; i < n; i++) {
         cohort_device *p = &r->dev[r->n];
@@ -202,16 +204,18 @@ cohort_status devices_set_policy(device_registry *r, const char *name, cohort_me
 
 cohort_status cohort_devices_discover(cohort_devices **out, cohort_error *err)
 {
+    if (!out)
+        return cohort_fail(err, COHORT_ERR_USAGE, "cohort_devices_discover: out is NULL");
     return devices_discover(out, err);
 }
 
 void cohort_devices_free(cohort_devices *d) { devices_free(d); }
 
-int cohort_devices_count(const cohort_devices *d) { return d->n; }
+int cohort_devices_count(const cohort_devices *d) { return d ? d->n : 0; }
 
 cohort_status cohort_devices_info(const cohort_devices *d, int i, cohort_device_info *out)
 {
-    if (i < 0 || i >= d->n)
+    if (!d || !out || i < 0 || i >= d->n)
         return COHORT_ERR_USAGE;
     *out = d->dev[i].info;
     if (d->dev[i].pool)
@@ -222,13 +226,24 @@ cohort_status cohort_devices_info(const cohort_devices *d, int i, cohort_device_
 cohort_status cohort_devices_split(cohort_devices *d, const char *name, const uint64_t *sizes,
                                    int n, cohort_mem_policy policy, cohort_error *err)
 {
+    if (!d || !name || (n > 0 && !sizes))
+        return cohort_fail(err, COHORT_ERR_USAGE, "cohort_devices_split: invalid arguments");
+    if (policy != COHORT_MEM_GROW && policy != COHORT_MEM_PREALLOCATE)
+        return cohort_fail(err, COHORT_ERR_USAGE,
+                           "cohort_devices_split: policy %d is not a cohort_mem_policy", (int)policy);
     return devices_split(d, name, sizes, n, policy, err);
 }
 
 cohort_status cohort_devices_set_policy(cohort_devices *d, const char *name,
                                         cohort_mem_policy policy, uint64_t limit, cohort_error *err)
 {
+    if (!d || !name)
+        return cohort_fail(err, COHORT_ERR_USAGE, "cohort_devices_set_policy: invalid arguments");
+    if (policy != COHORT_MEM_GROW && policy != COHORT_MEM_PREALLOCATE)
+        return cohort_fail(err, COHORT_ERR_USAGE,
+                           "cohort_devices_set_policy: policy %d is not a cohort_mem_policy",
+                           (int)policy);
     return devices_set_policy(d, name, policy, limit, err);
 }
 
-const char *cohort_devices_note(const cohort_devices *d) { return d->gpu_note; }
+const char *cohort_devices_note(const cohort_devices *d) { return d ? d->gpu_note : ""; }

@@ -354,7 +354,23 @@ static void choose_strategy(cohort_run *run)
 cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_options *opt,
                                 cohort_run **out, cohort_error *err)
 {
+    if (!plan || !out)
+        return cohort_fail(err, COHORT_ERR_USAGE, "cohort_run_create: invalid arguments");
     *out = NULL;
+    /* Values outside the enums and counts would be taken for something they
+     * are not (a strategy of 42 ran as auto would not): refused here. */
+    if (opt && (opt->strategy < COHORT_STRATEGY_AUTO || opt->strategy > COHORT_STRATEGY_FUSED))
+        return cohort_fail(err, COHORT_ERR_USAGE,
+                           "cohort_run_create: strategy %d is not a cohort_strategy (0 to %d)",
+                           (int)opt->strategy, (int)COHORT_STRATEGY_FUSED);
+    if (opt && opt->threads < 0)
+        return cohort_fail(err, COHORT_ERR_USAGE,
+                           "cohort_run_create: threads is %d; give 0 (every core) or more",
+                           opt->threads);
+    if (opt && (opt->n_memory < 0 || (opt->n_memory > 0 && !opt->memory)))
+        return cohort_fail(err, COHORT_ERR_USAGE,
+                           "cohort_run_create: n_memory is %d but memory is %s", opt->n_memory,
+                           opt->memory ? "set" : "NULL");
     cohort_run *run = calloc(1, sizeof *run);
     if (!run)
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
@@ -496,15 +512,19 @@ void cohort_run_free(cohort_run *run)
     free(run);
 }
 
-int cohort_run_model_count(const cohort_run *run) { return run->n; }
+int cohort_run_model_count(const cohort_run *run) { return run ? run->n : 0; }
 
-void cohort_run_request_stop(cohort_run *run) { run->stop = 1; }
+void cohort_run_request_stop(cohort_run *run)
+{
+    if (run)
+        run->stop = 1;
+}
 
 void cohort_free(void *p) { free(p); }
 
 cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model_result *out)
 {
-    if (i < 0 || i >= run->n)
+    if (!run || !out || i < 0 || i >= run->n)
         return COHORT_ERR_USAGE;
     const model_entry *e = &run->m[i];
     memset(out, 0, sizeof *out);

@@ -994,6 +994,8 @@ cohort_status run_check_trainable(const cohort_run *run, cohort_error *err)
 
 cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
 {
+    if (!run)
+        return cohort_fail(err, COHORT_ERR_USAGE, "cohort_run_train: run is NULL");
     /* Before results.json is written: a run refused here leaves the
      * directory's earlier run as it was. */
     cohort_status st = run_check_trainable(run, err);

@@ -1,0 +1,169 @@
+/*
+ * The public C API as a caller sees it (cohort.h only): NULL and
+ * out-of-range arguments are refused with COHORT_ERR_USAGE rather than
+ * crashing or being taken for something else; a device split that adds up
+ * past 2^64 is refused.
+ */
+#include "check.h"
+#include "cohort.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* 240 samples of 6 features in 3 classes, one feature raised per class. */
+#define N 240
+#define D 6
+static float X[N * D];
+static int32_t Y[N];
+
+static void make_data(void)
+{
+    unsigned s = 1;
+    for (int i = 0; i < N; i++) {
+        Y[i] = i % 3;
+        for (int j = 0; j < D; j++) {
+            s = s * 1103515245u + 12345u;
+            X[i * D + j] = (float)((s >> 16) % 1000) / 1000.0f + (j == Y[i] ? 1.0f : 0.0f);
+        }
+    }
+}
+
+static cohort_plan *plan_of(const char *text)
+{
+    cohort_plan *p = NULL;
+    cohort_error err;
+    cohort_status st = cohort_plan_parse(text, strlen(text), "api.yaml", NULL, 0, &p, &err);
+    CHECK_MSG(st == COHORT_OK, "%s", err.message);
+    return p;
+}
+
+static const char *PLAN3 =
+    "data: {train: 'memory:train', validation_split: 0.25}\n"
+    "defaults: {epochs: 2, batch_size: 16, layers: [{dense: 8, activation: relu}, "
+    "{dense: 3, activation: softmax}]}\n"
+    "models: [{name: a}, {name: b, seed: 2}, {name: c, seed: 3}]\n";
+
+static cohort_data train_data(void)
+{
+    cohort_data d;
+    memset(&d, 0, sizeof d);
+    d.name = "train";
+    d.x = X;
+    d.n = N;
+    d.sample_rank = 1;
+    d.sample_shape[0] = D;
+    d.labels = Y;
+    return d;
+}
+
+/* cohort_run_create, the run freed; returns its status. */
+static cohort_status create_with(const cohort_plan *p, const cohort_run_options *opt,
+                                 cohort_error *err)
+{
+    cohort_run *run = (cohort_run *)1;
+    cohort_status st = cohort_run_create(p, opt, &run, err);
+    CHECK(st == COHORT_OK || run == NULL);
+    cohort_run_free(st == COHORT_OK ? run : NULL);
+    return st;
+}
+
+static void invalid_arguments(void)
+{
+    cohort_plan *p = plan_of(PLAN3);
+    if (!p)
+        return;
+    cohort_data d = train_data();
+    cohort_run_options opt;
+    cohort_run_options_init(&opt);
+    opt.memory = &d;
+    opt.n_memory = 1;
+    cohort_error err;
+    cohort_run *run = NULL;
+
+    memset(&err, 0, sizeof err);
+    CHECK(cohort_run_create(NULL, &opt, &run, &err) == COHORT_ERR_USAGE);
+    CHECK(err.status == COHORT_ERR_USAGE);
+    CHECK_CONTAINS(err.message, "cohort_run_create");
+    CHECK(cohort_run_create(p, &opt, NULL, &err) == COHORT_ERR_USAGE);
+    CHECK(cohort_run_create(NULL, &opt, &run, NULL) == COHORT_ERR_USAGE); /* err may be NULL */
+    CHECK(cohort_run_train(NULL, &err) == COHORT_ERR_USAGE);
+    CHECK_CONTAINS(err.message, "cohort_run_train");
+    CHECK(cohort_run_model_count(NULL) == 0);
+    cohort_run_request_stop(NULL);
+    cohort_model_result r;
+    CHECK(cohort_run_model_result(NULL, 0, &r) == COHORT_ERR_USAGE);
+
+    /* memory NULL with a count, a negative count */
+    cohort_run_options bad = opt;
+    bad.memory = NULL;
+    CHECK(create_with(p, &bad, &err) == COHORT_ERR_USAGE);
+    CHECK_CONTAINS(err.message, "n_memory is 1 but memory is NULL");
+    bad = opt;
+    bad.n_memory = -1;
+    CHECK(create_with(p, &bad, &err) == COHORT_ERR_USAGE);
+
+    /* values outside their enums and ranges */
+    bad = opt;
+    bad.strategy = (cohort_strategy)42;
+    CHECK(create_with(p, &bad, &err) == COHORT_ERR_USAGE);
+    CHECK_CONTAINS(err.message, "strategy 42 is not a cohort_strategy");
+    bad.strategy = (cohort_strategy)-1;
+    CHECK(create_with(p, &bad, &err) == COHORT_ERR_USAGE);
+    bad = opt;
+    bad.threads = -5;
+    CHECK(create_with(p, &bad, &err) == COHORT_ERR_USAGE);
+    CHECK_CONTAINS(err.message, "threads is -5");
+
+    /* a good run's result, into NULL */
+    if (cohort_run_create(p, &opt, &run, &err) == COHORT_OK) {
+        CHECK(cohort_run_model_count(run) == 3);
+        CHECK(cohort_run_model_result(run, 0, NULL) == COHORT_ERR_USAGE);
+        CHECK(cohort_run_model_result(run, 3, &r) == COHORT_ERR_USAGE);
+        CHECK(cohort_run_model_result(run, 0, &r) == COHORT_OK);
+        cohort_run_free(run);
+    } else {
+        CHECK_MSG(0, "%s", err.message);
+    }
+    cohort_plan_free(p);
+}
+
+static void devices(void)
+{
+    cohort_devices *d = NULL;
+    cohort_error err;
+    CHECK(cohort_devices_discover(NULL, &err) == COHORT_ERR_USAGE);
+    if (cohort_devices_discover(&d, &err)) {
+        CHECK_MSG(0, "%s", err.message);
+        return;
+    }
+    CHECK(cohort_devices_count(NULL) == 0);
+    cohort_device_info info;
+    CHECK(cohort_devices_info(d, 0, NULL) == COHORT_ERR_USAGE);
+    CHECK(cohort_devices_info(NULL, 0, &info) == COHORT_ERR_USAGE);
+    CHECK(cohort_devices_set_policy(d, NULL, COHORT_MEM_GROW, 0, &err) == COHORT_ERR_USAGE);
+    CHECK(cohort_devices_set_policy(NULL, "cpu:0", COHORT_MEM_GROW, 0, &err) == COHORT_ERR_USAGE);
+    CHECK(cohort_devices_set_policy(d, "cpu:0", (cohort_mem_policy)7, 0, &err) ==
+          COHORT_ERR_USAGE);
+    CHECK_CONTAINS(err.message, "policy 7 is not a cohort_mem_policy");
+    uint64_t two[2] = {1 << 20, 1 << 20};
+    CHECK(cohort_devices_split(d, NULL, two, 2, COHORT_MEM_GROW, &err) == COHORT_ERR_USAGE);
+    CHECK(cohort_devices_split(d, "cpu:0", NULL, 2, COHORT_MEM_GROW, &err) == COHORT_ERR_USAGE);
+    CHECK(cohort_devices_split(d, "cpu:0", two, 2, (cohort_mem_policy)-3, &err) ==
+          COHORT_ERR_USAGE);
+    /* UINT64_MAX + 2 wraps to 1: still more than the device has. */
+    uint64_t wrap[2] = {UINT64_MAX, 2};
+    CHECK(cohort_devices_split(d, "cpu:0", wrap, 2, COHORT_MEM_GROW, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "cpu:0: the split adds up to more than");
+    /* the device is whole still: a fitting split works */
+    CHECK_MSG(cohort_devices_split(d, "cpu:0", two, 2, COHORT_MEM_GROW, &err) == COHORT_OK, "%s",
+              err.message);
+    cohort_devices_free(d);
+}
+
+int main(void)
+{
+    make_data();
+    invalid_arguments();
+    devices();
+    return check_done("test_api");
+}
