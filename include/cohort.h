@@ -180,8 +180,10 @@ typedef void (*cohort_event_fn)(const cohort_event *ev, void *user);
  * order, one sample of `sample_shape` (rank 1: (d); rank 3: (H, W, C),
  * channels last); labels int32 [n] class labels in [0, 2^31 - 2], or
  * targets float32 [n, target_dim] real-valued targets, or neither (inputs
- * only: predict). The arrays are read in place, never copied or changed,
- * and must stay alive and unchanged until cohort_run_free.
+ * only: predict). Every value of x and targets must be finite: NaN or inf is
+ * COHORT_ERR_INPUT naming the element ("memory:NAME: x[3, 2] is nan"). The
+ * arrays are read in place, never copied or changed, and must stay alive and
+ * unchanged until cohort_run_free.
  */
 typedef struct cohort_data {
     const char *name;             /* NAME of memory:NAME */
@@ -267,7 +269,8 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
 
 /*
  * The outputs of the model saved in `weights` (a .safetensors file cohort
- * wrote) for the samples of x (labels and targets are ignored): out gets
+ * wrote) for the samples of x (labels and targets are ignored, and not
+ * checked; x must be finite): out gets
  * [x->n, *n_out] floats, probabilities for a softmax or sigmoid output
  * (logits with from_logits), values for regression. out NULL: only *n_out.
  * Runs on the CPU.

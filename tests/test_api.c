@@ -2,13 +2,18 @@
  * The public C API as a caller sees it (cohort.h only): NULL and
  * out-of-range arguments are refused with COHORT_ERR_USAGE rather than
  * crashing or being taken for something else; a device split that adds up
- * past 2^64 is refused.
+ * past 2^64 is refused. In-memory data with NaN or inf in x or targets is
+ * refused naming the element, as the NPY reader does, for training and for
+ * cohort_predict (whose labels are ignored, so not checked).
  */
 #include "check.h"
 #include "cohort.h"
 
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/cohort-api-XXXXXX";
 
 /* 240 samples of 6 features in 3 classes, one feature raised per class. */
 #define N 240
@@ -160,10 +165,111 @@ static void devices(void)
     cohort_devices_free(d);
 }
 
+/* Train PLAN3's model a for one epoch into dir/trained; its weights path into w. */
+static int train_one(char *w, size_t n)
+{
+    cohort_plan *p = plan_of("data: {train: 'memory:train', validation_split: 0.25}\n"
+                             "defaults: {epochs: 1, batch_size: 16, layers: [{dense: 8, "
+                             "activation: relu}, {dense: 3, activation: softmax}]}\n"
+                             "models: [{name: a}]\n");
+    if (!p)
+        return -1;
+    cohort_data d = train_data();
+    cohort_run_options opt;
+    cohort_run_options_init(&opt);
+    opt.memory = &d;
+    opt.n_memory = 1;
+    char out[128];
+    snprintf(out, sizeof out, "%s/trained", dir);
+    opt.out_dir = out;
+    cohort_run *run;
+    cohort_error err;
+    cohort_status st = cohort_run_create(p, &opt, &run, &err);
+    if (!st)
+        st = cohort_run_train(run, &err);
+    CHECK_MSG(st == COHORT_OK, "%s", err.message);
+    cohort_run_free(st ? NULL : run);
+    cohort_plan_free(p);
+    snprintf(w, n, "%s/models/a.safetensors", out);
+    return st ? -1 : 0;
+}
+
+static void non_finite(void)
+{
+    cohort_plan *p = plan_of(PLAN3);
+    if (!p)
+        return;
+    cohort_data d = train_data();
+    cohort_run_options opt;
+    cohort_run_options_init(&opt);
+    opt.memory = &d;
+    opt.n_memory = 1;
+    cohort_error err;
+    float keep = X[3 * D + 2];
+    X[3 * D + 2] = NAN;
+    CHECK(create_with(p, &opt, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "memory:train: x[3, 2] is nan");
+    X[3 * D + 2] = -INFINITY;
+    CHECK(create_with(p, &opt, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "memory:train: x[3, 2] is -inf");
+    X[3 * D + 2] = keep;
+    /* images [n, 1, 2, 3]: element 10 is sample 1's (0, 1, 1) */
+    d.sample_rank = 3;
+    d.sample_shape[0] = 1;
+    d.sample_shape[1] = 2;
+    d.sample_shape[2] = 3;
+    keep = X[10];
+    X[10] = INFINITY;
+    CHECK(create_with(p, &opt, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "memory:train: x[1, 0, 1, 1] is inf");
+    X[10] = keep;
+    cohort_plan_free(p);
+
+    static float t[N * 2];
+    for (int i = 0; i < N * 2; i++)
+        t[i] = (float)(i % 7);
+    t[2 * 2 + 1] = NAN;
+    p = plan_of("data: {train: 'memory:train', validation_split: 0.25}\n"
+                "models: [{name: r, epochs: 1, loss: mse, layers: [{dense: 2}]}]\n");
+    d = train_data();
+    d.labels = NULL;
+    d.targets = t;
+    d.target_dim = 2;
+    CHECK(create_with(p, &opt, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "memory:train: targets[2, 1] is nan");
+    cohort_plan_free(p);
+
+    char w[256];
+    if (train_one(w, sizeof w))
+        return;
+    d = train_data();
+    static float out[N * 3];
+    int n_out = 0;
+    static int32_t unknown[N];
+    for (int i = 0; i < N; i++)
+        unknown[i] = -1;
+    d.labels = unknown; /* ignored */
+    CHECK_MSG(cohort_predict(w, &d, out, N * 3, &n_out, &err) == COHORT_OK, "%s", err.message);
+    CHECK(n_out == 3);
+    X[5 * D] = NAN;
+    CHECK(cohort_predict(w, &d, out, N * 3, &n_out, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "memory:train: x[5, 0] is nan");
+    X[5 * D] = 0.5f;
+}
+
 int main(void)
 {
     make_data();
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
     invalid_arguments();
     devices();
+    non_finite();
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "test_api: could not remove %s\n", dir);
     return check_done("test_api");
 }

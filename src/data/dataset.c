@@ -7,6 +7,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,6 +481,31 @@ cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohor
                            name, (long long)m->n, m->sample_rank);
     if (m->targets && m->target_dim <= 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "memory:%s: targets need target_dim >= 1", name);
+    /* As the NPY reader: NaN or inf would train into a NaN loss that blames
+     * the learning rate, or predict a finite-looking answer. */
+    for (int64_t i = 0; i < m->n * dim; i++)
+        if (!isfinite(m->x[i])) {
+            char where[96];
+            int64_t s = i / dim, r = i % dim;
+            if (m->sample_rank == 3)
+                snprintf(where, sizeof where, "%lld, %lld, %lld, %lld", (long long)s,
+                         (long long)(r / (m->sample_shape[1] * m->sample_shape[2])),
+                         (long long)(r / m->sample_shape[2] % m->sample_shape[1]),
+                         (long long)(r % m->sample_shape[2]));
+            else
+                snprintf(where, sizeof where, "%lld, %lld", (long long)s, (long long)r);
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "memory:%s: x[%s] is %g; cohort trains on finite numbers only "
+                               "(drop or replace them first)",
+                               name, where, (double)m->x[i]);
+        }
+    for (int64_t i = 0; m->targets && i < m->n * m->target_dim; i++)
+        if (!isfinite(m->targets[i]))
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "memory:%s: targets[%lld, %lld] is %g; cohort trains on finite "
+                               "numbers only (drop or replace them first)",
+                               name, (long long)(i / m->target_dim),
+                               (long long)(i % m->target_dim), (double)m->targets[i]);
     cohort_dataset *ds = calloc(1, sizeof *ds);
     if (!ds)
         return cohort_fail(err, COHORT_ERR_NOMEM, "memory:%s: out of memory", name);

@@ -220,8 +220,13 @@ cohort_status cohort_predict(const char *weights, const cohort_data *x, float *o
     cohort_status st = saved_model_open(weights, &m, err);
     if (st)
         return st;
+    /* Labels and targets are ignored, so not checked either: a caller may
+     * pass its test set as it is, unknown labels (-1) and all. */
+    cohort_data inputs = *x;
+    inputs.labels = NULL;
+    inputs.targets = NULL;
     cohort_dataset *ds = NULL;
-    if ((st = data_from_memory(x, &ds, err))) {
+    if ((st = data_from_memory(&inputs, &ds, err))) {
         saved_model_free(&m);
         return st;
     }
