@@ -226,7 +226,9 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
 /* Train every model. Returns COHORT_OK when every model succeeded,
  * COHORT_ERR_PARTIAL when training ran and at least one model failed (err
  * says how many; each model's result says why), COHORT_ERR_INTERRUPTED when
- * stopped, or another error when nothing could be trained. */
+ * stopped, or another error when nothing could be trained. A run trains
+ * once: a second call is COHORT_ERR_USAGE (create a new run, with
+ * opt.resume to go on from its checkpoints). */
 cohort_status cohort_run_train(cohort_run *run, cohort_error *err);
 
 void cohort_run_free(cohort_run *run);

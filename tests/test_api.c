@@ -4,7 +4,10 @@
  * crashing or being taken for something else; a device split that adds up
  * past 2^64 is refused. In-memory data with NaN or inf in x or targets is
  * refused naming the element, as the NPY reader does, for training and for
- * cohort_predict (whose labels are ignored, so not checked).
+ * cohort_predict (whose labels are ignored, so not checked). Messages say
+ * what happened: a second cohort_run_train says the run has trained; a stop
+ * without an output directory claims no results.json nor checkpoint;
+ * predict on a checkpoint says it is one.
  */
 #include "check.h"
 #include "cohort.h"
@@ -257,6 +260,60 @@ static void non_finite(void)
     X[5 * D] = 0.5f;
 }
 
+static cohort_run *stopping;
+static void stop_at_epoch(const cohort_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == COHORT_EVENT_EPOCH_END)
+        cohort_run_request_stop(stopping);
+}
+
+static void messages(void)
+{
+    cohort_plan *p = plan_of(PLAN3);
+    if (!p)
+        return;
+    cohort_data d = train_data();
+    cohort_run_options opt;
+    cohort_run_options_init(&opt);
+    opt.memory = &d;
+    opt.n_memory = 1;
+    opt.strategy = COHORT_STRATEGY_SEQUENTIAL;
+    cohort_error err;
+    cohort_run *run;
+    if (cohort_run_create(p, &opt, &run, &err) == COHORT_OK) {
+        CHECK_MSG(cohort_run_train(run, &err) == COHORT_OK, "%s", err.message);
+        CHECK(cohort_run_train(run, &err) == COHORT_ERR_USAGE);
+        CHECK_CONTAINS(err.message, "cohort_run_train: this run has trained already");
+        cohort_run_free(run);
+    }
+
+    /* stopped after epoch 1 of 2, with no out_dir: nothing was saved */
+    opt.on_event = stop_at_epoch;
+    if (cohort_run_create(p, &opt, &run, &err) == COHORT_OK) {
+        stopping = run;
+        CHECK(cohort_run_train(run, &err) == COHORT_ERR_INTERRUPTED);
+        CHECK_MSG(!strstr(err.message, "results.json"), "%s", err.message);
+        CHECK_CONTAINS(err.message, "nothing was saved (no output directory)");
+        cohort_model_result r;
+        CHECK(cohort_run_model_result(run, 0, &r) == COHORT_OK);
+        CHECK(strcmp(r.status, "interrupted") == 0);
+        CHECK_CONTAINS(r.error, "stopped after 1 of 2 epochs");
+        CHECK_MSG(!strstr(r.error, "checkpoint"), "%s", r.error);
+        cohort_run_free(run);
+    }
+    cohort_plan_free(p);
+
+    char w[256], ckpt[256];
+    if (train_one(w, sizeof w))
+        return;
+    snprintf(ckpt, sizeof ckpt, "%s/trained/checkpoints/a.safetensors", dir);
+    int n_out;
+    d = train_data();
+    CHECK(cohort_predict(ckpt, &d, NULL, 0, &n_out, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "a.safetensors is a checkpoint (for --resume), not a weights file");
+}
+
 int main(void)
 {
     make_data();
@@ -267,6 +324,7 @@ int main(void)
     invalid_arguments();
     devices();
     non_finite();
+    messages();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

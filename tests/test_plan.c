@@ -815,6 +815,11 @@ static void test_models_section(void)
                "  - {name: b, layers: [{dense: 1, activation: softmax}]}\n"
                "  - {name: a, layers: [{dense: 1, activation: softmax}]}\n",
                "plan.yaml:5: duplicate model name 'b' (first at line 4)");
+    /* Two entries on one line are the plan's duplicate, not the sweep's. */
+    EXPECT_ERR("data: {train: csv:x}\nmodels: [{name: c, layers: [{dense: 1, activation: softmax}]},"
+               " {name: a, layers: [{dense: 1, activation: softmax}]},"
+               " {name: a, layers: [{dense: 1, activation: softmax}]}]\n",
+               "plan.yaml:2: duplicate model name 'a' (models.1 and models.2)");
     EXPECT_WITH("strategy: paralel\n",
                 "plan.yaml:5: strategy must be one of auto, sequential, threads, processes, fused, "
                 "got 'paralel'");

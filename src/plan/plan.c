@@ -1645,7 +1645,9 @@ static int cmp_name_ref(const void *a, const void *b)
 
 /* Names must be unique: report the first model (in plan order) whose name an
  * earlier model already has. */
-static cohort_status check_unique_names(const yctx *c, const cohort_plan *plan)
+/* per_entry: the models each entry of the models list makes (the sweep's
+ * combinations times the search's draws), in the order of the list. */
+static cohort_status check_unique_names(const yctx *c, const cohort_plan *plan, size_t per_entry)
 {
     int n = plan->n_models;
     /* models/NAME.best.safetensors holds model NAME's best epoch: a model
@@ -1680,11 +1682,19 @@ static cohort_status check_unique_names(const yctx *c, const cohort_plan *plan)
     if (dup < 0)
         return COHORT_OK;
     const model_spec *d = &plan->models[dup], *f = &plan->models[first];
-    if (d->line == f->line)
+    /* Two models of one entry have their names from the sweep; two entries
+     * on one line (a flow list, JSON) are the plan's own duplicate. */
+    if ((size_t)dup / per_entry == (size_t)first / per_entry)
         return cohort_fail(c->err, COHORT_ERR_INPUT,
                            "%s:%d: the sweep gives two models the name '%s'; model names must be "
                            "unique",
                            c->file, d->line, d->name);
+    if (d->line == f->line)
+        return cohort_fail(c->err, COHORT_ERR_INPUT,
+                           "%s:%d: duplicate model name '%s' (models.%zu and models.%zu); model "
+                           "names must be unique",
+                           c->file, d->line, d->name, (size_t)first / per_entry,
+                           (size_t)dup / per_entry);
     return cohort_fail(c->err, COHORT_ERR_INPUT,
                        "%s:%d: duplicate model name '%s' (first at line %d); model names must be "
                        "unique",
@@ -1795,7 +1805,8 @@ static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
         return st;
     }
     /* Each factor is at most COHORT_MAX_MODELS: the product fits a size_t. */
-    size_t total = models->n * sweep.combos * search.combos;
+    size_t per_entry = sweep.combos * search.combos;
+    size_t total = models->n * per_entry;
     if (total > COHORT_MAX_MODELS || !(plan->models = calloc(total, sizeof *plan->models))) {
         plan_sweep_free(&sweep);
         plan_sweep_free(&search);
@@ -1835,7 +1846,7 @@ static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
     sb_free(&errs);
     if (st)
         return st;
-    return check_unique_names(c, plan);
+    return check_unique_names(c, plan, per_entry);
 }
 
 /* ---- the plan -------------------------------------------------------- */

@@ -83,6 +83,7 @@ struct cohort_run {
     double next_report;    /* report.html is not written again before this time */
     double next_results;   /* nor results.json by run_tick_results */
     int pbt_decided;       /* pbt: the intervals decided so far (journaled in DIR/pbt.json) */
+    int trained;           /* cohort_run_train has run: a run trains once */
 };
 
 /* A model rebuilt from a weights file cohort wrote (run/saved.c). */

@@ -123,7 +123,11 @@ cohort_status saved_model_open(const char *weights, saved_model *m, cohort_error
      * pixels) as the plan's data.input_shape did. */
     char *shape = st_meta_get(&f, "input_shape"), *inputs = st_meta_get(&f, "inputs");
     char *names = st_meta_get(&f, "class_names"), *classes = st_meta_get(&f, "classes");
-    char *tcols = st_meta_get(&f, "label_columns");
+    char *tcols = st_meta_get(&f, "label_columns"), *format = st_meta_get(&f, "format");
+    /* A checkpoint holds the optimizer's state beside the weights under
+     * other names: building from it would fail on a missing tensor. */
+    int checkpoint = format && strcmp(format, "cohort-checkpoint") == 0;
+    free(format);
     str_copy(m->label_columns, sizeof m->label_columns, tcols ? tcols : "");
     free(tcols);
     /* Trained on class labels: a model of several outputs scores classes
@@ -137,6 +141,14 @@ cohort_status saved_model_open(const char *weights, saved_model *m, cohort_error
     free(shape);
     free(inputs);
     st_free(&f);
+    if (checkpoint) {
+        free(spec);
+        saved_model_free(m);
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s is a checkpoint (for --resume), not a weights file; give the "
+                           "model's weights, DIR/models/NAME.safetensors",
+                           weights);
+    }
     if (!spec) {
         saved_model_free(m);
         return cohort_fail(err, COHORT_ERR_INPUT,

@@ -389,7 +389,10 @@ static void job_run(sched *s, job *j)
         ckpt_free(&ck);
     }
     if (!st) {
-        train_callbacks cb = {on_step, on_epoch, on_checkpoint, &c, &run->stop};
+        /* Without an output directory nothing is checkpointed, and a stopped
+         * model's error must not say otherwise. */
+        train_callbacks cb = {on_step, on_epoch, run->out_dir[0] ? on_checkpoint : NULL, &c,
+                              &run->stop};
         group_fit(c.g, &run->train, run->has_val ? &run->val : NULL, &cb, &start, res, &err);
     }
     int C = run->n_classes;
@@ -764,8 +767,9 @@ static void reap(sched *s, job *j)
         m.test_loss = m.test_accuracy = m.test_mae = m.test_rmse = NAN;
         str_copy(m.best_weights, sizeof m.best_weights, e->best_weights);
         str_copy(m.error, sizeof m.error,
-                 run->stop ? "stopped before its worker reported; its last checkpoint is saved"
-                           : why);
+                 !run->stop          ? why
+                 : run->out_dir[0] ? "stopped before its worker reported; its last checkpoint is saved"
+                                   : "stopped before its worker reported");
         apply(run, &m, NULL);
     }
     pthread_mutex_unlock(&run->lock);
@@ -996,6 +1000,12 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
 {
     if (!run)
         return cohort_fail(err, COHORT_ERR_USAGE, "cohort_run_train: run is NULL");
+    /* The models' entries hold the first training's results: a second one
+     * would find none to train and say so with an empty reason. */
+    if (run->trained)
+        return cohort_fail(err, COHORT_ERR_USAGE,
+                           "cohort_run_train: this run has trained already; create a new run "
+                           "(cohort_run_create, with opt.resume to go on from its checkpoints)");
     /* Before results.json is written: a run refused here leaves the
      * directory's earlier run as it was. */
     cohort_status st = run_check_trainable(run, err);
@@ -1003,6 +1013,7 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
         return st;
     if (run->out_dir[0] && (st = run_write_results(run, err)))
         return st;
+    run->trained = 1;
     if (run->out_dir[0] && run->plan->source) {
         char path[COHORT_PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/plan.yaml", run->out_dir);
@@ -1063,8 +1074,12 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
     if (st)
         return st;
     if (run->stop)
-        return cohort_fail(err, COHORT_ERR_INTERRUPTED, "interrupted; finished models are in "
-                           "results.json");
+        return run->out_dir[0]
+                   ? cohort_fail(err, COHORT_ERR_INTERRUPTED,
+                                 "interrupted; finished models are in results.json")
+                   : cohort_fail(err, COHORT_ERR_INTERRUPTED,
+                                 "interrupted; nothing was saved (no output directory), each "
+                                 "model's result says how far it got");
     int failed = count_failed(run);
     if (failed)
         return cohort_fail(err, COHORT_ERR_PARTIAL, "%d of %d models did not finish", failed,

@@ -326,10 +326,10 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
     for (int k = 0; k < K; k++) {
         if (res[k].state == MODEL_RUNNING && ret == COHORT_ERR_INTERRUPTED) {
             res[k].state = MODEL_INTERRUPTED;
-            snprintf(res[k].error, sizeof res[k].error,
-                     "stopped after %d of %d epochs%s; its checkpoint is saved",
+            snprintf(res[k].error, sizeof res[k].error, "stopped after %d of %d epochs%s%s",
                      res[k].epochs_run, g->spec[k]->epochs,
-                     mid_epoch ? " and part of the next" : "");
+                     mid_epoch ? " and part of the next" : "",
+                     cb && cb->on_checkpoint ? "; its checkpoint is saved" : "");
         } else if (res[k].state == MODEL_RUNNING) {
             res[k].state = ret ? MODEL_FAILED : MODEL_OK;
         }

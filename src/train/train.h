@@ -94,7 +94,8 @@ typedef struct train_callbacks {
                     cohort_error *err);
     /* Called after every epoch (step 0) and when stopped mid-epoch (the steps
      * done of epoch + 1): the moment to save the group's state. Non-zero
-     * fails the whole fit with err. May be NULL. */
+     * fails the whole fit with err. May be NULL: nothing is saved, and a
+     * stopped model's error does not claim a checkpoint. */
     int (*on_checkpoint)(void *user, int epoch, int64_t step, const train_result *res,
                          cohort_error *err);
     void *user;
