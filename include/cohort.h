@@ -172,6 +172,17 @@ typedef struct cohort_event {
                              0 = the last epoch's */
 } cohort_event;
 
+/*
+ * Events come one at a time, never two at once, under the run's lock, from
+ * the thread that has the news: the thread that called cohort_run_train
+ * under the sequential and processes strategies, the run's worker threads
+ * under threads and fused when several jobs run side by side (auto picks
+ * threads for several models on a multi-core CPU). The callback may call
+ * cohort_run_request_stop and cohort_run_model_result; it must not call
+ * cohort_run_train or cohort_run_free, nor wait on a thread that calls into
+ * the run, and it should return soon: every model's next report waits for
+ * it. ev and its strings are valid during the call only.
+ */
 typedef void (*cohort_event_fn)(const cohort_event *ev, void *user);
 
 /*
@@ -203,7 +214,7 @@ typedef struct cohort_run_options {
     int resume;               /* continue from the checkpoints in out_dir */
     cohort_devices *devices;  /* NULL: discover, and apply the plan's devices:
                                  section; else these, as they are (borrowed) */
-    cohort_event_fn on_event; /* NULL: none; called from the calling thread */
+    cohort_event_fn on_event; /* NULL: none; see cohort_event_fn for the threads */
     void *user;
     int shard_index, shard_count; /* train only share shard_index of shard_count
                                      (split by cost); 0/0: every model */
@@ -219,7 +230,10 @@ typedef struct cohort_run cohort_run;
 
 /* Prepare a run: load the datasets, plan memory and placement. Nothing is
  * trained. Fails (COHORT_ERR_INPUT) when the data cannot be read or shapes
- * do not agree; models that cannot fit are marked and reported later. */
+ * do not agree; models that cannot fit are marked and reported later. The
+ * plan is borrowed, not copied: it must outlive the run (cohort_run_free
+ * before cohort_plan_free), since the models' names in events and results
+ * point into it. */
 cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_options *opt,
                                 cohort_run **out, cohort_error *err);
 
@@ -235,9 +249,10 @@ void cohort_run_free(cohort_run *run);
 
 int cohort_run_model_count(const cohort_run *run);
 
-/* Ask a training run to stop (from a signal handler or another thread): the
- * models finish their step, checkpoint, and cohort_run_train returns
- * COHORT_ERR_INTERRUPTED; --resume (opt.resume) continues them. */
+/* Ask a training run to stop (from a signal handler, another thread or
+ * on_event): the models finish their step, checkpoint (with an out_dir), and
+ * cohort_run_train returns COHORT_ERR_INTERRUPTED; --resume (opt.resume)
+ * continues them. */
 void cohort_run_request_stop(cohort_run *run);
 
 /* The memory plan, placement and groups of a prepared run, as JSON (the
@@ -248,7 +263,7 @@ char *cohort_run_plan_json(cohort_run *run, cohort_error *err);
 void cohort_free(void *p);
 
 typedef struct cohort_model_result {
-    const char *name;
+    const char *name;     /* the plan's: valid while the plan is (see cohort_run_create) */
     const char *status;   /* "ok", "failed", "diverged", "pending" */
     const char *error;    /* "" when ok */
     const char *device;
@@ -265,6 +280,11 @@ typedef struct cohort_model_result {
     double best_val_mae, best_val_rmse, final_mae, final_rmse, test_mae, test_rmse;
 } cohort_model_result;
 
+/* Model i's result so far. May be called while cohort_run_train runs, from
+ * another thread or from on_event: it reads the run under its lock. name
+ * points into the plan, the other strings into the run, valid until
+ * cohort_run_free; error may be replaced by a later call for the same model
+ * (when the model's error changed), so copy it where calls overlap. */
 cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model_result *out);
 
 /* ---- saved models ------------------------------------------------------ */

@@ -7,11 +7,16 @@
  * cohort_predict (whose labels are ignored, so not checked). Messages say
  * what happened: a second cohort_run_train says the run has trained; a stop
  * without an output directory claims no results.json nor checkpoint;
- * predict on a checkpoint says it is one.
+ * predict on a checkpoint says it is one. Under the threads strategy events
+ * come one at a time, and may stop the run; cohort_run_model_result may be
+ * polled from another thread while the run trains, and called from on_event
+ * (tests/tsan.sh runs this under ThreadSanitizer).
  */
 #include "check.h"
 #include "cohort.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -314,6 +319,88 @@ static void messages(void)
     CHECK_CONTAINS(err.message, "a.safetensors is a checkpoint (for --resume), not a weights file");
 }
 
+typedef struct threaded {
+    cohort_run *run;
+    atomic_int inside, overlapped, events, results_in_event, stop_after;
+    atomic_int done;
+} threaded;
+
+static void threaded_event(const cohort_event *ev, void *user)
+{
+    threaded *t = user;
+    if (atomic_fetch_add(&t->inside, 1) != 0)
+        atomic_fetch_add(&t->overlapped, 1);
+    usleep(200); /* long enough for another thread's event to overlap, were they not serialized */
+    int n = atomic_fetch_add(&t->events, 1) + 1;
+    cohort_model_result r;
+    /* From the callback, which runs under the run's lock: must not deadlock. */
+    if (cohort_run_model_result(t->run, ev->model, &r) == COHORT_OK && r.name &&
+        strcmp(r.name, ev->name) == 0)
+        atomic_fetch_add(&t->results_in_event, 1);
+    if (t->stop_after && n == t->stop_after)
+        cohort_run_request_stop(t->run);
+    atomic_fetch_sub(&t->inside, 1);
+}
+
+static void *poll_results(void *user)
+{
+    threaded *t = user;
+    double sum = 0;
+    while (!atomic_load(&t->done)) {
+        for (int i = 0; i < cohort_run_model_count(t->run); i++) {
+            cohort_model_result r;
+            if (cohort_run_model_result(t->run, i, &r) == COHORT_OK)
+                sum += r.epochs_run + (double)strlen(r.error) + (double)strlen(r.status);
+        }
+        usleep(500);
+    }
+    return sum < 0 ? user : NULL;
+}
+
+static void threads_strategy(void)
+{
+    cohort_plan *p = plan_of("data: {train: 'memory:train', validation_split: 0.25}\n"
+                             "defaults: {epochs: 4, batch_size: 8, layers: [{dense: 16, "
+                             "activation: relu}, {dense: 3, activation: softmax}]}\n"
+                             "models: [{name: a}, {name: b, seed: 2}, {name: c, seed: 3}, "
+                             "{name: d, seed: 4}]\n");
+    if (!p)
+        return;
+    cohort_data d = train_data();
+    for (int stop = 0; stop < 2; stop++) {
+        cohort_run_options opt;
+        cohort_run_options_init(&opt);
+        opt.memory = &d;
+        opt.n_memory = 1;
+        opt.strategy = COHORT_STRATEGY_THREADS;
+        opt.threads = 2;
+        threaded t;
+        memset(&t, 0, sizeof t);
+        t.stop_after = stop ? 6 : 0;
+        opt.on_event = threaded_event;
+        opt.user = &t;
+        cohort_error err;
+        if (cohort_run_create(p, &opt, &t.run, &err)) {
+            CHECK_MSG(0, "%s", err.message);
+            break;
+        }
+        pthread_t poller;
+        int polling = pthread_create(&poller, NULL, poll_results, &t) == 0;
+        cohort_status st = cohort_run_train(t.run, &err);
+        atomic_store(&t.done, 1);
+        if (polling)
+            pthread_join(poller, NULL);
+        CHECK_MSG(st == (stop ? COHORT_ERR_INTERRUPTED : COHORT_OK), "stop %d: %s", stop,
+                  err.message);
+        CHECK_MSG(atomic_load(&t.overlapped) == 0, "%d events overlapped",
+                  atomic_load(&t.overlapped));
+        CHECK(atomic_load(&t.events) > 0);
+        CHECK(atomic_load(&t.results_in_event) == atomic_load(&t.events));
+        cohort_run_free(t.run);
+    }
+    cohort_plan_free(p);
+}
+
 int main(void)
 {
     make_data();
@@ -325,6 +412,7 @@ int main(void)
     devices();
     non_finite();
     messages();
+    threads_strategy();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

@@ -68,5 +68,18 @@ if grep -q "ThreadSanitizer" "$T/log" || [ $rc -ne 0 ]; then
 else
     pass=$((pass + 1))
 fi
-echo "tsan.sh: $pass passed, $fail failed (threads, sequential --threads 2, and a helper thread; dense and CNN; the CSV reader's chunks; under ThreadSanitizer)"
+# The C API: cohort_run_model_result polled from another thread, and called
+# from on_event, while the threads strategy trains (tests/test_api.c).
+API=$(dirname "$COHORT")/test_api
+if [ -x "$API" ]; then
+    (cd "$(dirname "$0")/.." && TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$API") >"$T/log" 2>&1
+    rc=$?
+    if grep -q "ThreadSanitizer" "$T/log" || [ $rc -ne 0 ]; then
+        grep -m 40 -A 30 "WARNING: ThreadSanitizer" "$T/log" >&2 || cat "$T/log" >&2
+        fail=$((fail + 1))
+    else
+        pass=$((pass + 1))
+    fi
+fi
+echo "tsan.sh: $pass passed, $fail failed (threads, sequential --threads 2, and a helper thread; dense and CNN; the CSV reader's chunks; the C API's polling; under ThreadSanitizer)"
 [ $fail -eq 0 ]

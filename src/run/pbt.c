@@ -514,8 +514,10 @@ static cohort_status decide(cohort_run *run, const unsigned char *live, const in
     for (int b = n - q; !st && b < n; b++) {
         model_entry *e = &run->m[r[b].i];
         const pbt_step *s = &e->lineage[e->n_lineage - 1];
+        pthread_mutex_lock(&run->lock); /* a poller reads the entry */
         if (!(st = set_values(run, e, s->values, err)))
             st = exploit(run, e, &run->m[s->from], err);
+        pthread_mutex_unlock(&run->lock);
         if (!st && k == 0 && test_hook("crash"))
             raise(SIGKILL);
     }

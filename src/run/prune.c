@@ -108,10 +108,13 @@ static double median_of(double *v, int n)
 
 static void prune(cohort_run *run, model_entry *e, int rung)
 {
+    /* Under the lock: cohort_run_model_result may be polling. */
+    pthread_mutex_lock(&run->lock);
     e->res.state = MODEL_PRUNED;
     e->pruned_rung = rung;
     e->res.error[0] = 0;
     e->done = 1;
+    pthread_mutex_unlock(&run->lock);
     cohort_error err;
     run_write_record(run, e, &err);
 }
@@ -253,15 +256,18 @@ cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reach
         int target = R < target_epochs(run, e) ? R : target_epochs(run, e);
         if (!live[i])
             continue;
+        pthread_mutex_lock(&run->lock); /* a poller reads the entry */
         if ((reached_waits || e->done) && e->res.epochs_run >= target) {
             /* Resumed from its checkpoint at or past R (pbt): it waits
              * there. Left without a stop, the phase's schedule would train
              * it to its last epoch, past the intervals' decisions. */
             if (!e->done)
                 e->stop_epoch = e->res.epochs_run;
+            pthread_mutex_unlock(&run->lock);
             continue;
         }
         st = run_continue_to(run, e, target, err);
+        pthread_mutex_unlock(&run->lock);
         any = 1;
     }
     if (!st && any)
@@ -273,6 +279,7 @@ cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reach
 
 void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *why)
 {
+    pthread_mutex_lock(&run->lock);
     for (int i = 0; run->stop && i < run->n; i++) {
         model_entry *e = &run->m[i];
         if (live[i] && e->done && e->res.state == MODEL_OK) {
@@ -280,6 +287,7 @@ void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *
             str_copy(e->res.error, sizeof e->res.error, why);
         }
     }
+    pthread_mutex_unlock(&run->lock);
 }
 
 cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)

@@ -47,6 +47,8 @@ typedef struct model_entry {
     model_spec *own_spec;  /* pbt: the model's spec with its settings now, owned (config_json too) */
     pbt_step *lineage;     /* pbt: its exploits, oldest first, owned */
     int n_lineage;
+    char result_error[768]; /* res.error as cohort_run_model_result last gave it, under
+                               run->lock: res.error itself changes while the caller reads */
 } model_entry;
 
 /* A model's checkpoint, read back. */
@@ -85,6 +87,9 @@ struct cohort_run {
     int pbt_decided;       /* pbt: the intervals decided so far (journaled in DIR/pbt.json) */
     int trained;           /* cohort_run_train has run: a run trains once */
 };
+
+/* This thread is inside run's on_event callback, so holds run->lock. */
+int run_in_event(const cohort_run *run);
 
 /* A model rebuilt from a weights file cohort wrote (run/saved.c). */
 typedef struct saved_model {

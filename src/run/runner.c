@@ -526,11 +526,23 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
 {
     if (!run || !out || i < 0 || i >= run->n)
         return COHORT_ERR_USAGE;
-    const model_entry *e = &run->m[i];
+    /* Another thread may poll while the jobs write the entries: read them
+     * under the lock (held already inside on_event). The lock is the run's
+     * own state, not what callers see of it, hence the casts. */
+    cohort_run *mut = (cohort_run *)run;
+    int lock = !run_in_event(run);
+    if (lock)
+        pthread_mutex_lock(&mut->lock);
+    model_entry *e = &mut->m[i];
     memset(out, 0, sizeof *out);
-    out->name = e->spec->name;
+    /* The plan's name: a pbt exploit replaces e->spec. */
+    out->name = run->plan->models[e->plan_index].name;
     out->status = model_state_str(e->res.state);
-    out->error = e->res.error;
+    /* A copy, rewritten only when the error changes: res.error is written
+     * by the jobs without regard to a caller still reading it. */
+    if (strcmp(e->result_error, e->res.error) != 0)
+        str_copy(e->result_error, sizeof e->result_error, e->res.error);
+    out->error = e->result_error;
     out->device = e->device >= 0 ? run->devices->dev[e->device].info.name : "";
     out->epochs_run = e->res.epochs_run;
     out->best_epoch = e->res.best_epoch;
@@ -550,6 +562,8 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
     out->params = e->L.n_params;
     out->planned_bytes = e->planned_bytes;
     out->peak_bytes = e->peak_bytes;
+    if (lock)
+        pthread_mutex_unlock(&mut->lock);
     return COHORT_OK;
 }
 

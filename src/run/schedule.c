@@ -87,10 +87,23 @@ static void event_init(cohort_event *ev, cohort_event_kind kind, const cohort_ru
     ev->mae = ev->rmse = ev->val_mae = ev->val_rmse = NAN;
 }
 
+/* The run whose event this thread is delivering: the callback runs under
+ * run->lock, and cohort_run_model_result, called from it, must not lock
+ * again. */
+static _Thread_local const cohort_run *in_event;
+
+int run_in_event(const cohort_run *run) { return in_event == run; }
+
+/* Caller holds run->lock: events come one at a time, from whichever thread
+ * applied the report. */
 static void emit(cohort_run *run, cohort_event *ev)
 {
-    if (run->opt.on_event)
-        run->opt.on_event(ev, run->opt.user);
+    if (!run->opt.on_event)
+        return;
+    const cohort_run *outer = in_event;
+    in_event = run;
+    run->opt.on_event(ev, run->opt.user);
+    in_event = outer;
 }
 
 /* report.html after an epoch: at most once a second (the last one is
