@@ -256,8 +256,9 @@ int cohort_run_model_count(const cohort_run *run);
 void cohort_run_request_stop(cohort_run *run);
 
 /* The memory plan, placement and groups of a prepared run, as JSON (the
- * output of `cohort plan --json`); malloc'd, the caller frees it with
- * cohort_free. NULL with err on failure. */
+ * output of `cohort plan --json`); after cohort_run_train, the groups it
+ * trained in (under a scheduler, its first phase's). malloc'd, the caller
+ * frees it with cohort_free. NULL with err on failure. */
 char *cohort_run_plan_json(cohort_run *run, cohort_error *err);
 /* Free memory the library returned. */
 void cohort_free(void *p);

@@ -10,7 +10,8 @@
  * predict on a checkpoint says it is one. Under the threads strategy events
  * come one at a time, and may stop the run; cohort_run_model_result may be
  * polled from another thread while the run trains, and called from on_event
- * (tests/tsan.sh runs this under ThreadSanitizer).
+ * (tests/tsan.sh runs this under ThreadSanitizer). cohort_run_plan_json
+ * gives the same groups after training as before.
  */
 #include "check.h"
 #include "cohort.h"
@@ -401,6 +402,38 @@ static void threads_strategy(void)
     cohort_plan_free(p);
 }
 
+static void plan_json_after_training(void)
+{
+    cohort_plan *p = plan_of(PLAN3);
+    if (!p)
+        return;
+    cohort_data d = train_data();
+    cohort_run_options opt;
+    cohort_run_options_init(&opt);
+    opt.memory = &d;
+    opt.n_memory = 1;
+    opt.strategy = COHORT_STRATEGY_FUSED;
+    cohort_error err;
+    cohort_run *run;
+    if (cohort_run_create(p, &opt, &run, &err)) {
+        CHECK_MSG(0, "%s", err.message);
+        cohort_plan_free(p);
+        return;
+    }
+    char *before = cohort_run_plan_json(run, &err);
+    CHECK(cohort_run_train(run, &err) == COHORT_OK);
+    char *after = cohort_run_plan_json(run, &err);
+    const char *gb = before ? strstr(before, "\"groups\"") : NULL;
+    const char *ga = after ? strstr(after, "\"groups\"") : NULL;
+    CHECK_CONTAINS(gb, "\"models\": [\"a\"");
+    CHECK_MSG(gb && ga && strcmp(gb, ga) == 0, "groups before: %s\nafter: %s", gb ? gb : "(none)",
+              ga ? ga : "(none)");
+    cohort_free(before);
+    cohort_free(after);
+    cohort_run_free(run);
+    cohort_plan_free(p);
+}
+
 int main(void)
 {
     make_data();
@@ -413,6 +446,7 @@ int main(void)
     non_finite();
     messages();
     threads_strategy();
+    plan_json_after_training();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

@@ -86,6 +86,9 @@ struct cohort_run {
     double next_results;   /* nor results.json by run_tick_results */
     int pbt_decided;       /* pbt: the intervals decided so far (journaled in DIR/pbt.json) */
     int trained;           /* cohort_run_train has run: a run trains once */
+    struct run_group_info *trained_groups; /* the groups it trained in (owned), for the plan
+                                              after */
+    int n_trained_groups;
 };
 
 /* This thread is inside run's on_event callback, so holds run->lock. */

@@ -501,6 +501,7 @@ void cohort_run_free(cohort_run *run)
         free(run->m[i].lineage);
     }
     free(run->m);
+    free(run->trained_groups);
     if (run->own_devices)
         devices_free(run->devices);
     if (run->lock_fd >= 0)

@@ -922,6 +922,23 @@ static cohort_status form_jobs(sched *s, int threads, cohort_error *err)
     return st;
 }
 
+/* The jobs of s as groups (*out malloc'd, *n its length). */
+static cohort_status groups_of(const sched *s, run_group_info **out, int *n, cohort_error *err)
+{
+    run_group_info *g = calloc((size_t)(s->n_jobs ? s->n_jobs : 1), sizeof *g);
+    if (!g)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < s->n_jobs; i++) {
+        g[i].device = s->jobs[i].device;
+        g[i].n = s->jobs[i].n;
+        memcpy(g[i].idx, s->jobs[i].idx, (size_t)s->jobs[i].n * sizeof(int));
+        g[i].bytes = s->jobs[i].bytes;
+    }
+    *out = g;
+    *n = s->n_jobs;
+    return COHORT_OK;
+}
+
 cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, cohort_error *err)
 {
     sched s;
@@ -929,20 +946,20 @@ cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, coh
     s.run = run;
     *out = NULL;
     *n = 0;
+    if (run->trained_groups) {
+        /* Trained: the models are done and would form no group; the plan
+         * is the one the run trained by. */
+        size_t bytes = (size_t)(run->n_trained_groups ? run->n_trained_groups : 1) *
+                       sizeof **out;
+        if (!(*out = malloc(bytes)))
+            return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+        memcpy(*out, run->trained_groups, bytes);
+        *n = run->n_trained_groups;
+        return COHORT_OK;
+    }
     cohort_status st = form_jobs(&s, threads_of(run), err);
-    run_group_info *g = st ? NULL : calloc((size_t)(s.n_jobs ? s.n_jobs : 1), sizeof *g);
-    if (!st && !g)
-        st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
-    for (int i = 0; !st && i < s.n_jobs; i++) {
-        g[i].device = s.jobs[i].device;
-        g[i].n = s.jobs[i].n;
-        memcpy(g[i].idx, s.jobs[i].idx, (size_t)s.jobs[i].n * sizeof(int));
-        g[i].bytes = s.jobs[i].bytes;
-    }
-    if (!st) {
-        *out = g;
-        *n = s.n_jobs;
-    }
+    if (!st)
+        st = groups_of(&s, out, n, err);
     free(s.jobs);
     return st;
 }
@@ -956,6 +973,10 @@ cohort_status run_schedule(cohort_run *run, cohort_error *err)
     pthread_cond_init(&s.cond, NULL);
     int threads = threads_of(run);
     cohort_status st = form_jobs(&s, threads, err);
+    /* The first phase's groups are the plan cohort_run_plan_json gives
+     * after training (a scheduler's later phases train fewer models). */
+    if (!st && !run->trained_groups)
+        st = groups_of(&s, &run->trained_groups, &run->n_trained_groups, err);
     switch (run->strategy) {
     case COHORT_STRATEGY_FUSED:
     case COHORT_STRATEGY_THREADS:
