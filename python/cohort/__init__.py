@@ -418,7 +418,7 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
             prep.lib.cohort_run_request_stop(prep.run)
         if ev.kind == _EV_STEP and live and ev.steps > 0:
             events.put((None, ev.name.decode(), ev.epoch, ev.epochs, (ev.step / ev.steps, ev.loss)))
-        elif ev.kind == _EV_EPOCH and not closing.is_set():
+        elif ev.kind == _EV_EPOCH and (progress or on_epoch) and not closing.is_set():
             ack = threading.Event()
             events.put((ack, ev.name.decode(), ev.epoch, ev.epochs, _metrics_of(ev)))
             while not ack.wait(0.1) and not closing.is_set():
@@ -426,28 +426,24 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
             if stop["asked"] and prep and prep.run:  # Ctrl-C during on_epoch
                 prep.lib.cohort_run_request_stop(prep.run)
 
-    def deliver():
-        while True:
-            try:
-                ack, name, epoch, epochs, m = events.get_nowait()
-            except queue.Empty:
-                return
-            if ack is None:
-                frac, loss = m
-                bar = "#" * int(20 * frac) + "." * (20 - int(20 * frac))
-                print(f"\r{name[:30]:30} epoch {epoch}/{epochs} [{bar}] {100 * frac:3.0f}%  "
-                      f"loss {loss:.4f}", end="", file=sys.stderr, flush=True)
-                continue
-            try:
-                if progress:
-                    print(("\r\033[K" if live else "") + _epoch_line(name, epoch, epochs, m),
-                          file=sys.stderr, flush=True)
-                if on_epoch:
-                    on_epoch(name, epoch, m)
-            except Exception as e:  # noqa: BLE001 - one callback must not end the run
-                print(f"cohort: on_epoch raised {e!r}; training goes on", file=sys.stderr)
-            finally:
-                ack.set()
+    def deliver(item):
+        ack, name, epoch, epochs, m = item
+        if ack is None:
+            frac, loss = m
+            bar = "#" * int(20 * frac) + "." * (20 - int(20 * frac))
+            print(f"\r{name[:30]:30} epoch {epoch}/{epochs} [{bar}] {100 * frac:3.0f}%  "
+                  f"loss {loss:.4f}", end="", file=sys.stderr, flush=True)
+            return
+        try:
+            if progress:
+                print(("\r\033[K" if live else "") + _epoch_line(name, epoch, epochs, m),
+                      file=sys.stderr, flush=True)
+            if on_epoch:
+                on_epoch(name, epoch, m)
+        except Exception as e:  # noqa: BLE001 - one callback must not end the run
+            print(f"cohort: on_epoch raised {e!r}; training goes on", file=sys.stderr)
+        finally:
+            ack.set()
 
     def on_sigint(signum, frame):
         # As the CLI: the models finish their step and checkpoint; train() then raises.
@@ -470,10 +466,14 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
 
         worker = threading.Thread(target=run, name="cohort-train", daemon=True)
         worker.start()
-        while worker.is_alive():
-            worker.join(0.05)  # returns to Python now and then: Ctrl-C's handler runs here
-            deliver()
-        deliver()
+        # An event is delivered as it comes; the timeout returns to Python now
+        # and then, where Ctrl-C's handler runs.
+        while worker.is_alive() or not events.empty():
+            try:
+                deliver(events.get(timeout=0.05))
+            except queue.Empty:
+                pass
+        worker.join()
         st = done.get("st", _INTERRUPTED)
         prep.close()
         if st not in (_OK, _PARTIAL, _INTERRUPTED):
