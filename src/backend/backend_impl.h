@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 8 /* 8: maxpool_bwd_relu */
+#define COHORT_BACKEND_API_VERSION 7
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -223,13 +223,6 @@ typedef struct backend_ops {
     /* dX = 0, then dX[i][arg][ch] += dY[i][y][x][ch]. */
     void (*maxpool_bwd)(backend_ctx *ctx, float *dX, size_t sdX, const float *dY, size_t sdY,
                         const int32_t *arg, size_t sarg, const window_geom *g, int count);
-    /* maxpool_bwd, each dY taken only where its window's maximum (Y, the
-     * pool's output) is above 0: the derivative of a relu just before the
-     * pool, which that layer's backward then leaves out (one pass over its
-     * output and gradient less). Optional (NULL: the relu applies its own). */
-    void (*maxpool_bwd_relu)(backend_ctx *ctx, float *dX, size_t sdX, const float *dY,
-                             size_t sdY, const int32_t *arg, size_t sarg, const float *Y,
-                             size_t sY, const window_geom *g, int count);
     /* Y = the mean of the window's pixels inside the image (padding is not
      * counted, as TensorFlow's `same`); global pooling is the h x w window. */
     void (*avgpool_fwd)(backend_ctx *ctx, float *Y, size_t sY, const float *X, size_t sX,

@@ -114,12 +114,6 @@ static void group_configure(train_group *g, const model_spec *const *specs, int 
     for (int k = 0; k < K; k++)
         if (model_needs_full_grads(specs[k]))
             g->fuse_step = 0;
-    /* A relu just before a max pool: the pool's backward applies its
-     * derivative, the same select, without a pass over the relu's output. */
-    for (int i = 0; g->be->maxpool_bwd_relu && i + 1 < L->n_layers; i++)
-        if (L->layers[i].act == ACT_RELU && layer_ops_of(L->layers[i].kind)->relu_to_pool &&
-            layer_ops_of(L->layers[i + 1].kind)->relu_from_layer_before)
-            g->relu_by_pool[i] = g->relu_by_pool[i + 1] = 1;
     /* The transposed input lives in gradients that only a fused step leaves alone. */
     const layer_plan *l0 = &L->layers[0];
     int ldt = g->be->xt_ld ? g->be->xt_ld(g->ctx, L->B) : 0;

@@ -74,9 +74,6 @@ struct train_group {
      * backend's ldt for a batch, 0 where none of this is used. */
     unsigned char xt_hidden[COHORT_MAX_LAYERS];
     int xt_ld;
-    /* Layer i's pass has relu_by_pool (a relu before a max pool, and the
-     * pool): the backend's maxpool_bwd_relu applies the relu's derivative. */
-    unsigned char relu_by_pool[COHORT_MAX_LAYERS];
 };
 
 /* Models [k0, k0 + count) of the group; every op works on such a range. */

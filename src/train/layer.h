@@ -46,10 +46,6 @@ typedef struct layer_pass {
     const float *XT;
     int ldt;
     size_t sXT; /* XT's stride between models: 0 for one input read by all */
-    /* The relu of a layer just before a max pool, its derivative applied by
-     * the pool's backward (the backend's maxpool_bwd_relu): set on both
-     * passes; the relu's layer leaves it out, the pool applies it. */
-    int relu_by_pool;
     /* backward: where not NULL, the optimizer step the first n_fused
      * parameters may take at once (the backend's dense_step) */
     const optim_step *step;
@@ -89,9 +85,6 @@ typedef struct layer_ops {
     int may_overwrite_input;
     /* the input may be one copy read by every model (stride 0) */
     int shares_input;
-    /* its relu's derivative may be left to a max pool just after it
-     * (relu_by_pool), and the max pool's backward may apply it */
-    int relu_to_pool, relu_from_layer_before;
     /* forward may read the input transposed (XT), kept in the first
      * n_fused floats of its gradients (which a fused step never writes):
      * the first layer's for as long as its batch stays, a later layer's

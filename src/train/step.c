@@ -107,7 +107,6 @@ static layer_pass pass_of(train_group *g, int i, krange r, int rows, const layer
     p.work = AT(g->work, p.s_work, r);
     p.sd = B * (size_t)L->max_width;
     p.host = g->hp;
-    p.relu_by_pool = g->relu_by_pool[i];
     return p;
 }
 

@@ -517,7 +517,6 @@ typedef struct own_job {
     size_t sA, sB, sC;
 } own_job;
 
-/* Blocks of C (rows by six, OWN_COLS columns), problem by problem. */
 static void own_part(void *p, int part, int parts)
 {
     const own_job *j = p;
@@ -944,8 +943,6 @@ typedef struct window_job {
     const int32_t *carg; /* maxpool_bwd's */
     size_t s_out, s_in, s_arg;
     int count;
-    const float *cY; /* maxpool_bwd_relu's: the pool's output */
-    size_t s_cy;
 } window_job;
 
 static void window_run(backend_ctx *c, pool_fn fn, window_job *j)
@@ -980,8 +977,7 @@ WINDOW_PART(col2im_part, kern_col2im(j->out + k * j->s_out,
 WINDOW_PART(maxpool_fwd_part, kern_maxpool_fwd(j->out + k * j->s_out, j->arg + k * j->s_arg,
                                                j->in + k * j->s_in, j->g, i0, i1))
 WINDOW_PART(maxpool_bwd_part, kern_maxpool_bwd(j->out + k * j->s_out, j->in + k * j->s_in,
-                                               j->carg + k * j->s_arg,
-                                               j->cY ? j->cY + k * j->s_cy : NULL, j->g, i0, i1))
+                                               j->carg + k * j->s_arg, j->g, i0, i1))
 WINDOW_PART(avgpool_fwd_part, kern_avgpool_fwd(j->out + k * j->s_out, j->in + k * j->s_in, j->g,
                                                i0, i1))
 WINDOW_PART(avgpool_bwd_part, kern_avgpool_bwd(j->out + k * j->s_out, j->in + k * j->s_in, j->g,
@@ -1154,50 +1150,42 @@ static void cpu_conv_wgrad(backend_ctx *c, float *G, float *db, float *dY, const
 static void cpu_im2col(backend_ctx *c, float *col, size_t scol, const float *X, size_t sX,
                        const window_geom *g, int count)
 {
-    window_job j = {g, col, NULL, X, NULL, scol, sX, 0, count, NULL, 0};
+    window_job j = {g, col, NULL, X, NULL, scol, sX, 0, count};
     window_run(c, im2col_part, &j);
 }
 
 static void cpu_col2im(backend_ctx *c, float *dX, size_t sdX, const float *col, size_t scol,
                        const window_geom *g, int count)
 {
-    window_job j = {g, dX, NULL, col, NULL, sdX, scol, 0, count, NULL, 0};
+    window_job j = {g, dX, NULL, col, NULL, sdX, scol, 0, count};
     window_run(c, col2im_part, &j);
 }
 
 static void cpu_maxpool_fwd(backend_ctx *c, float *Y, size_t sY, int32_t *arg, size_t sarg,
                             const float *X, size_t sX, const window_geom *g, int count)
 {
-    window_job j = {g, Y, arg, X, NULL, sY, sX, sarg, count, NULL, 0};
+    window_job j = {g, Y, arg, X, NULL, sY, sX, sarg, count};
     window_run(c, maxpool_fwd_part, &j);
 }
 
 static void cpu_maxpool_bwd(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
                             const int32_t *arg, size_t sarg, const window_geom *g, int count)
 {
-    window_job j = {g, dX, NULL, dY, arg, sdX, sdY, sarg, count, NULL, 0};
-    window_run(c, maxpool_bwd_part, &j);
-}
-
-static void cpu_maxpool_bwd_relu(backend_ctx *c, float *dX, size_t sdX, const float *dY,
-                                 size_t sdY, const int32_t *arg, size_t sarg, const float *Y,
-                                 size_t sY, const window_geom *g, int count)
-{
-    window_job j = {g, dX, NULL, dY, arg, sdX, sdY, sarg, count, Y, sY};
+    window_job j = {g, dX, NULL, dY, arg, sdX, sdY, sarg, count};
     window_run(c, maxpool_bwd_part, &j);
 }
 
 static void cpu_avgpool_fwd(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
                             const window_geom *g, int count)
 {
-    window_job j = {g, Y, NULL, X, NULL, sY, sX, 0, count, NULL, 0};
+    window_job j = {g, Y, NULL, X, NULL, sY, sX, 0, count};
     window_run(c, avgpool_fwd_part, &j);
 }
 
 static void cpu_avgpool_bwd(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
                             const window_geom *g, int count)
 {
-    window_job j = {g, dX, NULL, dY, NULL, sdX, sdY, 0, count, NULL, 0};
+    window_job j = {g, dX, NULL, dY, NULL, sdX, sdY, 0, count};
     window_run(c, avgpool_bwd_part, &j);
 }
 
@@ -1319,7 +1307,6 @@ static const backend_ops cpu_ops = {
     .col2im = cpu_col2im,
     .maxpool_fwd = cpu_maxpool_fwd,
     .maxpool_bwd = cpu_maxpool_bwd,
-    .maxpool_bwd_relu = cpu_maxpool_bwd_relu,
     .avgpool_fwd = cpu_avgpool_fwd,
     .avgpool_bwd = cpu_avgpool_bwd,
     .bn_fwd_train = cpu_bn_fwd_train,

@@ -227,8 +227,7 @@ void kern_maxpool_fwd(float *Y, int32_t *arg, const float *X, const window_geom 
  * at its maximum, 0 at the others), and only the untiled rest zeroed,
  * instead of zeroing the image and adding into it. */
 static void maxpool_bwd_2x2(float *restrict di, const float *restrict dy,
-                            const int32_t *restrict a, const float *restrict yp,
-                            const window_geom *g)
+                            const int32_t *restrict a, const window_geom *g)
 {
     const size_t c = (size_t)g->c, w = (size_t)g->w;
     for (int y = 0; y < g->oh; y++) {
@@ -239,8 +238,6 @@ static void maxpool_bwd_2x2(float *restrict di, const float *restrict dy,
                   *q11 = q10 + c;
             for (size_t ch = 0; ch < c; ch++) {
                 float v = dy[o + ch];
-                if (yp)
-                    v = yp[o + ch] > 0.0f ? v : 0.0f;
                 int32_t at = a[o + ch];
                 q00[ch] = at == p00 ? v : 0.0f;
                 q01[ch] = at == p00 + 1 ? v : 0.0f;
@@ -259,8 +256,8 @@ static void maxpool_bwd_2x2(float *restrict di, const float *restrict dy,
 }
 
 /* dX's image (h, w, c) = the scatter of dY (oh, ow, c) to the arg pixels. */
-void kern_maxpool_bwd(float *dX, const float *dY, const int32_t *arg, const float *Y,
-                      const window_geom *g, int i0, int i1)
+void kern_maxpool_bwd(float *dX, const float *dY, const int32_t *arg, const window_geom *g, int i0,
+                      int i1)
 {
     const size_t c = (size_t)g->c, per = out_pixels(g) * c;
     int tiles = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->pad_top == 0 &&
@@ -269,15 +266,14 @@ void kern_maxpool_bwd(float *dX, const float *dY, const int32_t *arg, const floa
         float *di = dX + (size_t)i * image_floats(g);
         const float *dy = dY + (size_t)i * per;
         const int32_t *a = arg + (size_t)i * per;
-        const float *yp = Y ? Y + (size_t)i * per : NULL;
         if (tiles) {
-            maxpool_bwd_2x2(di, dy, a, yp, g);
+            maxpool_bwd_2x2(di, dy, a, g);
             continue;
         }
         memset(di, 0, image_floats(g) * sizeof(float));
         for (size_t o = 0; o < per; o += c)
             for (size_t ch = 0; ch < c; ch++)
-                if (a[o + ch] >= 0 && (!yp || yp[o + ch] > 0.0f))
+                if (a[o + ch] >= 0)
                     di[(size_t)a[o + ch] * c + ch] += dy[o + ch];
     }
 }

@@ -29,12 +29,9 @@ void kern_col2im(float *dX, const float *col, const window_geom *g, int i0, int 
 void kern_maxpool_fwd(float *Y, int32_t *arg, const float *X, const window_geom *g, int i0, int i1);
 
 /* dX (n, h, w, c) = 0, then dX[i][arg][ch] += dY[i][y][x][ch] for images
- * [i0, i1); arg < 0 adds nothing. With Y (the pool's output, as dY) not
- * NULL, a dY adds only where its Y is above 0: the derivative of a relu
- * just before the pool (the maximum is the relu's output at arg), the
- * same bits as that relu's own select after the pool's backward. */
-void kern_maxpool_bwd(float *dX, const float *dY, const int32_t *arg, const float *Y,
-                      const window_geom *g, int i0, int i1);
+ * [i0, i1); arg < 0 adds nothing. */
+void kern_maxpool_bwd(float *dX, const float *dY, const int32_t *arg, const window_geom *g, int i0,
+                      int i1);
 
 /* Y (n, oh, ow, c) = the mean of the window's pixels inside X (n, h, w, c);
  * 0 for a window with none. */

@@ -119,15 +119,15 @@ static int conv_backward(const layer_pass *p)
     int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
     float *db = p->ls[0]->no_bias ? NULL : G + (size_t)F * (size_t)kc;
-    act_kind act = p->relu_by_pool ? ACT_LINEAR : p->lp->act; /* the pool after applied it */
     if (p->count == 1 && be->conv_wgrad && be->conv_bwd_data) {
-        be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->X, p->work, partials_of(p), &g, F, act,
-                       chunk_wgrad(lp));
+        be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->X, p->work, partials_of(p), &g, F,
+                       p->lp->act, chunk_wgrad(lp));
         if (p->dX)
             be->conv_bwd_data(p->ctx, p->dX, p->work, p->dY, W, &g, F, chunk_fwd(lp));
         return 0;
     }
-    be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, act, p->count);
+    be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, p->lp->act,
+                     p->count);
     if (db)
         be->bias_grad(p->ctx, db, p->sP, p->dY, p->sd, M, F, p->count);
     be->im2col(p->ctx, p->work, p->s_work, p->X, p->sX, &g, p->count);
@@ -186,7 +186,6 @@ const layer_ops layer_conv2d_ops = {
     .backward = conv_backward,
     .shares_input = 1,
     .reads_output = 1,
-    .relu_to_pool = 1,
     .tensors = conv_tensors,
     .convert = conv_convert,
     .macs = conv_macs,

@@ -42,10 +42,7 @@ static void max_forward(const layer_pass *p)
 static int max_backward(const layer_pass *p)
 {
     window_geom g = layer_window(p->lp, p->rows);
-    if (p->dX && p->relu_by_pool)
-        p->be->maxpool_bwd_relu(p->ctx, p->dX, p->sd, p->dY, p->sd, (const int32_t *)p->saved,
-                                p->s_saved, p->Y, p->sY, &g, p->count);
-    else if (p->dX)
+    if (p->dX)
         p->be->maxpool_bwd(p->ctx, p->dX, p->sd, p->dY, p->sd, (const int32_t *)p->saved,
                            p->s_saved, &g, p->count);
     return 0;
@@ -56,10 +53,6 @@ const layer_ops layer_max_pool_ops = {
     .forward = max_forward,
     .backward = max_backward,
     .shares_input = 1,
-    /* Its backward may read its output (relu_by_pool): no activation after
-     * it writes over it. */
-    .reads_output = 1,
-    .relu_from_layer_before = 1,
 };
 
 static void avg_forward(const layer_pass *p)

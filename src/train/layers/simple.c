@@ -91,9 +91,8 @@ static void activation_forward(const layer_pass *p)
 static int activation_backward(const layer_pass *p)
 {
     size_t w = shape_size(p->lp->in);
-    if (!p->relu_by_pool) /* else the max pool after it applied the derivative */
-        p->be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)p->rows * w, p->lp->act,
-                            p->count);
+    p->be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)p->rows * w, p->lp->act,
+                        p->count);
     return 0;
 }
 
@@ -104,5 +103,4 @@ const layer_ops layer_activation_ops = {
     .grad_in_place = 1,
     .reads_output = 1,
     .may_overwrite_input = 1,
-    .relu_to_pool = 1,
 };
