@@ -2,7 +2,8 @@
 # Strategies and placement: the same plan gives the same weights, bit for bit,
 # under sequential (one BLAS thread), threads, processes and fused; a worker
 # killed with SIGKILL fails its model alone; Ctrl-C stops cleanly with exit
-# status 130; placement packs within limits and refuses an impossible pin;
+# status 130; a preallocated slab's holes make a model wait, not fail;
+# placement packs within limits and refuses an impossible pin;
 # side by side, the costliest model starts first.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -154,6 +155,34 @@ for s in sequential threads processes; do
     [ $rc -eq 130 ] && ok || bad "$s: SIGINT gave exit $rc, wanted 130"
     /usr/bin/python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$T/int-$s/results.json" && ok || bad "$s: results.json invalid after SIGINT"
     [ -z "$(pgrep -P $main 2>/dev/null)" ] && ok || bad "$s: workers left running"
+done
+
+# A preallocated slab holds a model that fits only in one free block, not
+# in two holes: frag_a diverges at once and leaves a hole in front of
+# frag_b, which trains on, and frag_c (larger than that hole) fits the
+# limit beside frag_b but not the block after it (64 bytes short). It must
+# wait for frag_b and train, not fail with "its slab is fragmented".
+cat > "$T/frag.yaml" <<YAML
+data: {train: csv:$T/d.csv, validation_split: 0.2}
+defaults: {batch_size: 32, layers: [{dense: 64, activation: relu}, {dense: 3, activation: softmax}]}
+models:
+  - {name: frag_a, epochs: 1000, optimizer: {name: sgd, lr: 1.0e+30}}
+  - {name: frag_b, epochs: 150}
+  - {name: frag_c, epochs: 1, batch_size: 80}
+YAML
+limit=$("$COHORT" plan "$T/frag.yaml" --json | "$PY" -c '
+import json, sys
+b = [(m["planned_bytes"] + 63) // 64 * 64 for m in json.load(sys.stdin)["models"]]
+assert b[2] > b[0], b
+print(sum(b) - 64)')
+for i in 1 2 3; do
+    "$COHORT" train "$T/frag.yaml" --strategy threads --threads 2 --out "$T/frag" --quiet \
+        --set "devices={cpu:0: {memory: preallocate, memory_limit: $limit}}" >/dev/null 2>"$T/frag.err"
+    "$PY" - "$T/frag/results.json" <<'PY' && ok || bad "preallocate, run $i: a model that fits failed: $(cat "$T/frag.err")"
+import json, sys
+st = {m["name"]: (m["status"], m["error"]) for m in json.load(open(sys.argv[1]))["models"]}
+assert st["frag_a"][0] == "diverged" and st["frag_b"][0] == "ok" and st["frag_c"][0] == "ok", st
+PY
 done
 
 # Placement: two parts of the CPU; unpinned models spread over both; a pin

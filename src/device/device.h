@@ -38,6 +38,14 @@ void pool_release(cohort_pool *p, void *ptr, pool_account *acct);
 uint64_t pool_in_use(const cohort_pool *p);
 uint64_t pool_peak(const cohort_pool *p);
 uint64_t pool_limit(const cohort_pool *p);
+cohort_mem_policy pool_policy(const cohort_pool *p);
+/* What an allocation of `bytes` takes from a pool: rounded up to its 64-byte
+ * alignment. */
+uint64_t pool_charge(uint64_t bytes);
+/* The largest allocation the pool could give now: under PREALLOCATE its
+ * largest free block of the slab (the bytes free in all may lie in several),
+ * under GROW what is left of its limit. Thread-safe. */
+uint64_t pool_largest_free(cohort_pool *p);
 /* Make the pool allocate on backend device `dev` from now on (a worker
  * process that sees only one GPU, as its device 0). */
 void pool_rebind(cohort_pool *p, int dev);

@@ -214,6 +214,22 @@ void pool_release(cohort_pool *p, void *ptr, pool_account *acct)
 uint64_t pool_in_use(const cohort_pool *p) { return p->in_use; }
 uint64_t pool_peak(const cohort_pool *p) { return p->peak; }
 uint64_t pool_limit(const cohort_pool *p) { return p->limit; }
+cohort_mem_policy pool_policy(const cohort_pool *p) { return p->policy; }
+uint64_t pool_charge(uint64_t bytes) { return round_up((size_t)(bytes ? bytes : 1)); }
+
+uint64_t pool_largest_free(cohort_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    uint64_t most = p->limit - p->in_use;
+    if (p->policy == COHORT_MEM_PREALLOCATE) {
+        most = 0;
+        for (int i = 0; i < p->n_blocks; i++)
+            if (!p->blocks[i].used && p->blocks[i].size > most)
+                most = p->blocks[i].size;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return most;
+}
 
 void pool_rebind(cohort_pool *p, int dev)
 {

@@ -39,6 +39,7 @@ typedef struct job {
     int fd;
     int finals;      /* models whose final report arrived */
     int failed_start;
+    int starting;    /* threads: started, its group not yet taken from the pool */
     train_group *live; /* the group while it exists (not in a worker process), under run->lock */
 } job;
 
@@ -47,6 +48,7 @@ typedef struct sched {
     job *jobs;
     int n_jobs;
     uint64_t reserved[COHORT_MAX_DEVICES];
+    int starting[COHORT_MAX_DEVICES]; /* jobs of each device with j->starting */
     int threads_per_job;
     int concurrency;
     int out_fd;      /* >= 0 in a worker process */
@@ -360,9 +362,16 @@ static void job_run(sched *s, job *j)
     cohort_status st = group_create(specs, j->n, run->in_shape, run->n_classes, dev,
                                     s->threads_per_job, &c.g, &err);
     int helpable = c.g && s->out_fd < 0; /* a worker process has no helpers, nor their lock */
-    if (helpable) {
+    if (s->out_fd < 0) {
         pthread_mutex_lock(&run->lock);
         j->live = c.g;
+        if (j->starting) {
+            /* The group holds its block of the pool: the next job on the
+             * device may look for its own (reserve). */
+            j->starting = 0;
+            s->starting[j->device]--;
+            pthread_cond_broadcast(&s->cond);
+        }
         pthread_mutex_unlock(&run->lock);
     }
     size_t P = c.g ? group_layout(c.g)->n_params : 0;
@@ -578,12 +587,25 @@ static cohort_status split_groups_over_cores(sched *s, int cores, cohort_error *
     return COHORT_OK;
 }
 
-/* Claim room for job j on its device; 0 when it does not fit right now. */
+/*
+ * Claim room for job j on its device; 0 when it does not fit right now.
+ * A job alone on its device always starts (placement refused the models
+ * that cannot fit alone), so a job that waits waits for one that runs and
+ * will release. A preallocated slab needs one free block of the group's
+ * size, not only as many bytes in all: there the job also waits while
+ * another job on the device has yet to take its block (where that lands
+ * decides what is left), and then until the largest free block holds it.
+ */
 static int reserve(sched *s, job *j)
 {
-    uint64_t limit = pool_limit(s->run->devices->dev[j->device].pool);
-    if (s->reserved[j->device] + j->bytes > limit)
-        return 0;
+    cohort_pool *pool = s->run->devices->dev[j->device].pool;
+    if (s->reserved[j->device] > 0) {
+        if (s->reserved[j->device] + j->bytes > pool_limit(pool))
+            return 0;
+        if (pool_policy(pool) == COHORT_MEM_PREALLOCATE &&
+            (s->starting[j->device] > 0 || pool_largest_free(pool) < pool_charge(j->bytes)))
+            return 0;
+    }
     s->reserved[j->device] += j->bytes;
     return 1;
 }
@@ -649,6 +671,8 @@ static void *thread_main(void *arg)
             continue;
         }
         pick->state = 1;
+        pick->starting = 1;
+        s->starting[pick->device]++;
         s->running++;
         pthread_mutex_unlock(&run->lock);
         job_run(s, pick);
