@@ -2,7 +2,8 @@
 # Strategies and placement: the same plan gives the same weights, bit for bit,
 # under sequential (one BLAS thread), threads, processes and fused; a worker
 # killed with SIGKILL fails its model alone; Ctrl-C stops cleanly with exit
-# status 130; a preallocated slab's holes make a model wait, not fail;
+# status 130; a preallocated slab's holes make a model wait, not fail; a
+# CPU part's models use its cores only;
 # placement packs within limits and refuses an impossible pin;
 # side by side, the costliest model starts first.
 set -u
@@ -219,6 +220,33 @@ grep -q "pinned to device 'gpu:7', which does not exist" "$T/pin.err" && ok || b
 rc=$?
 [ $rc -eq 2 ] && ok || bad "oversized split: exit $rc, wanted 2"
 grep -q "more than the" "$T/split.err" && ok || bad "oversized split message: $(cat "$T/split.err")"
+
+# A CPU part has its share of the cores, and its models use no more: split
+# into one part per core, two models pinned to cpu:0/0 train one after the
+# other (every epoch of the first before the second's) under threads and
+# processes, fused keeps them in one group (not cut in two for two cores),
+# and auto says it picked sequential for them.
+parts=$(nproc); [ "$parts" -gt 64 ] && parts=64
+sizes=$(yes 1MiB | head -n "$parts" | paste -sd, -)
+cat > "$T/part.yaml" <<YAML
+data: {train: csv:$T/d.csv, validation_split: 0.2}
+defaults: {epochs: 3, batch_size: 32, layers: [{dense: 24, activation: relu}, {dense: 3, activation: softmax}]}
+devices: {cpu:0: {split: [$sizes]}}
+models: [{name: q1, device: cpu:0/0}, {name: q2, device: cpu:0/0}]
+YAML
+for st in threads processes; do
+    "$COHORT" train "$T/part.yaml" --strategy $st --out "$T/part-$st" >"$T/part.out" 2>&1 && ok || bad "part, $st: $(cat "$T/part.out")"
+    order=$(grep -o '^q[12] epoch' "$T/part.out" | cut -c1-2 | uniq | paste -sd' ' -)
+    [ "$order" = "q1 q2" ] || [ "$order" = "q2 q1" ] && ok || bad "part, $st: two models on a 1-core part ran side by side (epochs in the order $order)"
+done
+"$COHORT" plan "$T/part.yaml" >"$T/part.out" 2>&1
+grep -q "auto: sequential, the models' CPU part has one core" "$T/part.out" && ok || bad "part: auto's choice: $(grep strategy "$T/part.out")"
+"$COHORT" plan "$T/part.yaml" --strategy fused --json >"$T/part.json" 2>"$T/part.err"
+"$PY" - "$T/part.json" <<'PY' && ok || bad "part, fused: the groups on a 1-core part"
+import json, sys
+g = json.load(open(sys.argv[1]))["groups"]
+assert [x["models"] for x in g] == [["q1", "q2"]], g
+PY
 
 # The CPU backend's own kernels (dense_step, and dense_forward, which needs a
 # first layer at least as wide as the batch): the weights do not depend on

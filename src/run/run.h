@@ -193,6 +193,10 @@ cohort_status run_check_targets(const model_spec *s, int n_out, const cohort_dat
  * name the plan's file and line. */
 cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, cohort_error *err);
 
+/* The cores the models on device dev may use in all: a CPU part's share
+ * (devices_split), or INT_MAX for a device bounded only by the run's
+ * threads (schedule.c). */
+int run_device_cores(const cohort_run *run, int dev);
 /* Train every job of the run under its strategy (schedule.c). */
 cohort_status run_schedule(cohort_run *run, cohort_error *err);
 /* run_schedule in phases, one a rung of the plan's scheduler, pruning

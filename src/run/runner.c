@@ -4,6 +4,7 @@
 #include "util/util.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -335,19 +336,40 @@ static void choose_strategy(cohort_run *run)
             }
     }
     int cores = run->opt.threads > 0 ? run->opt.threads : run->devices->dev[0].info.threads;
+    /* The models that can train side by side: on a CPU part, no more than
+     * its cores (the others wait for one); elsewhere the run's cores bound
+     * them. */
+    int side = 0, part_cores = 0, on_parts = 0;
+    for (int d = 0; d < run->devices->n; d++) {
+        int here = 0;
+        for (int i = 0; i < run->n; i++)
+            here += !run->m[i].done && run->m[i].device == d;
+        int own = run_device_cores(run, d);
+        if (here && own != INT_MAX) {
+            part_cores += own;
+            on_parts += here;
+        }
+        side += here < own ? here : own;
+    }
+    if (on_parts == trainable && part_cores < cores)
+        cores = part_cores; /* every model is on CPU parts: theirs are the cores */
+    if (side > cores)
+        side = cores;
     if (gpu_pairs > 0) {
         run->strategy = COHORT_STRATEGY_FUSED;
         snprintf(run->strategy_why, sizeof run->strategy_why,
                  "auto: fused, since same-shaped models share a GPU");
-    } else if (trainable > 1 && cores > 1) {
+    } else if (trainable > 1 && side > 1) {
         run->strategy = COHORT_STRATEGY_THREADS;
         snprintf(run->strategy_why, sizeof run->strategy_why,
-                 "auto: threads, %d models side by side on %d cores, one core each",
-                 trainable < cores ? trainable : cores, cores);
+                 "auto: threads, %d models side by side on %d cores, one core each%s", side,
+                 cores, on_parts ? ", a CPU part's models on its own cores" : "");
     } else {
         run->strategy = COHORT_STRATEGY_SEQUENTIAL;
-        snprintf(run->strategy_why, sizeof run->strategy_why,
-                 "auto: sequential, %s", trainable > 1 ? "one core" : "one model");
+        snprintf(run->strategy_why, sizeof run->strategy_why, "auto: sequential, %s",
+                 trainable < 2                 ? "one model"
+                 : on_parts == trainable       ? "the models' CPU part has one core"
+                                               : "one core");
     }
 }
 

@@ -16,6 +16,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -40,6 +41,7 @@ typedef struct job {
     int finals;      /* models whose final report arrived */
     int failed_start;
     int starting;    /* threads: started, its group not yet taken from the pool */
+    int threads;     /* the threads it was given (job_threads) */
     train_group *live; /* the group while it exists (not in a worker process), under run->lock */
 } job;
 
@@ -49,6 +51,7 @@ typedef struct sched {
     int n_jobs;
     uint64_t reserved[COHORT_MAX_DEVICES];
     int starting[COHORT_MAX_DEVICES]; /* jobs of each device with j->starting */
+    int cores_used[COHORT_MAX_DEVICES]; /* threads of each device's jobs and helpers */
     int threads_per_job;
     int concurrency;
     int out_fd;      /* >= 0 in a worker process */
@@ -360,7 +363,7 @@ static void job_run(sched *s, job *j)
     cohort_error err;
     err.message[0] = 0;
     cohort_status st = group_create(specs, j->n, run->in_shape, run->n_classes, dev,
-                                    s->threads_per_job, &c.g, &err);
+                                    j->threads, &c.g, &err);
     int helpable = c.g && s->out_fd < 0; /* a worker process has no helpers, nor their lock */
     if (s->out_fd < 0) {
         pthread_mutex_lock(&run->lock);
@@ -547,6 +550,19 @@ static cohort_status make_jobs(sched *s, cohort_error *err)
     return COHORT_OK;
 }
 
+/* The sub-groups job j is cut into: one per core of its CPU (of its part's
+ * cores on a CPU part), at most one per model. */
+static int group_parts(const sched *s, const job *j, int cores)
+{
+    const cohort_run *run = s->run;
+    if (strcmp(run->devices->dev[j->device].info.kind, "cpu") != 0 || j->n < 2)
+        return 1;
+    int own = run_device_cores(run, j->device);
+    if (own < cores)
+        cores = own;
+    return j->n < cores ? j->n : cores;
+}
+
 /*
  * On a CPU, a fused group is cut into one sub-group per core, trained side
  * by side: each core runs its models' small GEMMs single-threaded, which
@@ -556,19 +572,15 @@ static cohort_status split_groups_over_cores(sched *s, int cores, cohort_error *
 {
     cohort_run *run = s->run;
     int total = 0;
-    for (int i = 0; i < s->n_jobs; i++) {
-        const job *j = &s->jobs[i];
-        int cpu = !strcmp(run->devices->dev[j->device].info.kind, "cpu");
-        total += cpu && j->n > 1 ? (j->n < cores ? j->n : cores) : 1;
-    }
+    for (int i = 0; i < s->n_jobs; i++)
+        total += group_parts(s, &s->jobs[i], cores);
     job *nj = calloc((size_t)(total ? total : 1), sizeof *nj);
     if (!nj)
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     int n = 0;
     for (int i = 0; i < s->n_jobs; i++) {
         const job *j = &s->jobs[i];
-        int cpu = !strcmp(run->devices->dev[j->device].info.kind, "cpu");
-        int parts = cpu && j->n > 1 ? (j->n < cores ? j->n : cores) : 1;
+        int parts = group_parts(s, j, cores);
         for (int p = 0; p < parts; p++) {
             job *d = &nj[n + p];
             d->device = j->device;
@@ -612,6 +624,14 @@ static int reserve(sched *s, job *j)
 
 static void unreserve(sched *s, job *j) { s->reserved[j->device] -= j->bytes; }
 
+/* The threads job j may take now, want at most: on a CPU part, no more than
+ * its cores leave free (0 when they are all taken). */
+static int job_threads(const sched *s, const job *j, int want)
+{
+    int left = run_device_cores(s->run, j->device) - s->cores_used[j->device];
+    return want < left ? want : left > 0 ? left : 0;
+}
+
 /* ---- sequential and threads --------------------------------------------------- */
 
 static void run_sequential(sched *s)
@@ -619,6 +639,8 @@ static void run_sequential(sched *s)
     for (int i = 0; i < s->n_jobs && !s->run->stop; i++) {
         job *j = &s->jobs[i];
         reserve(s, j);
+        j->threads = job_threads(s, j, s->threads_per_job);
+        backend_cpu_set_blas_threads(backend_cpu_blas_threads(j->threads));
         j->state = 1;
         job_run(s, j);
         j->state = 2;
@@ -639,7 +661,7 @@ static void *thread_main(void *arg)
             if (j->state != 0)
                 continue;
             pending++;
-            if (reserve(s, j)) {
+            if (job_threads(s, j, s->threads_per_job) > 0 && reserve(s, j)) {
                 pick = j;
                 break;
             }
@@ -648,19 +670,24 @@ static void *thread_main(void *arg)
             break;
         if (pending == 0) {
             /* Nothing left to start: help a job still running (one that
-             * started first may be the largest), and then look again. */
+             * started first may be the largest) where its device has a
+             * core free, and then look again. */
             job *h = NULL;
             int slot = -1;
             for (int i = 0; i < s->n_jobs && !h; i++)
                 if (s->jobs[i].state == 1 && s->jobs[i].live &&
+                    job_threads(s, &s->jobs[i], 1) > 0 &&
                     (slot = group_help_join(s->jobs[i].live)) >= 0)
                     h = &s->jobs[i];
             if (!h)
                 break;
             train_group *g = h->live;
+            int d = h->device;
+            s->cores_used[d]++;
             pthread_mutex_unlock(&run->lock);
             group_help_run(g, slot);
             pthread_mutex_lock(&run->lock);
+            s->cores_used[d]--;
             continue;
         }
         if (!pick) {
@@ -673,12 +700,15 @@ static void *thread_main(void *arg)
         pick->state = 1;
         pick->starting = 1;
         s->starting[pick->device]++;
+        pick->threads = job_threads(s, pick, s->threads_per_job);
+        s->cores_used[pick->device] += pick->threads;
         s->running++;
         pthread_mutex_unlock(&run->lock);
         job_run(s, pick);
         pthread_mutex_lock(&run->lock);
         pick->state = 2;
         s->running--;
+        s->cores_used[pick->device] -= pick->threads;
         unreserve(s, pick);
         pthread_cond_broadcast(&s->cond);
     }
@@ -755,7 +785,7 @@ static int launch(sched *s, job *j, int threads)
             d->be_dev = 0;
             pool_rebind(d->pool, 0);
         }
-        s->threads_per_job = threads;
+        j->threads = threads;
         backend_cpu_set_blas_threads(backend_cpu_blas_threads(threads));
         s->out_fd = fds[1];
         job_run(s, j);
@@ -778,6 +808,7 @@ static void reap(sched *s, job *j)
     close(j->fd);
     j->fd = -1;
     j->state = 2;
+    s->cores_used[j->device] -= j->threads;
     unreserve(s, j);
     char why[256];
     if (WIFSIGNALED(status))
@@ -825,13 +856,18 @@ static cohort_status run_processes(sched *s, cohort_error *err)
         for (int i = 0; i < s->n_jobs; i++) {
             job *j = &s->jobs[i];
             if (j->state == 0 && !run->stop) {
-                if (running < s->concurrency && reserve(s, j)) {
-                    /* The last job may take every core the others left. */
-                    int threads = waiting == 1 ? (s->concurrency - running) * s->threads_per_job
-                                               : s->threads_per_job;
+                /* The last job may take every core the others left (on a
+                 * CPU part, those of its part). */
+                int threads = job_threads(s, j, waiting == 1 ? (s->concurrency - running) *
+                                                                   s->threads_per_job
+                                                             : s->threads_per_job);
+                if (running < s->concurrency && threads > 0 && reserve(s, j)) {
                     waiting--;
                     running++;
+                    j->threads = threads;
+                    s->cores_used[j->device] += threads;
                     if (launch(s, j, threads) != 0) {
+                        s->cores_used[j->device] -= threads;
                         unreserve(s, j);
                         return cohort_fail(err, COHORT_ERR_INTERNAL, "cannot start a worker: %s",
                                            strerror(errno));
@@ -902,6 +938,12 @@ static int threads_of(const cohort_run *run)
 {
     int cores = run->devices->dev[0].info.threads;
     return run->opt.threads > 0 ? run->opt.threads : cores;
+}
+
+int run_device_cores(const cohort_run *run, int dev)
+{
+    const cohort_device *d = &run->devices->dev[dev];
+    return d->info.is_logical && !strcmp(d->info.kind, "cpu") ? d->info.threads : INT_MAX;
 }
 
 /* Costliest first; equal costs in the order the jobs were formed (plan order). */
