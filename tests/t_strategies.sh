@@ -48,6 +48,25 @@ for n in a:
 PY
 done
 
+# A model's planned bytes are the same number in cohort plan (text and JSON)
+# and in results.json, where its peak is measured: under fused, its share of
+# its group's one allocation (the plan had given its bytes alone).
+"$COHORT" plan "$T/plan.yaml" --strategy fused --threads 2 --json >"$T/fused-plan.json" 2>&1
+"$COHORT" plan "$T/plan.yaml" --strategy fused --threads 2 >"$T/fused-plan.txt" 2>&1
+"$PY" - "$T/fused-plan.json" "$T/fused/results.json" "$T/fused-plan.txt" <<'PY' && ok || bad "fused: planned bytes of cohort plan and results.json differ"
+import json, sys
+p = json.load(open(sys.argv[1]))
+r = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}
+text = open(sys.argv[3]).read()
+assert any(len(g["models"]) > 1 for g in p["groups"]), p["groups"]
+for m in p["models"]:
+    assert m["planned_bytes"] == r[m["name"]]["planned_bytes"] == r[m["name"]]["peak_bytes"], (m["name"], m["planned_bytes"], r[m["name"]])
+for g in p["groups"]:
+    if len(g["models"]) > 1:
+        share = -(-g["planned_bytes"] // len(g["models"]))
+        assert "bytes exactly alone; %d as its share of its fused group" % share in text, text
+PY
+
 # shared_order: every model draws one shuffle order, so a fused group loads
 # each batch once and trains it in blocks of steps; the weights must still be
 # those of each model trained alone with the same order, bit for bit, and a

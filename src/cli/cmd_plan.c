@@ -172,8 +172,9 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
         const model_entry *e = &run->m[i];
         char layers[256];
         layers_str(e, layers, sizeof layers);
+        uint64_t planned = run_model_planned(run, g, n_groups, i);
         printf("%-*s  %-*s  %10zu  %12s  %-8s  %s\n", w, e->spec->name, lw, layers, e->L.n_params,
-               format_bytes(e->planned_bytes, a, sizeof a),
+               format_bytes(planned, a, sizeof a),
                e->device >= 0 ? run->devices->dev[e->device].info.name : "-",
                e->res.error[0] ? "NO" : "yes");
         printf("%-*s  ", w, "");
@@ -185,7 +186,11 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
                    format_bytes(e->L.buf_bytes[j], a, sizeof a));
             first = 0;
         }
-        printf(" (%zu bytes exactly)\n", e->L.total_bytes);
+        if (planned == e->L.total_bytes)
+            printf(" (%zu bytes exactly)\n", e->L.total_bytes);
+        else
+            printf(" (%zu bytes exactly alone; %llu as its share of its fused group)\n",
+                   e->L.total_bytes, (unsigned long long)planned);
         print_layers(e, w);
         print_training(e, w);
         if (e->res.error[0])
@@ -201,9 +206,10 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
         int count = 0;
         for (int i = 0; i < run->n; i++)
             if (run->m[i].device == d && !run->m[i].res.error[0]) {
-                planned += run->m[i].planned_bytes;
-                if (run->m[i].planned_bytes > peak_concurrent)
-                    peak_concurrent = run->m[i].planned_bytes;
+                uint64_t own = run_model_planned(run, g, n_groups, i);
+                planned += own;
+                if (own > peak_concurrent)
+                    peak_concurrent = own;
                 count++;
             }
         printf("  %-8s limit %s; %d model%s, %s in all", dev->info.name,

@@ -370,6 +370,28 @@ int run_group_shares_order(const cohort_run *run, const run_group_info *g)
     return g->n > 1;
 }
 
+uint64_t run_group_share(uint64_t bytes, int n)
+{
+    return n > 1 ? (bytes + (uint64_t)n - 1) / (uint64_t)n : bytes;
+}
+
+static int group_has(const run_group_info *g, int i)
+{
+    for (int k = 0; k < g->n; k++)
+        if (g->idx[k] == i)
+            return 1;
+    return 0;
+}
+
+uint64_t run_model_planned(const cohort_run *run, const run_group_info *g, int n_groups, int i)
+{
+    int at = run->m[i].group;
+    if (at < 0 || at >= n_groups || !group_has(&g[at], i))
+        for (at = 0; at < n_groups && !group_has(&g[at], i); at++)
+            ;
+    return at < n_groups ? run_group_share(g[at].bytes, g[at].n) : run->m[i].planned_bytes;
+}
+
 char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups)
 {
     strbuf b;
@@ -387,8 +409,8 @@ char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups
         const model_entry *e = &run->m[i];
         sb_puts(&b, i ? ",\n    {\"name\": " : "    {\"name\": ");
         sb_json_str(&b, e->spec->name);
-        sb_printf(&b, ", \"params\": %zu, \"planned_bytes\": %zu, \"bytes\": {", e->L.n_params,
-                  e->L.total_bytes);
+        sb_printf(&b, ", \"params\": %zu, \"planned_bytes\": %llu, \"bytes\": {", e->L.n_params,
+                  (unsigned long long)run_model_planned(run, g, n_groups, i));
         for (int j = 0; j < BUF_COUNT; j++)
             sb_printf(&b, "%s\"%s\": %zu", j ? ", " : "", model_buf_name(j), e->L.buf_bytes[j]);
         sb_puts(&b, "}, \"device\": ");
@@ -428,7 +450,7 @@ char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups
         uint64_t planned = 0;
         for (int i = 0; i < run->n; i++)
             if (run->m[i].device == d && !run->m[i].res.error[0])
-                planned += run->m[i].planned_bytes;
+                planned += run_model_planned(run, g, n_groups, i);
         sb_puts(&b, first ? "    {\"name\": " : ",\n    {\"name\": ");
         first = 0;
         sb_json_str(&b, dev->info.name);

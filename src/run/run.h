@@ -252,7 +252,13 @@ typedef struct run_group_info {
  * *out is malloc'd, *n its length. Sets each model's group. */
 cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, cohort_error *err);
 
-/* Set by signal handlers; every strategy checks it between steps. */
+/* A member's planned bytes in a group of n planning `bytes`: its share of the
+ * group's one allocation, rounded up (results.json's planned_bytes, which
+ * the pool's peak is measured against). */
+uint64_t run_group_share(uint64_t bytes, int n);
+/* Model i's planned bytes under the groups g: its share of its group, or,
+ * in none, its own plan. `cohort plan` prints this number. */
+uint64_t run_model_planned(const cohort_run *run, const run_group_info *g, int n_groups, int i);
 /* Every member of g draws the same shuffle order (shared_order). */
 int run_group_shares_order(const cohort_run *run, const run_group_info *g);
 /* The plan of run as `cohort plan --json` prints it (malloc'd; NULL: no memory). */

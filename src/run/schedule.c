@@ -425,8 +425,8 @@ static void job_run(sched *s, job *j)
     int64_t *conf = n_conf ? malloc((size_t)n_conf * sizeof *conf) : NULL;
     /* The classes the test pass gives, for the confusion matrices: one pass for both. */
     int32_t *pred = conf ? malloc((size_t)j->n * (size_t)run->test.n * sizeof *pred + 1) : NULL;
-    uint64_t share = c.g ? (group_peak_bytes(c.g) + (uint64_t)j->n - 1) / (uint64_t)j->n : 0;
-    uint64_t planned = (j->bytes + (uint64_t)j->n - 1) / (uint64_t)j->n;
+    uint64_t share = c.g ? run_group_share(group_peak_bytes(c.g), j->n) : 0;
+    uint64_t planned = run_group_share(j->bytes, j->n);
     eval_metrics te[MAX_GROUP];
     cohort_status test_st = COHORT_OK;
     if (!st && run->has_test)
