@@ -135,6 +135,31 @@ if [ "$best" = avx2 ]; then
         ok || bad "devices asking for more than the CPU has: $out"
 fi
 
+# cohort devices PLAN shows the plan's memory settings: an unsplit device's
+# limit and policy, and each CPU part's cores, limit and policy; --json has
+# each device's policy (null for the split device).
+cat > "$T/mem.yaml" <<YAML
+data: {train: csv:$T/none.csv}
+models: [{name: m, layers: [{dense: 3, activation: softmax}]}]
+devices: {cpu:0: {memory: preallocate, memory_limit: 1MiB}}
+YAML
+out=$("$COHORT" devices "$T/mem.yaml")
+echo "$out" | grep -q "^cpu:0 .*; limit 1.00 MiB, preallocated$" && ok || bad "devices PLAN: no memory settings: $out"
+sed -i 's/{memory: preallocate, memory_limit: 1MiB}/{split: [1MiB, 2MiB], memory: preallocate}/' "$T/mem.yaml"
+out=$("$COHORT" devices "$T/mem.yaml")
+echo "$out" | grep -q "^cpu:0/1  part of cpu:0: [0-9]* cores\?, limit 2.00 MiB, preallocated$" && ok || bad "devices PLAN: a part: $out"
+"$COHORT" devices "$T/mem.yaml" --json | "$PY" -c '
+import json, sys
+d = {x["name"]: x for x in json.load(sys.stdin)["devices"]}
+assert d["cpu:0"]["policy"] is None, d["cpu:0"]
+assert d["cpu:0/0"]["policy"] == "preallocate" and d["cpu:0/0"]["limit_bytes"] == 1 << 20, d["cpu:0/0"]
+assert d["cpu:0/1"]["threads"] >= 1, d["cpu:0/1"]
+' && ok || bad "devices PLAN --json: the policies"
+"$COHORT" devices --json | "$PY" -c '
+import json, sys
+assert json.load(sys.stdin)["devices"][0]["policy"] == "grow"
+' && ok || bad "devices --json: cpu:0 grows by default"
+
 # A value option last, or empty, is an error: taken as not given, `--out DIR
 # --out` had trained into runs/PLAN.
 mkdir "$T/cwd" && cd "$T/cwd" || exit 1

@@ -15,8 +15,11 @@ int cmd_devices(int argc, char **argv)
             puts("usage: cohort devices [PLAN] [--json]\n\n"
                  "List the devices cohort can train on: the CPU (cores, memory) and every CUDA\n"
                  "GPU (name, compute capability, total and free memory). When no GPU is\n"
-                 "listed, says why. With PLAN, also the logical devices its devices: section\n"
-                 "splits out, with their hard memory limits.");
+                 "listed, says why. With PLAN, also the memory settings of its devices: section:\n"
+                 "the logical devices it splits out (their share of the cores on a CPU), and each\n"
+                 "device's hard memory limit and policy (preallocated, or grows on demand).\n"
+                 "--json gives each device's policy as \"grow\" or \"preallocate\" (null for a\n"
+                 "split device, whose parts have their own).");
             return 0;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
@@ -43,7 +46,7 @@ int cmd_devices(int argc, char **argv)
             return cli_usage_error(NULL, "%s", err.message);
         }
     }
-    char a[32], b[32];
+    char a[32], b[32], mem[96];
     if (json) {
         strbuf s;
         sb_init(&s);
@@ -61,6 +64,10 @@ int cmd_devices(int argc, char **argv)
                       d->threads, (unsigned long long)d->total_bytes,
                       (unsigned long long)d->free_bytes, (unsigned long long)d->limit_bytes,
                       d->is_logical ? "true" : "false");
+            sb_printf(&s, ", \"policy\": %s",
+                      !r->dev[i].pool                        ? "null"
+                      : d->policy == COHORT_MEM_PREALLOCATE ? "\"preallocate\""
+                                                             : "\"grow\"");
             if (!strcmp(d->kind, "cuda")) {
                 sb_printf(&s, ", \"compute_capability\": \"%d.%d\"", d->cc_major, d->cc_minor);
             } else {
@@ -80,20 +87,32 @@ int cmd_devices(int argc, char **argv)
     } else {
         for (int i = 0; i < r->n; i++) {
             const cohort_device_info *d = &r->dev[i].info;
-            if (d->is_logical)
-                printf("%-8s part of %s: limit %s, %s%s\n", d->name, r->dev[r->dev[i].parent].info.name,
-                       format_bytes(d->limit_bytes, a, sizeof a),
-                       d->policy == COHORT_MEM_PREALLOCATE ? "preallocated" : "grows on demand",
-                       !strcmp(d->kind, "cpu") ? "" : "");
+            const char *policy =
+                d->policy == COHORT_MEM_PREALLOCATE ? "preallocated" : "grows on demand";
+            /* An unsplit device's settings, where the plan gave any. */
+            mem[0] = 0;
+            if (r->dev[i].pool && (d->limit_bytes != d->total_bytes ||
+                                   d->policy == COHORT_MEM_PREALLOCATE))
+                snprintf(mem, sizeof mem, "; limit %s, %s",
+                         format_bytes(d->limit_bytes, a, sizeof a), policy);
+            if (d->is_logical && !strcmp(d->kind, "cpu"))
+                printf("%-8s part of %s: %d core%s, limit %s, %s\n", d->name,
+                       r->dev[r->dev[i].parent].info.name, d->threads, d->threads == 1 ? "" : "s",
+                       format_bytes(d->limit_bytes, a, sizeof a), policy);
+            else if (d->is_logical)
+                printf("%-8s part of %s: limit %s, %s\n", d->name,
+                       r->dev[r->dev[i].parent].info.name, format_bytes(d->limit_bytes, a, sizeof a),
+                       policy);
             else if (!strcmp(d->kind, "cpu"))
-                printf("%-8s %s, %d cores, %s memory (%s available), kernels %s (%s)%s\n",
+                printf("%-8s %s, %d cores, %s memory (%s available), kernels %s (%s)%s%s\n",
                        d->name, d->model, d->threads, format_bytes(d->total_bytes, a, sizeof a),
                        format_bytes(d->free_bytes, b, sizeof b), device_cpu_kernels(),
-                       device_cpu_kernels_why(), r->dev[i].pool ? "" : ", split:");
+                       device_cpu_kernels_why(), mem, r->dev[i].pool ? "" : ", split:");
             else
-                printf("%-8s %s, compute capability %d.%d, %s memory (%s free)\n", d->name,
+                printf("%-8s %s, compute capability %d.%d, %s memory (%s free)%s%s\n", d->name,
                        d->model, d->cc_major, d->cc_minor, format_bytes(d->total_bytes, a, sizeof a),
-                       format_bytes(d->free_bytes, b, sizeof b));
+                       format_bytes(d->free_bytes, b, sizeof b), mem,
+                       r->dev[i].pool ? "" : ", split:");
         }
         if (r->gpu_note[0])
             printf("(%s)\n", r->gpu_note);
