@@ -275,6 +275,9 @@ typedef struct cohort_model_result {
     double test_loss, test_accuracy; /* NaN without test data */
     double seconds;
     uint64_t params;
+    /* peak_bytes: the pool's measured peak, 0 where nothing was measured (a
+     * refused model; a worker process killed before it reported, null in
+     * results.json). */
     uint64_t planned_bytes, peak_bytes;
     /* Regression (real-valued targets): the errors in place of accuracy,
      * which is NaN; NaN for classification. */

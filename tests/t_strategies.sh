@@ -161,7 +161,13 @@ ms = json.load(open(sys.argv[1]))["models"]
 failed = [m for m in ms if m["status"] == "failed"]
 assert len(failed) == 1 and "killed by signal 9" in failed[0]["error"], ms
 assert sum(m["status"] == "ok" for m in ms) == 2, [(m["name"], m["status"]) for m in ms]
+# Its peak was never reported: null, not 0 (a measured nothing).
+assert failed[0]["peak_bytes"] is None and failed[0]["planned_bytes"] > 0, failed[0]
+assert all(m["peak_bytes"] == m["planned_bytes"] for m in ms if m["status"] == "ok"), ms
 PY
+# The readers take the null: the report and compare.
+"$COHORT" report "$T/kill" >/dev/null 2>"$T/kill.err" && ok || bad "report of a killed worker's run: $(cat "$T/kill.err")"
+"$COHORT" compare "$T/kill" --json >/dev/null 2>"$T/kill.err" && ok || bad "compare of a killed worker's run: $(cat "$T/kill.err")"
 
 # Ctrl-C: every strategy stops, keeps what finished, exits 130.
 for s in sequential threads processes; do

@@ -315,7 +315,9 @@ static int resume_record(cohort_run *run, model_entry *e, const json_value *r, c
     e->test_mae = json_num(json_get(t, "mae"), NAN);
     e->test_rmse = json_num(json_get(t, "rmse"), NAN);
     e->res.seconds = json_num(json_get(r, "seconds"), 0);
-    e->peak_bytes = (uint64_t)json_num(json_get(r, "peak_bytes"), 0);
+    const json_value *peak = json_get(r, "peak_bytes");
+    e->peak_bytes = peak && peak->type == JSON_NULL ? RUN_PEAK_UNKNOWN
+                                                    : (uint64_t)json_num(peak, 0);
     str_copy(e->weights, sizeof e->weights, json_str(json_get(r, "weights"), ""));
     str_copy(e->best_weights, sizeof e->best_weights, json_str(json_get(r, "best_weights"), ""));
     const json_value *c = json_get(r, "confusion");

@@ -132,8 +132,12 @@ static void json_model(strbuf *b, const cohort_run *run, const model_entry *e)
     }
     sb_puts(b, ",\n      \"seconds\": ");
     sb_json_num(b, r->seconds);
-    sb_printf(b, ",\n      \"planned_bytes\": %llu,\n      \"peak_bytes\": %llu",
-              (unsigned long long)e->planned_bytes, (unsigned long long)e->peak_bytes);
+    sb_printf(b, ",\n      \"planned_bytes\": %llu,\n      \"peak_bytes\": ",
+              (unsigned long long)e->planned_bytes);
+    if (e->peak_bytes == RUN_PEAK_UNKNOWN)
+        sb_puts(b, "null");
+    else
+        sb_printf(b, "%llu", (unsigned long long)e->peak_bytes);
     sb_puts(b, ",\n      \"weights\": ");
     if (e->weights[0])
         sb_json_str(b, e->weights);

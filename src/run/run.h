@@ -24,6 +24,11 @@ typedef struct pbt_step {
     double values[PBT_MAX_KEYS]; /* in the order of scheduler.mut */
 } pbt_step;
 
+/* A model's peak_bytes when nothing measured it: its worker process ended
+ * before it reported (results.json writes null; 0 is a model that took
+ * nothing, as one refused before training). */
+#define RUN_PEAK_UNKNOWN UINT64_MAX
+
 typedef struct model_entry {
     const model_spec *spec; /* the plan's, or own_spec once pbt changed it */
     int index;             /* in run->m */
@@ -31,7 +36,7 @@ typedef struct model_entry {
     int device;            /* index in the registry, -1 = not placed */
     model_layout L;        /* the layout when trained alone (K = 1) */
     uint64_t planned_bytes;
-    uint64_t peak_bytes;
+    uint64_t peak_bytes;   /* RUN_PEAK_UNKNOWN: never reported (its worker was killed) */
     train_result res;
     double test_loss, test_accuracy, test_mae, test_rmse; /* NaN: none, or not this task's */
     int64_t *confusion;    /* [classes, classes] on the test set: row true, column predicted */

@@ -584,7 +584,7 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
     out->seconds = e->res.seconds;
     out->params = e->L.n_params;
     out->planned_bytes = e->planned_bytes;
-    out->peak_bytes = e->peak_bytes;
+    out->peak_bytes = e->peak_bytes == RUN_PEAK_UNKNOWN ? 0 : e->peak_bytes;
     if (lock)
         pthread_mutex_unlock(&mut->lock);
     return COHORT_OK;

@@ -833,6 +833,7 @@ static void reap(sched *s, job *j)
         m.best = e->res.best;
         m.seconds = e->res.seconds;
         m.test_loss = m.test_accuracy = m.test_mae = m.test_rmse = NAN;
+        m.peak_bytes = RUN_PEAK_UNKNOWN; /* the worker held its group, but said nothing of it */
         str_copy(m.best_weights, sizeof m.best_weights, e->best_weights);
         str_copy(m.error, sizeof m.error,
                  !run->stop          ? why
