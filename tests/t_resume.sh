@@ -93,6 +93,22 @@ first_epoch() { # first_epoch DIR PID
     return 1
 }
 
+# The command a stop prints goes on with the same run: its --set (quoted for
+# the shell), strategy and threads too. It had printed the plan and --out
+# alone, and a run of changed settings then refused to resume.
+"$COHORT" train "$T/plan.yaml" --out "$T/setrun" --quiet --set defaults.epochs=25 \
+    --set 'defaults.optimizer={name: adam, lr: 0.002}' --strategy threads >/dev/null 2>"$T/setrun.err" &
+pid=$!
+first_epoch "$T/setrun" $pid && ok || bad "--set run: it ended before its first checkpoint"
+kill -INT $pid
+wait $pid
+go_on=$(sed -n 's/.*to go on: cohort train //p' "$T/setrun.err")
+[ -n "$go_on" ] && ok || bad "--set run: no command to go on: $(cat "$T/setrun.err")"
+eval "\"\$COHORT\" train $go_on --quiet" >/dev/null 2>"$T/setrun2.err" && ok ||
+    bad "the printed command did not go on: $go_on: $(cat "$T/setrun2.err")"
+/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); m={x['name']: x for x in r['models']}; assert all(x['status'] == 'ok' for x in m.values()) and m['adam']['config']['optimizer']['lr'] == 0.002, r['models']" \
+    "$T/setrun/results.json" && ok || bad "the printed command's run: $(cat "$T/setrun2.err")"
+
 # SIGTERM: the current step finishes, a checkpoint is written, exit 130; --resume finishes.
 "$COHORT" train "$T/plan.yaml" --out "$T/term" --quiet >/dev/null 2>"$T/term.err" &
 pid=$!

@@ -42,6 +42,42 @@ static void on_signal(int sig)
         cohort_run_request_stop(current_run);
 }
 
+/* s as one shell word: as it is where it holds only safe characters, else
+ * in single quotes. */
+static void put_word(strbuf *b, const char *s)
+{
+    sb_puts(b, " ");
+    if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./=:,+@%") ==
+                  strlen(s)) {
+        sb_puts(b, s);
+        return;
+    }
+    sb_puts(b, "'");
+    for (; *s; s++)
+        sb_puts(b, *s == '\'' ? "'\\''" : (char[2]){*s, 0});
+    sb_puts(b, "'");
+}
+
+/* The command that goes on with this run: its plan, --out, and what else
+ * makes it the same run (its --set words, set_words, made while argv's were
+ * at hand; its share, its strategy and threads). */
+static void resume_command(strbuf *b, const char *plan, const char *out, const char *set_words,
+                           const char *shard, const char *strategy, const char *threads)
+{
+    sb_puts(b, "cohort train");
+    put_word(b, plan);
+    sb_puts(b, " --out");
+    put_word(b, out);
+    sb_puts(b, set_words);
+    const char *opt[][2] = {{"--shard", shard}, {"--strategy", strategy}, {"--threads", threads}};
+    for (int i = 0; i < 3; i++)
+        if (opt[i][1]) {
+            sb_printf(b, " %s", opt[i][0]);
+            put_word(b, opt[i][1]);
+        }
+    sb_puts(b, " --resume");
+}
+
 int cmd_train(int argc, char **argv)
 {
     const char *plan_path = NULL, *out = NULL, *strategy = NULL, *threads = NULL, *shard = NULL;
@@ -135,6 +171,17 @@ int cmd_train(int argc, char **argv)
     cohort_error err;
     cohort_plan *plan = NULL;
     cohort_status st = cohort_plan_load(plan_path, sets, n_sets, &plan, &err);
+    /* The --set words of the command that goes on after a stop. */
+    char set_words[4096] = "";
+    strbuf sw;
+    sb_init(&sw);
+    for (int i = 0; i < n_sets; i++) {
+        sb_puts(&sw, " --set");
+        put_word(&sw, sets[i]);
+    }
+    if (sw.data && (sw.failed || str_copy(set_words, sizeof set_words, sw.data)))
+        str_copy(set_words, sizeof set_words, " [the same --set options]");
+    sb_free(&sw);
     free(sets);
     if (st)
         return cli_usage_error(NULL, "%s", err.message);
@@ -244,13 +291,14 @@ int cmd_train(int argc, char **argv)
     if (pruned && !ranks)
         printf("the scheduler stopped %d of %d models at a rung (status pruned)\n", pruned,
                run->n);
-    if (run->disk_full && !ranks)
-        fprintf(stderr, "cohort: %s: cohort train %s --out %s --resume\n", err.message, plan_path,
-                out);
-    else if (st == COHORT_ERR_INTERRUPTED && !ranks)
-        fprintf(stderr, "cohort: %s; to go on: cohort train %s --out %s --resume\n", err.message,
-                plan_path, out);
-    else if (st && st != COHORT_ERR_PARTIAL)
+    if ((run->disk_full || st == COHORT_ERR_INTERRUPTED) && !ranks) {
+        strbuf cmd;
+        sb_init(&cmd);
+        resume_command(&cmd, plan_path, out, set_words, shard, strategy, threads);
+        fprintf(stderr, run->disk_full ? "cohort: %s: %s\n" : "cohort: %s; to go on: %s\n",
+                err.message, cmd.failed || !cmd.data ? "--resume" : cmd.data);
+        sb_free(&cmd);
+    } else if (st && st != COHORT_ERR_PARTIAL)
         fprintf(stderr, "cohort: %s\n", err.message);
 #ifdef COHORT_HAVE_MPI
     if (mpi) {
