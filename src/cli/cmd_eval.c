@@ -132,10 +132,10 @@ int cmd_eval(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             puts("usage: cohort eval WEIGHTS --data SPEC [--json]\n\n"
                  "Loss and accuracy (regression: mae and rmse) of the model saved in WEIGHTS\n"
-                 "(a .safetensors file that\n"
-                 "cohort wrote) on the dataset SPEC, e.g. fashion-mnist:test or csv:file.csv.\n"
-                 "The model is rebuilt from what WEIGHTS stores (layers, input shape); its\n"
-                 "classes are its last layer's units, so the data may hold fewer of them.\n"
+                 "(a .safetensors file that cohort wrote) on the dataset SPEC, e.g.\n"
+                 "fashion-mnist:test or csv:file.csv. The model is rebuilt from what WEIGHTS\n"
+                 "stores (layers, input shape); its classes are its last layer's units, so\n"
+                 "the data may hold fewer of them. "
                  "Paths are relative to the current directory.");
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--data", &v)) {

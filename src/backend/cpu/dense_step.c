@@ -176,7 +176,7 @@ const char *cpu_isa_why(void)
     }
     if (want && *want)
         snprintf(ignored, sizeof ignored,
-                 " (COHORT_CPU_KERNELS='%.32s' is not avx512, avx2 or blas: ignored)", want);
+                 "; COHORT_CPU_KERNELS='%.32s' is not avx512, avx2 or blas: ignored", want);
     snprintf(why, sizeof why, "%s%s",
              best == ISA_NONE ? "no AVX2 with FMA on this CPU: OpenBLAS for every product"
                               : "own kernels, the widest this CPU has",
