@@ -22,7 +22,7 @@ for after in 12 30; do
     COHORT_TEST_DISK_FULL_AFTER=$after expect_status 1 "disk full after $after writes" -- \
         "$COHORT" train "$T/plan.yaml" --out "$d" --threads 1
     expect_err "the disk is full: writing $d/" "disk full after $after"
-    expect_err "--out $d --resume" "disk full after $after"
+    expect_err "--out $d --threads 1 --resume" "disk full after $after" # the command repeats --threads
     expect_err "stale on disk: results.json" "disk full after $after"
     expect_err "interrupted: not started: the disk is full" "disk full after $after: no model starts after it"
     # Nothing written after the failed write: no checkpoint of a model not started.
