@@ -193,8 +193,8 @@ int cmd_compare(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             puts("usage: cohort compare DIR... [--by test|val] [--json]\n\n"
                  "One table of the models of several output directories of cohort train:\n"
-                 "dir, model, status, params, best epoch, its val loss, best val accuracy, test\n"
-                 "accuracy (for regression also val and test mae) and\n"
+                 "dir, model, status, params, epochs trained, best epoch, its val loss, best\n"
+                 "val accuracy, test accuracy (for regression also val and test mae) and\n"
                  "seconds, best first. --by test (the default) sorts by test accuracy, then\n"
                  "val accuracy; --by val the other way round. --json prints the rows as JSON.");
             return 0;

@@ -27,7 +27,7 @@ static const char *help =
     "                     models): remove them and train (without it: refused)\n"
     "  --shard I/N        train only share I (0 to N-1) of N shares of the models, split\n"
     "                     by cost; `cohort merge` joins the shares' DIRs (docs/cluster.md)\n"
-    "  --quiet            print only the final table\n"
+    "  --quiet, -q        print only the final table\n"
     "  -h, --help         show this help\n"
     "\n"
     "exit status: 0 all models trained, 1 some failed (the rest finished),\n"
