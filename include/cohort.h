@@ -286,9 +286,9 @@ typedef struct cohort_model_result {
 
 /* Model i's result so far. May be called while cohort_run_train runs, from
  * another thread or from on_event: it reads the run under its lock. name
- * points into the plan, the other strings into the run, valid until
- * cohort_run_free; error may be replaced by a later call for the same model
- * (when the model's error changed), so copy it where calls overlap. */
+ * points into the plan, the other strings into the run; each stays as it
+ * was given until cohort_run_free (a later call gives a new error string
+ * where the model's error changed). */
 cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model_result *out);
 
 /* ---- saved models ------------------------------------------------------ */

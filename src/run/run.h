@@ -52,8 +52,11 @@ typedef struct model_entry {
     model_spec *own_spec;  /* pbt: the model's spec with its settings now, owned (config_json too) */
     pbt_step *lineage;     /* pbt: its exploits, oldest first, owned */
     int n_lineage;
-    char result_error[768]; /* res.error as cohort_run_model_result last gave it, under
-                               run->lock: res.error itself changes while the caller reads */
+    /* res.error as cohort_run_model_result last gave it (owned, under
+     * run->lock): res.error changes while a caller reads, so a change gives
+     * a new copy, and the copies given before stay until the run is freed
+     * (run->old_errors), for a poller that still reads one. */
+    char *result_error;
 } model_entry;
 
 /* A model's checkpoint, read back. */
@@ -94,6 +97,8 @@ struct cohort_run {
     struct run_group_info *trained_groups; /* the groups it trained in (owned), for the plan
                                               after */
     int n_trained_groups;
+    char **old_errors; /* result_error copies replaced since, freed with the run */
+    int n_old_errors;
 };
 
 /* This thread is inside run's on_event callback, so holds run->lock. */

@@ -521,8 +521,12 @@ void cohort_run_free(cohort_run *run)
             free(run->m[i].own_spec->config_json);
         free(run->m[i].own_spec);
         free(run->m[i].lineage);
+        free(run->m[i].result_error);
     }
     free(run->m);
+    for (int i = 0; i < run->n_old_errors; i++)
+        free(run->old_errors[i]);
+    free(run->old_errors);
     free(run->trained_groups);
     if (run->own_devices)
         devices_free(run->devices);
@@ -561,11 +565,26 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
     /* The plan's name: a pbt exploit replaces e->spec. */
     out->name = run->plan->models[e->plan_index].name;
     out->status = model_state_str(e->res.state);
-    /* A copy, rewritten only when the error changes: res.error is written
-     * by the jobs without regard to a caller still reading it. */
-    if (strcmp(e->result_error, e->res.error) != 0)
-        str_copy(e->result_error, sizeof e->result_error, e->res.error);
-    out->error = e->result_error;
+    /* A copy, made anew only when the error changes (res.error is written by
+     * the jobs without regard to a caller still reading it); the copy it
+     * replaces is kept, for a caller still reading that one. */
+    if (!e->result_error || strcmp(e->result_error, e->res.error) != 0) {
+        char *copy = strdup(e->res.error);
+        char **old = e->result_error
+                         ? realloc(mut->old_errors, (size_t)(mut->n_old_errors + 1) * sizeof *old)
+                         : mut->old_errors;
+        if (copy && (!e->result_error || old)) {
+            if (e->result_error)
+                old[mut->n_old_errors++] = e->result_error;
+            mut->old_errors = old;
+            e->result_error = copy;
+        } else {
+            free(copy); /* out of memory: the last copy, or none */
+            if (old)
+                mut->old_errors = old;
+        }
+    }
+    out->error = e->result_error ? e->result_error : "";
     out->device = e->device >= 0 ? run->devices->dev[e->device].info.name : "";
     out->epochs_run = e->res.epochs_run;
     out->best_epoch = e->res.best_epoch;
