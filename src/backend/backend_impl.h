@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 7
+#define COHORT_BACKEND_API_VERSION 9 /* never reused: 8 was briefly taken (2026-12-05) */
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 

@@ -29,6 +29,8 @@ typedef struct layer_pass {
     int batch;                   /* the batch size B the buffers hold */
     int training;                /* 0: inference (no dropout, moving statistics) */
     uint64_t counter;            /* the step's number: unique dropout masks */
+    const unsigned char *active; /* [count] or NULL: 0 for a model no longer trained, whose
+                                  * batch-norm moving statistics stay as they are */
     const float *X;              /* input activations [rows, in] */
     float *Y;                    /* output activations [rows, out] */
     size_t sX, sY;

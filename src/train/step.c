@@ -117,6 +117,7 @@ void group_forward(train_group *g, krange r, int rows, int training, uint64_t co
         layer_pass p = pass_of(g, i, r, rows, ls);
         p.training = training;
         p.counter = counter;
+        p.active = g->active + r.k0;
         if (i == 0) {
             p.XT = input_transposed(g, r, rows, &p.sXT);
             p.ldt = g->xt_ldt;

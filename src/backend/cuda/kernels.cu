@@ -648,7 +648,7 @@ __global__ void k_maxpool_fwd(float *Y, size_t sY, int32_t *ARG, size_t sarg, co
                     at = iy * g.w + ix;
                 }
             }
-        y[i] = best;
+        y[i] = at < 0 ? 0.0f : best; /* kern_maxpool_fwd: 0 and -1 */
         arg[i] = at;
     }
 }
@@ -682,7 +682,8 @@ __global__ void k_maxpool_bwd(float *DX, size_t sdX, const float *DY, size_t sdY
 }
 
 /* Y (n, oh, ow, c) per model: one thread per output sums its window's
- * pixels inside the image in double and divides by their number. */
+ * pixels inside the image in float, in kern_avgpool_fwd's order, and
+ * multiplies by 1/pixels as it does (0 for a window with none). */
 __global__ void k_avgpool_fwd(float *Y, size_t sY, const float *X, size_t sX, window_geom g)
 {
     float *y = Y + blockIdx.y * sY;
@@ -696,11 +697,12 @@ __global__ void k_avgpool_fwd(float *Y, size_t sY, const float *X, size_t sX, wi
         int ya, yb, xa, xb;
         inside(oy, g.sh, g.pad_top, g.kh, g.h, ya, yb);
         inside(ox, g.sw, g.pad_left, g.kw, g.w, xa, xb);
-        double s = 0.0;
+        int pixels = (yb - ya) * (xb - xa);
+        float s = 0.0f;
         for (int iy = ya; iy < yb; iy++)
             for (int ix = xa; ix < xb; ix++)
                 s += xi[((size_t)iy * g.w + ix) * g.c];
-        y[i] = (float)(s / ((yb - ya) * (xb - xa)));
+        y[i] = pixels > 0 ? s * (1.0f / (float)pixels) : 0.0f;
     }
 }
 
@@ -726,7 +728,7 @@ __global__ void k_avgpool_bwd(float *DX, size_t sdX, const float *DY, size_t sdY
                 int xa, xb;
                 inside(ox, g.sw, g.pad_left, g.kw, g.w, xa, xb);
                 size_t o = (((size_t)img * g.oh + oy) * g.ow + ox) * g.c + ch;
-                s += dy[o] / (float)((yb - ya) * (xb - xa));
+                s += dy[o] * (1.0f / (float)((yb - ya) * (xb - xa))); /* dy * inv, as the CPU */
             }
         }
         dx[i] = s;
@@ -797,32 +799,37 @@ __global__ void k_bn_fwd_train(float *Y, size_t sY, const float *X, size_t sX,
     float *y = Y + k * sY;
     const float *x = X + k * sX;
     bn_lane b = bn_lane_of(C);
+    /* As kern_bn_fwd_train: sums about the channel's first value (the
+     * variance stays exact for a large mean), mean and variance in double,
+     * Y = (X - mean) * (float)(gamma * inv_std) + beta. rows > 0 here. */
     double s1 = 0.0, s2 = 0.0;
-    if (b.on)
+    float ref = 0.0f;
+    if (b.on) {
+        ref = x[b.ch];
         for (int r = b.first; r < rows; r += b.step) {
-            double v = x[(size_t)r * C + b.ch];
-            s1 += v;
-            s2 += v * v;
+            double d = (double)x[(size_t)r * C + b.ch] - (double)ref;
+            s1 += d;
+            s2 += d * d;
         }
+    }
     bn_block_sums(b, s1, s2, s1, s2);
     if (!b.on)
         return;
-    double mean = s1 / rows, var = s2 / rows - mean * mean;
-    if (var < 0.0)
-        var = 0.0; /* E[x^2] - mean^2 can round below 0 for a constant channel */
-    float m = (float)mean, inv = (float)(1.0 / sqrt(var + (double)a.eps[k]));
+    double dm = s1 / rows, var = s2 / rows - dm * dm;
+    var = var > 0.0 ? var : 0.0;
+    double mu = (double)ref + dm, inv = 1.0 / sqrt(var + (double)a.eps[k]);
     size_t p = k * sp + b.ch;
+    float m = (float)mu, scale = (float)((double)GAMMA[p] * inv), be = BETA[p];
     if (b.s == 0 && threadIdx.y == 0) {
         float *stat = STAT + k * sst, mom = a.momentum[k];
         stat[b.ch] = m;
-        stat[C + b.ch] = inv;
+        stat[C + b.ch] = (float)inv;
         MM[p] = mom * MM[p] + (1.0f - mom) * m;
         MV[p] = mom * MV[p] + (1.0f - mom) * (float)var;
     }
-    float g = GAMMA[p], be = BETA[p];
     for (int r = b.first; r < rows; r += b.step) {
         size_t o = (size_t)r * C + b.ch;
-        y[o] = g * ((x[o] - m) * inv) + be;
+        y[o] = (x[o] - m) * scale + be;
     }
 }
 
@@ -839,8 +846,9 @@ __global__ void k_bn_fwd_infer(float *Y, size_t sY, const float *X, size_t sX,
     ELEMENTS(i, n)
     {
         size_t p = k * sp + i % (size_t)C;
-        float inv = 1.0f / sqrtf(MV[p] + eps);
-        y[i] = GAMMA[p] * ((x[i] - MM[p]) * inv) + BETA[p];
+        /* kern_bn_fwd_infer's scale, in double, rounded once. */
+        float scale = (float)((double)GAMMA[p] / sqrt((double)MV[p] + (double)eps));
+        y[i] = (x[i] - MM[p]) * scale + BETA[p];
     }
 }
 
@@ -853,33 +861,34 @@ __global__ void k_bn_bwd(float *DX, size_t sdX, const float *DY, size_t sdY, con
     int k = blockIdx.y;
     const float *dy = DY + k * sdY, *x = X + k * sX, *stat = STAT + k * sst;
     bn_lane b = bn_lane_of(C);
-    float m = 0.0f, inv = 0.0f;
+    /* As kern_bn_bwd: sums of dY and dY * (X - mean) in double, then
+     * dX = A dY + B (X - mean) + D with kern_bn_bwd's A, B and D. */
+    float m = 0.0f;
     double sd = 0.0, sdx = 0.0;
     if (b.on) {
         m = stat[b.ch];
-        inv = stat[C + b.ch];
         for (int r = b.first; r < rows; r += b.step) {
             size_t o = (size_t)r * C + b.ch;
-            float xh = (x[o] - m) * inv;
-            sd += dy[o];
-            sdx += (double)dy[o] * xh;
+            sd += (double)dy[o];
+            sdx += (double)dy[o] * ((double)x[o] - (double)m);
         }
     }
     bn_block_sums(b, sd, sdx, sd, sdx);
     if (!b.on)
         return;
+    double inv = (double)stat[C + b.ch], dg = sdx * inv;
     if (b.s == 0 && threadIdx.y == 0) {
-        DG[k * sg + b.ch] = (float)sdx;
+        DG[k * sg + b.ch] = (float)dg;
         DB[k * sg + b.ch] = (float)sd;
     }
     if (!DX)
         return;
-    float *dx = DX + k * sdX, g = GAMMA[k * sp + b.ch];
-    float mg = (float)(g * sd / rows), mgx = (float)(g * sdx / rows);
+    float *dx = DX + k * sdX;
+    double ga = (double)GAMMA[k * sp + b.ch] * inv, n = (double)rows;
+    float A = (float)ga, Bc = (float)(-ga * inv * dg / n), D = (float)(-ga * sd / n);
     for (int r = b.first; r < rows; r += b.step) {
         size_t o = (size_t)r * C + b.ch;
-        float xh = (x[o] - m) * inv;
-        dx[o] = inv * (dy[o] * g - mg - xh * mgx);
+        dx[o] = A * dy[o] + Bc * (x[o] - m) + D;
     }
 }
 

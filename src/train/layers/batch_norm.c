@@ -47,7 +47,10 @@ static void bn_forward(const layer_pass *p)
     float *gamma = p->W + lp->p_off, *beta = gamma + C;
     float *mean = p->W + lp->s_off, *var = mean + C;
     for (int k = 0; k < p->count; k++) {
-        p->host[k] = p->ls[k]->momentum;
+        /* A stopped model of a group trained op by op (a GPU) still runs
+         * forward: momentum 1 leaves its moving statistics as they were,
+         * as a model trained alone or model by model (a CPU) has them. */
+        p->host[k] = !p->active || p->active[k] ? p->ls[k]->momentum : 1.0f;
         p->host[p->count + k] = p->ls[k]->epsilon;
     }
     bn_step o = {p->host, p->host + p->count};
