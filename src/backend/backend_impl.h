@@ -97,6 +97,10 @@ typedef struct backend_ops {
 
     /* -- contexts and memory -- */
     cohort_status (*ctx_create)(int device, int threads, backend_ctx **out, cohort_error *err);
+    /* The first error the device reported on ctx ("" for none): after one,
+     * what it copies back is NaN, which the trainer must not take for a
+     * diverged model, nor save as weights. Optional (NULL: none can occur). */
+    const char *(*ctx_error)(const backend_ctx *ctx);
     void (*ctx_free)(backend_ctx *ctx);
     /* Raw device memory, 64-byte aligned; NULL when the device has none left. */
     void *(*mem_alloc)(int device, size_t bytes);

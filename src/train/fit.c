@@ -192,13 +192,20 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                     continue;
                 if (!isfinite(st[4 * k + 2]) || !isfinite(st[4 * k])) {
                     g->active[k] = 0;
+                    res[k].epochs_run = epoch - 1;
+                    const char *dev = group_device_error(g);
+                    if (*dev) { /* the device's NaN, not the model's */
+                        res[k].state = MODEL_FAILED;
+                        snprintf(res[k].error, sizeof res[k].error,
+                                 "the device failed at epoch %d: %s", epoch, dev);
+                        continue;
+                    }
                     res[k].state = MODEL_DIVERGED;
                     snprintf(res[k].error, sizeof res[k].error,
                              "loss became %s at epoch %d, step %lld%s; lower the learning rate "
                              "(now %g)",
                              isnan(st[4 * k + 2]) ? "NaN" : "Inf", epoch, (long long)step + 1,
                              stats_every > 1 || blocked ? " or before" : "", (double)g->lr[k]);
-                    res[k].epochs_run = epoch - 1;
                     continue;
                 }
                 if (cb && cb->on_step) {

@@ -316,3 +316,9 @@ void group_set_state(train_group *g, int k, const float *params, const float *m,
 
 int group_opt_slots(const train_group *g) { return g->L.opt_slots; }
 int group_keeps_best(const train_group *g) { return g->best != NULL; }
+
+const char *group_device_error(const train_group *g)
+{
+    const char *e = g->be->ctx_error ? g->be->ctx_error(g->ctx) : NULL;
+    return e ? e : "";
+}

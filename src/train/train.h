@@ -174,6 +174,9 @@ int output_class(const model_layout *L, const float *row);
 
 /* Copy model k's parameters ([P], the layout's order) to or from host memory. */
 void group_get_params(train_group *g, int k, float *host);
+/* The first error the group's device reported ("" for none; a CPU has
+ * none): after one, what the device copies back is NaN. */
+const char *group_device_error(const train_group *g);
 void group_set_params(train_group *g, int k, const float *host);
 
 /* For tests: the mean loss of each model on the first min(n, B) rows of d

@@ -842,6 +842,8 @@ void cu_bn_bwd_op(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t
                                 dbeta, sg, rows, C, count));
 }
 
+EXPORT const char *cohort_cuda_ctx_error(const backend_ctx *ctx);
+
 backend_ops make_ops()
 {
     backend_ops o;
@@ -850,6 +852,7 @@ backend_ops make_ops()
     o.api_version = COHORT_BACKEND_API_VERSION;
     o.model_major = 0;  /* op by op over the group: one launch feeds every model */
     o.stats_every = 16; /* a read of the metrics waits for the stream */
+    o.ctx_error = cohort_cuda_ctx_error;
     o.ctx_create = cu_ctx_create;
     o.ctx_free = cu_ctx_free;
     o.mem_alloc = cu_mem_alloc;
