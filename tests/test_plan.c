@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -324,6 +325,27 @@ static void test_optimizers(void)
                 "plan.yaml:5: momentum must be a number in [0, 1), got '1'");
     EXPECT_WITH("    optimizer: {beta_2: 1.0}\n", "plan.yaml:5: beta_2 must be a number in [0, 1)");
     EXPECT_WITH("    optimizer: {epsilon: 0}\n", "plan.yaml:5: epsilon must be a positive number");
+    /* Training flushes denormals: a clip of 1e-38 was read as none, an
+     * epsilon of 1e-40 as 0 (0 / 0 for a weight with no gradient). */
+    EXPECT_WITH("    optimizer: {epsilon: 1e-40}\n",
+                "plan.yaml:5: epsilon must be at least 1.17549435e-38, float32's smallest normal "
+                "number (training flushes smaller ones to zero), got '1e-40'");
+    EXPECT_WITH("    optimizer: {clipnorm: 1e-38}\n",
+                "plan.yaml:5: clipnorm must be at least 1.17549435e-38, float32's smallest "
+                "normal number");
+    EXPECT_WITH("    optimizer: {name: sgd, lr: 1.0e-39}\n", "plan.yaml:5: lr must be at least");
+    EXPECT_WITH("    optimizer: {schedule: {piecewise_constant: {boundaries: [5], values: [0.1, "
+                "1e-39]}}}\n",
+                "plan.yaml:5: a value of piecewise_constant must be at least 1.17549435e-38");
+    EXPECT_WITH("scheduler: {name: pbt, perturbation_interval: 2, hyperparam_mutations: "
+                "{optimizer.lr: {choice: [1.0e-40, 0.1]}}}\n",
+                "optimizer.lr takes values in [1.17549e-38, inf), but its distribution reaches");
+    t = with("    optimizer: {name: adam, epsilon: 1.17549435e-38, clipvalue: 1.17549435e-38}\n");
+    p = PARSE(t, NULL, 0);
+    if (p)
+        CHECK(p->models[0].opt.eps == FLT_MIN && p->models[0].opt.clipvalue == FLT_MIN);
+    cohort_plan_free(p);
+    free(t);
     EXPECT_WITH("    optimizer: [adam]\n", "plan.yaml:5: optimizer of model 'm' must be a name");
     EXPECT_WITH("    optimizer: {lerning_rate: 0.1}\n",
                 "plan.yaml:5: unknown key 'lerning_rate' in the optimizer of model 'm' (did you "
@@ -689,6 +711,8 @@ static void test_image_layers(void)
                   "plan.yaml:5: momentum of layers.0 must be a number in [0, 1), got '-0.1'");
     EXPECT_LAYERS("      - {batch_normalization: {epsilon: 0}}\n",
                   "plan.yaml:5: epsilon of layers.0 must be a positive number, got '0'");
+    EXPECT_LAYERS("      - {batch_normalization: {epsilon: 5e-39}}\n",
+                  "plan.yaml:5: epsilon of layers.0 must be at least 1.17549435e-38");
     EXPECT_LAYERS("      - {batch_normalization: {momentun: 0.9}}\n",
                   "plan.yaml:5: unknown key 'momentun' in batch_normalization of layers.0 of "
                   "model 'm' (did you mean 'momentum'?)");

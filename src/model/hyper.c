@@ -8,6 +8,7 @@
  */
 #include "model/model.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,12 +23,14 @@ typedef struct hyper_key {
     int lo_open, hi_open;
 } hyper_key;
 
+/* lr and epsilon from FLT_MIN: training flushes denormals to zero. */
 static const hyper_key keys[] = {
-    {"lr", 0, ~0u, 0, HUGE_VAL, 1, 1},
+    {"lr", 0, ~0u, FLT_MIN, HUGE_VAL, 0, 1},
     {"momentum", 0, (1u << OPT_SGD) | (1u << OPT_RMSPROP), 0, 1, 0, 0},
     {"beta_1", 0, OPTS_ADAM, 0, 1, 0, 1},
     {"beta_2", 0, OPTS_ADAM, 0, 1, 0, 1},
-    {"epsilon", 0, OPTS_ADAM | (1u << OPT_RMSPROP) | (1u << OPT_ADAGRAD), 0, HUGE_VAL, 1, 1},
+    {"epsilon", 0, OPTS_ADAM | (1u << OPT_RMSPROP) | (1u << OPT_ADAGRAD), FLT_MIN, HUGE_VAL, 0,
+     1},
     {"weight_decay", 0, 1u << OPT_ADAMW, 0, HUGE_VAL, 0, 1},
     {"rho", 0, 1u << OPT_RMSPROP, 0, 1, 0, 1},
     {"dropout", 1, 0, 0, 1, 0, 1},

@@ -7,6 +7,7 @@
 #include "plan/yamltree.h"
 #include "util/util.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -624,10 +625,15 @@ static cohort_status build_piecewise(const yctx *c, const ynode *m, lr_schedule 
                               ll, (long long)s->bounds[i - 1]);
         s->bounds[i] = ll;
     }
-    for (size_t i = 0; i < v->n; i++)
+    /* Kept in double for the spec's JSON; the rate is a float at run time. */
+    for (size_t i = 0; i < v->n; i++) {
         if ((st = yget_num(c, v->vals[i], "a value of piecewise_constant", YR_POSITIVE, 0,
                            &s->values[i])))
             return st;
+        if ((float)s->values[i] < FLT_MIN)
+            return ynode_fail(c, v->vals[i], YNUM_TINY_MSG, "a value of piecewise_constant",
+                              ynode_describe(v->vals[i], got, sizeof got));
+    }
     return COHORT_OK;
 }
 

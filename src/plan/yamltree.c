@@ -3,6 +3,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -537,9 +538,14 @@ cohort_status yget_num(const yctx *c, const ynode *n, const char *what, yrange r
         ok = isfinite(f);
         v = (double)f;
     }
+    /* Training flushes denormals to zero (fit.c), so a positive float below
+     * the smallest normal would act as 0: a clip off, an epsilon of 0. */
+    int tiny = 0;
     if (ok) {
         switch (range) {
-        case YR_POSITIVE: ok = v > 0; break;
+        case YR_POSITIVE:
+            ok = v > 0 && !(tiny = as_float && v < FLT_MIN);
+            break;
         case YR_NONNEG: ok = v >= 0; break;
         case YR_UNIT: ok = v >= 0 && v < 1; break;
         }
@@ -549,6 +555,8 @@ cohort_status yget_num(const yctx *c, const ynode *n, const char *what, yrange r
         return COHORT_OK;
     }
     ynode_describe(n, got, sizeof got);
+    if (tiny)
+        return ynode_fail(c, n, YNUM_TINY_MSG, what, got);
     switch (range) {
     case YR_POSITIVE:
         return ynode_fail(c, n, "%s must be a positive number, got %s", what, got);

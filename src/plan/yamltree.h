@@ -93,9 +93,15 @@ typedef enum yrange {
     YR_NONNEG,   /* >= 0 */
     YR_UNIT      /* in [0, 1) */
 } yrange;
-/* A finite number in range; as_float: also finite (and in range) as a float. */
+/* A finite number in range; as_float: also finite (and in range) as a float,
+ * and when positive at least FLT_MIN (training flushes denormals to zero). */
 cohort_status yget_num(const yctx *c, const ynode *n, const char *what, yrange range,
                        int as_float, double *out);
+/* The error of a positive float setting below FLT_MIN: its name, then the
+ * value as given. */
+#define YNUM_TINY_MSG                                                                      \
+    "%s must be at least 1.17549435e-38, float32's smallest normal number (training "    \
+    "flushes smaller ones to zero), got %s"
 /* true/false/yes/no, any case. */
 cohort_status yget_bool(const yctx *c, const ynode *n, const char *what, int *out);
 /* A non-empty text value that fits in buf (size bytes, NUL included). */
