@@ -80,4 +80,42 @@ for m in json.load(open(sys.argv[1]))["models"]:
     bites += any(b > a + f32 and not b - 0.01 > a for a, b in zip(h, h[1:]))
 assert bites, "no val_accuracy rose by exactly min_delta: the check is weak"
 PY
+# A val_loss that is NaN every epoch (validation inputs of 3e38 overflow the
+# logits) never improves. Keras 3 stops no earlier than its second epoch
+# (`epoch > 0`), and with restore_best_weights keeps the first epoch's weights
+# as the best and restores them. cohort stopped after the first and restored
+# nothing.
+$PY - "$T" "$(dirname "$0")" <<'PY' || bad "nan: could not write the data"
+import sys, numpy as np
+sys.path.insert(0, sys.argv[2])
+from st_numpy import write_safetensors
+d = sys.argv[1]
+x = np.random.default_rng(0).standard_normal((16, 2)).astype(np.float32)
+np.save(f"{d}/x.npy", x); np.save(f"{d}/y.npy", np.arange(16) % 2)
+np.save(f"{d}/xv.npy", np.full((4, 2), 3e38, np.float32)); np.save(f"{d}/yv.npy", np.arange(4) % 2)
+write_safetensors(f"{d}/init.safetensors", {"layers.0.weight": np.array([[1, 1], [1, 0.5]], np.float32),
+                                            "layers.0.bias": np.zeros(2, np.float32)})
+PY
+cat > "$T/nan.yaml" <<YAML
+data: {train: "npy:$T/x.npy,$T/y.npy", validation: "npy:$T/xv.npy,$T/yv.npy"}
+defaults: {epochs: 5, batch_size: 8, shuffle: false, init_from: $T/init.safetensors,
+           optimizer: {name: sgd, lr: 0.1}, layers: [{dense: 2, activation: softmax}]}
+models:
+  - {name: p0, early_stopping: {patience: 0}}
+  - {name: p2, early_stopping: {patience: 2, restore_best_weights: true}}
+  - {name: one, epochs: 1}
+YAML
+expect_status 0 "train nan" -- "$COHORT" train "$T/nan.yaml" --out "$T/nan" --quiet
+$PY - "$T/nan" "$(dirname "$0")" <<'PY' && ok || bad "nan val_loss: not Keras's EarlyStopping"
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from st_numpy import read_safetensors
+d = sys.argv[1]
+m = {r["name"]: r for r in json.load(open(f"{d}/results.json"))["models"]}
+assert m["p0"]["history"]["val_loss"][0] is None, m["p0"]["history"]
+got = {k: (m[k]["epochs_run"], m[k]["stopped_early"], m[k]["restored_epoch"]) for k in ("p0", "p2")}
+assert got == {"p0": (2, True, None), "p2": (2, True, 1)}, got
+w = lambda k: read_safetensors(f"{d}/models/{k}.safetensors")["layers.0.weight"]
+assert (w("p2") == w("one")).all() and (w("p0") != w("one")).any(), (w("p2"), w("one"), w("p0"))
+PY
 finish

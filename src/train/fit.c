@@ -288,21 +288,28 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
              * min_delta counts as Keras counts it. */
             int improved = isfinite(v) &&
                            (isnan(best) || (is_max ? v - delta > best : v + delta < best));
-            if (improved) {
-                res[k].best_value = v;
-                res[k].wait = 0;
+            /* Keras: with restore_best_weights, the first epoch's weights are
+             * the best until an epoch improves, which a NaN or Inf value never
+             * does; best_value stays NaN, so any finite value will. */
+            int is_best = improved || (es->enabled && es->restore_best && g->best &&
+                                       res[k].best_epoch == 0);
+            if (is_best) {
                 res[k].best_epoch = epoch;
                 res[k].best = *m;
                 if (g->best)
                     g->be->copy(g->ctx, g->best + (size_t)k * L->p_stride,
                                 g->params + (size_t)k * L->p_stride, 0, L->n_params, 1);
+            }
+            if (improved) {
+                res[k].best_value = v;
+                res[k].wait = 0;
             } else {
                 res[k].wait++;
             }
             if (cb && cb->on_epoch) {
                 cohort_error e;
                 e.message[0] = 0;
-                if (cb->on_epoch(cb->user, k, epoch, m, improved, &e)) {
+                if (cb->on_epoch(cb->user, k, epoch, m, is_best, &e)) {
                     g->active[k] = 0;
                     res[k].state = MODEL_FAILED;
                     str_copy(res[k].error, sizeof res[k].error, e.message);
@@ -310,8 +317,9 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                 }
             }
             plateau_step(g, k, m, &res[k]);
-            /* Keras: stop once `patience` epochs in a row did not improve. */
-            if (es->enabled && !improved && res[k].wait >= es->patience &&
+            /* Keras: stop once `patience` epochs in a row did not improve,
+             * never after the first (its `epoch > 0`). */
+            if (es->enabled && !improved && res[k].wait >= es->patience && epoch > 1 &&
                 epoch < g->spec[k]->epochs) {
                 g->active[k] = 0;
                 res[k].state = MODEL_OK;
