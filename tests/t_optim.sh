@@ -187,4 +187,40 @@ h = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}["r_plat"]["hi
 assert len(set(h)) >= 3, h
 PY
 
+# A monitored value that is NaN (validation inputs of 3e38 overflow the
+# logits) is no improvement, as in Keras 3's ReduceLROnPlateau: with patience
+# 1 the rate halves every epoch. cohort skipped NaN values and never cut. A
+# monitor the epochs lack (mae of a classifier) changes nothing, for the
+# plateau and for early stopping alike, as Keras skips one its logs lack.
+$PY - "$T" "$(dirname "$0")" <<'PY' || bad "nan: could not write the data"
+import sys, numpy as np
+sys.path.insert(0, sys.argv[2])
+from st_numpy import write_safetensors
+d = sys.argv[1]
+write_safetensors(f"{d}/init.safetensors", {"layers.0.weight": np.ones((2, 2), np.float32),
+                                            "layers.0.bias": np.zeros(2, np.float32)})
+np.save(f"{d}/x.npy", np.random.default_rng(0).standard_normal((16, 2)).astype(np.float32))
+np.save(f"{d}/y.npy", np.arange(16) % 2)
+np.save(f"{d}/xv.npy", np.full((4, 2), 3e38, np.float32)); np.save(f"{d}/yv.npy", np.arange(4) % 2)
+PY
+cat > "$T/nan.yaml" <<YAML
+data: {train: "npy:$T/x.npy,$T/y.npy", validation: "npy:$T/xv.npy,$T/yv.npy"}
+defaults: {epochs: 4, batch_size: 8, init_from: $T/init.safetensors, optimizer: {name: sgd, lr: 0.01},
+           layers: [{dense: 2, activation: softmax}]}
+models:
+  - {name: nan, reduce_lr_on_plateau: {patience: 1, factor: 0.5}}
+  - {name: lacks, reduce_lr_on_plateau: {monitor: mae, patience: 1, factor: 0.5},
+     early_stopping: {monitor: val_mae, patience: 0}}
+YAML
+expect_status 0 "train nan" -- "$COHORT" train "$T/nan.yaml" --out "$T/nan" --quiet
+$PY - "$T/nan/results.json" <<'PY' && ok || bad "plateau on NaN: not Keras's ReduceLROnPlateau"
+import json, sys
+m = {r["name"]: r for r in json.load(open(sys.argv[1]))["models"]}
+h = m["nan"]["history"]
+assert h["val_loss"] == [None] * 4, h
+assert [round(v, 6) for v in h["lr"]] == [0.01, 0.005, 0.0025, 0.00125], h["lr"]
+assert m["lacks"]["epochs_run"] == 4 and not m["lacks"]["stopped_early"], m["lacks"]
+assert [round(v, 6) for v in m["lacks"]["history"]["lr"]] == [0.01] * 4, m["lacks"]["history"]
+PY
+
 finish "($inside of 3 stops inside the run)"

@@ -53,6 +53,24 @@ void epoch_metrics_clear(epoch_metrics *m)
 /* Accuracies improve upwards; losses and errors downwards. */
 static int monitor_is_max(const char *monitor) { return strstr(monitor, "accuracy") != NULL; }
 
+/* Whether the epochs of layout L have the metric: accuracy or the errors by
+ * the task, a val_ one only with validation data. The plan cannot tell the
+ * task (mse on class labels counts accuracy); Keras skips a monitor its logs
+ * lack, and so does cohort. */
+static int monitor_present(const model_layout *L, int has_val, const char *monitor)
+{
+    if (strncmp(monitor, "val_", 4) == 0) {
+        if (!has_val)
+            return 0;
+        monitor += 4;
+    }
+    if (strcmp(monitor, "accuracy") == 0)
+        return L->metric != METRIC_ERRORS;
+    if (strcmp(monitor, "mae") == 0 || strcmp(monitor, "rmse") == 0)
+        return L->metric == METRIC_ERRORS;
+    return 1;
+}
+
 static double monitor_value(const char *monitor, const epoch_metrics *m)
 {
     const metric_field *f = epoch_metric_find(monitor);
@@ -64,22 +82,25 @@ static double monitor_value(const char *monitor, const epoch_metrics *m)
  * `patience` epochs in a row (not counting a cooldown) did not improve the
  * monitored metric by min_delta, the rate times factor, not below min_lr
  * (and not at all once it is there), then `cooldown` epochs of rest. A
- * metric the epoch does not have (NaN) changes nothing. The rate is a float,
+ * metric the epochs do not have changes nothing; a NaN value is no
+ * improvement, as in Keras (its comparison is false). The rate is a float,
  * as Keras's variable is.
  */
-static void plateau_step(train_group *g, int k, const epoch_metrics *m, train_result *r)
+static void plateau_step(train_group *g, int k, int has_val, const epoch_metrics *m,
+                         train_result *r)
 {
     const plateau_spec *p = &g->spec[k]->plateau;
-    double v = p->enabled ? monitor_value(p->monitor, m) : NAN;
-    if (isnan(v))
+    if (!p->enabled || !monitor_present(&g->L, has_val, p->monitor))
         return;
+    double v = monitor_value(p->monitor, m);
     if (r->plateau_cooldown > 0) {
         r->plateau_cooldown--;
         r->plateau_wait = 0;
     }
-    double best = r->plateau_best;
-    int better = isnan(best) || (monitor_is_max(p->monitor) ? v > best + p->min_delta
-                                                            : v < best - p->min_delta);
+    /* No best yet (NaN) is Keras's start of +-inf. */
+    int is_max = monitor_is_max(p->monitor);
+    double best = isnan(r->plateau_best) ? (is_max ? -HUGE_VAL : HUGE_VAL) : r->plateau_best;
+    int better = is_max ? v > best + p->min_delta : v < best - p->min_delta;
     if (better) {
         r->plateau_best = v;
         r->plateau_wait = 0;
@@ -290,8 +311,10 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                            (isnan(best) || (is_max ? v - delta > best : v + delta < best));
             /* Keras: with restore_best_weights, the first epoch's weights are
              * the best until an epoch improves, which a NaN or Inf value never
-             * does; best_value stays NaN, so any finite value will. */
-            int is_best = improved || (es->enabled && es->restore_best && g->best &&
+             * does; best_value stays NaN, so any finite value will. A monitor
+             * the epochs lack changes nothing (no wait, no stop), as in Keras. */
+            int count = !es->enabled || monitor_present(L, has_val, mon);
+            int is_best = improved || (count && es->enabled && es->restore_best && g->best &&
                                        res[k].best_epoch == 0);
             if (is_best) {
                 res[k].best_epoch = epoch;
@@ -303,7 +326,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
             if (improved) {
                 res[k].best_value = v;
                 res[k].wait = 0;
-            } else {
+            } else if (count) {
                 res[k].wait++;
             }
             if (cb && cb->on_epoch) {
@@ -316,10 +339,10 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                     continue;
                 }
             }
-            plateau_step(g, k, m, &res[k]);
+            plateau_step(g, k, has_val, m, &res[k]);
             /* Keras: stop once `patience` epochs in a row did not improve,
              * never after the first (its `epoch > 0`). */
-            if (es->enabled && !improved && res[k].wait >= es->patience && epoch > 1 &&
+            if (es->enabled && count && !improved && res[k].wait >= es->patience && epoch > 1 &&
                 epoch < g->spec[k]->epochs) {
                 g->active[k] = 0;
                 res[k].state = MODEL_OK;
