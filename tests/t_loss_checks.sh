@@ -49,6 +49,8 @@ bad_loss "from_logits after softmax" "loss sparse_categorical_crossentropy with 
 bad_loss "delta on mse" "'delta' applies to loss huber, not to loss mse" --set 'defaults.loss={name: mse, delta: 2}'
 bad_loss "smoothing on mae" "'label_smoothing' applies to the cross-entropy losses, not to loss mae" \
     --set 'defaults.loss={name: mae, label_smoothing: 0.1}'
+bad_loss "smoothing above 1" "label_smoothing must be a number in [0, 1], got '1.5'" \
+    --set 'defaults.loss={name: sparse_categorical_crossentropy, label_smoothing: 1.5}'
 bad_loss "class_weight count" "class_weight names classes 0..1, but the model has 3 classes; give a weight to each of 0..2" \
     --set defaults.loss=sparse_categorical_crossentropy --set 'defaults.class_weight={0: 1, 1: 2}'
 bad_loss "class_weight gap" "must be at most 1" \

@@ -5,12 +5,13 @@ give the same weights in cohort and in torch, and the history's loss and
 metrics (accuracy, or mae and rmse for regression; validation after the
 epoch) must be what torch computes for the same batches.
 
-Covered: sparse_categorical_crossentropy with label smoothing and with
-class_weight (Keras's weighted sum over the batch size, not torch's weighted
-mean), categorical_crossentropy on probability rows (softmax, and from_logits
-on a linear layer), binary_crossentropy (one sigmoid unit on 0/1 labels with
-class_weight; three units on probability rows with label smoothing), mse on
-two real-valued targets, mae on one, huber (delta 0.5).
+Covered: sparse_categorical_crossentropy with label smoothing (0.1 and 1, its
+upper bound) and with class_weight (Keras's weighted sum over the batch size,
+not torch's weighted mean), categorical_crossentropy on probability rows
+(softmax, and from_logits on a linear layer), binary_crossentropy (one sigmoid
+unit on 0/1 labels with class_weight; three units on probability rows with
+label smoothing; two with label smoothing 1), mse on two real-valued targets,
+mae on one, huber (delta 0.5).
 
 Tolerance: weights |cohort - torch| <= 2e-5 + 1e-4 |torch|; metrics 1e-4
 relative. Needs /usr/bin/python3 with numpy and torch (else skipped, 77)."""
@@ -156,6 +157,13 @@ CASES = {
     "mae_one": {"loss": "mae", "out": 1, "act": "linear", "plan_loss": "mae"},
     "huber": {"loss": "huber", "out": 2, "act": "linear",
               "plan_loss": {"name": "huber", "delta": 0.5}, "delta": 0.5},
+    # label_smoothing 1 (Keras and torch take [0, 1]): every target uniform
+    "sce_smooth1": {"loss": "sce", "out": 3, "act": "softmax",
+                    "plan_loss": {"name": "sparse_categorical_crossentropy", "label_smoothing": 1.0},
+                    "smoothing": 1.0},
+    "bce_smooth1": {"loss": "bce", "out": 2, "act": "sigmoid",
+                    "plan_loss": {"name": "binary_crossentropy", "label_smoothing": 1.0},
+                    "smoothing": 1.0},
 }
 
 

@@ -833,7 +833,8 @@ static cohort_status build_loss(const yctx *c, const ynode *n, const char *label
             if ((st = yget_bool(c, v, "from_logits", &s->from_logits)))
                 return st;
         } else if (strcmp(k, "label_smoothing") == 0) {
-            if ((st = yget_num(c, v, "label_smoothing", YR_UNIT, 1, &d)))
+            /* [0, 1] as Keras and torch: 1 makes every target uniform. */
+            if ((st = yget_num(c, v, "label_smoothing", YR_UNIT_ALL, 1, &d)))
                 return st;
             s->label_smoothing = (float)d;
         } else {

@@ -548,6 +548,7 @@ cohort_status yget_num(const yctx *c, const ynode *n, const char *what, yrange r
             break;
         case YR_NONNEG: ok = v >= 0; break;
         case YR_UNIT: ok = v >= 0 && v < 1; break;
+        case YR_UNIT_ALL: ok = v >= 0 && v <= 1; break;
         }
     }
     if (ok) {
@@ -562,6 +563,8 @@ cohort_status yget_num(const yctx *c, const ynode *n, const char *what, yrange r
         return ynode_fail(c, n, "%s must be a positive number, got %s", what, got);
     case YR_NONNEG:
         return ynode_fail(c, n, "%s must be a number >= 0, got %s", what, got);
+    case YR_UNIT_ALL:
+        return ynode_fail(c, n, "%s must be a number in [0, 1], got %s", what, got);
     case YR_UNIT:
         break;
     }

@@ -91,7 +91,8 @@ cohort_status yget_u64(const yctx *c, const ynode *n, const char *what, unsigned
 typedef enum yrange {
     YR_POSITIVE, /* > 0 */
     YR_NONNEG,   /* >= 0 */
-    YR_UNIT      /* in [0, 1) */
+    YR_UNIT,     /* in [0, 1) */
+    YR_UNIT_ALL  /* in [0, 1] */
 } yrange;
 /* A finite number in range; as_float: also finite (and in range) as a float,
  * and when positive at least FLT_MIN (training flushes denormals to zero). */
