@@ -70,6 +70,17 @@ static cohort_data train_data(void)
     return d;
 }
 
+/* Run options with d as memory:train, under strategy s. */
+static cohort_run_options options_on(cohort_data *d, cohort_strategy s)
+{
+    cohort_run_options opt;
+    cohort_run_options_init(&opt);
+    opt.memory = d;
+    opt.n_memory = 1;
+    opt.strategy = s;
+    return opt;
+}
+
 /* cohort_run_create, the run freed; returns its status. */
 static cohort_status create_with(const cohort_plan *p, const cohort_run_options *opt,
                                  cohort_error *err)
@@ -87,10 +98,7 @@ static void invalid_arguments(void)
     if (!p)
         return;
     cohort_data d = train_data();
-    cohort_run_options opt;
-    cohort_run_options_init(&opt);
-    opt.memory = &d;
-    opt.n_memory = 1;
+    cohort_run_options opt = options_on(&d, COHORT_STRATEGY_AUTO);
     cohort_error err;
     cohort_run *run = NULL;
 
@@ -184,10 +192,7 @@ static int train_one(char *w, size_t n)
     if (!p)
         return -1;
     cohort_data d = train_data();
-    cohort_run_options opt;
-    cohort_run_options_init(&opt);
-    opt.memory = &d;
-    opt.n_memory = 1;
+    cohort_run_options opt = options_on(&d, COHORT_STRATEGY_AUTO);
     char out[128];
     snprintf(out, sizeof out, "%s/trained", dir);
     opt.out_dir = out;
@@ -209,10 +214,7 @@ static void non_finite(void)
     if (!p)
         return;
     cohort_data d = train_data();
-    cohort_run_options opt;
-    cohort_run_options_init(&opt);
-    opt.memory = &d;
-    opt.n_memory = 1;
+    cohort_run_options opt = options_on(&d, COHORT_STRATEGY_AUTO);
     cohort_error err;
     float keep = X[3 * D + 2];
     X[3 * D + 2] = NAN;
@@ -280,11 +282,7 @@ static void messages(void)
     if (!p)
         return;
     cohort_data d = train_data();
-    cohort_run_options opt;
-    cohort_run_options_init(&opt);
-    opt.memory = &d;
-    opt.n_memory = 1;
-    opt.strategy = COHORT_STRATEGY_SEQUENTIAL;
+    cohort_run_options opt = options_on(&d, COHORT_STRATEGY_SEQUENTIAL);
     cohort_error err;
     cohort_run *run;
     if (cohort_run_create(p, &opt, &run, &err) == COHORT_OK) {
@@ -369,11 +367,7 @@ static void threads_strategy(void)
         return;
     cohort_data d = train_data();
     for (int stop = 0; stop < 2; stop++) {
-        cohort_run_options opt;
-        cohort_run_options_init(&opt);
-        opt.memory = &d;
-        opt.n_memory = 1;
-        opt.strategy = COHORT_STRATEGY_THREADS;
+        cohort_run_options opt = options_on(&d, COHORT_STRATEGY_THREADS);
         opt.threads = 2;
         threaded t;
         memset(&t, 0, sizeof t);
@@ -408,11 +402,7 @@ static void plan_json_after_training(void)
     if (!p)
         return;
     cohort_data d = train_data();
-    cohort_run_options opt;
-    cohort_run_options_init(&opt);
-    opt.memory = &d;
-    opt.n_memory = 1;
-    opt.strategy = COHORT_STRATEGY_FUSED;
+    cohort_run_options opt = options_on(&d, COHORT_STRATEGY_FUSED);
     cohort_error err;
     cohort_run *run;
     if (cohort_run_create(p, &opt, &run, &err)) {
