@@ -222,5 +222,8 @@ assert [round(v, 6) for v in h["lr"]] == [0.01, 0.005, 0.0025, 0.00125], h["lr"]
 assert m["lacks"]["epochs_run"] == 4 and not m["lacks"]["stopped_early"], m["lacks"]
 assert [round(v, 6) for v in m["lacks"]["history"]["lr"]] == [0.01] * 4, m["lacks"]["history"]
 PY
+# ... and the run says so, with the plan's line, as Keras warns.
+expect_err "nan.yaml:6: model 'lacks': reduce_lr_on_plateau monitors mae, which its epochs do not have (a classifier has accuracy): its rate never drops" "a monitor the task lacks"
+expect_err "nan.yaml:6: model 'lacks': early_stopping monitors val_mae, which its epochs do not have (a classifier has accuracy): it never stops early" "a monitor the task lacks"
 
 finish "($inside of 3 stops inside the run)"

@@ -135,6 +135,26 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
     return COHORT_OK;
 }
 
+/* A callback that monitors a column model e's epochs will not have never
+ * acts (Keras skips it with a warning): say so, with the plan's line. */
+static void warn_monitors(const cohort_run *run, const model_entry *e)
+{
+    const model_spec *s = e->spec;
+    const char *what[2] = {"early_stopping", "reduce_lr_on_plateau"};
+    const char *mon[2] = {s->early_stop.monitor, s->plateau.monitor};
+    const char *never[2] = {"it never stops early", "its rate never drops"};
+    int on[2] = {s->early_stop.enabled, s->plateau.enabled};
+    for (int i = 0; i < 2; i++)
+        if (on[i] && !fit_monitor_present(&e->L, run->has_val, mon[i]))
+            cohort_log(COHORT_LOG_WARN,
+                       "%s:%d: model '%s': %s monitors %s, which its epochs do not have (%s%s): "
+                       "%s",
+                       run->plan->path, s->line, s->name, what[i], mon[i],
+                       e->L.metric == METRIC_ERRORS ? "a regression has mae and rmse"
+                                                    : "a classifier has accuracy",
+                       run->has_val ? "" : "; val_ columns need validation data", never[i]);
+}
+
 cohort_status run_check_targets(const model_spec *s, int n_out, const cohort_dataset *ds,
                                 cohort_error *err)
 {
@@ -431,6 +451,8 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         st = model_layout_make(e->spec, run->in_shape, run->n_classes, 1, &e->L, err);
         if (!st)
             st = run_check_targets(e->spec, e->L.n_out, run->train_ds, err);
+        if (!st)
+            warn_monitors(run, e);
         /* An init_from file that does not fit the model is bad input, found
          * before anything trains (exit 2), not a model failing later. */
         if (!st && e->spec->init_from[0]) {

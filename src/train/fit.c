@@ -57,7 +57,7 @@ static int monitor_is_max(const char *monitor) { return strstr(monitor, "accurac
  * the task, a val_ one only with validation data. The plan cannot tell the
  * task (mse on class labels counts accuracy); Keras skips a monitor its logs
  * lack, and so does cohort. */
-static int monitor_present(const model_layout *L, int has_val, const char *monitor)
+int fit_monitor_present(const model_layout *L, int has_val, const char *monitor)
 {
     if (strncmp(monitor, "val_", 4) == 0) {
         if (!has_val)
@@ -90,7 +90,7 @@ static void plateau_step(train_group *g, int k, int has_val, const epoch_metrics
                          train_result *r)
 {
     const plateau_spec *p = &g->spec[k]->plateau;
-    if (!p->enabled || !monitor_present(&g->L, has_val, p->monitor))
+    if (!p->enabled || !fit_monitor_present(&g->L, has_val, p->monitor))
         return;
     double v = monitor_value(p->monitor, m);
     if (r->plateau_cooldown > 0) {
@@ -313,7 +313,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
              * the best until an epoch improves, which a NaN or Inf value never
              * does; best_value stays NaN, so any finite value will. A monitor
              * the epochs lack changes nothing (no wait, no stop), as in Keras. */
-            int count = !es->enabled || monitor_present(L, has_val, mon);
+            int count = !es->enabled || fit_monitor_present(L, has_val, mon);
             int is_best = improved || (count && es->enabled && es->restore_best && g->best &&
                                        res[k].best_epoch == 0);
             if (is_best) {

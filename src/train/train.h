@@ -177,6 +177,12 @@ void group_get_params(train_group *g, int k, float *host);
 /* The first error the group's device reported ("" for none; a CPU has
  * none): after one, what the device copies back is NaN. */
 const char *group_device_error(const train_group *g);
+
+/* Whether the epochs of a model of layout L have the history column
+ * `monitor` (accuracy for a classifier, mae and rmse for a regression; a
+ * val_ one only with validation data). A callback on a column they lack
+ * never acts, as Keras's (which warns, as the runner does). */
+int fit_monitor_present(const model_layout *L, int has_val, const char *monitor);
 void group_set_params(train_group *g, int k, const float *host);
 
 /* For tests: the mean loss of each model on the first min(n, B) rows of d
