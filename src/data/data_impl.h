@@ -63,6 +63,12 @@ void data_csv_set_split(size_t min_chunk, int threads);
  * DATA_MAX_X_BYTES; COHORT_OK otherwise. Allocates nothing. */
 cohort_status data_check_x(uint64_t n, uint64_t dim, const char *path, cohort_error *err);
 
+/* COHORT_ERR_INPUT for the value of array `who` (shape[ndim], C order) at
+ * flat index `at` that is not a finite float32: "x[3, 2] is nan" (the NPY
+ * reader's, and in-memory data's). */
+cohort_status data_not_finite(const char *name, const char *who, const uint64_t *shape, int ndim,
+                              uint64_t at, double value, cohort_error *err);
+
 /*
  * Allocate x [n, dim] (64-byte aligned, free with free()). Fails with
  * COHORT_ERR_INPUT, naming `path`, when n * dim overflows or passes

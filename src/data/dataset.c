@@ -255,6 +255,25 @@ cohort_status data_align_classes(cohort_dataset *ds, char *const *names, int32_t
     return COHORT_OK;
 }
 
+cohort_status data_not_finite(const char *name, const char *who, const uint64_t *shape, int ndim,
+                              uint64_t at, double value, cohort_error *err)
+{
+    char where[256];
+    size_t len = 0;
+    for (int k = 0; k < ndim && len < sizeof where; k++) {
+        uint64_t stride = 1; /* the elements one step of index k spans */
+        for (int j = k + 1; j < ndim; j++)
+            stride *= shape[j];
+        len += (size_t)snprintf(where + len, sizeof where - len, "%s%llu", k ? ", " : "",
+                                (unsigned long long)(at / stride % shape[k]));
+    }
+    return cohort_fail(err, COHORT_ERR_INPUT,
+                       "%s: %s[%s] is %g%s; cohort trains on finite numbers only (drop or "
+                       "replace them first: np.isfinite(%s) finds them)",
+                       name, who, where, value,
+                       isfinite(value) ? ", beyond float32's range" : "", who);
+}
+
 void data_block_free(void *block, size_t map_len)
 {
     if (map_len)
@@ -483,29 +502,17 @@ cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohor
         return cohort_fail(err, COHORT_ERR_INPUT, "memory:%s: targets need target_dim >= 1", name);
     /* As the NPY reader: NaN or inf would train into a NaN loss that blames
      * the learning rate, or predict a finite-looking answer. */
+    char label[96];
+    snprintf(label, sizeof label, "memory:%s", name);
+    uint64_t xs[4] = {(uint64_t)m->n}, ts[2] = {(uint64_t)m->n, (uint64_t)m->target_dim};
+    for (int i = 0; i < m->sample_rank; i++)
+        xs[i + 1] = (uint64_t)m->sample_shape[i];
     for (int64_t i = 0; i < m->n * dim; i++)
-        if (!isfinite(m->x[i])) {
-            char where[96];
-            int64_t s = i / dim, r = i % dim;
-            if (m->sample_rank == 3)
-                snprintf(where, sizeof where, "%lld, %lld, %lld, %lld", (long long)s,
-                         (long long)(r / (m->sample_shape[1] * m->sample_shape[2])),
-                         (long long)(r / m->sample_shape[2] % m->sample_shape[1]),
-                         (long long)(r % m->sample_shape[2]));
-            else
-                snprintf(where, sizeof where, "%lld, %lld", (long long)s, (long long)r);
-            return cohort_fail(err, COHORT_ERR_INPUT,
-                               "memory:%s: x[%s] is %g; cohort trains on finite numbers only "
-                               "(drop or replace them first)",
-                               name, where, (double)m->x[i]);
-        }
+        if (!isfinite(m->x[i]))
+            return data_not_finite(label, "x", xs, 1 + m->sample_rank, (uint64_t)i, m->x[i], err);
     for (int64_t i = 0; m->targets && i < m->n * m->target_dim; i++)
         if (!isfinite(m->targets[i]))
-            return cohort_fail(err, COHORT_ERR_INPUT,
-                               "memory:%s: targets[%lld, %lld] is %g; cohort trains on finite "
-                               "numbers only (drop or replace them first)",
-                               name, (long long)(i / m->target_dim),
-                               (long long)(i % m->target_dim), (double)m->targets[i]);
+            return data_not_finite(label, "targets", ts, 2, (uint64_t)i, m->targets[i], err);
     cohort_dataset *ds = calloc(1, sizeof *ds);
     if (!ds)
         return cohort_fail(err, COHORT_ERR_NOMEM, "memory:%s: out of memory", name);

@@ -597,26 +597,11 @@ static cohort_status fortran_to_c(float *x, const npy_header *h, uint64_t count,
     return COHORT_OK;
 }
 
-/* The error for a value that is not a finite float32 ("x[3, 2] is nan");
- * bad.at counts in C order. */
+/* The error for a value that is not a finite float32; bad.at counts in C order. */
 static cohort_status bad_value(const char *name, const char *who, const npy_header *h,
                                npy_bad bad, cohort_error *err)
 {
-    char where[256];
-    size_t len = 0;
-    uint64_t rest = bad.at, idx[NPY_MAX_DIMS];
-    for (int k = h->ndim - 1; k >= 0; k--) {
-        idx[k] = rest % h->shape[k];
-        rest /= h->shape[k];
-    }
-    for (int k = 0; k < h->ndim && len < sizeof where; k++)
-        len += (size_t)snprintf(where + len, sizeof where - len, "%s%llu", k ? ", " : "",
-                                (unsigned long long)idx[k]);
-    return cohort_fail(err, COHORT_ERR_INPUT,
-                       "%s: %s[%s] is %g%s; cohort trains on finite numbers only (drop or "
-                       "replace them first: np.isfinite(%s) finds them)",
-                       name, who, where, bad.value,
-                       isfinite(bad.value) ? ", beyond float32's range" : "", who);
+    return data_not_finite(name, who, h->shape, h->ndim, bad.at, bad.value, err);
 }
 
 /* Class labels from one target per row where every one is an integer in
