@@ -114,20 +114,18 @@ static void group_configure(train_group *g, const model_spec *const *specs, int 
     for (int k = 0; k < K; k++)
         if (model_needs_full_grads(specs[k]))
             g->fuse_step = 0;
-    /* The transposed input lives in gradients that only a fused step leaves alone. */
-    const layer_plan *l0 = &L->layers[0];
+    /* The transposed input lives in gradients that only a fused step leaves
+     * alone; the first layer's is one slot's for the group, so it must read
+     * a shared input. */
     int ldt = g->be->xt_ld ? g->be->xt_ld(g->ctx, L->B) : 0;
     if (ldt <= 0 || !g->fuse_step || !g->be->model_major)
         return;
-    if (g->can_share && layer_ops_of(l0->kind)->uses_xt &&
-        (size_t)ldt * (size_t)L->n_in <= l0->n_fused)
-        g->xt_ldt = ldt;
-    for (int i = 1; i < L->n_layers; i++) {
-        const layer_plan *lp = &L->layers[i];
-        g->xt_hidden[i] = layer_ops_of(lp->kind)->uses_xt &&
-                          (size_t)ldt * shape_size(lp->in) <= lp->n_fused;
-    }
     g->xt_ld = ldt;
+    for (int i = 0; i < L->n_layers; i++) {
+        const layer_plan *lp = &L->layers[i];
+        g->xt_layer[i] = (i > 0 || g->can_share) && layer_ops_of(lp->kind)->uses_xt &&
+                         (size_t)ldt * shape_size(lp->in) <= lp->n_fused;
+    }
 }
 
 /* Every model's class weights, 1 for a model without class_weight. */

@@ -61,19 +61,16 @@ struct train_group {
     int shared;        /* every member draws the same shuffle order (shared_order) */
     int in_shared;     /* the batch in the input region is one copy read by all K */
     int in_slot;       /* with in_shared: which of the K input slots holds the batch */
-    /* The first layer's forward pass from its input transposed (uses_xt):
-     * ldt columns; 0 where unused. Input slot s's transpose is kept in model
-     * s's gradient of that layer, which the fused step never writes;
-     * xt_ready[s] says it is current. */
-    int xt_ldt;
-    unsigned char xt_ready[COHORT_MAX_GROUP];
-    /* Layers past the first that run their forward pass the same way (ldt
-     * columns as well): each batch's input of layer i, transposed afresh
-     * into each model's gradient of that layer, where it fits (ldt <= the
-     * layer's outputs: not a classifier's last layer). xt_ld: the
-     * backend's ldt for a batch, 0 where none of this is used. */
-    unsigned char xt_hidden[COHORT_MAX_LAYERS];
+    /* Layer i's forward pass from its input transposed (uses_xt) where
+     * xt_layer[i], xt_ld columns (the backend's for a batch), kept in the
+     * weight part of the layer's gradients, which the fused step never
+     * writes, where it fits there (not a classifier's last layer). The
+     * first layer's: input slot s's transpose, kept in model s's gradient,
+     * xt_ready[s] saying it is current; a later layer's: made afresh at
+     * every pass, in each model's own gradient. */
+    unsigned char xt_layer[COHORT_MAX_LAYERS];
     int xt_ld;
+    unsigned char xt_ready[COHORT_MAX_GROUP];
 };
 
 /* Models [k0, k0 + count) of the group; every op works on such a range. */

@@ -41,7 +41,7 @@ static const float *slot_transposed(train_group *g, int slot, const float *X, in
 {
     float *xt = g->grads + (size_t)slot * g->L.p_stride + g->L.layers[0].p_off;
     if (!g->xt_ready[slot]) {
-        g->be->transpose(g->ctx, xt, g->xt_ldt, X, g->L.n_in, rows, g->L.n_in);
+        g->be->transpose(g->ctx, xt, g->xt_ld, X, g->L.n_in, rows, g->L.n_in);
         g->xt_ready[slot] = 1;
     }
     return xt;
@@ -53,7 +53,7 @@ static const float *slot_transposed(train_group *g, int slot, const float *X, in
 static const float *input_transposed(train_group *g, krange r, int rows, size_t *sxt)
 {
     *sxt = 0;
-    if (!g->xt_ldt)
+    if (!g->xt_layer[0])
         return NULL;
     size_t sx;
     const float *X = group_act(g, 0, r, &sx);
@@ -120,12 +120,11 @@ void group_forward(train_group *g, krange r, int rows, int training, uint64_t co
         p.active = g->active + r.k0;
         if (i == 0) {
             p.XT = input_transposed(g, r, rows, &p.sXT);
-            p.ldt = g->xt_ldt;
-        } else if (g->xt_hidden[i]) {
+        } else if (g->xt_layer[i]) {
             p.XT = layer_input_transposed(g, &p);
-            p.ldt = g->xt_ld;
             p.sXT = g->L.p_stride;
         }
+        p.ldt = g->xt_ld;
         layer_ops_of(g->L.layers[i].kind)->forward(&p);
     }
 }
@@ -219,7 +218,7 @@ void group_backward(train_group *g, krange r, int rows, int64_t t, unsigned char
             cur = 1 - cur;
     }
     /* A stored gradient overwrites the transposed input kept there. */
-    if (g->xt_ldt && !stepped[0])
+    if (g->xt_layer[0] && !stepped[0])
         memset(g->xt_ready, 0, sizeof g->xt_ready);
 }
 
