@@ -592,18 +592,15 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
      * replaces is kept, for a caller still reading that one. */
     if (!e->result_error || strcmp(e->result_error, e->res.error) != 0) {
         char *copy = strdup(e->res.error);
-        char **old = e->result_error
-                         ? realloc(mut->old_errors, (size_t)(mut->n_old_errors + 1) * sizeof *old)
-                         : mut->old_errors;
-        if (copy && (!e->result_error || old)) {
+        char **kept = realloc(mut->old_errors, (size_t)(mut->n_old_errors + 1) * sizeof *kept);
+        if (kept)
+            mut->old_errors = kept;
+        if (copy && kept) {
             if (e->result_error)
-                old[mut->n_old_errors++] = e->result_error;
-            mut->old_errors = old;
+                kept[mut->n_old_errors++] = e->result_error;
             e->result_error = copy;
         } else {
-            free(copy); /* out of memory: the last copy, or none */
-            if (old)
-                mut->old_errors = old;
+            free(copy); /* out of memory: the last copy stays (or none) */
         }
     }
     out->error = e->result_error ? e->result_error : "";

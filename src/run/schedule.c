@@ -472,12 +472,12 @@ static void job_run(sched *s, job *j)
                     m.n_confusion = n_conf;
                 }
             }
-            if (m.state == MODEL_OK && c.g && *group_device_error(c.g)) {
+            const char *dev_error = c.g ? group_device_error(c.g) : "";
+            if (m.state == MODEL_OK && *dev_error) {
                 /* What the device copies back after an error is NaN: no
                  * weights from it, and no state OK. */
                 m.state = MODEL_FAILED;
-                snprintf(m.error, sizeof m.error, "the device failed: %s",
-                         group_device_error(c.g));
+                snprintf(m.error, sizeof m.error, "the device failed: %s", dev_error);
             }
             if (m.state == MODEL_OK && run->out_dir[0]) {
                 group_get_params(c.g, k, c.host);

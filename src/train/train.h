@@ -174,6 +174,7 @@ int output_class(const model_layout *L, const float *row);
 
 /* Copy model k's parameters ([P], the layout's order) to or from host memory. */
 void group_get_params(train_group *g, int k, float *host);
+void group_set_params(train_group *g, int k, const float *host);
 /* The first error the group's device reported ("" for none; a CPU has
  * none): after one, what the device copies back is NaN. */
 const char *group_device_error(const train_group *g);
@@ -183,7 +184,6 @@ const char *group_device_error(const train_group *g);
  * val_ one only with validation data). A callback on a column they lack
  * never acts, as Keras's (which warns, as the runner does). */
 int fit_monitor_present(const model_layout *L, int has_val, const char *monitor);
-void group_set_params(train_group *g, int k, const float *host);
 
 /* For tests: the mean loss of each model on the first min(n, B) rows of d
  * and its gradient (grad is host [K, P]), without an optimizer step; with

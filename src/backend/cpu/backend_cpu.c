@@ -503,12 +503,10 @@ static int small_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, floa
  * One core, Zen 5, 64 x 512 x 256 (the 512-256 layer of a deeper MLP):
  * 188-200 GFLOP/s against OpenBLAS's SkylakeX kernels' 179-194; AVX2
  * kernels 114-119 against the Haswell kernels' 109 (figures in
- * bench/README). The pool takes columns by OWN_COLS (a panel of
- * gemm_own's), then rows by six as well where the columns give too few
- * units for the parts.
+ * bench/README). The pool takes columns by GEMM_PANEL (gemm_own's
+ * panel), then rows by six as well where the columns give too few units
+ * for the parts.
  */
-#define OWN_COLS 64
-
 typedef struct own_job {
     cpu_isa isa;
     int M, N, Kd, lda, ldb, ldc, count, rblocks, cblocks;
@@ -525,8 +523,9 @@ static void own_part(void *p, int part, int parts)
     int rows = ceil_div(ceil_div(j->M, j->rblocks), 6) * 6;
     for (int u = u0; u < u1; u++) {
         int k = u / per, rb = u % per / j->cblocks, cb = u % per % j->cblocks;
-        int r0 = rb * rows, c0 = cb * OWN_COLS;
-        int r1 = r0 + rows < j->M ? r0 + rows : j->M, c1 = c0 + OWN_COLS < j->N ? c0 + OWN_COLS : j->N;
+        int r0 = rb * rows, c0 = cb * GEMM_PANEL;
+        int r1 = r0 + rows < j->M ? r0 + rows : j->M;
+        int c1 = c0 + GEMM_PANEL < j->N ? c0 + GEMM_PANEL : j->N;
         if (r0 >= r1)
             continue;
         kern_gemm_own(j->isa, j->C + k * j->sC + (size_t)r0 * j->ldc + c0, (size_t)j->ldc,
@@ -543,7 +542,7 @@ static int own_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, float 
     if (ta || tb || alpha != 1.0f || beta != 0.0f || Kd <= 0 || !gemm_own_ok(N))
         return 0;
     int parts = 1 + c->n_workers + atomic_load(&c->helpers);
-    own_job j = {c->isa, M, N, Kd, lda, ldb, ldc, count, 1, ceil_div(N, OWN_COLS), A, B, C, sA,
+    own_job j = {c->isa, M, N, Kd, lda, ldb, ldc, count, 1, ceil_div(N, GEMM_PANEL), A, B, C, sA,
                  sB, sC};
     while (j.rblocks * j.cblocks * count < 2 * parts && j.rblocks * 6 < M)
         j.rblocks *= 2;

@@ -486,9 +486,6 @@ int gemm_own_ok(int N)
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-#ifndef GEMM_PANEL
-#define GEMM_PANEL 64 /* columns of B per panel (gemm_own) */
-#endif
 #define GEMM_B_NEAR (256 * 1024) /* bytes of B that every row group reads whole */
 #define SFX avx512
 #define TGT __attribute__((target("avx512f")))

@@ -88,6 +88,9 @@ void kern_conv_small_wgrad(cpu_isa isa, float *G, const float *dY, const float *
  * give the same bits for every ISA: each element is its own sum over k.
  */
 int gemm_own_ok(int N);
+/* Columns of B a panel of kern_gemm_own reads by every row group before
+ * the next (a B over GEMM_B_NEAR bytes); the pool cuts products by it too. */
+#define GEMM_PANEL 64
 void kern_gemm_own(cpu_isa isa, float *Y, size_t ldy, const float *A, size_t ar, size_t ac,
                    const float *B, size_t ldb, int M, int N, int K);
 
