@@ -41,45 +41,34 @@ YAML
 # and for the CNNs the convolutions and window ops).
 pass=0
 fail=0
-for s in threads sequential help cnn-sequential cnn-threads; do
-    plan=$T/plan.yaml strategy=$s
-    [ $s = help ] && plan=$T/help.yaml strategy=threads
-    [ "${s#cnn-}" != "$s" ] && plan=$T/cnn.yaml strategy=${s#cnn-}
-    TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$COHORT" train "$plan" --strategy $strategy --threads 2 --out "$T/out-$s" >"$T/log" 2>&1
-    rc=$?
-    if grep -q "ThreadSanitizer" "$T/log"; then
-        grep -m 40 -A 30 "WARNING: ThreadSanitizer" "$T/log" >&2
-        fail=$((fail + 1))
-    elif [ $rc -ne 0 ]; then
-        cat "$T/log" >&2
-        fail=$((fail + 1))
-    else
-        pass=$((pass + 1))
-    fi
-done
-# The CSV reader's threads: a file of 3 MiB is parsed in 1 MiB chunks on every core.
-awk 'BEGIN { srand(9); for (i = 0; i < 80000; i++) printf "%.7f,%.7f,%.7f,%.7f,%d\n", rand(), rand(), rand(), rand(), i % 3 }' > "$T/big.csv"
-printf 'data: {train: csv:%s, validation_split: 0.2}\nmodels: [{name: m, layers: [{dense: 3, activation: softmax}]}]\n' "$T/big.csv" > "$T/csv.yaml"
-TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$COHORT" plan "$T/csv.yaml" >"$T/log" 2>&1
-rc=$?
-if grep -q "ThreadSanitizer" "$T/log" || [ $rc -ne 0 ]; then
-    grep -m 40 -A 30 "WARNING: ThreadSanitizer" "$T/log" >&2 || cat "$T/log" >&2
-    fail=$((fail + 1))
-else
-    pass=$((pass + 1))
-fi
-# The C API: cohort_run_model_result polled from another thread, and called
-# from on_event, while the threads strategy trains (tests/test_api.c).
-API=$(dirname "$COHORT")/test_api
-if [ -x "$API" ]; then
-    (cd "$(dirname "$0")/.." && TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$API") >"$T/log" 2>&1
-    rc=$?
-    if grep -q "ThreadSanitizer" "$T/log" || [ $rc -ne 0 ]; then
+# tally RC: the verdict of the run just made, from its exit status and $T/log
+# (a ThreadSanitizer report, or else the whole log, goes to stderr).
+tally() {
+    if grep -q "ThreadSanitizer" "$T/log" || [ "$1" -ne 0 ]; then
         grep -m 40 -A 30 "WARNING: ThreadSanitizer" "$T/log" >&2 || cat "$T/log" >&2
         fail=$((fail + 1))
     else
         pass=$((pass + 1))
     fi
+}
+for s in threads sequential help cnn-sequential cnn-threads; do
+    plan=$T/plan.yaml strategy=$s
+    [ $s = help ] && plan=$T/help.yaml strategy=threads
+    [ "${s#cnn-}" != "$s" ] && plan=$T/cnn.yaml strategy=${s#cnn-}
+    TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$COHORT" train "$plan" --strategy $strategy --threads 2 --out "$T/out-$s" >"$T/log" 2>&1
+    tally $?
+done
+# The CSV reader's threads: a file of 3 MiB is parsed in 1 MiB chunks on every core.
+awk 'BEGIN { srand(9); for (i = 0; i < 80000; i++) printf "%.7f,%.7f,%.7f,%.7f,%d\n", rand(), rand(), rand(), rand(), i % 3 }' > "$T/big.csv"
+printf 'data: {train: csv:%s, validation_split: 0.2}\nmodels: [{name: m, layers: [{dense: 3, activation: softmax}]}]\n' "$T/big.csv" > "$T/csv.yaml"
+TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$COHORT" plan "$T/csv.yaml" >"$T/log" 2>&1
+tally $?
+# The C API: cohort_run_model_result polled from another thread, and called
+# from on_event, while the threads strategy trains (tests/test_api.c).
+API=$(dirname "$COHORT")/test_api
+if [ -x "$API" ]; then
+    (cd "$(dirname "$0")/.." && TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" "$API") >"$T/log" 2>&1
+    tally $?
 fi
 echo "tsan.sh: $pass passed, $fail failed (threads, sequential --threads 2, and a helper thread; dense and CNN; the CSV reader's chunks; the C API's polling; under ThreadSanitizer)"
 [ $fail -eq 0 ]
