@@ -422,9 +422,7 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
             ack = threading.Event()
             events.put((ack, ev.name.decode(), ev.epoch, ev.epochs, _metrics_of(ev)))
             while not ack.wait(0.1) and not closing.is_set():
-                pass
-            if stop["asked"] and prep and prep.run:  # Ctrl-C during on_epoch
-                prep.lib.cohort_run_request_stop(prep.run)
+                pass  # a Ctrl-C meanwhile: on_sigint, on the calling thread, stops the run
 
     def deliver(item):
         ack, name, epoch, epochs, m = item
