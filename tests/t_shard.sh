@@ -67,6 +67,28 @@ done
 "$COHORT" train "$T/plan.yaml" --shard 0/2 --out "$T/s0again" --threads 1 --quiet >/dev/null 2>&1
 [ "$(names "$T/s0again/results.json")" = "$s0" ] && ok || bad "the split is not deterministic"
 
+expect_error() { # expect_error WHAT MESSAGE CMD...
+    local what=$1 msg=$2
+    shift 2
+    "$@" >"$T/err.out" 2>&1
+    local rc=$?
+    [ $rc -eq 2 ] && ok || bad "$what: exit $rc, expected 2"
+    grep -qF -- "$msg" "$T/err.out" && ok || bad "$what: message '$(cat "$T/err.out")', expected '$msg'"
+}
+# A share's directory resumes with its own share only: without --shard the
+# whole plan would train into it, with another share that share's models
+# (and the merge would then find them twice). Refused, nothing touched.
+tree_sum() { (cd "$1" && find . -type f ! -name .lock | sort | xargs md5sum | md5sum); }
+before=$(tree_sum "$T/s0")
+expect_error "resume of share 0/2 without --shard" "holds share 0/2 of the plan's models: resume it with --shard 0/2" \
+    "$COHORT" train "$T/plan.yaml" --out "$T/s0" --resume --threads 1
+expect_error "resume of share 0/2 as 1/2" "holds share 0/2 of the plan's models, not 1/2" \
+    "$COHORT" train "$T/plan.yaml" --shard 1/2 --out "$T/s0" --resume --threads 1
+[ "$(tree_sum "$T/s0")" = "$before" ] && ok || bad "a refused --resume changed $T/s0"
+"$COHORT" train "$T/plan.yaml" --shard 0/2 --out "$T/s0" --resume --threads 1 --quiet >/dev/null 2>&1 \
+    && ok || bad "resume of share 0/2 with --shard 0/2 exited $?"
+[ "$(names "$T/s0/results.json")" = "$s0" ] && ok || bad "resume of share 0/2 trained '$(names "$T/s0/results.json")'"
+
 "$COHORT" merge "$T/s1" "$T/s0" --out "$T/m2" >"$T/m2.out" 2>&1
 rc=$?
 [ $rc -eq 0 ] && ok || bad "merge of 2 exited $rc: $(cat "$T/m2.out")"
@@ -94,14 +116,6 @@ rc=$?
 grep -q "4 of them (plan index 0, 2, 3, 4) in none" "$T/part.err" && ok || bad "missing shard message: $(cat "$T/part.err")"
 [ "$(names "$T/part/results.json")" = "wide" ] && ok || bad "partial merge: $(names "$T/part/results.json")"
 
-expect_error() { # expect_error WHAT MESSAGE CMD...
-    local what=$1 msg=$2
-    shift 2
-    "$@" >"$T/err.out" 2>&1
-    local rc=$?
-    [ $rc -eq 2 ] && ok || bad "$what: exit $rc, expected 2"
-    grep -qF -- "$msg" "$T/err.out" && ok || bad "$what: message '$(cat "$T/err.out")', expected '$msg'"
-}
 expect_error "index out of range" "--shard 2/2: index must be below the count" \
     "$COHORT" train "$T/plan.yaml" --shard 2/2 --out "$T/x"
 expect_error "index far out of range" "--shard 7/3: index must be below the count" \

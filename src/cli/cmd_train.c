@@ -249,6 +249,19 @@ int cmd_train(int argc, char **argv)
             cli_usage_error(NULL, "%s", err.message);
         return 2;
     }
+    /* A shard's directory holds its share: another on --resume is refused
+     * (the run has only taken the lock and made the folders it already
+     * had), and this run's share is recorded before anything trains. */
+    if (!ranks && resume)
+        st = shard_dir_check(out, opt.shard_index, opt.shard_count, &err);
+    if (!st && !ranks)
+        st = shard_dir_mark(out, opt.shard_index, opt.shard_count, &err);
+    if (st) {
+        cohort_run_free(run);
+        progress_free(prog);
+        cohort_plan_free(plan);
+        return cli_usage_error(NULL, "%s", err.message);
+    }
     if (!quiet) {
         fprintf(stderr, "cohort: training %d model%s of %s, strategy %s, output in %s\n", run->n,
                 run->n == 1 ? "" : "s", plan_path, cohort_strategy_str(run->strategy), out);

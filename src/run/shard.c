@@ -3,8 +3,10 @@
 #include "util/json.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the split ---------------------------------------------------------------- */
 
@@ -56,6 +58,53 @@ cohort_status shard_split(const cohort_run *run, int n, int *share, cohort_error
     free(load);
     free(mem);
     return COHORT_OK;
+}
+
+static void shard_dir_path(char *path, size_t n, const char *dir)
+{
+    snprintf(path, n, "%s/.shard", dir);
+}
+
+cohort_status shard_dir_check(const char *dir, int index, int count, cohort_error *err)
+{
+    char path[COHORT_PATH_MAX + 16], *text = NULL;
+    size_t len = 0;
+    shard_dir_path(path, sizeof path, dir);
+    if (access(path, F_OK) != 0)
+        return COHORT_OK;
+    cohort_error lerr;
+    int i = -1, n = 0;
+    if (file_read_all(path, 64, &text, &len, &lerr) != COHORT_OK ||
+        sscanf(text, "%d/%d", &i, &n) != 2 || i < 0 || n < 1 || i >= n) {
+        free(text);
+        return cohort_fail(err, COHORT_ERR_USAGE, "%s: not a share 'I/N' as cohort writes it; "
+                           "a directory of a --shard run holds its share there", path);
+    }
+    free(text);
+    if (i == index && n == count)
+        return COHORT_OK;
+    if (count == 0)
+        return cohort_fail(err, COHORT_ERR_USAGE,
+                           "%s holds share %d/%d of the plan's models: resume it with --shard "
+                           "%d/%d (without it the whole plan would train there), or merge the "
+                           "shares (cohort merge) and resume the merged directory",
+                           dir, i, n, i, n);
+    return cohort_fail(err, COHORT_ERR_USAGE,
+                       "%s holds share %d/%d of the plan's models, not %d/%d: resume it with "
+                       "--shard %d/%d, or resume share %d/%d in its own directory",
+                       dir, i, n, index, count, i, n, index, count);
+}
+
+cohort_status shard_dir_mark(const char *dir, int index, int count, cohort_error *err)
+{
+    char path[COHORT_PATH_MAX + 16], text[32];
+    shard_dir_path(path, sizeof path, dir);
+    if (count == 0) {
+        unlink(path);
+        return COHORT_OK;
+    }
+    int len = snprintf(text, sizeof text, "%d/%d\n", index, count);
+    return file_write_atomic(path, text, (size_t)len, err);
 }
 
 cohort_status run_shard_select(cohort_run *run, cohort_error *err)

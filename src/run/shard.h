@@ -31,6 +31,20 @@ cohort_status shard_split(const cohort_run *run, int n, int *share, cohort_error
  */
 cohort_status run_shard_select(cohort_run *run, cohort_error *err);
 
+/*
+ * A directory trained with --shard I/N keeps "I/N" in DIR/.shard, so that a
+ * --resume with another share, or with none, which would train other models
+ * into it (and leave them twice among the shares to merge), is refused.
+ * shard_dir_check: on resume, COHORT_ERR_USAGE when DIR/.shard names
+ * another share than index/count (count 0: no --shard); a directory
+ * without the file (a whole run, a merged one, one older than the file)
+ * is not checked. shard_dir_mark: write DIR/.shard for count > 0, remove it
+ * for count 0. Not for MPI ranks, whose directories resume with any number
+ * of ranks.
+ */
+cohort_status shard_dir_check(const char *dir, int index, int count, cohort_error *err);
+cohort_status shard_dir_mark(const char *dir, int index, int count, cohort_error *err);
+
 /* One results.json to merge. */
 typedef struct shard_source {
     const char *name;          /* where it came from, for messages (a directory) */
