@@ -329,6 +329,19 @@ np.savetxt(buf, np.column_stack([sci, [0, 1, 1, 0]]), delimiter=",", fmt="%.6E",
 s = buf.getvalue()
 a = loadtxt(s, skip=1)
 csv_case("csv_savetxt_header", s, a[:, :3], a[:, 3].astype(int))
+# float32 midpoints (the mean of two neighbouring floats, as float64 data can
+# hold), as np.savetxt and repr write them: numpy rounds the text to float64
+# and that to float32, which at a midpoint can differ from rounding once.
+mids = np.array([(np.float64(v) + np.float64(np.nextafter(v, np.float32(np.inf)))) / 2
+                 for v in (rng.normal(size=64) * 10).astype(np.float32)]).reshape(16, 4)
+buf = io.StringIO()
+np.savetxt(buf, np.column_stack([mids, np.arange(16) % 3]), delimiter=",")
+s = buf.getvalue()
+a = loadtxt(s)
+csv_case("csv_midpoints_savetxt", s, a[:, :4], a[:, 4].astype(int))
+s = "".join(",".join(repr(float(v)) for v in r) + f",{i % 3}\n" for i, r in enumerate(mids))
+a = loadtxt(s)
+csv_case("csv_midpoints_repr", s, a[:, :4], a[:, 4].astype(int))
 # Text labels (class names, sorted), quoted or not.
 s = "x0,x1,species\n1.5,2,setosa\n3,4,\"virginica\"\n5,6,versicolor\n7,8,setosa\n"
 a = np.genfromtxt(io.StringIO(s), delimiter=",", skip_header=1, usecols=(0, 1))

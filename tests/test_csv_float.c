@@ -1,14 +1,15 @@
 /*
  * test_csv_float: the CSV reader's float parser (data_float_parse) against
- * strtof, to the bit, on about two million strings: every float's shortest
- * and longer forms, the decimal midpoints between floats and numbers a hair
- * either side of them (where a parser that rounds twice goes wrong), long
- * mantissas, exponents near float's limits, subnormals, random decimal
- * strings, and the syntax strtof takes or refuses (which must be the same
- * set). Catches: a fast path that rounds through double without the midpoint
- * check (the near-midpoint cases), a slack too small, an off-by-one in the
- * exponent or the digit count, a refused or accepted syntax that strtof does
- * not refuse or accept, eight-digits-at-once arithmetic that combines the
+ * (float)strtod, numpy's loadtxt then astype(float32), to the bit, on about
+ * two million strings: every float's shortest and longer forms, the decimal
+ * midpoints between floats and numbers a hair either side of them (where
+ * rounding once, as strtof, and twice, as numpy, differ), long mantissas,
+ * exponents near float's limits, subnormals, random decimal strings, and the
+ * syntax strtod takes or refuses (which must be the same set). Catches: a
+ * parser that rounds once (strtof) or a fast path that rounds its inexact
+ * double without the midpoint check (the near-midpoint cases), a slack too
+ * small, an off-by-one in the exponent or the digit count, a refused or
+ * accepted syntax that strtod does not refuse or accept, eight-digits-at-once arithmetic that combines the
  * wrong bytes or takes ':' to '?' (0x3a-0x3f) for digits.
  */
 #include "check.h"
@@ -22,15 +23,15 @@
 
 static long compared, mismatches;
 
-/* One string: the same verdict and, when a number, the same bits as strtof
- * on the whole string; and as the start of a CSV line (digits after a comma
- * within the eight bytes the scan reads at a time), a scan that ends at the
- * comma has strtof's value. */
+/* One string: the same verdict and, when a number, the same bits as
+ * (float)strtod on the whole string; and as the start of a CSV line (digits
+ * after a comma within the eight bytes the scan reads at a time), a scan that
+ * ends at the comma has that value. */
 static void same(const char *s)
 {
     size_t len = strlen(s);
     char *end;
-    float want = strtof(s, &end);
+    float want = (float)strtod(s, &end);
     int want_ok = len > 0 && end == s + len && !isspace((unsigned char)s[0]);
     float got = 0.0f;
     int ok = data_float_parse(s, s + len, &got);
@@ -38,7 +39,7 @@ static void same(const char *s)
     int same_value = !want_ok || (isnan(want) && isnan(got)) || memcmp(&want, &got, 4) == 0;
     if (ok != want_ok || !same_value) {
         if (mismatches++ < 20)
-            fprintf(stderr, "'%s': parsed %d (%a), strtof %d (%a)\n", s, ok, (double)got, want_ok,
+            fprintf(stderr, "'%s': parsed %d (%a), strtod %d (%a)\n", s, ok, (double)got, want_ok,
                     (double)want);
     }
     char line[1300];
@@ -48,7 +49,7 @@ static void same(const char *s)
     const char *stop = data_float_scan(line, line + len + 9, &got);
     if (stop == line + len && !(want_ok && memcmp(&want, &got, 4) == 0)) {
         if (mismatches++ < 20)
-            fprintf(stderr, "'%s': scanned to the comma as %a, strtof %d (%a)\n", line,
+            fprintf(stderr, "'%s': scanned to the comma as %a, strtod %d (%a)\n", line,
                     (double)got, want_ok, (double)want);
     }
 }
@@ -168,7 +169,7 @@ static void test_cases(void)
         "123456789012345678901234567890e-20", "00000000000000000000000000001.5",
         "1.00000005960464477539062500", "1.000000059604644775390625",
         "1.0000000596046447753906249", "16777217", "16777216.5", "16777218.999999999",
-        /* syntax strtof takes */
+        /* syntax strtod takes */
         "0x1p3", "0X1.8P-1", "0x", "0x.", "inf", "INF", "-inf", "Infinity", "infinit",
         "nan", "NaN", "-nan", "nan(123)", "nan(", "nan()",
         /* refused, or taken only in part */
@@ -210,7 +211,8 @@ int main(void)
     test_floats(&r, 150000 * scale);
     test_midpoints(&r, 40000 * scale);
     test_random_decimals(&r, 200000 * scale);
-    CHECK_MSG(mismatches == 0, "%ld of %ld strings parsed unlike strtof", mismatches, compared);
-    printf("test_csv_float: %ld strings, each as strtof\n", compared);
+    CHECK_MSG(mismatches == 0, "%ld of %ld strings parsed unlike (float)strtod", mismatches,
+              compared);
+    printf("test_csv_float: %ld strings, each as (float)strtod\n", compared);
     return check_done("test_csv_float");
 }

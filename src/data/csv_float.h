@@ -1,22 +1,24 @@
 /*
- * csv_float: decimal text to float32, the same result as strtof (the exact
- * decimal value rounded to nearest, ties to even) without strtof's cost. A
- * CSV of 20 million fields spends most of its read here. The fast path,
- * inline, is here; data_float_parse (csv_float.c) adds strtof for the rest.
+ * csv_float: decimal text to float32 as numpy reads a CSV, np.loadtxt (or
+ * pandas) then astype(np.float32): the decimal rounded to the nearest double,
+ * then to the nearest float (ties to even both times), without strtod's cost.
+ * A CSV of 20 million fields spends most of its read here. The fast path,
+ * inline, is here; data_float_parse (csv_float.c) adds strtod for the rest.
  *
  * The fast path takes [+-]digits[.digits][(e|E)[+-]digits] of at most 19
  * digits w and a power of ten 10^q, |q| <= 44: w converted to double (exact
  * below 2^53) times the double nearest 10^q (exact for 0 <= q <= 22) is
  * three roundings at most, each within 2^-53 of its result, so the double d
- * is within 3.01 units in its last place (ulps) of X = w * 10^q. The float
- * nearest X is the float nearest d unless a float midpoint (where rounding to
- * float changes) lies between X and d. From 2^-126 to 2^128 a float keeps 24
+ * is within 3.01 units in its last place (ulps) of X = w * 10^q, and the
+ * double nearest X within 3.51 ulps of d. The float nearest that double is
+ * the float nearest d unless a float midpoint (where rounding to float
+ * changes) lies within 3.51 ulps of d. From 2^-126 to 2^128 a float keeps 24
  * of d's 53 significant bits, so the midpoints are the doubles whose low 29
  * bits are exactly 1 << 28; where d's low 29 bits are within CSV_FLOAT_SLACK
- * of that, the fast path cannot tell and strtof decides (about 1 in 16
+ * of that, the fast path cannot tell and strtod decides (about 1 in 16
  * million numbers). So do subnormals, numbers past FLT_MAX (inf or FLT_MAX:
  * the CSV reader refuses the first), long mantissas, large exponents and the
- * other syntax strtof takes (hex, inf, nan): rare in data files. A multiplication by a rounded
+ * other syntax strtod takes (hex, inf, nan): rare in data files. A multiplication by a rounded
  * 10^-k costs one rounding more than a division by an exact 10^k, well within
  * the slack, and is several times cheaper.
  */
@@ -27,7 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Ulps of d within which a midpoint sends a number to strtof: 3.01 would do. */
+/* Ulps of d within which a midpoint sends a number to strtod: 3.51 would do. */
 #define CSV_FLOAT_SLACK 16
 
 /* 10^-44 .. 10^44, each the double nearest (exact from 10^0 to 10^22). */
@@ -41,7 +43,7 @@ static const double pow10_near[89] = {
     1e38, 1e39, 1e40, 1e41, 1e42, 1e43, 1e44};
 
 /* w * 10^q rounded to float, when that is certain from double arithmetic;
- * 0 when strtof must decide. w > 0, |q| <= 44. */
+ * 0 when strtod must decide. w > 0, |q| <= 44. */
 static inline int scale_to_float(uint64_t w, int q, float *out)
 {
     double d = (double)w * pow10_near[q + 44];
@@ -104,7 +106,7 @@ static inline const char *digits8(const char *p, const char *e, uint64_t *w)
 /*
  * Read the longest [+-]digits[.digits][(e|E)[+-]digits] at s, before e,
  * into *out and return where it ends; NULL when it cannot be sure of the
- * float (then strtof must decide) or finds no number. The byte at e must be
+ * float (then strtod must decide) or finds no number. The byte at e must be
  * readable. Inline: the CSV reader calls it for every field, and read its
  * 184 MB file with 7 to 10% less CPU time for it.
  */
@@ -115,7 +117,7 @@ static inline const char *data_float_scan(const char *s, const char *e, float *o
     if (p < e && (*p == '-' || *p == '+'))
         neg = *p++ == '-';
     /* Every digit into w, leading zeros too: more than 19 of them (which
-     * may wrap w) go to strtof. */
+     * may wrap w) go to strtod. */
     uint64_t w = 0;
     const char *d0 = p;
     p = digits(p, e, &w);
@@ -137,7 +139,7 @@ static inline const char *data_float_scan(const char *s, const char *e, float *o
         while (x < e && (unsigned)(*x - '0') < 10 && x - x0 < 5)
             ex = ex * 10 + (*x++ - '0');
         if (x == x0 || (x < e && (unsigned)(*x - '0') < 10))
-            return NULL; /* "1e" (strtof stops before the e), or 6 digits and more */
+            return NULL; /* "1e" (strtod stops before the e), or 6 digits and more */
         q += eneg ? -ex : ex;
         p = x;
     }

@@ -47,11 +47,12 @@ void data_block_free(void *block, size_t map_len);
 #define DATA_MAX_LABEL (INT32_MAX - 1)
 
 /*
- * Decimal text to float, exactly as strtof (csv_float.c; its fast path is
- * data_float_scan of csv_float.h): 1 when the whole of [s, e) is a number
- * strtof takes (hex, inf and nan too; no leading space), with *out its
- * value; 0 otherwise. The byte at e must not continue a number (a comma, a
- * quote, a space, a line end or NUL, as in a CSV line): strtof reads up to it.
+ * Decimal text to float, exactly as (float)strtod, numpy's loadtxt then
+ * astype(float32) (csv_float.c; its fast path is data_float_scan of
+ * csv_float.h): 1 when the whole of [s, e) is a number strtod takes (hex, inf
+ * and nan too; no leading space), with *out its value; 0 otherwise. The byte
+ * at e must not continue a number (a comma, a quote, a space, a line end or
+ * NUL, as in a CSV line): strtod reads up to it.
  */
 int data_float_parse(const char *s, const char *e, float *out);
 
