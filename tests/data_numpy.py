@@ -347,6 +347,9 @@ s = "x0,x1,species\n1.5,2,setosa\n3,4,\"virginica\"\n5,6,versicolor\n7,8,setosa\
 a = np.genfromtxt(io.StringIO(s), delimiter=",", skip_header=1, usecols=(0, 1))
 names = ["setosa", "virginica", "versicolor", "setosa"]
 csv_case("csv_text_labels", s, a, [sorted(set(names)).index(n) for n in names], text_labels=True)
+# Hexadecimal labels are text to pandas (numbers only to strtod).
+s = "a,label\n1,0x10\n2,0x2\n3,0x10\n"
+csv_case("csv_hex_labels", s, np.array([[1.0], [2.0], [3.0]]), [0, 1, 0], text_labels=True)
 # A regression target: a label column of real numbers.
 s = "a,b,label\n1,2,0.5\n3,4,-1.25\n5,6,3\n"
 a = loadtxt(s, skip=1)
@@ -384,6 +387,9 @@ for name, text, frag in [
          "csv_savetxt_spaces.csv: the first line has no comma"),
         ("csv_cr_only", "a,b,label\r1,2,0\r3,4,1\r", "csv_cr_only.csv:1: a carriage return"),
         ("csv_comment", "a,b,label\n# a comment\n1,2,0\n", "csv_comment.csv:2: expected 3 fields, found 1"),
+        # hexadecimal: strtod's syntax, not a number to numpy or pandas
+        ("csv_hex", "a,b,label\n1,0x1f,0\n", "csv_hex.csv:2: column 1 (counted from 0, as "
+         "label_column is): '0x1f' is not a number"),
         ("csv_quoted_comma", "a,b,label\n1,2,\"cat, black\"\n", "csv_quoted_comma.csv:2: expected 3 fields, found 4"),
 ]:
     with open(path(name + ".csv"), "w", newline="") as f:

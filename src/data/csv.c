@@ -123,6 +123,8 @@ static int parse_number(const char *s, const char *e, double *v)
             return 1;
         }
     }
+    if (data_float_hex(s, e))
+        return 0;
     char *end;
     *v = strtod(s, &end);
     return end == e;

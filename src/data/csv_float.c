@@ -10,8 +10,8 @@ int data_float_parse(const char *s, const char *e, float *out)
 {
     if (data_float_scan(s, e, out) == e && s != e)
         return 1;
-    if (s == e || isspace((unsigned char)*s))
-        return 0; /* strtod would skip it; a field must start with the number */
+    if (s == e || isspace((unsigned char)*s) || data_float_hex(s, e))
+        return 0; /* strtod would skip a space; a field must start with the number */
     /* strtod, then float: the decimal rounded to the nearest double and that
      * to float, as np.loadtxt(...).astype(np.float32) and pandas read it. At a
      * float midpoint strtof's single rounding can differ (1.000000178813934326

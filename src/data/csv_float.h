@@ -29,6 +29,16 @@
 #include <stdint.h>
 #include <string.h>
 
+/* 1 when [s, e) is hexadecimal after its sign (0x1f, -0X1p3): strtod takes
+ * it, numpy's loadtxt, Python's float and pandas do not, and a column of IDs
+ * written so is no number to train on. */
+static inline int data_float_hex(const char *s, const char *e)
+{
+    if (s < e && (*s == '-' || *s == '+'))
+        s++;
+    return e - s >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+}
+
 /* Ulps of d within which a midpoint sends a number to strtod: 3.51 would do. */
 #define CSV_FLOAT_SLACK 16
 

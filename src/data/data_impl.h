@@ -49,10 +49,11 @@ void data_block_free(void *block, size_t map_len);
 /*
  * Decimal text to float, exactly as (float)strtod, numpy's loadtxt then
  * astype(float32) (csv_float.c; its fast path is data_float_scan of
- * csv_float.h): 1 when the whole of [s, e) is a number strtod takes (hex, inf
- * and nan too; no leading space), with *out its value; 0 otherwise. The byte
- * at e must not continue a number (a comma, a quote, a space, a line end or
- * NUL, as in a CSV line): strtod reads up to it.
+ * csv_float.h): 1 when the whole of [s, e) is a number strtod takes (inf and
+ * nan too; not hexadecimal, which numpy refuses; no leading space), with *out
+ * its value; 0 otherwise. The byte at e must not continue a number (a comma,
+ * a quote, a space, a line end or NUL, as in a CSV line): strtod reads up to
+ * it.
  */
 int data_float_parse(const char *s, const char *e, float *out);
 
