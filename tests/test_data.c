@@ -11,6 +11,7 @@
 #include "util/util.h"
 
 #include <dirent.h>
+#include <locale.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -816,6 +817,47 @@ static void test_csv_targets(void)
     CHECK(data_read_csv_cols(p, NULL, "y0", 0, &ds, &err) == COHORT_ERR_INPUT);
     CHECK_CONTAINS(err.message, "r2.csv:2: column 1 (counted from 0, as label_column is): 'x' is "
                                 "not a number");
+}
+
+/* A host program's LC_NUMERIC (setlocale(LC_ALL, "") in German, where 0,5 is
+ * a half) changes nothing: '.' is a CSV's decimal point. strtod in that
+ * locale stopped at the '.': 0.5 labels became text classes, and the
+ * numbers its fast path leaves to strtod were refused. The locale is made
+ * with localedef where the system has none; the check is skipped without. */
+static void test_csv_locale(void)
+{
+    char p[512], loc[512], cmd[1300];
+    const char *name = "de_DE.UTF-8";
+    tpath(loc, "locale");
+    if (!setlocale(LC_NUMERIC, name)) {
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p %s && localedef -i de_DE -f UTF-8 %s/%s >/dev/null 2>&1", loc, loc,
+                 name);
+        if (system(cmd) == 0)
+            setenv("LOCPATH", loc, 1);
+        if (!setlocale(LC_NUMERIC, name)) {
+            printf("test_data: no de_DE locale here: the CSV locale check is skipped\n");
+            unsetenv("LOCPATH");
+            return;
+        }
+    }
+    CHECK(strcmp(localeconv()->decimal_point, ",") == 0);
+    cohort_error err;
+    cohort_dataset *ds = NULL;
+    write_text(tpath(p, "de.csv"), "a,b,label\n1.5,1.000000178813934326,0.5\n2,3,1.25\n");
+    CHECK_MSG(data_read_csv(p, NULL, &ds, &err) == COHORT_OK, "%s", err.message);
+    if (ds) {
+        CHECK(ds->n_classes == 0 && !ds->class_names && ds->t && ds->t_dim == 1);
+        CHECK(ds->t && ds->t[0] == 0.5f && ds->t[1] == 1.25f);
+        CHECK(ds->x[0] == 1.5f && ds->x[1] == 0x1.000004p0f && ds->x[3] == 3.0f);
+        data_free(ds);
+    }
+    setlocale(LC_NUMERIC, "C");
+    unsetenv("LOCPATH");
+    unlink(p);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", loc);
+    if (system(cmd) != 0)
+        fprintf(stderr, "test_data: could not remove %s\n", loc);
 }
 
 static void test_csv_chunks(void)
@@ -1843,6 +1885,7 @@ int main(void)
     test_fashion_mnist();
     test_cohort_data();
     test_csv();
+    test_csv_locale();
     test_csv_chunks();
     test_npy();
     test_npz();

@@ -126,7 +126,7 @@ static int parse_number(const char *s, const char *e, double *v)
     if (data_float_hex(s, e))
         return 0;
     char *end;
-    *v = strtod(s, &end);
+    *v = str_to_double(s, &end);
     return end == e;
 }
 
@@ -397,7 +397,7 @@ static const char *field_float(const char **p, const char *e, float *v, const ch
     /* The fast path leaves numbers past FLT_MAX to here: 1e39 would be inf,
      * and a model trained on it a NaN loss. */
     if (!isfinite(*v))
-        return isfinite(strtod(*fs, NULL)) ? "is beyond float32's range (3.4e38)"
+        return isfinite(str_to_double(*fs, NULL)) ? "is beyond float32's range (3.4e38)"
                                            : "is not a finite number";
     return NULL;
 }

@@ -2,6 +2,7 @@
  * the numbers it cannot be sure of. */
 #include "data/csv_float.h"
 #include "data/data_impl.h"
+#include "util/util.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -17,6 +18,6 @@ int data_float_parse(const char *s, const char *e, float *out)
      * float midpoint strtof's single rounding can differ (1.000000178813934326
      * is 1 + 2^-23 to strtof, 1 + 2^-22 to numpy). */
     char *end;
-    *out = (float)strtod(s, &end);
+    *out = (float)str_to_double(s, &end); /* strtod, in the C locale */
     return end == e;
 }

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +156,17 @@ char *str_dup(const char *s)
     if (d)
         memcpy(d, s, n);
     return d;
+}
+
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+
+static void c_locale_make(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+
+double str_to_double(const char *s, char **end)
+{
+    pthread_once(&c_locale_once, c_locale_make);
+    return c_locale ? strtod_l(s, end, c_locale) : strtod(s, end);
 }
 
 int parse_bytes(const char *s, uint64_t *out)

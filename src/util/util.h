@@ -54,6 +54,9 @@ static inline float rng_hash_uniform(uint64_t key, uint64_t counter)
 int str_copy(char *dst, size_t n, const char *src);
 /* malloc'd copy, or NULL on out of memory. */
 char *str_dup(const char *s);
+/* strtod in the C locale, whatever the process's: a '.' is the decimal point
+ * even where a host program set LC_NUMERIC to a language that writes 0,5. */
+double str_to_double(const char *s, char **end);
 /* Parse "4GiB", "512MiB", "100KiB", "12B", "4096" into bytes; 0 on success. */
 int parse_bytes(const char *s, uint64_t *out);
 /* Print bytes as "1.50 MiB" into buf. */
