@@ -1864,7 +1864,7 @@ static void cleanup(void)
 {
     static const char *files[] = {"img", "lbl", "img_gz", "lbl_gz", "big_gz", "big_lbl_gz",
                                   "img_unused", "t.csv", "chunks.csv", "x.npy", "y.npy", "t.npz",
-                                  "simg", "slbl", "simg_other"};
+                                  "simg", "slbl", "simg_other", "r.csv", "r2.csv"};
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         unlink(tpath(p, files[i]));
@@ -1874,12 +1874,12 @@ static void cleanup(void)
 
 int main(void)
 {
-    test_csv_targets();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_data.XXXXXX");
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
         return 1;
     }
+    test_csv_targets();
     test_idx();
     test_gz_cache();
     test_fashion_mnist();
