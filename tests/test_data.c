@@ -1471,6 +1471,17 @@ static void test_npz(void)
     zmember ytrain[2] = {{"y_train.npy", npy_, npy_len, 0, 0, 0}, {"b.npy", npx, npx_len, 0, 0, 0}};
     npz(ytrain, 2, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "has y_train.npy but no x_train.npy");
+    /* scikit-learn's capital X: the message says how to name it. */
+    zmember sk[2] = {{"X.npy", npx, npx_len, 0, 0, 0}, {"y.npy", npy_, npy_len, 0, 0, 0}};
+    npz(sk, 2, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.npz: has y.npy but no x.npy (it has X, y); name the inputs and "
+                                "the labels to read, like npz:");
+    CHECK_CONTAINS(err.message, "t.npz:X,y");
+    zmember sk4[4] = {{"X_train.npy", npx, npx_len, 0, 0, 0}, {"X_test.npy", npx, npx_len, 0, 0, 0},
+                      {"y_train.npy", npy_, npy_len, 0, 0, 0}, {"y_test.npy", npy_, npy_len, 0, 0, 0}};
+    npz(sk4, 4, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.npz:X_train,y_train or npz:");
+    CHECK_CONTAINS(err.message, "t.npz:X_test,y_test");
     npz(firsttwo + 2, 1, COHORT_ERR_INPUT, &err);
     CHECK_CONTAINS(err.message, "holds 1 array; expected x and y (or x_train and y_train)");
 

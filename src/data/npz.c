@@ -339,6 +339,13 @@ static cohort_status find_named(const zip_archive *z, const char *xname, const c
     return COHORT_OK;
 }
 
+/* The file's spelling of an input array's name: X_train (scikit-learn's
+ * capital X) where it has that and not x_train. */
+static const char *x_named(const zip_archive *z, const char *lower, const char *upper)
+{
+    return !zip_find(z, lower) && zip_find(z, upper) ? upper : lower;
+}
+
 static cohort_status pick_members(const zip_archive *z, const zip_entry **x, const zip_entry **y,
                                   cohort_error *err)
 {
@@ -351,17 +358,26 @@ static cohort_status pick_members(const zip_archive *z, const zip_entry **x, con
         member_names(z, have, sizeof have);
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "%s: holds both training and test arrays (%s); name the two to read, "
-                           "like npz:%s:x_train,y_train or npz:%s:x_test,y_test",
-                           z->path, have, z->path, z->path);
+                           "like npz:%s:%s,y_train or npz:%s:%s,y_test",
+                           z->path, have, z->path, x_named(z, "x_train", "X_train"), z->path,
+                           x_named(z, "x_test", "X_test"));
     }
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         *x = zip_find(z, pairs[i][0]);
         *y = zip_find(z, pairs[i][1]);
         if (*x && *y)
             return COHORT_OK;
-        if (*x || *y)
-            return cohort_fail(err, COHORT_ERR_INPUT, "%s: has %s.npy but no %s.npy", z->path,
-                               *x ? pairs[i][0] : pairs[i][1], *x ? pairs[i][1] : pairs[i][0]);
+        if (*x || *y) {
+            char have[512];
+            member_names(z, have, sizeof have);
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s: has %s.npy but no %s.npy (it has %s); name the inputs and the "
+                               "labels to read, like npz:%s:%s,%s",
+                               z->path, *x ? pairs[i][0] : pairs[i][1],
+                               *x ? pairs[i][1] : pairs[i][0], have, z->path,
+                               *x ? pairs[i][0] : x_named(z, "x", "X"),
+                               *x ? "LABELS" : pairs[i][1]);
+        }
     }
     if (z->n >= 2) {
         *x = &z->entries[0];
