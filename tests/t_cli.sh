@@ -58,6 +58,19 @@ e = json.load(open(sys.argv[1]))
 r = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}["adam_model"]
 assert abs(e["accuracy"] - r["test"]["accuracy"]) < 1e-9 and abs(e["loss"] - r["test"]["loss"]) < 1e-6, (e, r["test"])
 PY
+# eval --json is JSON for any path (a quote in it is escaped), and its loss keeps
+# results.json's digits: sgd_model's test loss is about 3e-05, which "%.6f" had
+# cut to two digits.
+mkdir -p "$T/a\"b"
+cp "$T/run/models/sgd_model.safetensors" "$T/a\"b/m.safetensors"
+expect_status 0 "eval of a path with a quote" -- "$COHORT" eval "$T/a\"b/m.safetensors" --data "csv:$T/test.csv" --json
+/usr/bin/python3 - "$T/out" "$T/run/results.json" <<'PY' && ok || bad "eval --json: $(cat "$T/out")"
+import json, sys
+e = json.load(open(sys.argv[1]))
+r = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}["sgd_model"]
+assert e["weights"].endswith('a"b/m.safetensors'), e
+assert abs(e["loss"] - r["test"]["loss"]) <= 1e-6 * r["test"]["loss"], (e, r["test"])
+PY
 expect_status 0 "predict" -- "$COHORT" predict "$T/run/models/adam_model.safetensors" --data "csv:$T/test.csv" --out "$T/pred.csv"
 [ "$(wc -l < "$T/pred.csv")" -eq 151 ] && ok || bad "predict wrote $(wc -l < "$T/pred.csv") lines, wanted 151"
 head -n 1 "$T/pred.csv" | grep -qx "index,prediction,label,p0,p1,p2" && ok || bad "predict header"

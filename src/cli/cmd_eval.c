@@ -164,20 +164,40 @@ int cmd_eval(int argc, char **argv)
         return 1;
     }
     int reg = group_layout(l.m.g)->metric == METRIC_ERRORS;
-    if (json && reg)
-        printf("{\"weights\": \"%s\", \"data\": \"%s\", \"samples\": %lld, \"loss\": %.6f, "
-               "\"mae\": %.6f, \"rmse\": %.6f}\n",
-               weights, data, (long long)all.n, m.loss, m.mae, m.rmse);
-    else if (json)
-        printf("{\"weights\": \"%s\", \"data\": \"%s\", \"samples\": %lld, \"loss\": %.6f, "
-               "\"accuracy\": %.6f}\n",
-               weights, data, (long long)all.n, m.loss, m.accuracy);
-    else if (reg)
+    if (json) {
+        /* Machine-read: the paths as JSON strings (a quote or backslash in
+         * one is escaped), the numbers as results.json writes them (nine
+         * significant digits, so a loss of 2.6e-05 keeps its digits; null
+         * where not finite). */
+        strbuf b;
+        sb_init(&b);
+        sb_puts(&b, "{\"weights\": ");
+        sb_json_str(&b, weights);
+        sb_puts(&b, ", \"data\": ");
+        sb_json_str(&b, data);
+        sb_printf(&b, ", \"samples\": %lld, \"loss\": ", (long long)all.n);
+        sb_json_num(&b, m.loss);
+        sb_puts(&b, reg ? ", \"mae\": " : ", \"accuracy\": ");
+        sb_json_num(&b, reg ? m.mae : m.accuracy);
+        if (reg) {
+            sb_puts(&b, ", \"rmse\": ");
+            sb_json_num(&b, m.rmse);
+        }
+        sb_puts(&b, "}\n");
+        if (b.failed) {
+            sb_free(&b);
+            loaded_free(&l);
+            return cli_usage_error("eval", "out of memory");
+        }
+        fwrite(b.data, 1, b.len, stdout);
+        sb_free(&b);
+    } else if (reg) {
         printf("%s on %s (%lld samples): loss %.4f mae %.4f rmse %.4f\n", weights, data,
                (long long)all.n, m.loss, m.mae, m.rmse);
-    else
+    } else {
         printf("%s on %s (%lld samples): loss %.4f accuracy %.4f\n", weights, data,
                (long long)all.n, m.loss, m.accuracy);
+    }
     loaded_free(&l);
     return 0;
 }
