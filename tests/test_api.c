@@ -112,6 +112,7 @@ static void invalid_arguments(void)
     CHECK_CONTAINS(err.message, "cohort_run_train");
     CHECK(cohort_run_model_count(NULL) == 0);
     cohort_run_request_stop(NULL);
+    cohort_run_options_init(NULL); /* a NULL out-pointer: nothing done (it had crashed) */
     cohort_model_result r;
     CHECK(cohort_run_model_result(NULL, 0, &r) == COHORT_ERR_USAGE);
 

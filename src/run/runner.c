@@ -13,6 +13,8 @@
 
 void cohort_run_options_init(cohort_run_options *opt)
 {
+    if (!opt) /* cohort.h: a NULL out-pointer is refused, never a crash */
+        return;
     memset(opt, 0, sizeof *opt);
     opt->strategy = COHORT_STRATEGY_AUTO;
 }
