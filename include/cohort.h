@@ -152,7 +152,8 @@ typedef enum cohort_event_kind {
     COHORT_EVENT_MODEL_START,
     COHORT_EVENT_STEP,       /* a few times per epoch, for progress display */
     COHORT_EVENT_EPOCH_END,
-    COHORT_EVENT_MODEL_END
+    COHORT_EVENT_MODEL_END   /* once a model, when it has ended (under a scheduler, not at
+                                each rung it goes on from) */
 } cohort_event_kind;
 
 typedef struct cohort_event {
@@ -165,7 +166,7 @@ typedef struct cohort_event {
     double loss, accuracy, val_loss, val_accuracy; /* NaN when unknown */
     double mae, rmse, val_mae, val_rmse; /* EPOCH_END of a regression; else NaN */
     double seconds;       /* since the model started */
-    const char *status;   /* MODEL_END: "ok", "failed", "diverged", "interrupted" */
+    const char *status;   /* MODEL_END: "ok", "failed", "diverged", "pruned", "interrupted" */
     const char *error;    /* MODEL_END: the reason, or "" */
     int stopped_early;    /* MODEL_END: early stopping ended it, at epoch `epoch` */
     int restored_epoch;   /* MODEL_END: its weights are this epoch's (restore_best_weights),
@@ -265,7 +266,8 @@ void cohort_free(void *p);
 
 typedef struct cohort_model_result {
     const char *name;     /* the plan's: valid while the plan is (see cohort_run_create) */
-    const char *status;   /* "ok", "failed", "diverged", "pending" */
+    const char *status;   /* "ok", "failed", "diverged", "pruned", "interrupted";
+                             "pending" or "running" while the run trains */
     const char *error;    /* "" when ok */
     const char *device;
     int epochs_run;

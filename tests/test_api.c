@@ -11,7 +11,8 @@
  * come one at a time, and may stop the run; cohort_run_model_result may be
  * polled from another thread while the run trains, and called from on_event
  * (tests/tsan.sh runs this under ThreadSanitizer). cohort_run_plan_json
- * gives the same groups after training as before.
+ * gives the same groups after training as before. Under a scheduler each
+ * model gets one MODEL_END, with its final status.
  */
 #include "check.h"
 #include "cohort.h"
@@ -397,6 +398,66 @@ static void threads_strategy(void)
     cohort_plan_free(p);
 }
 
+/* Under a scheduler the models train in phases, a job a rung: each model
+ * still gets one COHORT_EVENT_MODEL_END, when it has ended, with the status
+ * its result has (a pruned model's "pruned"; the phases had each sent an
+ * "ok", at epoch 1 of 6 for a model that went on, and none for a prune). */
+typedef struct ends {
+    int n[8];
+    char status[8][16];
+} ends;
+
+static void count_ends(const cohort_event *ev, void *user)
+{
+    ends *e = user;
+    if (ev->kind == COHORT_EVENT_MODEL_END && ev->model >= 0 && ev->model < 8) {
+        e->n[ev->model]++;
+        snprintf(e->status[ev->model], sizeof e->status[0], "%s", ev->status);
+    }
+}
+
+static void scheduler_model_end(void)
+{
+    cohort_plan *p = plan_of("data: {train: 'memory:train', validation_split: 0.25}\n"
+                             "defaults: {epochs: 6, batch_size: 16, layers: [{dense: 8, "
+                             "activation: relu}, {dense: 3, activation: softmax}]}\n"
+                             "models: [{name: m}]\n"
+                             "search: {samples: 6, seed: 3, space: {optimizer.lr: "
+                             "{loguniform: [1.0e-4, 1.0e-1]}}}\n"
+                             "scheduler: {name: asha, grace_period: 1, reduction_factor: 3}\n");
+    if (!p)
+        return;
+    cohort_data d = train_data();
+    cohort_run_options opt = options_on(&d, COHORT_STRATEGY_SEQUENTIAL);
+    char out[64];
+    snprintf(out, sizeof out, "%s/asha", dir);
+    opt.out_dir = out;
+    ends e;
+    memset(&e, 0, sizeof e);
+    opt.on_event = count_ends;
+    opt.user = &e;
+    cohort_error err;
+    cohort_run *run;
+    if (cohort_run_create(p, &opt, &run, &err)) {
+        CHECK_MSG(0, "%s", err.message);
+        cohort_plan_free(p);
+        return;
+    }
+    CHECK_MSG(cohort_run_train(run, &err) == COHORT_OK, "%s", err.message);
+    int pruned = 0;
+    for (int i = 0; i < cohort_run_model_count(run); i++) {
+        cohort_model_result r;
+        CHECK(cohort_run_model_result(run, i, &r) == COHORT_OK);
+        CHECK_MSG(e.n[i] == 1, "model %s: %d MODEL_END events", r.name, e.n[i]);
+        CHECK_MSG(strcmp(e.status[i], r.status) == 0, "model %s: MODEL_END says '%s', its "
+                  "result '%s'", r.name, e.status[i], r.status);
+        pruned += strcmp(r.status, "pruned") == 0;
+    }
+    CHECK(pruned > 0);
+    cohort_run_free(run);
+    cohort_plan_free(p);
+}
+
 static void plan_json_after_training(void)
 {
     cohort_plan *p = plan_of(PLAN3);
@@ -438,6 +499,7 @@ int main(void)
     messages();
     threads_strategy();
     plan_json_after_training();
+    scheduler_model_end();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

@@ -146,7 +146,9 @@ void progress_event(const cohort_event *ev, void *user)
     }
     case COHORT_EVENT_MODEL_END:
         clear_live(p);
-        if (strcmp(ev->status, "ok") != 0)
+        if (strcmp(ev->status, "pruned") == 0)
+            fprintf(p->out, "%s pruned at epoch %d\n", ev->name, ev->epoch);
+        else if (strcmp(ev->status, "ok") != 0)
             fprintf(p->out, "%s %s: %s\n", ev->name, ev->status, ev->error);
         else if (ev->stopped_early && ev->restored_epoch)
             fprintf(p->out, "%s stopped early at epoch %d, restored epoch %d\n", ev->name,

@@ -106,14 +106,22 @@ static double median_of(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+int run_at_rung(const cohort_run *run, const model_entry *e)
+{
+    return e->stop_epoch > 0 && e->res.state == MODEL_OK && !e->res.stopped_early &&
+           e->res.epochs_run < target_epochs(run, e);
+}
+
 static void prune(cohort_run *run, model_entry *e, int rung)
 {
-    /* Under the lock: cohort_run_model_result may be polling. */
+    /* Under the lock: cohort_run_model_result may be polling, and events
+     * come under it. */
     pthread_mutex_lock(&run->lock);
     e->res.state = MODEL_PRUNED;
     e->pruned_rung = rung;
     e->res.error[0] = 0;
     e->done = 1;
+    run_emit_model_end(run, e);
     pthread_mutex_unlock(&run->lock);
     cohort_error err;
     run_write_record(run, e, &err);
@@ -283,8 +291,11 @@ void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *
     for (int i = 0; run->stop && i < run->n; i++) {
         model_entry *e = &run->m[i];
         if (live[i] && e->done && e->res.state == MODEL_OK) {
+            int at_rung = run_at_rung(run, e); /* its end not reported yet */
             e->res.state = MODEL_INTERRUPTED;
             str_copy(e->res.error, sizeof e->res.error, why);
+            if (at_rung)
+                run_emit_model_end(run, e);
         }
     }
     pthread_mutex_unlock(&run->lock);

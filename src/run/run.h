@@ -224,6 +224,13 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err);
 cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reached_waits,
                           cohort_error *err);
 void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *why);
+/* Whether model e's job ended at a rung or pbt interval below its last
+ * epoch, in good standing: the scheduler's decision there, not the job,
+ * ends the model or sends it on (prune.c). */
+int run_at_rung(const cohort_run *run, const model_entry *e);
+/* The model's COHORT_EVENT_MODEL_END, from its state now: once a model,
+ * when it has ended for good. Caller holds run->lock (schedule.c). */
+void run_emit_model_end(cohort_run *run, const model_entry *e);
 /* Make model e go on to `target` epochs in the next phase of a scheduler:
  * from its checkpoint when it has trained before. */
 cohort_status run_continue_to(cohort_run *run, model_entry *e, int target, cohort_error *err);

@@ -219,16 +219,26 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
             run_tick_results(run, &err);
             disk_full(run);
         }
-        event_init(&ev, COHORT_EVENT_MODEL_END, run, e);
-        ev.status = model_state_str(e->res.state);
-        ev.error = e->res.error;
-        ev.epoch = e->res.epochs_run;
-        ev.seconds = e->res.seconds;
-        ev.stopped_early = e->res.state == MODEL_OK && e->res.stopped_early;
-        ev.restored_epoch = run_restored_epoch(e);
-        emit(run, &ev);
+        /* A job that stopped at a scheduler's rung or interval is not the
+         * model's end: the decision there says whether it goes on, and
+         * run_emit_model_end reports a pruned model then. */
+        if (!run_at_rung(run, e))
+            run_emit_model_end(run, e);
         return;
     }
+}
+
+void run_emit_model_end(cohort_run *run, const model_entry *e)
+{
+    cohort_event ev;
+    event_init(&ev, COHORT_EVENT_MODEL_END, run, e);
+    ev.status = model_state_str(e->res.state);
+    ev.error = e->res.error;
+    ev.epoch = e->res.epochs_run;
+    ev.seconds = e->res.seconds;
+    ev.stopped_early = e->res.state == MODEL_OK && e->res.stopped_early;
+    ev.restored_epoch = run_restored_epoch(e);
+    emit(run, &ev);
 }
 
 static int write_all(int fd, const void *buf, size_t n)
