@@ -95,6 +95,11 @@ grep -q "cut into one part per core, and there are no more of them than cores" "
 printf 'data:\n  train: csv:%s\nmodels:\n  - {name: a, layers: [{dense: 3, activation: softmax}]}\n  - {name: b, layers: [{dense: 4, activation: relu}, {dense: 3, activation: softmax}]}\n' "$T/train.csv" > "$T/fz2.yaml"
 expect_status 0 "plan fused, nothing fits" -- "$COHORT" plan "$T/fz2.yaml" --strategy fused --threads 2
 grep -q "no two models on a device have the same layers" "$T/out" && ok || bad "plan fused: wrong reason: $(tail -n 2 "$T/out")"
+# cohort plan exits 1 when a model does not fit its device, and its --help says so.
+printf 'data:\n  train: csv:%s\ndevices: {cpu:0: {memory_limit: 1MiB}}\nmodels:\n  - {name: a, layers: [{dense: 3, activation: softmax}]}\n  - {name: big, layers: [{dense: 100000}, {dense: 3, activation: softmax}]}\n' "$T/train.csv" > "$T/nofit.yaml"
+expect_status 1 "plan with a model that does not fit" -- "$COHORT" plan "$T/nofit.yaml"
+expect_status 0 "plan --help" -- "$COHORT" plan --help
+grep -q "exit status: 0 every model fits its device, 1 some model does not" "$T/out" && ok || bad "plan --help lacks its exit status"
 expect_status 2 "a mistyped command" -- "$COHORT" trian
 expect_err "unknown command 'trian' (did you mean 'train'?)" "a mistyped command"
 expect_status 2 "no plan" -- "$COHORT" train

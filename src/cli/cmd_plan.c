@@ -22,7 +22,10 @@ static const char *help =
     "  --threads N        as many CPU threads as `cohort train --threads N` would use\n"
     "\n"
     "Under the fused strategy it also lists the training groups: same-shaped models with the\n"
-    "same optimizer on one device, cut into one group per core on a CPU.\n";
+    "same optimizer on one device, cut into one group per core on a CPU.\n"
+    "\n"
+    "exit status: 0 every model fits its device, 1 some model does not (cohort train\n"
+    "             would refuse it and train the others), 2 usage or input error\n";
 
 /* A model's layers in short: "784-128relu-drop0.2-10softmax",
  * "28x28x1-c32relu-mp2-flat-10softmax". */
