@@ -513,8 +513,9 @@ def plan(plan, data=None, strategy="auto", threads=0, overrides=None):
 
 
 def devices():
-    """The devices of this machine as dicts (name, kind, model, threads,
-    total_bytes, free_bytes, limit_bytes, ...), as `cohort devices` lists them."""
+    """The devices of this machine, those `cohort devices` lists, as dicts of
+    cohort_device_info's fields (name, kind, model, threads, cc_major,
+    cc_minor, total_bytes, free_bytes, limit_bytes, is_logical, policy)."""
     lib = _lib()
     d, err = ctypes.c_void_p(), _Error()
     if lib.cohort_devices_discover(ctypes.byref(d), ctypes.byref(err)):
