@@ -41,4 +41,11 @@ PY
         cmp -s "$T/ref/models/m$i.safetensors" "$d/models/m$i.safetensors" || { bad "disk full after $after: weights of m$i differ"; break; }
     done && ok
 done
+# The very first write (results.json) fails: nothing trained, exit 2, one
+# message naming the file, and no "model 'm0' pending: " line with an empty
+# reason for each model.
+COHORT_TEST_DISK_FULL_AFTER=0 expect_status 2 "disk full from the start" -- \
+    "$COHORT" train "$T/plan.yaml" --out "$T/full0" --threads 1
+expect_err "$T/full0/results.json: write failed: No space left on device" "disk full from the start"
+grep -q "pending: *$" "$T/err" && bad "disk full from the start: a model's line without a reason: $(head -n 2 "$T/err")" || ok
 finish

@@ -297,7 +297,10 @@ int cmd_train(int argc, char **argv)
     int pruned = 0;
     for (int i = 0; i < run->n; i++) {
         pruned += run->m[i].res.state == MODEL_PRUNED;
-        if (run->m[i].res.state != MODEL_OK && run->m[i].res.state != MODEL_PRUNED)
+        /* A model with no reason of its own (pending: the run stopped
+         * before it, and says why below) gets no line. */
+        if (run->m[i].res.state != MODEL_OK && run->m[i].res.state != MODEL_PRUNED &&
+            run->m[i].res.error[0])
             fprintf(stderr, "cohort: model '%s' %s: %s\n", run->m[i].spec->name,
                     model_state_str(run->m[i].res.state), run->m[i].res.error);
     }
