@@ -458,6 +458,50 @@ static void scheduler_model_end(void)
     cohort_plan_free(p);
 }
 
+/* A stop in a scheduler's last phase, asked as the first model ends: that
+ * model trained all its epochs and stays ok (it had been marked
+ * interrupted, "stopped at a rung of the scheduler"); the other, not
+ * started, is interrupted. */
+static void stop_on_end(const cohort_event *ev, void *user)
+{
+    if (ev->kind == COHORT_EVENT_MODEL_END)
+        cohort_run_request_stop(*(cohort_run **)user);
+}
+
+static void scheduler_stop_after_last_epoch(void)
+{
+    cohort_plan *p = plan_of("data: {train: 'memory:train', validation_split: 0.25}\n"
+                             "defaults: {batch_size: 16, layers: [{dense: 8, activation: relu}, "
+                             "{dense: 3, activation: softmax}]}\n"
+                             "models: [{name: short, epochs: 1}, {name: long, epochs: 3}]\n"
+                             "scheduler: {name: asha, grace_period: 3, max_t: 3}\n");
+    if (!p)
+        return;
+    cohort_data d = train_data();
+    cohort_run_options opt = options_on(&d, COHORT_STRATEGY_SEQUENTIAL);
+    char out[64];
+    snprintf(out, sizeof out, "%s/asha-stop", dir);
+    opt.out_dir = out;
+    cohort_run *run = NULL;
+    opt.on_event = stop_on_end;
+    opt.user = &run; /* set before the first event, by cohort_run_create */
+    cohort_error err;
+    if (cohort_run_create(p, &opt, &run, &err)) {
+        CHECK_MSG(0, "%s", err.message);
+        cohort_plan_free(p);
+        return;
+    }
+    CHECK(cohort_run_train(run, &err) == COHORT_ERR_INTERRUPTED);
+    cohort_model_result r;
+    CHECK(cohort_run_model_result(run, 0, &r) == COHORT_OK);
+    CHECK_MSG(strcmp(r.status, "ok") == 0 && r.epochs_run == 1, "short: %s (%s), %d epochs",
+              r.status, r.error, r.epochs_run);
+    CHECK(cohort_run_model_result(run, 1, &r) == COHORT_OK);
+    CHECK_MSG(strcmp(r.status, "interrupted") == 0, "long: %s", r.status);
+    cohort_run_free(run);
+    cohort_plan_free(p);
+}
+
 static void plan_json_after_training(void)
 {
     cohort_plan *p = plan_of(PLAN3);
@@ -500,6 +544,7 @@ int main(void)
     threads_strategy();
     plan_json_after_training();
     scheduler_model_end();
+    scheduler_stop_after_last_epoch();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

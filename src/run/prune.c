@@ -290,12 +290,12 @@ void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *
     pthread_mutex_lock(&run->lock);
     for (int i = 0; run->stop && i < run->n; i++) {
         model_entry *e = &run->m[i];
-        if (live[i] && e->done && e->res.state == MODEL_OK) {
-            int at_rung = run_at_rung(run, e); /* its end not reported yet */
+        /* Only a model waiting at a rung: one that has trained its last
+         * epoch in the phase the stop cut short has ended, ok. */
+        if (live[i] && e->done && run_at_rung(run, e)) {
             e->res.state = MODEL_INTERRUPTED;
             str_copy(e->res.error, sizeof e->res.error, why);
-            if (at_rung)
-                run_emit_model_end(run, e);
+            run_emit_model_end(run, e);
         }
     }
     pthread_mutex_unlock(&run->lock);

@@ -219,8 +219,8 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err);
  * resumed from a checkpoint at R still ends the phase). Then the models that
  * ended for good (their last epoch, early stopping, divergence, failure)
  * leave `live`. After a stop request between phases, sched_mark_waiting
- * makes the live models waiting at one interrupted, with `why`: they go on
- * with --resume. */
+ * makes the live models waiting at one (not those that ended in the phase
+ * the stop cut short) interrupted, with `why`: they go on with --resume. */
 cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reached_waits,
                           cohort_error *err);
 void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *why);
