@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parity of convolutional models with PyTorch, and weight files that load into torch.
 
-Three CNNs on 10 x 9 x 2 images (NPY [n, H, W, C], channels last as Keras):
+Four CNNs on 10 x 9 x 2 images (NPY [n, H, W, C], channels last as Keras):
   A: conv2d valid + relu, batch_normalization, max_pooling2d, conv2d same,
      average_pooling2d same (padding not counted), flatten, dense softmax;
   B: conv2d same with stride 2 (TensorFlow pads the odd row after the image:
@@ -10,7 +10,11 @@ Three CNNs on 10 x 9 x 2 images (NPY [n, H, W, C], channels last as Keras):
   C: conv2d valid + relu straight into max_pooling2d 2 (an odd last column),
      conv2d same without a bias, batch_normalization, relu, max_pooling2d 3
      with stride 2 and `same` padding (overlapping windows), dense softmax:
-     the relus whose derivative the max pools apply (maxpool_bwd_relu).
+     the relus whose derivative the max pools apply (maxpool_bwd_relu);
+  D: conv2d valid + relu with stride 3 (3 x 3 x 3), flatten, dense 27 relu,
+     dense softmax: the first dense layer's columns are in torch's (C, H, W)
+     order of the flattened image, the second's (as many units as inputs) in
+     the first's own order.
 From the same initial weights (init_from, moving statistics included), one
 unshuffled epoch with SGD-momentum and with Adam (Keras's formula) must give
 the same weights and moving statistics in cohort and in torch, to
@@ -76,6 +80,13 @@ MODELS = {
         "shapes": {0: ("conv", 4, C, 3), 2: ("conv_nobias", 5, 4, 3), 3: ("bn", 5),
                    7: ("dense", CLASSES, 5 * 2 * 2)},
     },
+    "D": {
+        "layers": [{"conv2d": 3, "kernel_size": 3, "strides": 3, "activation": "relu"},
+                   "flatten",
+                   {"dense": 27, "activation": "relu"},
+                   {"dense": CLASSES, "activation": "softmax"}],
+        "shapes": {0: ("conv", 3, C, 3), 2: ("dense", 27, 27), 3: ("dense", CLASSES, 27)},
+    },
 }
 
 # TensorFlow's `same` max pool of 3 by stride 2 over the 4 x 3 maps of C: out 2 x 2,
@@ -118,7 +129,7 @@ def bn_train(h, p, i):
 
 
 def forward_train(model, p, x):
-    """The training forward pass of model A or B, written with torch functions."""
+    """The training forward pass of a model, written with torch functions."""
     if model == "A":
         h = torch.relu(F.conv2d(x, p["layers.0.weight"], p["layers.0.bias"]))
         h = bn_train(h, p, 1)
@@ -134,6 +145,11 @@ def forward_train(model, p, x):
         h = F.max_pool2d(F.pad(h, C_POOL_PAD, value=float("-inf")), 3, stride=2)
         h = h.reshape(h.shape[0], -1)
         return h @ p["layers.7.weight"].T + p["layers.7.bias"]
+    if model == "D":
+        h = torch.relu(F.conv2d(x, p["layers.0.weight"], p["layers.0.bias"], stride=3))
+        h = h.reshape(h.shape[0], -1)
+        h = torch.relu(h @ p["layers.2.weight"].T + p["layers.2.bias"])
+        return h @ p["layers.3.weight"].T + p["layers.3.bias"]
     h = F.conv2d(F.pad(x, (1, 1, 0, 1)), p["layers.0.weight"], None, stride=2)
     h = torch.relu(bn_train(h, p, 1))
     h = h.mean(dim=(2, 3))
@@ -204,6 +220,10 @@ def torch_module(model, w):
                             bn(3, 5), nn.ReLU(), nn.ConstantPad2d(C_POOL_PAD, float("-inf")),
                             nn.MaxPool2d(3, stride=2), nn.Flatten(),
                             linear(7, CLASSES, 20), nn.Softmax(dim=1))
+    elif model == "D":
+        seq = nn.Sequential(conv(0, 3, C, stride=3), nn.ReLU(), nn.Flatten(),
+                            linear(2, 27, 27), nn.ReLU(), linear(3, CLASSES, 27),
+                            nn.Softmax(dim=1))
     else:
         seq = nn.Sequential(nn.ZeroPad2d((1, 1, 0, 1)), conv(0, 4, C, stride=2), bn(1, 4),
                             nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),

@@ -147,7 +147,9 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
         if (ops->may_overwrite_input && i > 0 && !L->layers[i - 1].alias &&
             !layer_ops_of(L->layers[i - 1].kind)->reads_output)
             lp->alias = 1;
-        if (lp->out.rank == 3 || shape_size(lp->out) != shape_size(cur))
+        /* A layer that moves values (a dense of as many units as inputs
+         * included) starts a new order. */
+        if (lp->out.rank == 3 || !ops->keeps_order)
             flat_from = lp->out;
         cur = lp->out;
         if (shape_size(cur) > max_width)

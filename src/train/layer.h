@@ -87,6 +87,11 @@ typedef struct layer_ops {
     int may_overwrite_input;
     /* the input may be one copy read by every model (stride 0) */
     int shares_input;
+    /* each output value is the input value at its place, or a function of
+     * it and of per-feature settings (dropout, activation, batch norm; a
+     * flatten): a flat input flattened from an image stays in that image's
+     * order, which a dense or batch-norm layer's weight file follows */
+    int keeps_order;
     /* forward may read the input transposed (XT), kept in the first
      * n_fused floats of its gradients (which a fused step never writes):
      * the first layer's for as long as its batch stays, a later layer's

@@ -89,5 +89,6 @@ const layer_ops layer_batch_norm_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
     .shares_input = 1,
+    .keeps_order = 1,
     .tensors = bn_tensors,
 };

@@ -51,6 +51,7 @@ const layer_ops layer_dropout_ops = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .grad_in_place = 1,
+    .keeps_order = 1,
 };
 
 static int flatten_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
@@ -75,6 +76,7 @@ const layer_ops layer_flatten_ops = {
     .forward = flatten_forward,
     .backward = flatten_backward,
     .grad_in_place = 1,
+    .keeps_order = 1,
     .shares_input = 1,
 };
 
@@ -101,6 +103,7 @@ const layer_ops layer_activation_ops = {
     .forward = activation_forward,
     .backward = activation_backward,
     .grad_in_place = 1,
+    .keeps_order = 1,
     .reads_output = 1,
     .may_overwrite_input = 1,
 };
