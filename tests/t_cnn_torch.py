@@ -11,10 +11,11 @@ Four CNNs on 10 x 9 x 2 images (NPY [n, H, W, C], channels last as Keras):
      conv2d same without a bias, batch_normalization, relu, max_pooling2d 3
      with stride 2 and `same` padding (overlapping windows), dense softmax:
      the relus whose derivative the max pools apply (maxpool_bwd_relu);
-  D: conv2d valid + relu with stride 3 (3 x 3 x 3), flatten, dense 27 relu,
-     dense softmax: the first dense layer's columns are in torch's (C, H, W)
-     order of the flattened image, the second's (as many units as inputs) in
-     the first's own order.
+  D: conv2d valid + relu with stride 3 (3 x 3 x 3), flatten,
+     batch_normalization of the 27 flat values (BatchNorm1d), dense 27 relu,
+     dense softmax: the batch norm's tensors and the first dense layer's
+     columns are in torch's (C, H, W) order of the flattened image, the
+     second dense layer's (as many units as inputs) in the first's own order.
 From the same initial weights (init_from, moving statistics included), one
 unshuffled epoch with SGD-momentum and with Adam (Keras's formula) must give
 the same weights and moving statistics in cohort and in torch, to
@@ -83,9 +84,11 @@ MODELS = {
     "D": {
         "layers": [{"conv2d": 3, "kernel_size": 3, "strides": 3, "activation": "relu"},
                    "flatten",
+                   {"batch_normalization": {"momentum": MOMENTUM, "epsilon": EPS}},
                    {"dense": 27, "activation": "relu"},
                    {"dense": CLASSES, "activation": "softmax"}],
-        "shapes": {0: ("conv", 3, C, 3), 2: ("dense", 27, 27), 3: ("dense", CLASSES, 27)},
+        "shapes": {0: ("conv", 3, C, 3), 2: ("bn", 27), 3: ("dense", 27, 27),
+                   4: ("dense", CLASSES, 27)},
     },
 }
 
@@ -119,13 +122,14 @@ def init_weights(rng, shapes):
 
 def bn_train(h, p, i):
     """Keras's BatchNormalization in training, moving statistics updated in place."""
-    mean = h.mean(dim=(0, 2, 3))
-    var = h.var(dim=(0, 2, 3), unbiased=False)
+    dims, at = ((0, 2, 3), (None, slice(None), None, None)) if h.dim() == 4 else ((0,), (None,))
+    mean = h.mean(dim=dims)
+    var = h.var(dim=dims, unbiased=False)
     with torch.no_grad():
         p[f"layers.{i}.running_mean"].mul_(MOMENTUM).add_((1 - MOMENTUM) * mean)
         p[f"layers.{i}.running_var"].mul_(MOMENTUM).add_((1 - MOMENTUM) * var)
-    xhat = (h - mean[None, :, None, None]) / torch.sqrt(var[None, :, None, None] + EPS)
-    return xhat * p[f"layers.{i}.weight"][None, :, None, None] + p[f"layers.{i}.bias"][None, :, None, None]
+    xhat = (h - mean[at]) / torch.sqrt(var[at] + EPS)
+    return xhat * p[f"layers.{i}.weight"][at] + p[f"layers.{i}.bias"][at]
 
 
 def forward_train(model, p, x):
@@ -147,9 +151,9 @@ def forward_train(model, p, x):
         return h @ p["layers.7.weight"].T + p["layers.7.bias"]
     if model == "D":
         h = torch.relu(F.conv2d(x, p["layers.0.weight"], p["layers.0.bias"], stride=3))
-        h = h.reshape(h.shape[0], -1)
-        h = torch.relu(h @ p["layers.2.weight"].T + p["layers.2.bias"])
-        return h @ p["layers.3.weight"].T + p["layers.3.bias"]
+        h = bn_train(h.reshape(h.shape[0], -1), p, 2)
+        h = torch.relu(h @ p["layers.3.weight"].T + p["layers.3.bias"])
+        return h @ p["layers.4.weight"].T + p["layers.4.bias"]
     h = F.conv2d(F.pad(x, (1, 1, 0, 1)), p["layers.0.weight"], None, stride=2)
     h = torch.relu(bn_train(h, p, 1))
     h = h.mean(dim=(2, 3))
@@ -197,8 +201,8 @@ def torch_module(model, w):
             m.bias.data = torch.tensor(w[f"layers.{i}.bias"].copy())
         return m
 
-    def bn(i, f):
-        m = nn.BatchNorm2d(f, eps=EPS, momentum=1 - MOMENTUM)
+    def bn(i, f, flat=False):
+        m = (nn.BatchNorm1d if flat else nn.BatchNorm2d)(f, eps=EPS, momentum=1 - MOMENTUM)
         m.load_state_dict({k: torch.tensor(w[f"layers.{i}.{k}"].copy()) for k in
                            ("weight", "bias", "running_mean", "running_var")} |
                           {"num_batches_tracked": torch.tensor(0)})
@@ -222,8 +226,8 @@ def torch_module(model, w):
                             linear(7, CLASSES, 20), nn.Softmax(dim=1))
     elif model == "D":
         seq = nn.Sequential(conv(0, 3, C, stride=3), nn.ReLU(), nn.Flatten(),
-                            linear(2, 27, 27), nn.ReLU(), linear(3, CLASSES, 27),
-                            nn.Softmax(dim=1))
+                            bn(2, 27, flat=True), linear(3, 27, 27), nn.ReLU(),
+                            linear(4, CLASSES, 27), nn.Softmax(dim=1))
     else:
         seq = nn.Sequential(nn.ZeroPad2d((1, 1, 0, 1)), conv(0, 4, C, stride=2), bn(1, 4),
                             nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
