@@ -272,15 +272,17 @@ static void test_reader_accepts(void)
 {
     cohort_error err;
     st_file f;
-    /* Tensors at unaligned offsets, with a gap, listed out of offset order,
-     * after an odd-sized header: the data still comes back 4-byte aligned. */
-    const char *h = "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[7,11]},"
-                    "\"a\":{\"dtype\":\"F32\",\"shape\":[1,1],\"data_offsets\":[1,5]},"
-                    "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[3,3]},\"x\":{\"dtype\":\"F32\","
-                    "\"shape\":[1],\"data_offsets\":[11,15],\"extra\":[1]},"
-                    "\"__metadata__\":{}}";
+    /* Tensors listed out of offset order, an empty one among them, after
+     * an odd-sized header (so at unaligned places in the file): the data
+     * still comes back 4-byte aligned. */
+    const char *h = "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                    "\"a\":{\"dtype\":\"F32\",\"shape\":[1,1],\"data_offsets\":[0,4]},"
+                    "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},\"x\":{\"dtype\":\"F32\","
+                    "\"shape\":[1],\"data_offsets\":[8,12],\"extra\":[1]},"
+                    "\"__metadata__\":{} }";
+    CHECK(strlen(h) % 2 == 1);
     const char *path = tmp_path("odd.safetensors");
-    write_raw(path, h, UINT64_MAX, 15);
+    write_raw(path, h, UINT64_MAX, 12);
     CHECK(st_read(path, &f, &err) == COHORT_OK);
     if (f.n == 4) {
         CHECK(strcmp(f.t[0].name, "b") == 0 && strcmp(f.t[1].name, "a") == 0);
@@ -288,9 +290,9 @@ static void test_reader_accepts(void)
             CHECK(((uintptr_t)f.t[i].data % 4) == 0);
         /* write_raw fills data byte i with i. */
         const st_tensor *a = st_find(&f, "a"), *b = st_find(&f, "b"), *x = st_find(&f, "x");
-        CHECK(a && bits_of(a->data[0]) == 0x04030201u);
-        CHECK(b && bits_of(b->data[0]) == 0x0a090807u);
-        CHECK(x && bits_of(x->data[0]) == 0x0e0d0c0bu);
+        CHECK(a && bits_of(a->data[0]) == 0x03020100u);
+        CHECK(b && bits_of(b->data[0]) == 0x07060504u);
+        CHECK(x && bits_of(x->data[0]) == 0x0b0a0908u);
         CHECK_CONTAINS(f.metadata_json, "{}");
     } else {
         CHECK_MSG(0, "odd.safetensors: wrong tensor count");
@@ -381,6 +383,17 @@ static void test_reader_rejects(void)
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
                UINT64_MAX, 16, COHORT_ERR_INPUT, "header is not valid JSON: line 1, column 55: duplicate key \"a\"");
+    /* The format's data is indexed whole: no gap between tensors, nothing
+     * after the last one (the reference reader refuses both). */
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+               UINT64_MAX, 12, COHORT_ERR_INPUT,
+               "tensor 'b' starts at byte 8 of the data, but the tensors before it end at 4: a gap of 4 bytes");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", UINT64_MAX, 8,
+               COHORT_ERR_INPUT, "tensor 'a' starts at byte 4 of the data, but the tensors before it end at 0");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", UINT64_MAX, 9,
+               COHORT_ERR_INPUT, "5 bytes after the last tensor (the tensors end at byte 4 of 9 after the header)");
+    expect_bad("{}", UINT64_MAX, 1, COHORT_ERR_INPUT, "1 byte after the last tensor (the tensors end at byte 0 of 1");
     char longname[400];
     snprintf(longname, sizeof longname, "{\"%0128d\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", 0);
     expect_bad(longname, UINT64_MAX, 4, COHORT_ERR_INPUT, "is 128 bytes; at most 127 allowed");

@@ -355,21 +355,43 @@ static cohort_status read_header(const char *path, const json_value *h, char *fi
     }
     out->n = k;
     qsort(spans, (size_t)k, sizeof *spans, span_cmp);
+    /* The tensors' bytes tile the data exactly, as the format's reference
+     * reader requires (it refuses a gap, or bytes after the last tensor):
+     * such a file is damaged or not what it claims, and torch's
+     * safetensors.torch.load_file would refuse it too. */
     const span *prev = NULL;
+    uint64_t end = 0;
     for (int i = 0; i < k; i++) {
         const span *s = &spans[i];
-        if (s->begin == s->end)
-            continue;
-        if (prev && s->begin < prev->end) {
-            cohort_status st = cohort_fail(
+        cohort_status st = COHORT_OK;
+        if (s->begin != s->end && prev && s->begin < prev->end)
+            st = cohort_fail(
                 err, COHORT_ERR_INPUT,
                 "%s: tensors '%s' and '%s' overlap (data_offsets [%" PRIu64 ", %" PRIu64 "] and [%" PRIu64
                 ", %" PRIu64 "])",
                 path, out->t[prev->idx].name, out->t[s->idx].name, prev->begin, prev->end, s->begin, s->end);
+        else if (s->begin > end)
+            st = cohort_fail(err, COHORT_ERR_INPUT,
+                             "%s: tensor '%s' starts at byte %" PRIu64 " of the data, but the "
+                             "tensors before it end at %" PRIu64 ": a gap of %" PRIu64 " bytes, "
+                             "which a safetensors file does not have",
+                             path, out->t[s->idx].name, s->begin, end, s->begin - end);
+        if (st) {
             free(spans);
             return st;
         }
-        prev = s;
+        if (s->begin != s->end) {
+            prev = s;
+            end = s->end;
+        }
+    }
+    if (end != buf_len) {
+        free(spans);
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: %" PRIu64 " byte%s after the last tensor (the tensors end at byte "
+                           "%" PRIu64 " of %" PRIu64 " after the header); a safetensors file ends "
+                           "with its last tensor: damaged, or two files joined?",
+                           path, buf_len - end, buf_len - end == 1 ? "" : "s", end, buf_len);
     }
     /* Pack the tensors, in offset order, at the front of the file's buffer:
      * the header before them is parsed already, every destination lies at
