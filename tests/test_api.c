@@ -18,6 +18,7 @@
 #include "cohort.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -530,6 +531,81 @@ static void plan_json_after_training(void)
     cohort_plan_free(p);
 }
 
+/* The cores each model's events came from, by the thread's binding then. */
+typedef struct bindings {
+    int events[2];
+    cpu_set_t set[2];
+    int mixed; /* a model's events came from two different bindings */
+} bindings;
+
+static void record_binding(const cohort_event *ev, void *user)
+{
+    bindings *b = user;
+    if (ev->model < 0 || ev->model > 1)
+        return;
+    cpu_set_t now;
+    if (sched_getaffinity(0, sizeof now, &now) != 0)
+        return;
+    if (b->events[ev->model]++ == 0)
+        b->set[ev->model] = now;
+    else if (!CPU_EQUAL(&now, &b->set[ev->model]))
+        b->mixed++;
+}
+
+/* A CPU split in two: each part's models train on threads bound to the
+ * part's share of the cores the process may use, disjoint from the other
+ * part's, under sequential and threads; the calling thread is bound as it
+ * was before when the run returns. */
+static void cpu_parts_bound(void)
+{
+    cpu_set_t all, before, after;
+    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) {
+        printf("test_api: cpu_parts_bound skipped: fewer than 2 cores to split\n");
+        return;
+    }
+    int n = CPU_COUNT(&all);
+    cohort_plan *p = plan_of("data: {train: 'memory:train', validation_split: 0.25}\n"
+                             "devices: {cpu:0: {split: [1GiB, 1GiB]}}\n"
+                             "defaults: {epochs: 2, batch_size: 16, layers: [{dense: 8, "
+                             "activation: relu}, {dense: 3, activation: softmax}]}\n"
+                             "models: [{name: a, device: cpu:0/0}, {name: b, seed: 2, "
+                             "device: cpu:0/1}]\n");
+    if (!p)
+        return;
+    cohort_data d = train_data();
+    cohort_strategy strategies[] = {COHORT_STRATEGY_SEQUENTIAL, COHORT_STRATEGY_THREADS};
+    for (int k = 0; k < 2; k++) {
+        cohort_run_options opt = options_on(&d, strategies[k]);
+        bindings b;
+        memset(&b, 0, sizeof b);
+        opt.on_event = record_binding;
+        opt.user = &b;
+        cohort_run *run = NULL;
+        cohort_error err;
+        sched_getaffinity(0, sizeof before, &before);
+        if (cohort_run_create(p, &opt, &run, &err) != COHORT_OK) {
+            CHECK_MSG(0, "%s", err.message);
+            break;
+        }
+        CHECK_MSG(cohort_run_train(run, &err) == COHORT_OK, "%s", err.message);
+        cohort_run_free(run);
+        sched_getaffinity(0, sizeof after, &after);
+        CHECK_MSG(CPU_EQUAL(&before, &after), "strategy %d: the calling thread's binding changed",
+                  k);
+        CHECK(b.events[0] > 0 && b.events[1] > 0 && b.mixed == 0);
+        cpu_set_t both;
+        CPU_AND(&both, &b.set[0], &b.set[1]);
+        CHECK_MSG(CPU_COUNT(&b.set[0]) == n / 2 && CPU_COUNT(&b.set[1]) == n - n / 2,
+                  "strategy %d: parts bound to %d and %d of %d cores", k, CPU_COUNT(&b.set[0]),
+                  CPU_COUNT(&b.set[1]), n);
+        CHECK_MSG(CPU_COUNT(&both) == 0, "strategy %d: the parts share a core", k);
+        CPU_OR(&both, &b.set[0], &b.set[1]);
+        CPU_AND(&both, &both, &all);
+        CHECK(CPU_COUNT(&both) == n);
+    }
+    cohort_plan_free(p);
+}
+
 int main(void)
 {
     make_data();
@@ -545,6 +621,7 @@ int main(void)
     plan_json_after_training();
     scheduler_model_end();
     scheduler_stop_after_last_epoch();
+    cpu_parts_bound();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

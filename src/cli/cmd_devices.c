@@ -6,6 +6,35 @@
 
 #include <string.h>
 
+/* " (cpus 0-3, 8)": the CPU numbers of set, runs as ranges, into buf
+ * ("..." where they do not fit). */
+static void format_cores(char *buf, size_t n, const cpu_set_t *set)
+{
+    size_t len = (size_t)snprintf(buf, n, " (cpu%s ", CPU_COUNT(set) == 1 ? "" : "s");
+    int first = 1;
+    for (int c = 0; c < CPU_SETSIZE && len < n; c++) {
+        if (!CPU_ISSET(c, set))
+            continue;
+        int e = c;
+        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+            e++;
+        char run[32];
+        if (e > c)
+            snprintf(run, sizeof run, "%s%d-%d", first ? "" : ", ", c, e);
+        else
+            snprintf(run, sizeof run, "%s%d", first ? "" : ", ", c);
+        if (len + strlen(run) + 5 >= n) {
+            len += (size_t)snprintf(buf + len, n - len, ", ...");
+            break;
+        }
+        len += (size_t)snprintf(buf + len, n - len, "%s", run);
+        first = 0;
+        c = e;
+    }
+    if (len + 1 < n)
+        snprintf(buf + len, n - len, ")");
+}
+
 int cmd_devices(int argc, char **argv)
 {
     int json = 0;
@@ -95,17 +124,22 @@ int cmd_devices(int argc, char **argv)
                                    d->policy == COHORT_MEM_PREALLOCATE))
                 snprintf(mem, sizeof mem, "; limit %s, %s",
                          format_bytes(d->limit_bytes, a, sizeof a), policy);
-            if (d->is_logical && !strcmp(d->kind, "cpu"))
-                printf("%-8s part of %s: %d core%s, limit %s, %s\n", d->name,
+            if (d->is_logical && !strcmp(d->kind, "cpu")) {
+                char cores[64] = "";
+                cpu_set_t part;
+                if (device_part_cores(r, &r->dev[i], &part) > 0)
+                    format_cores(cores, sizeof cores, &part);
+                printf("%-8s part of %s: %d core%s%s, limit %s, %s\n", d->name,
                        r->dev[r->dev[i].parent].info.name, d->threads, d->threads == 1 ? "" : "s",
-                       format_bytes(d->limit_bytes, a, sizeof a), policy);
+                       cores, format_bytes(d->limit_bytes, a, sizeof a), policy);
+            }
             else if (d->is_logical)
                 printf("%-8s part of %s: limit %s, %s\n", d->name,
                        r->dev[r->dev[i].parent].info.name, format_bytes(d->limit_bytes, a, sizeof a),
                        policy);
             else if (!strcmp(d->kind, "cpu"))
-                printf("%-8s %s, %d cores, %s memory (%s available), kernels %s (%s)%s%s\n",
-                       d->name, d->model, d->threads, format_bytes(d->total_bytes, a, sizeof a),
+                printf("%-8s %s, %d core%s, %s memory (%s available), kernels %s (%s)%s%s\n",
+                       d->name, d->model, d->threads, d->threads == 1 ? "" : "s", format_bytes(d->total_bytes, a, sizeof a),
                        format_bytes(d->free_bytes, b, sizeof b), device_cpu_kernels(),
                        device_cpu_kernels_why(), mem, r->dev[i].pool ? "" : ", split:");
             else

@@ -1,6 +1,8 @@
 #include "device/device.h"
 #include "util/util.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +55,15 @@ cohort_status devices_discover(device_registry **out, cohort_error *err)
     str_copy(d->info.name, sizeof d->info.name, "cpu:0");
     str_copy(d->info.kind, sizeof d->info.kind, "cpu");
     cpu_model_name(d->info.model, sizeof d->info.model);
+    /* The cores this process may run on (taskset, a container's cpuset,
+     * a batch system's binding), where it may use fewer than are online. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    CPU_ZERO(&r->cpus);
+    if (sched_getaffinity(0, sizeof r->cpus, &r->cpus) == 0 && CPU_COUNT(&r->cpus) > 0) {
+        r->cpus_known = 1;
+        if (cores <= 0 || CPU_COUNT(&r->cpus) < cores)
+            cores = CPU_COUNT(&r->cpus);
+    }
     d->info.threads = cores > 0 ? (int)cores : 1;
     d->info.total_bytes = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     d->info.free_bytes = mem_available();
@@ -247,3 +257,36 @@ cohort_status cohort_devices_set_policy(cohort_devices *d, const char *name,
 }
 
 const char *cohort_devices_note(const cohort_devices *d) { return d ? d->gpu_note : ""; }
+
+int device_part_cores(const device_registry *r, const cohort_device *d, cpu_set_t *part)
+{
+    CPU_ZERO(part);
+    if (!d->info.is_logical || strcmp(d->info.kind, "cpu") != 0 || !r->cpus_known)
+        return 0;
+    /* The allowed cores numbered core_begin on, in order. */
+    int seen = 0, taken = 0;
+    for (int c = 0; c < CPU_SETSIZE && taken < d->info.threads; c++) {
+        if (!CPU_ISSET(c, &r->cpus))
+            continue;
+        if (seen++ >= d->core_begin) {
+            CPU_SET(c, part);
+            taken++;
+        }
+    }
+    return taken;
+}
+
+int device_bind_thread(const device_registry *r, const cohort_device *d, cpu_set_t *saved)
+{
+    cpu_set_t part;
+    if (device_part_cores(r, d, &part) == 0 ||
+        pthread_getaffinity_np(pthread_self(), sizeof *saved, saved) != 0)
+        return 0;
+    return pthread_setaffinity_np(pthread_self(), sizeof part, &part) == 0;
+}
+
+void device_unbind_thread(int bound, const cpu_set_t *saved)
+{
+    if (bound)
+        pthread_setaffinity_np(pthread_self(), sizeof *saved, saved);
+}

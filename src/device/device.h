@@ -6,6 +6,8 @@
 #ifndef COHORT_DEVICE_H
 #define COHORT_DEVICE_H
 
+#include <sched.h>
+
 #include "backend/backend_impl.h"
 #include "cohort.h"
 
@@ -69,6 +71,8 @@ struct cohort_devices {
     int n;
     cohort_device dev[COHORT_MAX_DEVICES];
     char gpu_note[512];    /* why no GPU is listed, when none is */
+    cpu_set_t cpus;        /* the cores the process may run on, at discovery */
+    int cpus_known;        /* cpus was read (sched_getaffinity) */
 };
 typedef struct cohort_devices device_registry;
 
@@ -95,6 +99,20 @@ cohort_status devices_set_policy(device_registry *r, const char *name, cohort_me
                                  uint64_t limit, cohort_error *err);
 /* Devices models may be placed on: logical parts, or unsplit physical ones. */
 int devices_usable(const device_registry *r, int *idx, int max);
+
+/*
+ * Bind the calling thread to the cores of d where d is a part of a split
+ * CPU: its share of the cores the process may run on (cpus), from its
+ * core_begin. Its models then run there, and so do the pool threads they
+ * start, which inherit the binding. Returns 1, with the thread's binding
+ * before in *saved for device_unbind_thread; 0 where nothing was bound (d
+ * is not a CPU part, or the system refused).
+ */
+int device_bind_thread(const device_registry *r, const cohort_device *d, cpu_set_t *saved);
+/* The cores device_bind_thread binds d's threads to, in *part; their count
+ * (0: d is not a CPU part, or the process's cores were not read). */
+int device_part_cores(const device_registry *r, const cohort_device *d, cpu_set_t *part);
+void device_unbind_thread(int bound, const cpu_set_t *saved);
 
 /* The CPU backend's own kernels that run here ("avx512", "avx2"), or
  * "blas" where only OpenBLAS's do (no AVX2, or COHORT_CPU_KERNELS=none). */

@@ -350,7 +350,7 @@ static int on_checkpoint(void *user, int epoch, int64_t step, const train_result
 
 /* Train job j here: create its group, fit, evaluate on the test set, save
  * weights, report each model's outcome, release every byte. */
-static void job_run(sched *s, job *j)
+static void job_train(sched *s, job *j)
 {
     cohort_run *run = s->run;
     cohort_device *dev = &run->devices->dev[j->device];
@@ -511,6 +511,17 @@ static void job_run(sched *s, job *j)
         pthread_mutex_unlock(&run->lock);
     }
     group_free(c.g);
+}
+
+/* Job j on the thread that calls: bound to its CPU part's cores, where its
+ * device is one, for the time it trains (the pool threads it starts inherit
+ * that), then as it was. */
+static void job_run(sched *s, job *j)
+{
+    cpu_set_t saved;
+    int bound = device_bind_thread(s->run->devices, &s->run->devices->dev[j->device], &saved);
+    job_train(s, j);
+    device_unbind_thread(bound, &saved);
 }
 
 /* ---- jobs ------------------------------------------------------------------- */
@@ -702,7 +713,10 @@ static void *thread_main(void *arg)
             int d = h->device;
             s->cores_used[d]++;
             pthread_mutex_unlock(&run->lock);
+            cpu_set_t saved;
+            int bound = device_bind_thread(run->devices, &run->devices->dev[d], &saved);
             group_help_run(g, slot);
+            device_unbind_thread(bound, &saved);
             pthread_mutex_lock(&run->lock);
             s->cores_used[d]--;
             continue;
