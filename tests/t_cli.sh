@@ -165,7 +165,7 @@ out=$("$COHORT" devices "$T/mem.yaml")
 echo "$out" | grep -q "^cpu:0 .*; limit 1.00 MiB, preallocated$" && ok || bad "devices PLAN: no memory settings: $out"
 sed -i 's/{memory: preallocate, memory_limit: 1MiB}/{split: [1MiB, 2MiB], memory: preallocate}/' "$T/mem.yaml"
 out=$("$COHORT" devices "$T/mem.yaml")
-echo "$out" | grep -q "^cpu:0/1  part of cpu:0: [0-9]* cores\?, limit 2.00 MiB, preallocated$" && ok || bad "devices PLAN: a part: $out"
+echo "$out" | grep -q "^cpu:0/1  part of cpu:0: [0-9]* cores\? (cpus\? [0-9, -]*), limit 2.00 MiB, preallocated$" && ok || bad "devices PLAN: a part: $out"
 "$COHORT" devices "$T/mem.yaml" --json | "$PY" -c '
 import json, sys
 d = {x["name"]: x for x in json.load(sys.stdin)["devices"]}
