@@ -3,7 +3,8 @@
 # after the N-th fail with ENOSPC): the run stops at the first failed write,
 # starts no further model, writes no further checkpoint, exits 1 saying what
 # is stale and that --resume goes on; once space is back, --resume finishes
-# every model, as a run never stopped would.
+# every model, as a run never stopped would. That holds whichever write fails
+# (the last results.json too).
 set -u
 . "$(dirname "$0")/lib.sh"
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
@@ -48,4 +49,26 @@ COHORT_TEST_DISK_FULL_AFTER=0 expect_status 2 "disk full from the start" -- \
     "$COHORT" train "$T/plan.yaml" --out "$T/full0" --threads 1
 expect_err "$T/full0/results.json: write failed: No space left on device" "disk full from the start"
 grep -q "pending: *$" "$T/err" && bad "disk full from the start: a model's line without a reason: $(head -n 2 "$T/err")" || ok
+# Whichever write is the first to fail, the run says the disk is full and
+# exits 1 (it had exited 2, "write failed", when that write was the final
+# results.json: nothing said what was stale or how to go on); only a disk full
+# from the very first write (N=0: results.json before training) is exit 2.
+cat > "$T/two.yaml" <<YAML
+data: {train: csv:$T/train.csv, validation_split: 0.2}
+defaults: {epochs: 2, batch_size: 16, layers: [{dense: 8, activation: relu}, {dense: 3, activation: softmax}]}
+models: [{name: a}, {name: b, seed: 2}]
+YAML
+for st in threads processes; do
+    clean=0
+    for after in $(seq 1 80); do
+        rm -rf "$T/sweep"
+        COHORT_TEST_DISK_FULL_AFTER=$after "$COHORT" train "$T/two.yaml" --out "$T/sweep" --quiet \
+            --strategy $st --threads 2 >/dev/null 2>"$T/err"
+        rc=$?
+        [ $rc -eq 0 ] && { clean=1; break; }
+        [ $rc -eq 1 ] && grep -q "the disk is full: writing $T/sweep/" "$T/err" && ok ||
+            bad "$st, disk full after $after writes: exit $rc: $(head -c 600 "$T/err")"
+    done
+    [ $clean -eq 1 ] && ok || bad "$st: the run never ended without a failed write"
+done
 finish

@@ -1173,7 +1173,10 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
     if (run->out_dir[0] && !run->disk_full) {
         /* The final results.json: run_tick_results writes it only now and then. */
         cohort_error werr;
-        if (run_write_results(run, &werr) && !st) {
+        /* The disk may fill at this very write: then it is the full disk's
+         * case below (exit 1, what is stale, --resume), not an I/O error
+         * that would say nothing trained. */
+        if (run_write_results(run, &werr) && !disk_full(run) && !st) {
             pthread_mutex_unlock(&run->lock);
             *err = werr;
             return werr.status;
