@@ -4,7 +4,8 @@
 # starts no further model, writes no further checkpoint, exits 1 saying what
 # is stale and that --resume goes on; once space is back, --resume finishes
 # every model, as a run never stopped would. That holds whichever write fails
-# (the last results.json too).
+# (the last results.json too), and under processes, where the write that fails
+# may be a worker's.
 set -u
 . "$(dirname "$0")/lib.sh"
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
@@ -71,4 +72,23 @@ for st in threads processes; do
     done
     [ $clean -eq 1 ] && ok || bad "$st: the run never ended without a failed write"
 done
+
+# A worker process's write that fails for lack of space stops the run as the
+# parent's own would: the models after it do not start (the parent had gone
+# on starting them, each worker failing in turn, with no word of a full disk
+# until a write of its own failed). m0 trains alone (one worker at a time)
+# and writes a checkpoint and its best weights every epoch, so the 12th write
+# falls inside its training.
+{
+    echo "data: {train: csv:$T/train.csv, validation_split: 0.2}"
+    echo "defaults: {epochs: 8, batch_size: 16, layers: [{dense: 8, activation: relu}, {dense: 3, activation: softmax}]}"
+    echo "models: [{name: m0}, {name: m1, seed: 1}, {name: m2, seed: 2}]"
+} > "$T/proc.yaml"
+COHORT_TEST_DISK_FULL_AFTER=12 expect_status 1 "processes, disk full in a worker" -- \
+    "$COHORT" train "$T/proc.yaml" --out "$T/proc" --strategy processes --threads 1
+expect_err "the disk is full: writing $T/proc/" "processes, disk full in a worker"
+expect_err "model 'm1' interrupted: not started: the disk is full" "processes: m1 started after the disk was full"
+expect_err "model 'm2' interrupted: not started: the disk is full" "processes: m2 started after the disk was full"
+expect_status 0 "processes: --resume" -- "$COHORT" train "$T/proc.yaml" --out "$T/proc" --strategy processes \
+    --threads 1 --resume --quiet
 finish

@@ -74,6 +74,10 @@ typedef struct msg {
     uint64_t peak_bytes, planned_bytes;
     char error[768];
     char weights[COHORT_PATH_MAX], best_weights[COHORT_PATH_MAX];
+    /* From a worker process whose write failed for lack of space: that
+     * file. Its own latch (file_out_of_space) is not the parent's, which
+     * must stop the run as for a full disk of its own. */
+    char no_space[COHORT_PATH_MAX];
     int n_confusion; /* int64 values that follow the message */
 } msg;
 
@@ -144,6 +148,10 @@ static void apply(cohort_run *run, const msg *m, const int64_t *confusion)
     model_entry *e = &run->m[m->model];
     cohort_event ev;
     cohort_error err;
+    if (m->no_space[0]) {
+        file_note_out_of_space(m->no_space);
+        disk_full(run);
+    }
     switch (m->type) {
     case MSG_START:
         e->res.state = MODEL_RUNNING;
@@ -257,9 +265,12 @@ static int write_all(int fd, const void *buf, size_t n)
 }
 
 /* Report from a job: down the pipe in a worker process, else applied here. */
-static void report(sched *s, const msg *m, const int64_t *confusion)
+static void report(sched *s, msg *m, const int64_t *confusion)
 {
     if (s->out_fd >= 0) {
+        const char *full = file_out_of_space();
+        if (full)
+            str_copy(m->no_space, sizeof m->no_space, full);
         if (write_all(s->out_fd, m, sizeof *m) == 0 && m->n_confusion > 0)
             write_all(s->out_fd, confusion, (size_t)m->n_confusion * sizeof(int64_t));
         return;
@@ -955,6 +966,7 @@ static cohort_status run_processes(sched *s, cohort_error *err)
             m.error[sizeof m.error - 1] = 0;
             m.weights[sizeof m.weights - 1] = 0;
             m.best_weights[sizeof m.best_weights - 1] = 0;
+            m.no_space[sizeof m.no_space - 1] = 0;
             pthread_mutex_lock(&run->lock);
             apply(run, &m, conf);
             pthread_mutex_unlock(&run->lock);

@@ -387,6 +387,8 @@ static void note_no_space(const char *path, int e)
 
 const char *file_out_of_space(void) { return out_of_space ? out_of_space_path : NULL; }
 
+void file_note_out_of_space(const char *path) { note_no_space(path, ENOSPC); }
+
 /* Tests fill the disk without a small filesystem: after
  * COHORT_TEST_DISK_FULL_AFTER writes, every write fails with ENOSPC. */
 static int test_disk_full(void)

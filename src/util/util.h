@@ -109,6 +109,9 @@ void file_set_durable(int on);
 /* NULL, or the path of the first file_write_atomic of this process that
  * failed for lack of space (ENOSPC, EDQUOT): the disk is full. */
 const char *file_out_of_space(void);
+/* Latch path as the first write that failed for lack of space, unless one is
+ * latched already: a worker process's full disk, told to its parent. */
+void file_note_out_of_space(const char *path);
 /* mkdir -p. */
 cohort_status dir_make(const char *path, cohort_error *err);
 
