@@ -3,8 +3,9 @@
 # results (another plan, or other models) is refused (exit 2, naming --resume
 # and --overwrite) and changes nothing; --overwrite removes that run's files,
 # so none is left beside the new run's; the same plan trained again replaces
-# its own files (make demo twice). --resume on a directory that does not
-# exist says so, in one line, and trains from scratch. A run refused because
+# its own files (make demo twice) and starts its checkpoints afresh, so that
+# one of other settings killed part way goes on with --resume. --resume on a
+# directory that does not exist says so, in one line, and trains from scratch. A run refused because
 # no model fits (exit 2) leaves the directory's run as it was, --overwrite
 # or not. Only temporary files (NAME.tmp.PID) are swept at the start: a
 # model named m.tmp.1 keeps its files. A model named NAME.best is refused.
@@ -26,6 +27,20 @@ expect_status 0 "the same plan again" -- "$COHORT" train "$T/one.yaml" --out "$d
 # Changed settings of the same models are the same run, trained again.
 expect_status 0 "the same models, other settings" -- "$COHORT" train "$T/one.yaml" --out "$d" \
     --quiet --set defaults.epochs=1
+
+# A run of other settings starts its checkpoints afresh: killed after its
+# first model (sequential: the second has not started), it goes on with
+# --resume. The second model's checkpoint of the earlier settings had stayed,
+# and --resume refused the whole run ("has changed since this checkpoint was
+# written"), the first model's training with it.
+COHORT_TEST_KILL_AFTER_RECORDS=1 "$COHORT" train "$T/one.yaml" --out "$d" --quiet --strategy sequential \
+    --set defaults.epochs=3 >/dev/null 2>&1
+[ -e "$d/records/a.json" ] && [ ! -e "$d/records/b.json" ] && ok || bad "the killed run: $(ls -R "$d")"
+expect_status 0 "--resume of a run of other settings" -- "$COHORT" train "$T/one.yaml" --out "$d" --quiet \
+    --strategy sequential --set defaults.epochs=3 --resume
+"$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); assert [(m['status'], m['epochs_run']) for m in r['models']] == [('ok', 3)] * 2, r['models']" \
+    "$d/results.json" && ok || bad "--resume of a run of other settings: results.json"
+expect_status 0 "the first plan again" -- "$COHORT" train "$T/one.yaml" --out "$d" --quiet
 
 cp "$d/results.json" "$T/before.json"
 expect_status 2 "another plan into the directory" -- "$COHORT" train "$T/two.yaml" --out "$d" --quiet

@@ -498,11 +498,17 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
             snprintf(sub, sizeof sub, "%s/%s", run->out_dir, subs[i]);
             st = dir_make(sub, err);
         }
-        /* A run that does not resume starts its journal afresh: an old
-         * record would pass for a model of this run on a later --resume. */
+        /* A run that does not resume starts its journal and checkpoints
+         * afresh: an old record would pass for a model of this run on a
+         * later --resume, and an old checkpoint of a model this run has not
+         * reached yet would be resumed from, or, written under other
+         * settings, make that --resume refuse the whole run. */
         for (int i = 0; !st && !run->opt.resume && i < run->n; i++) {
             char rec[2 * COHORT_PATH_MAX];
             snprintf(rec, sizeof rec, "%s/records/%s.json", run->out_dir, run->m[i].spec->name);
+            unlink(rec);
+            snprintf(rec, sizeof rec, "%s/checkpoints/%s.safetensors", run->out_dir,
+                     run->m[i].spec->name);
             unlink(rec);
         }
         char journal[COHORT_PATH_MAX + 16];
