@@ -2,7 +2,8 @@
 # Never lose work: a run killed with SIGKILL at any moment (inside epochs and
 # inside checkpoint writes) and resumed ends with the same results, bit for
 # bit, as a run never interrupted; SIGTERM checkpoints and exits 130; a
-# second run on the same directory is refused while the first holds it.
+# second run on the same directory is refused while the first holds it;
+# --resume with another config or other data is refused.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -173,6 +174,21 @@ if ls "$T/chg/checkpoints/"*.safetensors >/dev/null 2>&1; then
     "$COHORT" train "$T/plan.yaml" --out "$T/chg" --resume --quiet --set defaults.batch_size=8 >/dev/null 2>"$T/chg.err"
     rc=$?
     [ $rc -eq 2 ] && grep -q "has changed since" "$T/chg.err" && ok || bad "changed config: exit $rc: $(cat "$T/chg.err")"
+    # So is other data: another validation split (the models would go on
+    # with other batches, silently) or another test set (the finished
+    # models would keep the test results of the old one).
+    "$COHORT" train "$T/plan.yaml" --out "$T/chg" --resume --quiet --set data.validation_split=0.5 >/dev/null 2>"$T/chg.err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "cannot resume: $T/chg/results.json: the run there trained on other data (train_samples 2400 there, 1500 now)" "$T/chg.err" &&
+        ok || bad "other validation split: exit $rc: $(cat "$T/chg.err")"
+    "$COHORT" train "$T/plan.yaml" --out "$T/chg" --resume --quiet --set "data.test=csv:$T/d.csv" >/dev/null 2>"$T/chg.err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "trained on other data (test_samples 400 there, 3000 now)" "$T/chg.err" &&
+        ok || bad "other test set: exit $rc: $(cat "$T/chg.err")"
+    # The same data by another path goes on.
+    cp "$T/d.csv" "$T/d2.csv"
+    "$COHORT" train "$T/plan.yaml" --out "$T/chg" --resume --quiet --set "data.train=csv:$T/d2.csv" >/dev/null 2>"$T/chg.err" &&
+        ok || bad "the same data by another path: $(cat "$T/chg.err")"
 fi
 
 # A results.json that is not what cohort wrote is refused, not trusted.

@@ -333,6 +333,44 @@ static int resume_record(cohort_run *run, model_entry *e, const json_value *r, c
     return 1;
 }
 
+/* Whether the data of run are those the run in path trained on (its
+ * results.json's "data", was): the same counts of samples in each set, of
+ * features and of classes, and the same class names. The specs may differ
+ * (data moved, given by another path). COHORT_ERR_INPUT naming the first
+ * difference when not: the models resumed would go on with other batches,
+ * and those taken finished would keep the test results of another test set. */
+static cohort_status check_same_data(const cohort_run *run, const json_value *was,
+                                     const char *path, cohort_error *err)
+{
+    strbuf b;
+    sb_init(&b);
+    run_data_json(&b, run);
+    json_value *now = b.failed ? NULL : json_parse(b.data, b.len, NULL, 0);
+    sb_free(&b);
+    if (!now)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    cohort_status st = COHORT_OK;
+    for (size_t i = 0; i < now->n && !st; i++) {
+        const char *key = now->keys[i];
+        const json_value *a = json_get(was, key), *v = &now->items[i];
+        if (!strcmp(key, "train") || !strcmp(key, "test") || (a && json_equal(a, v)))
+            continue;
+        if (v->type == JSON_NUM && a && a->type == JSON_NUM)
+            st = cohort_fail(err, COHORT_ERR_INPUT,
+                             "cannot resume: %s: the run there trained on other data (%s %.0f "
+                             "there, %.0f now); give it the same data and validation_split, "
+                             "or train into a new --out directory",
+                             path, key, a->num, v->num);
+        else
+            st = cohort_fail(err, COHORT_ERR_INPUT,
+                             "cannot resume: %s: the run there trained on other data (other "
+                             "%s); give it the same data, or train into a new --out directory",
+                             path, key);
+    }
+    json_free(now);
+    return st;
+}
+
 cohort_status run_resume(cohort_run *run, cohort_error *err)
 {
     char path[2 * COHORT_PATH_MAX];
@@ -343,6 +381,11 @@ cohort_status run_resume(cohort_run *run, cohort_error *err)
     cohort_status st = report_load_results(run->out_dir, &j, err);
     if (st)
         return cohort_fail_prefix(err, "cannot resume");
+    const json_value *data = json_get(j, "data");
+    if (data && data->type == JSON_OBJ && (st = check_same_data(run, data, path, err))) {
+        json_free(j);
+        return st;
+    }
     /* The journal first: a model's record is written as it finishes, while
      * results.json may be up to RESULTS_EVERY seconds older. */
     for (int m = 0; m < run->n; m++) {

@@ -169,6 +169,23 @@ static void put_class_names(strbuf *b, const cohort_run *run)
     sb_puts(b, "]");
 }
 
+void run_data_json(strbuf *b, const cohort_run *run)
+{
+    sb_puts(b, "{\"train\": ");
+    sb_json_str(b, run->plan->data.train);
+    sb_printf(b, ", \"train_samples\": %lld, \"validation_samples\": %lld, \"test\": ",
+              (long long)run->train.n, (long long)run->val.n);
+    if (run->has_test)
+        sb_json_str(b, run->plan->data.test);
+    else
+        sb_puts(b, "null");
+    sb_printf(b, ", \"test_samples\": %lld, \"features\": %d, \"classes\": %d",
+              (long long)run->test.n, run->n_in, run->n_classes);
+    sb_puts(b, ", \"class_names\": ");
+    put_class_names(b, run);
+    sb_puts(b, "}");
+}
+
 cohort_status run_write_results(cohort_run *run, cohort_error *err)
 {
     if (!run->out_dir[0])
@@ -179,19 +196,9 @@ cohort_status run_write_results(cohort_run *run, cohort_error *err)
     sb_json_str(&b, run->plan->name);
     sb_puts(&b, ",\n  \"strategy\": ");
     sb_json_str(&b, cohort_strategy_str(run->strategy));
-    sb_puts(&b, ",\n  \"data\": {\"train\": ");
-    sb_json_str(&b, run->plan->data.train);
-    sb_printf(&b, ", \"train_samples\": %lld, \"validation_samples\": %lld, \"test\": ",
-              (long long)run->train.n, (long long)run->val.n);
-    if (run->has_test)
-        sb_json_str(&b, run->plan->data.test);
-    else
-        sb_puts(&b, "null");
-    sb_printf(&b, ", \"test_samples\": %lld, \"features\": %d, \"classes\": %d",
-              (long long)run->test.n, run->n_in, run->n_classes);
-    sb_puts(&b, ", \"class_names\": ");
-    put_class_names(&b, run);
-    sb_puts(&b, "},\n");
+    sb_puts(&b, ",\n  \"data\": ");
+    run_data_json(&b, run);
+    sb_puts(&b, ",\n");
     sb_puts(&b, "  \"models\": [\n");
     for (int i = 0; i < run->n; i++) {
         if (i)

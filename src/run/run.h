@@ -132,6 +132,10 @@ void saved_model_free(saved_model *m);
  * restored them (restore_best_weights), else 0. */
 int run_restored_epoch(const model_entry *e);
 
+/* Append results.json's "data" object of run to b: the dataset specs, the
+ * sample counts of the training, validation and test sets, the features,
+ * the classes and their text labels. */
+void run_data_json(struct strbuf *b, const cohort_run *run);
 /* Write results.json (atomically) from the current state of every model. */
 cohort_status run_write_results(cohort_run *run, cohort_error *err);
 /* COHORT_ERR_INPUT "no model can be trained" where placement left no model
