@@ -5,7 +5,8 @@
 # so none is left beside the new run's; the same plan trained again replaces
 # its own files (make demo twice) and starts its checkpoints afresh, so that
 # one of other settings killed part way goes on with --resume. --resume on a
-# directory that does not exist says so, in one line, and trains from scratch. A run refused because
+# directory that does not exist says so, in one line, and trains from scratch;
+# --resume of another plan is refused. A run refused because
 # no model fits (exit 2) leaves the directory's run as it was, --overwrite
 # or not. Only temporary files (NAME.tmp.PID) are swept at the start: a
 # model named m.tmp.1 keeps its files. A model named NAME.best is refused.
@@ -49,6 +50,14 @@ expect_err "--resume" "another plan"
 expect_err "--overwrite" "another plan"
 cmp -s "$T/before.json" "$d/results.json" && ok || bad "a refused run changed results.json"
 [ ! -e "$d/models/c.safetensors" ] && ok || bad "a refused run trained"
+
+# --resume continues the run of the same plan only: another plan's had
+# taken the directory over, the old models' files left beside the new one
+# and their records gone from results.json.
+expect_status 2 "--resume of another plan" -- "$COHORT" train "$T/two.yaml" --out "$d" --quiet --resume
+expect_err "cannot resume: $d holds the results of plan 'one', not 'two'" "--resume of another plan"
+cmp -s "$T/before.json" "$d/results.json" && ok || bad "--resume of another plan changed results.json"
+[ ! -e "$d/models/c.safetensors" ] && ok || bad "--resume of another plan trained"
 
 # Other models of the same plan (a sweep grown, a model renamed) are another run too.
 expect_status 2 "other models of the same plan" -- "$COHORT" train "$T/one.yaml" --out "$d" --quiet \

@@ -61,10 +61,29 @@ cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err)
 {
     char path[COHORT_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/results.json", run->out_dir);
-    if (run->opt.resume || access(path, F_OK) != 0)
+    if (access(path, F_OK) != 0)
         return COHORT_OK;
     json_value *j = NULL;
     cohort_error lerr;
+    if (run->opt.resume) {
+        /* --resume continues the run there, of the same plan (its models
+         * may have grown, as a search's samples): another plan's would take
+         * the directory over, its models' files left beside the new ones
+         * and their records gone from results.json. An unreadable
+         * results.json is run_resume's to report. */
+        const char *was = "";
+        if (report_load_results(run->out_dir, &j, &lerr) == COHORT_OK)
+            was = json_str(json_get(j, "plan"), "");
+        cohort_status st = COHORT_OK;
+        if (was[0] && strcmp(was, run->plan->name))
+            st = cohort_fail(err, COHORT_ERR_USAGE,
+                             "cannot resume: %s holds the results of plan '%s', not '%s'; give "
+                             "that plan to --resume, train with --overwrite (without --resume) "
+                             "to replace its run, or train into another --out directory",
+                             run->out_dir, was, run->plan->name);
+        json_free(j);
+        return st;
+    }
     if (report_load_results(run->out_dir, &j, &lerr) != COHORT_OK) {
         if (!run->opt.overwrite)
             return cohort_fail(err, COHORT_ERR_USAGE,

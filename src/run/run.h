@@ -193,7 +193,8 @@ void out_dir_remove_temporaries(const char *dir);
 cohort_status run_lock(cohort_run *run, cohort_error *err);
 /* With the lock held: refuse (COHORT_ERR_USAGE) an output directory whose
  * results.json is another run's (another plan or other models), unless the
- * run resumes; with opt.overwrite, remove that run's files instead. */
+ * run resumes it (the same plan); with opt.overwrite, remove that run's files
+ * instead. */
 cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err);
 
 /* The targets of ds are what a model of spec s with n_out outputs takes:
