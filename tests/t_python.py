@@ -6,10 +6,13 @@ diverges is a result, not an exception; Ctrl-C interrupts and resume=True
 continues to the same weights as an uninterrupted run; a fused sweep equals
 its sequential run; regression from float targets; predict agrees with the
 test accuracy the run reported, and for the same values shaped [n, H, W, C]; cohort.plan gives the CLI's plan.
+A session in a decimal-comma locale trains a plan of 0.2 and 0.001 as any other.
 
 Skipped (77) without numpy, and under the sanitizers (an instrumented shared
 library does not load into an uninstrumented Python)."""
 import gzip
+import json
+import locale
 import os
 import signal
 import subprocess
@@ -234,6 +237,42 @@ def regression(rng):
     check(r.test["mae"] < 0.5 * float(np.mean(np.abs(t))), f"regression test mae {r.test}")
 
 
+def comma_locale(rng, tmp):
+    """locale.setlocale(LC_ALL, 'de_DE.UTF-8') (0,5 for a half): the plan's
+    validation_split 0.2 was refused (strtod stopped at the '.') and
+    results.json would have been written as 0,2. Last: it changes the process."""
+    try:
+        locale.setlocale(locale.LC_ALL, "de_DE.UTF-8")
+    except locale.Error:
+        r = subprocess.run(["localedef", "-i", "de_DE", "-f", "UTF-8", f"{tmp}/de_DE.UTF-8"],
+                           capture_output=True)
+        os.environ["LOCPATH"] = tmp
+        try:
+            locale.setlocale(locale.LC_ALL, "de_DE.UTF-8")
+        except locale.Error:
+            print(f"{NAME}: no de_DE locale here (localedef: {r.returncode}): the locale check is skipped")
+            return
+    x, y = blobs(rng, 250)
+    plan = {"data": {"validation_split": 0.2},
+            "defaults": {"epochs": 2, "batch_size": 25, "layers": MLP, "optimizer": {"name": "adam", "lr": 0.001}},
+            "models": [{"name": "m"}], "sweep": {"optimizer.lr": [0.001, 0.0025]}}
+    try:
+        check(locale.localeconv()["decimal_point"] == ",", "the locale's decimal point")
+        pl = cohort.plan(plan, data={"train": (x, y)})
+        check(pl["data"]["validation_samples"] == 50, f"comma locale: plan {pl['data']}")
+        res = cohort.train(plan, data={"train": (x, y)}, out=f"{tmp}/comma", progress=False)
+        with open(f"{tmp}/comma/results.json") as f:
+            data = json.load(f)["data"]
+        check(data["train_samples"] == 200 and data["validation_samples"] == 50, f"comma locale: {data}")
+        check([r.config["optimizer"]["lr"] for r in res] == [0.001, 0.0025] and
+              all(r.status == "ok" and len(r.history["val_loss"]) == 2 for r in res),
+              f"comma locale: {[(r.name, r.status, r.config['optimizer']) for r in res]}")
+    except cohort.PlanError as e:
+        check(False, f"comma locale: {e}")
+    finally:
+        locale.setlocale(locale.LC_ALL, "C")
+
+
 def main():
     if not os.path.exists(os.environ["COHORT_LIB"]):
         print(f"{NAME}: FAILED: {os.environ['COHORT_LIB']} not found (build first)")
@@ -246,6 +285,7 @@ def main():
         interrupt_and_resume(rng, tmp)
         fused_sweep(rng, tmp)
         regression(rng)
+        comma_locale(rng, tmp)
     return check.done()
 
 

@@ -12,11 +12,16 @@
  * polled from another thread while the run trains, and called from on_event
  * (tests/tsan.sh runs this under ThreadSanitizer). cohort_run_plan_json
  * gives the same groups after training as before. Under a scheduler each
- * model gets one MODEL_END, with its final status.
+ * model gets one MODEL_END, with its final status. A host program in a
+ * decimal-comma locale (setlocale(LC_ALL, "de_DE.UTF-8")) gets its plan's
+ * 0.2 read as 0.2, and results.json, the history, report.html and the
+ * checkpoints written with '.' (read back with cohort's own JSON reader).
  */
 #include "check.h"
 #include "cohort.h"
+#include "util/json.h"
 
+#include <locale.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -604,6 +609,199 @@ static void cpu_parts_bound(void)
         CHECK(CPU_COUNT(&both) == n);
     }
     cohort_plan_free(p);
+/* Switch the whole process to a decimal-comma locale, as a host program's
+ * setlocale(LC_ALL, "") in German does: de_DE.UTF-8, compiled with localedef
+ * into dir/locale where the system has none. 0 on success. */
+static int use_comma_locale(void)
+{
+    if (setlocale(LC_ALL, "de_DE.UTF-8"))
+        return 0;
+    char loc[128], cmd[400];
+    snprintf(loc, sizeof loc, "%s/locale", dir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1", loc, loc);
+    if (system(cmd) != 0)
+        return -1;
+    setenv("LOCPATH", loc, 1);
+    return setlocale(LC_ALL, "de_DE.UTF-8") ? 0 : -1;
+}
+
+/* The file at dir/rel, malloc'd and NUL-terminated; NULL (a failed check) if unreadable. */
+static char *read_out(const char *rel, size_t *len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/comma/%s", dir, rel);
+    FILE *f = fopen(path, "rb");
+    char *s = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
+        s[n] = 0;
+        *len = (size_t)n;
+    } else {
+        free(s);
+        s = NULL;
+    }
+    if (f)
+        fclose(f);
+    CHECK_MSG(s, "cannot read %s", path);
+    return s;
+}
+
+/* The JSON text of metadata key in the safetensors file at dir/rel, parsed;
+ * NULL (a failed check) where the header or that text is not JSON. */
+static json_value *st_meta_json(const char *rel, const char *key)
+{
+    size_t len;
+    char *s = read_out(rel, &len), err[160] = "";
+    uint64_t n = 0;
+    json_value *head = NULL, *v = NULL;
+    if (s && len >= 8) {
+        for (int i = 7; i >= 0; i--)
+            n = n << 8 | (unsigned char)s[i];
+        if (n <= len - 8)
+            head = json_parse(s + 8, (size_t)n, err, sizeof err);
+    }
+    const char *text = json_str(json_get(json_get(head, "__metadata__"), key), NULL);
+    if (text)
+        v = json_parse(text, strlen(text), err, sizeof err);
+    CHECK_MSG(v, "%s: %s: %s", rel, key, err);
+    json_free(head);
+    free(s);
+    return v;
+}
+
+/*
+ * A plan's 0.2 is 0.2 and cohort's files are read anywhere, whatever the
+ * host program's locale: in de_DE (decimal comma) strtod stopped at the '.'
+ * of "validation_split: 0.2" (the plan refused), and printf wrote
+ * results.json's numbers as 0,992845186 (invalid JSON), the history's with
+ * a comma more per number, report.html's sort keys and the checkpoints'
+ * state so that --resume could not read them. The threads strategy, so that
+ * threads the library starts (in the global locale) write too.
+ */
+static void comma_locale(void)
+{
+    if (use_comma_locale() != 0) {
+        printf("test_api: no de_DE locale here (localedef failed): the locale check is skipped\n");
+        return;
+    }
+    CHECK(strcmp(localeconv()->decimal_point, ",") == 0);
+    static const char *const name[2] = {"m-lr=0.001-s00-dropout=0.", "m-lr=0.0025-s00-dropout=0."};
+    static const double lr[2] = {0.001, 0.0025};
+    cohort_plan *p = plan_of("data: {train: 'memory:train', validation_split: 0.2}\n"
+                             "defaults: {epochs: 2, batch_size: 16, optimizer: {name: adam, "
+                             "lr: 0.001}, layers: [{dense: 8, activation: relu}, {dropout: 0.25}, "
+                             "{dense: 3, activation: softmax}]}\n"
+                             "models: [{name: m}]\n"
+                             "sweep: {optimizer.lr: [0.001, 0.0025]}\n"
+                             "search: {samples: 1, space: "
+                             "{layers.1.dropout: {uniform: [0.1, 0.4]}}}\n");
+    cohort_model_result r[2];
+    char rname[2][64] = {"", ""};
+    if (p) {
+        cohort_data d = train_data();
+        cohort_run_options opt = options_on(&d, COHORT_STRATEGY_THREADS);
+        char out[128];
+        snprintf(out, sizeof out, "%s/comma", dir);
+        opt.out_dir = out;
+        cohort_run *run;
+        cohort_error err;
+        cohort_status st = cohort_run_create(p, &opt, &run, &err);
+        if (!st)
+            st = cohort_run_train(run, &err);
+        CHECK_MSG(st == COHORT_OK, "%s", err.message);
+        for (int i = 0; i < 2 && !st; i++) {
+            CHECK(cohort_run_model_result(run, i, &r[i]) == COHORT_OK);
+            snprintf(rname[i], sizeof rname[i], "%s", r[i].name); /* the plan's */
+        }
+        cohort_run_free(st ? NULL : run);
+        cohort_plan_free(p);
+    }
+    setlocale(LC_ALL, "C"); /* the checks read as any program would */
+    unsetenv("LOCPATH");
+    if (!rname[1][0])
+        return;
+
+    size_t len;
+    char *text = read_out("results.json", &len), err[160] = "";
+    json_value *res = text ? json_parse(text, len, err, sizeof err) : NULL;
+    CHECK_MSG(res, "results.json: %s", err);
+    const json_value *data = json_get(res, "data");
+    CHECK(json_num(json_get(data, "train_samples"), 0) == 192);
+    CHECK(json_num(json_get(data, "validation_samples"), 0) == 48);
+    for (int i = 0; res && i < 2; i++) {
+        const json_value *m = json_at(json_get(res, "models"), (size_t)i);
+        const char *mname = json_str(json_get(m, "name"), "");
+        CHECK_MSG(strncmp(mname, name[i], strlen(name[i])) == 0, "%s", mname);
+        CHECK(strcmp(mname, rname[i]) == 0);
+        const json_value *cfg = json_get(m, "config");
+        CHECK(json_num(json_get(json_get(cfg, "optimizer"), "lr"), 0) == lr[i]);
+        /* the draw, as its name says */
+        double drop = json_num(json_get(json_at(json_get(cfg, "layers"), 1), "dropout"), 0);
+        const char *dn = strstr(mname, "dropout=");
+        CHECK_MSG(dn && drop >= 0.1 && drop <= 0.4 && drop == strtod(dn + 8, NULL), "%s: %g",
+                  mname, drop);
+        const json_value *best = json_get(m, "best");
+        CHECK_NEAR(json_num(json_get(best, "val_loss"), NAN), r[i].best_val_loss,
+                   1e-8 * r[i].best_val_loss);
+        /* 48 validation samples */
+        double right = json_num(json_get(best, "val_accuracy"), NAN) * 48;
+        CHECK_NEAR(right, r[i].best_val_accuracy * 48, 1e-6);
+        CHECK_NEAR(right, round(right), 1e-6);
+
+        /* history/NAME.csv: as many fields as the header, each metric
+         * results.json's number to its six decimals */
+        char rel[160];
+        snprintf(rel, sizeof rel, "history/%s.csv", mname);
+        char *csv = read_out(rel, &len);
+        const char *line = csv ? strchr(csv, '\n') : NULL;
+        const char *head = "epoch,loss,accuracy,val_loss,val_accuracy,seconds,lr\n";
+        CHECK_MSG(csv && strncmp(csv, head, strlen(head)) == 0, "%s", csv ? csv : "");
+        static const char *const key[] = {"loss", "accuracy", "val_loss", "val_accuracy"};
+        for (size_t e = 0; line && line[1]; e++, line = strchr(line + 1, '\n')) {
+            char *q = (char *)line + 1;
+            CHECK(strtol(q, &q, 10) == (long)e + 1);
+            for (int k = 0; k < 4; k++) {
+                double v = *q == ',' ? strtod(q + 1, &q) : NAN;
+                double want = json_num(json_at(json_get(json_get(m, "history"), key[k]), e), NAN);
+                CHECK_MSG(fabs(v - want) <= 1e-6, "%s epoch %zu: %s %.17g in the CSV, %.17g in "
+                          "results.json", mname, e + 1, key[k], v, want);
+            }
+            size_t commas = 0;
+            for (const char *c = line + 1; *c && *c != '\n'; c++)
+                commas += *c == ',';
+            CHECK_MSG(commas == 6, "%s: %.60s", rel, line + 1);
+        }
+        free(csv);
+
+        /* the checkpoint's state (what --resume reads) and the weights' spec */
+        snprintf(rel, sizeof rel, "checkpoints/%s.safetensors", mname);
+        json_value *state = st_meta_json(rel, "state");
+        CHECK(json_get(state, "history") && json_get(state, "history")->n == 2);
+        json_free(state);
+        snprintf(rel, sizeof rel, "models/%s.safetensors", mname);
+        json_value *spec = st_meta_json(rel, "spec");
+        CHECK(json_num(json_get(json_get(spec, "optimizer"), "lr"), 0) == lr[i]);
+        json_free(spec);
+    }
+    json_free(res);
+    free(text);
+
+    /* report.html: every numeric sort key a number to its end */
+    text = read_out("report.html", &len);
+    int keys = 0;
+    for (const char *k = text; k && (k = strstr(k, "data-v=\"")); ) {
+        k += 8;
+        if ((*k < '0' || *k > '9') && *k != '-')
+            continue;
+        char *end;
+        strtod(k, &end);
+        CHECK_MSG(*end == '"', "report.html: data-v=\"%.20s", k);
+        keys++;
+    }
+    CHECK(keys > 0);
+    free(text);
 }
 
 int main(void)
@@ -622,6 +820,7 @@ int main(void)
     scheduler_model_end();
     scheduler_stop_after_last_epoch();
     cpu_parts_bound();
+    comma_locale();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

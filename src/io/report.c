@@ -143,7 +143,7 @@ static void put_int_grouped(strbuf *b, double v)
         return;
     }
     char digits[32];
-    snprintf(digits, sizeof digits, "%.0f", v);
+    str_format(digits, sizeof digits, "%.0f", v);
     size_t n = strlen(digits);
     for (size_t i = 0; i < n; i++) {
         if (i && (n - i) % 3 == 0)

@@ -7,6 +7,7 @@
  * the optimizer's kind would change shapes and are not among them.
  */
 #include "model/model.h"
+#include "util/util.h"
 
 #include <float.h>
 #include <math.h>
@@ -97,8 +98,8 @@ int model_hyper_allows(const char *path, double v, char *range, size_t size)
         if (isinf(k->hi))
             snprintf(hi, sizeof hi, "inf");
         else
-            snprintf(hi, sizeof hi, "%g", k->hi);
-        snprintf(range, size, "%c%g, %s%c", k->lo_open ? '(' : '[', k->lo, hi,
+            str_format(hi, sizeof hi, "%g", k->hi);
+        str_format(range, size, "%c%g, %s%c", k->lo_open ? '(' : '[', k->lo, hi,
                  k->hi_open ? ')' : ']');
     }
     return (k->lo_open ? v > k->lo : v >= k->lo) && (k->hi_open ? v < k->hi : v <= k->hi);

@@ -116,8 +116,8 @@ static void sb_double(strbuf *b, double v)
 {
     char buf[40];
     for (int digits = 7; digits <= 17; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, v);
-        if (strtod(buf, NULL) == v)
+        str_format(buf, sizeof buf, "%.*g", digits, v);
+        if (str_to_double(buf, NULL) == v)
             break;
     }
     sb_puts(b, buf);

@@ -109,7 +109,7 @@ static cohort_status set_fail(const yctx *c, const char *ov, const char *fmt, ..
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    str_vformat(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return cohort_fail(c->err, COHORT_ERR_INPUT, "--set %s: %s", ov, msg);
 }

@@ -318,7 +318,7 @@ static cohort_status draw_key(const yctx *c, const ynode *key, const ynode *dist
             if (kind == DIST_RANDINT)
                 snprintf(buf, sizeof buf, "%lld", (long long)x);
             else
-                snprintf(buf, sizeof buf, "%.6g", x);
+                str_format(buf, sizeof buf, "%.6g", x);
             v = ynode_scalar(buf, dist->line, dist->origin);
         }
         if (!v || ynode_append(list, NULL, v)) {

@@ -181,7 +181,7 @@ static cohort_status yp_fail(yparse *p, int line, const char *fmt, ...)
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    str_vformat(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (p->origin)
         return cohort_fail(p->err, COHORT_ERR_INPUT, "--set %s: cannot parse the value: %s",
@@ -421,7 +421,7 @@ cohort_status ynode_fail(const yctx *c, const ynode *n, const char *fmt, ...)
     char msg[900];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    str_vformat(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (n && n->origin)
         return cohort_fail(c->err, COHORT_ERR_INPUT, "--set %s: %s", n->origin, msg);
@@ -530,7 +530,7 @@ cohort_status yget_num(const yctx *c, const ynode *n, const char *what, yrange r
     if (n->type == YNODE_SCALAR && n->str[0] && n->str[0] != ' ') {
         errno = 0;
         char *end;
-        v = strtod(n->str, &end);
+        v = str_to_double(n->str, &end);
         ok = !*end && isfinite(v);
     }
     if (ok && as_float) {

@@ -11,6 +11,7 @@
  */
 #include "io/report.h"
 #include "run/shard.h"
+#include "util/util.h"
 
 #include <mpi.h>
 
@@ -85,7 +86,8 @@ cohort_status mpi_create(cohort_mpi **out, cohort_error *err)
     if (gethostname(m->host, sizeof m->host - 1) != 0)
         str_copy(m->host, sizeof m->host, "localhost");
     const char *v = getenv("COHORT_MPI_DEAD_AFTER");
-    m->dead_after = v && atof(v) > 0 ? atof(v) : 120.0;
+    double after = v ? str_to_double(v, NULL) : 0;
+    m->dead_after = after > 0 ? after : 120.0;
     *out = m;
     return COHORT_OK;
 }

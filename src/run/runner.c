@@ -166,7 +166,7 @@ cohort_status run_check_targets(const model_spec *s, int n_out, const cohort_dat
         char which[96] = "";
         for (int64_t i = 0; ds->t_dim == 1 && i < ds->n && !which[0]; i++)
             if (!(ds->t[i] >= 0.0f && ds->t[i] <= 2147483646.0f) || ds->t[i] != floorf(ds->t[i]))
-                snprintf(which, sizeof which, "; sample %lld's label is %.9g", (long long)i,
+                str_format(which, sizeof which, "; sample %lld's label is %.9g", (long long)i,
                          (double)ds->t[i]);
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "model '%s': sparse_categorical_crossentropy takes integer class "

@@ -161,8 +161,8 @@ static void put_num(strbuf *b, double v)
     static const int digits[] = {9, 15, 17};
     char buf[64];
     for (int i = 0; i < 3; i++) {
-        snprintf(buf, sizeof buf, "%.*g", digits[i], v);
-        if (strtod(buf, NULL) == v)
+        str_format(buf, sizeof buf, "%.*g", digits[i], v);
+        if (str_to_double(buf, NULL) == v)
             break;
     }
     sb_puts(b, buf);

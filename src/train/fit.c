@@ -222,7 +222,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
                         continue;
                     }
                     res[k].state = MODEL_DIVERGED;
-                    snprintf(res[k].error, sizeof res[k].error,
+                    str_format(res[k].error, sizeof res[k].error,
                              "loss became %s at epoch %d, step %lld%s; lower the learning rate "
                              "(now %g)",
                              isnan(st[4 * k + 2]) ? "NaN" : "Inf", epoch, (long long)step + 1,
@@ -275,7 +275,7 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
             if (bad) {
                 g->active[k] = 0;
                 res[k].state = MODEL_DIVERGED;
-                snprintf(res[k].error, sizeof res[k].error,
+                str_format(res[k].error, sizeof res[k].error,
                          "%zu weights became NaN or Inf in epoch %d; lower the learning rate "
                          "(now %g)",
                          bad, epoch, (double)g->lr[k]);

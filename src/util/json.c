@@ -1,6 +1,6 @@
 #include "util/json.h"
+#include "util/util.h"
 
-#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -35,7 +35,7 @@ static int fail_at(parser *p, size_t at, const char *fmt, ...)
     char what[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    str_vformat(what, sizeof what, fmt, ap);
     va_end(ap);
     snprintf(p->err, p->errlen, "line %zu, column %zu: %s", line, col, what);
     return -1;
@@ -319,27 +319,14 @@ static int parse_number(parser *p, json_value *v)
     size_t n = i - start;
     if (n > JSON_MAX_NUMBER)
         return fail_at(p, start, "number is longer than %d characters", JSON_MAX_NUMBER);
-    /* strtod follows the locale's decimal point: put that in for '.'. */
-    const char *dp = localeconv()->decimal_point;
-    size_t dpn = dp ? strlen(dp) : 0;
-    if (dpn == 0 || dpn > 8) {
-        dp = ".";
-        dpn = 1;
-    }
-    char tok[JSON_MAX_NUMBER + 16];
-    size_t o = 0;
-    for (size_t k = start; k < i; k++) {
-        if (p->s[k] == '.') {
-            memcpy(tok + o, dp, dpn);
-            o += dpn;
-        } else {
-            tok[o++] = p->s[k];
-        }
-    }
-    tok[o] = 0;
+    /* A NUL-terminated copy for strtod (the text need not end there), read
+     * in the C locale whatever the host program's. */
+    char tok[JSON_MAX_NUMBER + 1];
+    memcpy(tok, p->s + start, n);
+    tok[n] = 0;
     char *endp;
-    double d = strtod(tok, &endp);
-    if (endp != tok + o)
+    double d = str_to_double(tok, &endp);
+    if (endp != tok + n)
         return fail_at(p, start, "invalid number");
     if (isinf(d))
         return fail_at(p, start, "number out of range");

@@ -42,7 +42,7 @@ cohort_status cohort_fail(cohort_error *err, cohort_status st, const char *fmt, 
         err->status = st;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        str_vformat(err->message, sizeof err->message, fmt, ap);
         va_end(ap);
     }
     return st;
@@ -55,7 +55,7 @@ cohort_status cohort_fail_prefix(cohort_error *err, const char *fmt, ...)
     char prefix[512], old[sizeof err->message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    str_vformat(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err->message, sizeof old);
     /* A message cut short at the buffer's end is still the best we have. */
@@ -82,7 +82,7 @@ void cohort_log(cohort_log_level level, const char *fmt, ...)
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    str_vformat(msg, sizeof msg, fmt, ap);
     va_end(ap);
     log_fn(level, msg, log_user);
 }
@@ -169,11 +169,32 @@ double str_to_double(const char *s, char **end)
     return c_locale ? strtod_l(s, end, c_locale) : strtod(s, end);
 }
 
+int str_vformat(char *buf, size_t n, const char *fmt, va_list ap)
+{
+    pthread_once(&c_locale_once, c_locale_make);
+    /* uselocale is this thread's alone, and cheap (a thread-local pointer):
+     * the host program's other threads keep their locale. */
+    locale_t old = c_locale ? uselocale(c_locale) : (locale_t)0;
+    int r = vsnprintf(buf, n, fmt, ap);
+    if (old)
+        uselocale(old);
+    return r;
+}
+
+int str_format(char *buf, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = str_vformat(buf, n, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
 int parse_bytes(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
+    double v = str_to_double(s, &end);
     if (end == s || errno || !(v >= 0))
         return -1;
     while (*end == ' ')
@@ -209,7 +230,7 @@ const char *format_bytes(uint64_t bytes, char *buf, size_t n)
     if (i == 0)
         snprintf(buf, n, "%llu B", (unsigned long long)bytes);
     else
-        snprintf(buf, n, "%.2f %s", v, suffix[i]);
+        str_format(buf, n, "%.2f %s", v, suffix[i]);
     return buf;
 }
 
@@ -257,12 +278,12 @@ void sb_printf(strbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = str_vformat(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0 || sb_reserve(b, (size_t)n))
         return;
     va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    str_vformat(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     b->len += (size_t)n;
 }
@@ -301,8 +322,8 @@ void sb_json_float(strbuf *b, float v)
 {
     char buf[32];
     for (int digits = 7; digits <= 9; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, (double)v);
-        if ((float)strtod(buf, NULL) == v)
+        str_format(buf, sizeof buf, "%.*g", digits, (double)v);
+        if ((float)str_to_double(buf, NULL) == v)
             break;
     }
     sb_puts(b, buf);

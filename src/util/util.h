@@ -54,9 +54,19 @@ static inline float rng_hash_uniform(uint64_t key, uint64_t counter)
 int str_copy(char *dst, size_t n, const char *src);
 /* malloc'd copy, or NULL on out of memory. */
 char *str_dup(const char *s);
-/* strtod in the C locale, whatever the process's: a '.' is the decimal point
- * even where a host program set LC_NUMERIC to a language that writes 0,5. */
+/* The two ends of every number cohort reads or writes as text (the plan,
+ * results.json, CSV, checkpoints, report.html, safetensors metadata,
+ * messages): strtod and vsnprintf in the C locale, whatever the process's.
+ * A host program (a Python session, a C program that called
+ * setlocale(LC_ALL, "")) may have set LC_NUMERIC to a language that writes
+ * 0,5: there strtod stops at the '.' of 0.2, and printf writes 0,2, which no
+ * JSON, YAML or CSV reader takes. Threads cohort starts run in the global
+ * locale, so the C locale is taken per call, not per entry point. Library
+ * code formats numbers with these (or sb_printf, cohort_fail, which use
+ * them), never with the bare C library functions. */
 double str_to_double(const char *s, char **end);
+int str_vformat(char *buf, size_t n, const char *fmt, va_list ap) COHORT_PRINTF(3, 0);
+int str_format(char *buf, size_t n, const char *fmt, ...) COHORT_PRINTF(3, 4);
 /* Parse "4GiB", "512MiB", "100KiB", "12B", "4096" into bytes; 0 on success. */
 int parse_bytes(const char *s, uint64_t *out);
 /* Print bytes as "1.50 MiB" into buf. */
