@@ -49,6 +49,17 @@ for m in ms.values():
 assert ms["sgd_model"]["config"]["optimizer"]["name"] == "sgd"
 assert ms["adam_model"]["epochs_run"] == 8
 PY
+# history/NAME.csv holds results.json's numbers (nine significant digits):
+# "%.6f" had cut the small losses of late epochs to a few digits.
+/usr/bin/python3 - "$T/run" <<'PY' && ok || bad "history/*.csv differs from results.json"
+import csv, json, sys
+for m in json.load(open(sys.argv[1] + "/results.json"))["models"]:
+    rows = list(csv.DictReader(open(f"{sys.argv[1]}/history/{m['name']}.csv")))
+    assert len(rows) == m["epochs_run"], (m["name"], len(rows))
+    for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+        csv_v = [float(r[key]) for r in rows]
+        assert csv_v == m["history"][key], (m["name"], key, csv_v, m["history"][key])
+PY
 
 # eval and predict on the saved weights agree with the run's own test figures.
 expect_status 0 "eval" -- "$COHORT" eval "$T/run/models/adam_model.safetensors" --data "csv:$T/test.csv" --json

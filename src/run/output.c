@@ -343,7 +343,9 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
     for (int k = 0; k < nk; k++)
         sb_printf(&b, ",%s", keys[k]);
     sb_puts(&b, "\n");
-    /* Validation columns are empty in epochs without validation; lr where unknown. */
+    /* Validation columns are empty in epochs without validation; lr where unknown.
+     * Metrics have results.json's nine significant digits: "%.6f" had cut a
+     * loss of 2.6e-05 to 0.000026, two digits. */
     for (int i = 0; i < e->res.epochs_run; i++) {
         const epoch_metrics *m = &e->res.history[i];
         sb_printf(&b, "%d", i + 1);
@@ -358,7 +360,7 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
             else if (!strncmp(keys[k], "val_", 4) && !isfinite(m->val_loss))
                 sb_puts(&b, ",");
             else
-                sb_printf(&b, ",%.6f", v);
+                sb_printf(&b, ",%.9g", v);
         }
         sb_puts(&b, "\n");
     }
