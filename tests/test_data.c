@@ -1477,6 +1477,14 @@ static void test_npz(void)
     CHECK_CONTAINS(err.message, "t.npz: has y.npy but no x.npy (it has X, y); name the inputs and "
                                 "the labels to read, like npz:");
     CHECK_CONTAINS(err.message, "t.npz:X,y");
+    /* The same for x_train, and a placeholder where the file has neither
+     * spelling (it had suggested x and x, which the files did not have). */
+    zmember sk2[2] = {{"X_train.npy", npx, npx_len, 0, 0, 0}, {"y_train.npy", npy_, npy_len, 0, 0, 0}};
+    npz(sk2, 2, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.npz:X_train,y_train");
+    zmember feats[2] = {{"feats.npy", npx, npx_len, 0, 0, 0}, {"y.npy", npy_, npy_len, 0, 0, 0}};
+    npz(feats, 2, COHORT_ERR_INPUT, &err);
+    CHECK_CONTAINS(err.message, "t.npz:INPUTS,y");
     zmember sk4[4] = {{"X_train.npy", npx, npx_len, 0, 0, 0}, {"X_test.npy", npx, npx_len, 0, 0, 0},
                       {"y_train.npy", npy_, npy_len, 0, 0, 0}, {"y_test.npy", npy_, npy_len, 0, 0, 0}};
     npz(sk4, 4, COHORT_ERR_INPUT, &err);

@@ -349,7 +349,8 @@ static const char *x_named(const zip_archive *z, const char *lower, const char *
 static cohort_status pick_members(const zip_archive *z, const zip_entry **x, const zip_entry **y,
                                   cohort_error *err)
 {
-    static const char *pairs[][2] = {{"x", "y"}, {"x_train", "y_train"}};
+    /* x, y, and scikit-learn's spelling of x */
+    static const char *pairs[][3] = {{"x", "y", "X"}, {"x_train", "y_train", "X_train"}};
     /* A Keras-style file holds both sets: reading x_train as a test set
      * (or x_test as training data) would give wrong numbers silently. */
     if ((zip_find(z, "x_train") || zip_find(z, "y_train")) &&
@@ -370,12 +371,13 @@ static cohort_status pick_members(const zip_archive *z, const zip_entry **x, con
         if (*x || *y) {
             char have[512];
             member_names(z, have, sizeof have);
+            /* The example names what the file has, a placeholder the rest. */
+            const char *xs = *x ? pairs[i][0] : zip_find(z, pairs[i][2]) ? pairs[i][2] : "INPUTS";
             return cohort_fail(err, COHORT_ERR_INPUT,
                                "%s: has %s.npy but no %s.npy (it has %s); name the inputs and the "
                                "labels to read, like npz:%s:%s,%s",
                                z->path, *x ? pairs[i][0] : pairs[i][1],
-                               *x ? pairs[i][1] : pairs[i][0], have, z->path,
-                               *x ? pairs[i][0] : x_named(z, "x", "X"),
+                               *x ? pairs[i][1] : pairs[i][0], have, z->path, xs,
                                *x ? "LABELS" : pairs[i][1]);
         }
     }
