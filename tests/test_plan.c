@@ -553,6 +553,50 @@ static const char *const CNN_LAYERS =
     "      - {dropout: 0.5}\n"                                                      /* 18 */
     "      - {dense: 10, activation: softmax}\n";                                   /* 19 */
 
+/* What a Keras or PyTorch user writes: the spellings Keras itself reads in any
+ * case (padding "SAME", optimizer "Adam"), torch's activation names ("ReLU"),
+ * and, refused, Keras's class names with the right spelling suggested. */
+static void test_keras_spellings(void)
+{
+    char *t = layers_plan("sparse_categorical_crossentropy",
+                          "      - {conv2d: 4, kernel_size: 3, padding: SAME, activation: ReLU}\n"
+                          "      - {max_pooling2d: 2, padding: Valid}\n"
+                          "      - {activation: Tanh}\n"
+                          "      - flatten\n"
+                          "      - {dense: 3, activation: Softmax}\n"
+                          "    optimizer: {name: Adam, learning_rate: 0.01}\n");
+    cohort_plan *p = PARSE(t, NULL, 0);
+    free(t);
+    if (p) {
+        const layer_spec *l = p->models[0].layers;
+        CHECK(l[0].pad == PAD_SAME && l[0].act == ACT_RELU && l[1].pad == PAD_VALID);
+        CHECK(l[2].act == ACT_TANH && l[4].act == ACT_SOFTMAX);
+        CHECK(p->models[0].opt.kind == OPT_ADAM && p->models[0].opt.lr == 0.01f);
+        /* Written back in cohort's own spelling. */
+        CHECK_CONTAINS(p->models[0].config_json, "\"padding\":\"same\",\"activation\":\"relu\"");
+        CHECK_CONTAINS(p->models[0].config_json, "\"optimizer\":{\"name\":\"adam\"");
+    }
+    cohort_plan_free(p);
+    t = with("    optimizer: RMSprop\n");
+    p = PARSE(t, NULL, 0);
+    free(t);
+    if (p)
+        CHECK(p->models[0].opt.kind == OPT_RMSPROP);
+    cohort_plan_free(p);
+    EXPECT_WITH("    optimizer: adamm\n", "plan.yaml:5: optimizer must be one of sgd, adam, adamw, "
+                                         "rmsprop, adagrad, nadam, got 'adamm' (did you mean 'adam'?)");
+    EXPECT_LAYERS("      - {dense: 3, activation: GELU}\n",
+                  "plan.yaml:5: activation of layers.0 must be one of linear, relu, sigmoid, "
+                  "tanh, softmax, got 'GELU'");
+    /* Keras's class names as layer kinds: refused, with cohort's name. */
+    EXPECT_LAYERS("      - {conv2d: 4, kernel_size: 3}\n      - {MaxPooling2D: 2}\n"
+                  "      - flatten\n      - {dense: 3, activation: softmax}\n",
+                  "plan.yaml:6: unknown key 'MaxPooling2D' in layers.1 of model 'm' (did you "
+                  "mean 'max_pooling2d'?)");
+    EXPECT_LAYERS("      - BatchNormalization\n      - {dense: 3, activation: softmax}\n",
+                  "(did you mean 'batch_normalization'?)");
+}
+
 static void test_image_layers(void)
 {
     char *t = layers_plan("sparse_categorical_crossentropy", CNN_LAYERS);
@@ -636,8 +680,8 @@ static void test_image_layers(void)
     /* Errors, each at its line. */
     EXPECT_LAYERS("      - {conv2d: 8, kernel_size: 3, padding: full}\n",
                   "plan.yaml:5: padding of layers.0 must be one of valid, same, got 'full'");
-    EXPECT_LAYERS("      - {max_pooling2d: 2, padding: Same}\n",
-                  "plan.yaml:5: padding of layers.0 must be one of valid, same, got 'Same'");
+    EXPECT_LAYERS("      - {max_pooling2d: 2, padding: causal}\n",
+                  "plan.yaml:5: padding of layers.0 must be one of valid, same, got 'causal'");
     EXPECT_LAYERS("      - {conv2d: 8, kernel_size: 0}\n",
                   "plan.yaml:5: kernel_size of layers.0 must be a positive integer, got '0'");
     EXPECT_LAYERS("      - {conv2d: 8, kernel_size: [3, -1]}\n",
@@ -1561,6 +1605,7 @@ int main(void)
     test_fit_settings();
     test_layers();
     test_image_layers();
+    test_keras_spellings();
     test_input_shape();
     test_models_section();
     test_yaml_errors();

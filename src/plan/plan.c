@@ -55,7 +55,9 @@ static const char *const top_keys[] = {"data",    "defaults", "models",      "sw
 static const char *const data_keys[] = {"train", "test", "validation", "validation_split",
                                         "label_column", "label_columns", "input_shape", NULL};
 static const char *const device_keys[] = {"memory", "split", "memory_limit", NULL};
-/* Same order as the enums of model.h and cohort.h. */
+/* Same order as the enums of model.h and cohort.h. Activations, paddings and
+ * optimizers are read in any case: Keras lowercases padding ("SAME") and
+ * optimizer names ("Adam"), and torch spells ReLU, Tanh, Sigmoid. */
 static const char *const act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
 static const char *const pad_names[] = {"valid", "same"};
 static const char *const opt_names[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad", "nadam"};
@@ -710,7 +712,7 @@ static cohort_status build_optimizer(const yctx *c, const ynode *o, const char *
     int kind = OPT_ADAM;
     cohort_status st;
     if (name && !(o->type == YNODE_SCALAR && ynode_is_null(o)) &&
-        (st = yget_enum(c, name, "optimizer", opt_names, COUNT(opt_names), &kind)))
+        (st = yget_enum_anycase(c, name, "optimizer", opt_names, COUNT(opt_names), &kind)))
         return st;
     /* Keras's defaults for each optimizer. */
     memset(out, 0, sizeof *out);
@@ -1352,7 +1354,7 @@ static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
     if (map && (v = ymap_get(map, "padding"))) {
         int p;
         snprintf(what, sizeof what, "padding of layers.%d", i);
-        if ((st = yget_enum(c, v, what, pad_names, COUNT(pad_names), &p)))
+        if ((st = yget_enum_anycase(c, v, what, pad_names, COUNT(pad_names), &p)))
             return st;
         l->pad = (pad_kind)p;
     }
@@ -1369,7 +1371,7 @@ static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
     if (act) {
         int a;
         snprintf(what, sizeof what, "activation of layers.%d", i);
-        if ((st = yget_enum(c, act, what, act_names, COUNT(act_names), &a)))
+        if ((st = yget_enum_anycase(c, act, what, act_names, COUNT(act_names), &a)))
             return st;
         l->act = (act_kind)a;
         if (l->act == ACT_SOFTMAX && !last)

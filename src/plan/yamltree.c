@@ -2,6 +2,7 @@
 
 #include "util/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -599,12 +600,12 @@ cohort_status yget_str(const yctx *c, const ynode *n, const char *what, char *bu
     return COHORT_OK;
 }
 
-cohort_status yget_enum(const yctx *c, const ynode *n, const char *what,
-                        const char *const *names, int count, int *out)
+static cohort_status enum_get(const yctx *c, const ynode *n, const char *what,
+                              const char *const *names, int count, int anycase, int *out)
 {
     if (n->type == YNODE_SCALAR)
         for (int i = 0; i < count; i++)
-            if (strcmp(n->str, names[i]) == 0) {
+            if ((anycase ? strcasecmp(n->str, names[i]) : strcmp(n->str, names[i])) == 0) {
                 *out = i;
                 return COHORT_OK;
             }
@@ -622,6 +623,18 @@ cohort_status yget_enum(const yctx *c, const ynode *n, const char *what,
         return ynode_fail(c, n, "%s must be one of %s, got %s (did you mean '%s'?)", what, list,
                           got, near);
     return ynode_fail(c, n, "%s must be one of %s, got %s", what, list, got);
+}
+
+cohort_status yget_enum(const yctx *c, const ynode *n, const char *what,
+                        const char *const *names, int count, int *out)
+{
+    return enum_get(c, n, what, names, count, 0, out);
+}
+
+cohort_status yget_enum_anycase(const yctx *c, const ynode *n, const char *what,
+                                const char *const *names, int count, int *out)
+{
+    return enum_get(c, n, what, names, count, 1, out);
 }
 
 /* Optimal string alignment distance (edits and swaps of neighbours). */
@@ -653,8 +666,27 @@ static size_t edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
+/* a and b are equal but for case and underscores ("MaxPooling2D" and
+ * "max_pooling2d", "SAME" and "same"): Keras's class names of cohort's words. */
+static int same_but_case(const char *a, const char *b)
+{
+    for (;;) {
+        while (*a == '_')
+            a++;
+        while (*b == '_')
+            b++;
+        if (!*a || !*b)
+            return !*a && !*b;
+        if (tolower((unsigned char)*a++) != tolower((unsigned char)*b++))
+            return 0;
+    }
+}
+
 const char *ysuggest(const char *word, const char *const *names, int count)
 {
+    for (int i = 0; i < count; i++)
+        if (same_but_case(word, names[i]))
+            return names[i];
     size_t len = strlen(word);
     size_t limit = len <= 3 ? 1 : len <= 6 ? 2 : 3;
     const char *best = NULL;

@@ -110,9 +110,13 @@ cohort_status yget_str(const yctx *c, const ynode *n, const char *what, char *bu
 /* One of names[0..count); *out is its index. Suggests the closest name. */
 cohort_status yget_enum(const yctx *c, const ynode *n, const char *what,
                         const char *const *names, int count, int *out);
+/* As yget_enum, in any case ("SAME", "Adam", "ReLU"). */
+cohort_status yget_enum_anycase(const yctx *c, const ynode *n, const char *what,
+                                const char *const *names, int count, int *out);
 
-/* The name in names[0..count) closest to word by edit distance, when it is
- * close enough to be a likely typo; else NULL. */
+/* The name in names[0..count) that word spells in another case or with
+ * other underscores ("MaxPooling2D": max_pooling2d), else the closest by edit
+ * distance, when it is close enough to be a likely typo; else NULL. */
 const char *ysuggest(const char *word, const char *const *names, int count);
 /* Every key of map must be in allowed[0..count); else an error at the key:
  * "unknown key 'K' WHERE (did you mean 'X'?)". */
