@@ -595,6 +595,41 @@ static void test_keras_spellings(void)
                   "mean 'max_pooling2d'?)");
     EXPECT_LAYERS("      - BatchNormalization\n      - {dense: 3, activation: softmax}\n",
                   "(did you mean 'batch_normalization'?)");
+
+    /* Losses as keras.losses.get reads them: its aliases and class names. */
+    static const struct {
+        const char *name;
+        loss_kind kind;
+    } losses[] = {{"MSE", LOSS_MSE},
+                  {"mean_squared_error", LOSS_MSE},
+                  {"MeanSquaredError", LOSS_MSE},
+                  {"MAE", LOSS_MAE},
+                  {"MeanAbsoluteError", LOSS_MAE},
+                  {"Huber", LOSS_HUBER},
+                  {"{name: Huber, delta: 2.0}", LOSS_HUBER},
+                  {"bce", LOSS_BCE},
+                  {"BCE", LOSS_BCE},
+                  {"BinaryCrossentropy", LOSS_BCE},
+                  {"CategoricalCrossentropy", LOSS_CCE},
+                  {"SparseCategoricalCrossentropy", LOSS_SCE}};
+    for (size_t i = 0; i < sizeof losses / sizeof losses[0]; i++) {
+        loss_kind k = losses[i].kind;
+        t = layers_plan(losses[i].name, k == LOSS_BCE ? "      - {dense: 1, activation: sigmoid}\n"
+                                        : k == LOSS_SCE || k == LOSS_CCE
+                                            ? "      - {dense: 3, activation: softmax}\n"
+                                            : "      - {dense: 3}\n");
+        p = PARSE(t, NULL, 0);
+        free(t);
+        if (p)
+            CHECK_MSG(p->models[0].loss == k, "loss %s", losses[i].name);
+        cohort_plan_free(p);
+    }
+    t = layers_plan("Mse", "      - {dense: 3}\n");
+    expect_at(__LINE__, t, NULL, 0, COHORT_ERR_INPUT,
+                  "loss must be one of sparse_categorical_crossentropy, categorical_crossentropy, "
+                  "binary_crossentropy, mse, mae, huber, mean_squared_error, mean_absolute_error, "
+                  "huber_loss, got 'Mse' (did you mean 'mse'?)");
+    free(t);
 }
 
 static void test_image_layers(void)

@@ -67,6 +67,21 @@ static const char *const loss_names[] = {
     "mse", "mae", "huber", "mean_squared_error", "mean_absolute_error", "huber_loss"};
 static const loss_kind loss_kinds[] = {LOSS_SCE, LOSS_CCE, LOSS_BCE,   LOSS_MSE,  LOSS_MAE,
                                        LOSS_HUBER, LOSS_MSE, LOSS_MAE, LOSS_HUBER};
+/* keras.losses.get's other spellings of them (Keras 3's aliases and class
+ * names), taken as they are written there: in that case only. */
+static const struct {
+    const char *name;
+    loss_kind kind;
+} keras_losses[] = {{"MSE", LOSS_MSE},
+                    {"MAE", LOSS_MAE},
+                    {"bce", LOSS_BCE},
+                    {"BCE", LOSS_BCE},
+                    {"MeanSquaredError", LOSS_MSE},
+                    {"MeanAbsoluteError", LOSS_MAE},
+                    {"Huber", LOSS_HUBER},
+                    {"BinaryCrossentropy", LOSS_BCE},
+                    {"CategoricalCrossentropy", LOSS_CCE},
+                    {"SparseCategoricalCrossentropy", LOSS_SCE}};
 static const char *const monitor_names[] = {"val_loss", "val_accuracy", "loss",    "accuracy",
                                             "val_mae",  "val_rmse",     "mae",     "rmse"};
 static const char *const strategy_names[] = {"auto", "sequential", "threads", "processes",
@@ -810,11 +825,17 @@ static cohort_status build_loss(const yctx *c, const ynode *n, const char *label
         return ynode_fail(c, n, "loss of %s must be a name like mse or a map like {name: huber, "
                                 "delta: 1.0}, got %s",
                           label, ynode_describe(n, got, sizeof got));
-    int idx;
-    cohort_status st = yget_enum(c, name, "loss", loss_names, COUNT(loss_names), &idx);
-    if (st)
+    int idx = -1;
+    cohort_status st = COHORT_OK;
+    for (size_t i = 0; name->type == YNODE_SCALAR && i < COUNT(keras_losses); i++)
+        if (strcmp(name->str, keras_losses[i].name) == 0)
+            idx = (int)i;
+    if (idx >= 0)
+        s->loss = keras_losses[idx].kind;
+    else if ((st = yget_enum(c, name, "loss", loss_names, COUNT(loss_names), &idx)))
         return st;
-    s->loss = loss_kinds[idx];
+    else
+        s->loss = loss_kinds[idx];
     if (n->type != YNODE_MAP)
         return COHORT_OK;
     for (size_t i = 0; i < n->n; i++) {
