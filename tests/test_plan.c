@@ -596,6 +596,22 @@ static void test_keras_spellings(void)
     EXPECT_LAYERS("      - BatchNormalization\n      - {dense: 3, activation: softmax}\n",
                   "(did you mean 'batch_normalization'?)");
 
+    /* Keras's argument names and Python's tuples get the plan's way to say them. */
+    EXPECT_LAYERS("      - {units: 64, activation: relu}\n      - {dense: 3, activation: softmax}\n",
+                  "plan.yaml:5: unknown key 'units' in layers.0 of model 'm': a dense layer's units "
+                  "are its value: {dense: 64} (Keras's Dense(units=64))");
+    EXPECT_LAYERS("      - {conv2d: 4, filters: 4, kernel_size: 3}\n",
+                  "plan.yaml:5: unknown key 'filters' in layers.0 of model 'm': a conv2d layer's "
+                  "filters are its value");
+    EXPECT_LAYERS("      - {dense: 8, input_shape: [4]}\n      - {dense: 3, activation: softmax}\n",
+                  "unknown key 'input_shape' in layers.0 of model 'm': the input shape is the "
+                  "data's");
+    EXPECT_LAYERS("      - {conv2d: 4, kernel_size: (3, 3)}\n",
+                  "plan.yaml:5: kernel_size of layers.0 of model 'm' is a Python tuple ('(3'), "
+                  "which YAML does not have; write a list: kernel_size: [h, w]");
+    EXPECT_LAYERS("      - conv2d: 4\n        kernel_size: 3\n        strides: (2, 2)\n",
+                  "plan.yaml:7: strides of layers.0 of model 'm' is a Python tuple ('(2, 2)')");
+
     /* Losses as keras.losses.get reads them: its aliases and class names. */
     static const struct {
         const char *name;

@@ -1217,6 +1217,28 @@ static cohort_status layer_kind_of(const yctx *c, const ynode *n, int i, const c
                                 "softmax}, or the name of a layer without settings (like "
                                 "flatten), got %s",
                           i, label, ynode_describe(n, got, sizeof got));
+    /* Keras's argument names, and Python's tuples, which YAML reads as text. */
+    static const char *const keras_args[][2] = {
+        {"units", "a dense layer's units are its value: {dense: 64} (Keras's Dense(units=64))"},
+        {"filters", "a conv2d layer's filters are its value: {conv2d: 32, kernel_size: 3} "
+                    "(Keras's Conv2D(filters=32, kernel_size=3))"},
+        {"pool_size", "the pool size is the pooling layer's value: {max_pooling2d: 2} (Keras's "
+                      "MaxPooling2D(pool_size=2))"},
+        {"rate", "the rate is the dropout layer's value: {dropout: 0.5} (Keras's "
+                 "Dropout(rate=0.5))"},
+        {"input_shape", "the input shape is the data's (data.input_shape reshapes flat data)"},
+        {"input_dim", "the input size is the data's (data.input_shape reshapes flat data)"}};
+    for (size_t j = 0; j < n->n; j++) {
+        for (size_t a = 0; a < COUNT(keras_args); a++)
+            if (strcmp(n->keys[j]->str, keras_args[a][0]) == 0)
+                return ynode_fail(c, n->keys[j], "unknown key '%s' in layers.%d of %s: %s",
+                                  keras_args[a][0], i, label, keras_args[a][1]);
+        const ynode *v = n->vals[j];
+        if (v->type == YNODE_SCALAR && v->plain && v->str[0] == '(')
+            return ynode_fail(c, v, "%s of layers.%d of %s is a Python tuple ('%.20s'), which "
+                                    "YAML does not have; write a list: %s: [h, w]",
+                              n->keys[j]->str, i, label, v->str, n->keys[j]->str);
+    }
     for (size_t j = 0; j < n->n; j++)
         if (strcmp(n->keys[j]->str, "momentum") == 0 || strcmp(n->keys[j]->str, "epsilon") == 0)
             return ynode_fail(c, n->keys[j], "'%s' in layers.%d of %s goes inside "
