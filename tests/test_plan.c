@@ -432,7 +432,17 @@ static void test_fit_settings(void)
     EXPECT_WITH("    seed: 18446744073709551616\n", "plan.yaml:5: seed must be at most");
     EXPECT_WITH("    shuffle: maybe\n", "plan.yaml:5: shuffle must be true or false, got 'maybe'");
     EXPECT_WITH("    loss: crossentropy\n", "plan.yaml:5: loss must be one of");
-    EXPECT_WITH("    metrics: [accuracy, auc]\n", "plan.yaml:5: metrics of model 'm' must be a list of accuracy, mae, rmse");
+    EXPECT_WITH("    metrics: [accuracy, auc]\n", "plan.yaml:5: metrics of model 'm': 'auc' is not a "
+                "metric cohort reports; it reports the loss and accuracy for classification");
+    EXPECT_WITH("    metrics: accuracy\n", "plan.yaml:5: metrics of model 'm' must be a list of "
+                "accuracy, mae, rmse");
+    /* Keras's compile reads "acc" and "accuracy" in any case, and the named accuracies. */
+    char *m = with("    metrics: [acc, Accuracy, sparse_categorical_accuracy, MAE, RootMeanSquaredError]\n");
+    cohort_plan_free(PARSE(m, NULL, 0));
+    free(m);
+    EXPECT_WITH("    metrics:\n      - accuracy\n      - MSE\n",
+                "plan.yaml:7: metrics of model 'm': 'MSE' is not a metric cohort reports (it "
+                "reports rmse, mse's square root)");
     EXPECT_WITH("    device: tpu:0\n", "plan.yaml:5: device of model 'm' must be like cpu:0");
     EXPECT_WITH("    init_from: {}\n", "plan.yaml:5: init_from must be text, got a map");
 }

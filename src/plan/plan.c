@@ -869,6 +869,38 @@ static cohort_status build_loss(const yctx *c, const ynode *n, const char *label
     return COHORT_OK;
 }
 
+/* An entry of `metrics`: accepted for Keras plans, as Keras's compile reads it
+ * ("accuracy" and "acc" in any case; the accuracies and errors by their
+ * function and class names), though the task decides what is reported. */
+static cohort_status check_metric(const yctx *c, const ynode *n, const char *label)
+{
+    static const char *const names[] = {
+        "accuracy",           "mae",         "rmse",
+        "sparse_categorical_accuracy",       "categorical_accuracy",
+        "binary_accuracy",    "MAE",         "mean_absolute_error",
+        "MeanAbsoluteError",  "RootMeanSquaredError"};
+    char got[80];
+    if (n->type == YNODE_SCALAR) {
+        if (strcasecmp(n->str, "accuracy") == 0 || strcasecmp(n->str, "acc") == 0)
+            return COHORT_OK;
+        for (size_t i = 0; i < COUNT(names); i++)
+            if (strcmp(n->str, names[i]) == 0)
+                return COHORT_OK;
+    }
+    const char *near = n->type == YNODE_SCALAR ? ysuggest(n->str, names, COUNT(names)) : NULL;
+    char hint[80] = "";
+    if (n->type == YNODE_SCALAR && (strcasecmp(n->str, "mse") == 0 ||
+                                    strcmp(n->str, "mean_squared_error") == 0 ||
+                                    strcmp(n->str, "MeanSquaredError") == 0))
+        snprintf(hint, sizeof hint, " (it reports rmse, mse's square root)");
+    else if (near)
+        snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+    return ynode_fail(c, n, "metrics of %s: %s is not a metric cohort reports%s; it reports the "
+                            "loss and accuracy for classification, the loss, mae and rmse for "
+                            "regression: list accuracy, mae or rmse, or leave metrics out",
+                      label, ynode_describe(n, got, sizeof got), hint);
+}
+
 /* class_weight: {CLASS: WEIGHT, ...} over classes 0..n-1, as Keras's fit. */
 static cohort_status build_class_weight(const yctx *c, const ynode *n, const char *label,
                                         model_spec *s)
@@ -1525,16 +1557,14 @@ static cohort_status build_model(const yctx *c, const ynode *t, const char *name
         (st = yget_path(c, v, 0, "init_from", s->init_from, sizeof s->init_from)))
         return st;
     if ((v = ymap_get(t, "metrics"))) {
-        int ok = v->type == YNODE_SEQ && v->n > 0;
-        for (size_t i = 0; ok && i < v->n; i++)
-            ok = v->vals[i]->type == YNODE_SCALAR && (strcmp(v->vals[i]->str, "accuracy") == 0 ||
-                                                      strcmp(v->vals[i]->str, "mae") == 0 ||
-                                                      strcmp(v->vals[i]->str, "rmse") == 0);
-        if (!ok)
+        if (v->type != YNODE_SEQ || v->n == 0)
             return ynode_fail(c, v, "metrics of %s must be a list of accuracy, mae, rmse (the "
                                     "loss and accuracy are always reported for classification, "
                                     "mae and rmse for regression), got %s",
                               label, ynode_describe(v, got, sizeof got));
+        for (size_t i = 0; i < v->n; i++)
+            if ((st = check_metric(c, v->vals[i], label)))
+                return st;
     }
     return COHORT_OK;
 }
