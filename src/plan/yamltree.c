@@ -370,10 +370,21 @@ static cohort_status yp_syntax_error(yparse *p, const yaml_parser_t *yp, const c
         line = offset_line(text, len, yp->problem_offset);
     else
         line = mark_line(yp->problem_mark.line);
+    /* libyaml's words for a line indented wrongly (or a key without ": "),
+     * which do not say so. */
+    static const char *const indent_problems[] = {
+        "did not find expected '-' indicator", "did not find expected key",
+        "mapping values are not allowed in this context", "could not find expected ':'"};
+    const char *hint = "";
+    for (size_t i = 0; i < sizeof indent_problems / sizeof indent_problems[0]; i++)
+        if (strcmp(problem, indent_problems[i]) == 0)
+            hint = "; check the indentation: the keys of one map, and the '- ' items of one "
+                   "list, start in one column, and a key is followed by ': ' (a value holding "
+                   "': ' needs quotes)";
     if (yp->context)
-        return yp_fail(p, line, "%s (%s at line %d)", problem, yp->context,
-                       mark_line(yp->context_mark.line));
-    return yp_fail(p, line, "%s", problem);
+        return yp_fail(p, line, "%s (%s at line %d)%s", problem, yp->context,
+                       mark_line(yp->context_mark.line), hint);
+    return yp_fail(p, line, "%s%s", problem, hint);
 }
 
 cohort_status ytree_parse(const char *text, size_t len, const char *name, const char *origin,
