@@ -114,6 +114,26 @@ grep -q "exit status: 0 every model fits its device, 1 some model does not" "$T/
 expect_status 2 "a mistyped command" -- "$COHORT" trian
 expect_err "unknown command 'trian' (did you mean 'train'?)" "a mistyped command"
 expect_status 2 "no plan" -- "$COHORT" train
+expect_err "cohort train: needs PLAN, a plan file, like cohort train examples/seed.yaml" "no plan"
+expect_status 2 "plan without a plan" -- "$COHORT" plan
+expect_err "cohort plan: needs PLAN, a plan file" "plan without a plan"
+# Keras's fit() arguments as options get the --set that does it; a typo, the option.
+expect_status 2 "--epochs" -- "$COHORT" train "$T/plan.yaml" --epochs 3
+expect_err "cohort train: unknown option '--epochs'; a plan's settings are changed with --set, like --set defaults.epochs=3" "--epochs"
+expect_status 2 "--batch-size=" -- "$COHORT" plan "$T/plan.yaml" --batch-size=8
+expect_err "like --set defaults.batch_size=8 (see cohort plan --help)" "--batch-size="
+expect_status 2 "--learning_rate" -- "$COHORT" train "$T/plan.yaml" --learning_rate 0.1
+expect_err "like --set defaults.optimizer.lr=0.1" "--learning_rate"
+expect_status 2 "a mistyped option" -- "$COHORT" train "$T/plan.yaml" --overwite
+expect_err "cohort train: unknown option '--overwite'; did you mean '--overwrite'?" "a mistyped option"
+expect_status 2 "a mistyped eval option" -- "$COHORT" eval "$T/plan.yaml" --dta x
+expect_err "cohort eval: unknown option '--dta'; did you mean '--data'?" "a mistyped eval option"
+for c in train plan devices eval predict report compare merge; do
+    expect_status 0 "$c --help" -- "$COHORT" $c --help
+    grep -q "^usage: cohort $c" "$T/out" && ok || bad "$c --help: $(head -n 1 "$T/out")"
+    expect_status 2 "$c --bogus" -- "$COHORT" $c --bogus
+    expect_err "cohort $c: unknown option '--bogus' (see cohort $c --help)" "$c --bogus"
+done
 expect_status 2 "missing plan" -- "$COHORT" train "$T/nope.yaml"
 expect_err "$T/nope.yaml: cannot open" "missing plan"
 printf 'data:\n  train: csv:%s\nmodels:\n  - name: a\n    layers: [{dense: 3, activation: softmax}]\n    epoch: 3\n' "$T/train.csv" > "$T/typo.yaml"

@@ -23,6 +23,12 @@ void print_results_file_table(FILE *out, const char *dir);
 
 /* Print "cohort: message" to stderr and return 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "cohort CMD: unknown option 'ARG'" and return 2, with the closest of
+ * options (NULL-terminated) as a suggestion; where the command takes_set, an
+ * option named as a model key ("--epochs 3", "--lr") gets the --set form,
+ * with its value (after '=', else next, the argument after it, or NULL). */
+int cli_unknown_option(const char *cmd, const char *arg, const char *next,
+                       const char *const *options, int takes_set);
 /* Exit status for a library status. */
 int cli_exit_status(cohort_status st);
 /* argv[i] is "--name" and a value follows, or "--name=value": set *val.

@@ -54,8 +54,11 @@ int cmd_devices(int argc, char **argv)
             json = 1;
         } else if (argv[i][0] != '-' && !plan_path) {
             plan_path = argv[i];
+        } else if (argv[i][0] != '-') {
+            return cli_usage_error("devices", "one plan at a time; '%s' is extra", argv[i]);
         } else {
-            return cli_usage_error("devices", "unknown option '%s'", argv[i]);
+            static const char *const opts[] = {"--json", "--help", NULL};
+            return cli_unknown_option("devices", argv[i], NULL, opts, 0);
         }
     }
     device_registry *r;

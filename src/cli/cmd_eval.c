@@ -143,7 +143,8 @@ int cmd_eval(int argc, char **argv)
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (argv[i][0] == '-') {
-            return cli_usage_error("eval", "unknown option '%s'", argv[i]);
+            static const char *const opts[] = {"--data", "--json", "--help", NULL};
+            return cli_unknown_option("eval", argv[i], NULL, opts, 0);
         } else if (!weights) {
             weights = argv[i];
         } else {
@@ -272,7 +273,8 @@ int cmd_predict(int argc, char **argv)
         } else if (cli_opt_value(argc, argv, &i, "--out", &v)) {
             out = v;
         } else if (argv[i][0] == '-') {
-            return cli_usage_error("predict", "unknown option '%s'", argv[i]);
+            static const char *const opts[] = {"--data", "--out", "--help", NULL};
+            return cli_unknown_option("predict", argv[i], NULL, opts, 0);
         } else if (!weights) {
             weights = argv[i];
         } else {

@@ -239,8 +239,8 @@ int cmd_merge(int argc, char **argv)
             out = v;
         } else if (argv[i][0] == '-') {
             free(dirs);
-            return cli_usage_error("merge", "unknown option '%s' (see cohort merge --help)",
-                                   argv[i]);
+            static const char *const opts[] = {"--out", "--help", NULL};
+            return cli_unknown_option("merge", argv[i], NULL, opts, 0);
         } else {
             dirs[n++] = argv[i];
         }

@@ -284,7 +284,9 @@ int cmd_plan(int argc, char **argv)
             }
         } else if (argv[i][0] == '-') {
             free(sets);
-            return cli_usage_error("plan", "unknown option '%s' (see cohort plan --help)", argv[i]);
+            static const char *const opts[] = {"--json", "--set", "--strategy", "--threads",
+                                               "--help", NULL};
+            return cli_unknown_option("plan", argv[i], i + 1 < argc ? argv[i + 1] : NULL, opts, 1);
         } else if (!path) {
             path = argv[i];
         } else {
@@ -294,8 +296,8 @@ int cmd_plan(int argc, char **argv)
     }
     if (!path) {
         free(sets);
-        fputs(help, stderr);
-        return 2;
+        return cli_usage_error("plan", "needs PLAN, a plan file, like cohort plan "
+                                       "examples/seed.yaml (see cohort plan --help)");
     }
     cohort_run_options opt;
     cohort_run_options_init(&opt);

@@ -19,7 +19,8 @@ int cmd_report(int argc, char **argv)
                  "models, learning curves, the best model's confusion matrix and the plan.");
             return 0;
         } else if (argv[i][0] == '-') {
-            return cli_usage_error("report", "unknown option '%s'", argv[i]);
+            static const char *const opts[] = {"--help", NULL};
+            return cli_unknown_option("report", argv[i], NULL, opts, 0);
         } else if (!dir) {
             dir = argv[i];
         } else {
@@ -205,7 +206,8 @@ int cmd_compare(int argc, char **argv)
                 return cli_usage_error("compare", "--by takes test or val, not '%s'", v);
             sort_by_val = !strcmp(v, "val");
         } else if (argv[i][0] == '-') {
-            return cli_usage_error("compare", "unknown option '%s'", argv[i]);
+            static const char *const opts[] = {"--by", "--json", "--help", NULL};
+            return cli_unknown_option("compare", argv[i], NULL, opts, 0);
         } else {
             n_dirs++;
         }

@@ -113,8 +113,10 @@ int cmd_train(int argc, char **argv)
             overwrite = 1;
         } else if (argv[i][0] == '-') {
             free(sets);
-            return cli_usage_error("train", "unknown option '%s' (see cohort train --help)",
-                                   argv[i]);
+            static const char *const opts[] = {"--out",    "--strategy", "--set",
+                                               "--threads", "--shard",   "--quiet",
+                                               "--resume", "--overwrite", "--help", NULL};
+            return cli_unknown_option("train", argv[i], i + 1 < argc ? argv[i + 1] : NULL, opts, 1);
         } else if (!plan_path) {
             plan_path = argv[i];
         } else {
@@ -124,8 +126,8 @@ int cmd_train(int argc, char **argv)
     }
     if (!plan_path) {
         free(sets);
-        fputs(help, stderr);
-        return 2;
+        return cli_usage_error("train", "needs PLAN, a plan file, like cohort train "
+                                        "examples/seed.yaml (see cohort train --help)");
     }
     if (resume && overwrite) {
         free(sets);

@@ -1,5 +1,6 @@
 /* cohort: train many neural-network models in one run. */
 #include "cli/cli.h"
+#include "plan/plan.h"
 #include "plan/yamltree.h"
 
 #include <stdarg.h>
@@ -39,6 +40,48 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     return 2;
+}
+
+int cli_unknown_option(const char *cmd, const char *arg, const char *next,
+                       const char *const *options, int takes_set)
+{
+    /* The option's name, as a plan key would be written: "--batch-size=8" is batch_size. */
+    char key[64];
+    const char *a = arg;
+    while (*a == '-')
+        a++;
+    size_t n = strcspn(a, "=");
+    if (n >= sizeof key)
+        n = sizeof key - 1;
+    for (size_t i = 0; i < n; i++)
+        key[i] = a[i] == '-' ? '_' : a[i];
+    key[n] = 0;
+    const char *value = a[n] == '=' ? a + n + 1 : next && next[0] != '-' ? next : "VALUE";
+    if (takes_set && (!strcmp(key, "lr") || !strcmp(key, "learning_rate")))
+        return cli_usage_error(cmd, "unknown option '%s'; a plan's settings are changed with "
+                                    "--set, like --set defaults.optimizer.lr=%s (see cohort %s "
+                                    "--help)",
+                               arg, value, cmd);
+    for (int i = 0; takes_set && plan_model_keys[i]; i++)
+        if (!strcmp(key, plan_model_keys[i]) && strcmp(key, "name") != 0)
+            return cli_usage_error(cmd, "unknown option '%s'; a plan's settings are changed with "
+                                        "--set, like --set defaults.%s=%s (see cohort %s --help)",
+                                   arg, key, value, cmd);
+    /* Compared without their dashes, which would make "--bogus" look like "--out". */
+    const char *bare[32];
+    int count = 0;
+    for (; options[count] && count < 32; count++)
+        bare[count] = options[count] + strspn(options[count], "-");
+    const char *near_bare = arg[0] == '-' && arg[1] == '-' ? ysuggest(arg + 2, bare, count) : NULL;
+    const char *near = NULL;
+    for (int i = 0; near_bare && i < count; i++)
+        if (bare[i] == near_bare)
+            near = options[i];
+    if (near)
+        return cli_usage_error(cmd, "unknown option '%s'; did you mean '%s'? (see cohort %s "
+                                    "--help)",
+                               arg, near, cmd);
+    return cli_usage_error(cmd, "unknown option '%s' (see cohort %s --help)", arg, cmd);
 }
 
 int cli_exit_status(cohort_status st)
