@@ -35,6 +35,11 @@ expect_status 0 "plan by a relative path" -- "$COHORT" plan proj/warm.yaml
 
 # --set values are the current directory's: from $T, data/train.csv is not there.
 expect_status 2 "--set relative to the current directory" -- "$COHORT" train proj/plan.yaml --out "$T/run2" --quiet --set data.test=csv:data/test.csv
-expect_err "cohort: data/test.csv: cannot open" "--set relative to the current directory"
+expect_err "cohort: --set data.test: data/test.csv: cannot open: No such file or directory (a path given with --set is read from the current directory)" "--set relative to the current directory"
+# A file the plan names but that is not there: the plan's line and key, and the folder its
+# relative path is read from (for a user who expected the current directory).
+printf 'data: {train: csv:data/train.csv,\n       test: csv:data/tst.csv}\nmodels: [{name: m, layers: [{dense: 3, activation: softmax}]}]\n' > proj/typo.yaml
+expect_status 2 "a missing data file" -- "$COHORT" train proj/typo.yaml --out "$T/run3" --quiet
+expect_err "cohort: proj/typo.yaml:2: data.test: proj/data/tst.csv: cannot open: No such file or directory (a relative path in a plan is read from the plan's folder, proj/)" "a missing data file"
 expect_status 0 "--set with a path from here" -- "$COHORT" plan proj/plan.yaml --set data.test=csv:proj/data/test.csv
 finish

@@ -367,12 +367,17 @@ static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
         return ynode_fail(c, n, "data has no 'train' dataset (like train: fashion-mnist:train)");
     if ((st = yget_dataset(c, v, "data.train", d->train, sizeof d->train)))
         return st;
-    if ((v = ymap_get(n, "test")) && !ynode_is_null(v) &&
-        (st = yget_dataset(c, v, "data.test", d->test, sizeof d->test)))
-        return st;
-    if ((v = ymap_get(n, "validation")) && !ynode_is_null(v) &&
-        (st = yget_dataset(c, v, "data.validation", d->validation, sizeof d->validation)))
-        return st;
+    d->train_line = v->origin ? 0 : v->line;
+    if ((v = ymap_get(n, "test")) && !ynode_is_null(v)) {
+        if ((st = yget_dataset(c, v, "data.test", d->test, sizeof d->test)))
+            return st;
+        d->test_line = v->origin ? 0 : v->line;
+    }
+    if ((v = ymap_get(n, "validation")) && !ynode_is_null(v)) {
+        if ((st = yget_dataset(c, v, "data.validation", d->validation, sizeof d->validation)))
+            return st;
+        d->validation_line = v->origin ? 0 : v->line;
+    }
     if ((v = ymap_get(n, "validation_split")) &&
         (st = yget_num(c, v, "data.validation_split", YR_UNIT, 0, &d->validation_split)))
         return st;

@@ -23,6 +23,7 @@ typedef struct data_spec {
     char label_columns[512];          /* CSV targets "a,b,c" (data.label_columns); "" = none */
     sample_shape input_shape;         /* rank 0 = none: the data's own shape */
     int input_shape_line;             /* its line in the plan */
+    int train_line, test_line, validation_line; /* their lines in the plan; 0: from --set */
 } data_spec;
 
 typedef struct device_spec {

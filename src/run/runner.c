@@ -4,6 +4,7 @@
 #include "util/util.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -28,15 +29,43 @@ typedef struct side_load {
     cohort_error err;
 } side_load;
 
+/* A dataset that could not be opened or read (a missing file, a folder):
+ * err gets where the plan names it, "plan.yaml:3: data.test: ", in front,
+ * and for a file not found, which folder its relative path is read from. */
+static void data_where(const cohort_run *run, const char *key, int line, cohort_status st,
+                       cohort_error *err)
+{
+    if (st != COHORT_ERR_IO)
+        return;
+    char msg[sizeof err->message];
+    memcpy(msg, err->message, sizeof msg);
+    const char *path = run->plan->path, *slash = strrchr(path, '/');
+    int missing = strstr(msg, strerror(ENOENT)) != NULL;
+    if (line > 0 && missing && slash)
+        cohort_fail(err, st, "%s:%d: data.%s: %s (a relative path in a plan is read from the "
+                             "plan's folder, %.*s/)",
+                    path, line, key, msg, (int)(slash - path), path);
+    else if (line > 0)
+        cohort_fail(err, st, "%s:%d: data.%s: %s", path, line, key, msg);
+    else
+        cohort_fail(err, st, "--set data.%s: %s%s", key, msg,
+                    missing ? " (a path given with --set is read from the current directory)"
+                            : "");
+}
+
 static void *load_side(void *p)
 {
     side_load *l = p;
     const data_spec *d = &l->run->plan->data;
     l->st = COHORT_OK;
-    if (d->test[0])
+    if (d->test[0]) {
         l->st = data_load(d->test, l->opt, &l->run->test_ds, &l->err);
-    if (!l->st && d->validation[0])
+        data_where(l->run, "test", d->test_line, l->st, &l->err);
+    }
+    if (!l->st && d->validation[0]) {
         l->st = data_load(d->validation, l->opt, &l->run->val_ds, &l->err);
+        data_where(l->run, "validation", d->validation_line, l->st, &l->err);
+    }
     return NULL;
 }
 
@@ -54,6 +83,7 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
     if (!threaded)
         load_side(&side);
     cohort_status st = data_load(d->train, &dopt, &run->train_ds, err);
+    data_where(run, "train", d->train_line, st, err);
     if (threaded)
         pthread_join(t, NULL);
     /* The training set's error first, as when they were read in turn. */
