@@ -51,6 +51,16 @@ for m in binary:
     assert m["status"] == "ok" and m["task"] == "classification", m["name"]
     assert m["test"]["accuracy"] > 0.85, (m["name"], m["test"])
 PY
+    # Every example plans as the user runs it: its data/ beside it, written by make_data.py.
+    mkdir -p "$T/exdir" && cp examples/*.yaml examples/make_data.py "$T/exdir/"
+    /usr/bin/python3 "$T/exdir/make_data.py" > /dev/null && ok || bad "make_data.py into its own folder"
+    for plan in "$T"/exdir/*.yaml; do
+        "$COHORT" plan "$plan" > "$T/plan.out" 2>&1 && ok || bad "cohort plan $(basename "$plan"): $(head -c 600 "$T/plan.out")"
+    done
+    "$COHORT" plan "$T/exdir/regression.yaml" | grep -q "; 10 features, 1 real-valued target; test " && ok ||
+        bad "cohort plan of regression.yaml: $("$COHORT" plan "$T/exdir/regression.yaml" | sed -n 2p)"
+    "$COHORT" report "$T/regression" > /dev/null && ! grep -q "0 classes" "$T/regression/report.html" && ok ||
+        bad "report.html of a regression says it has 0 classes"
     "$COHORT" report "$T/regression" > /dev/null && grep -q "Mean absolute error" "$T/regression/report.html" &&
         grep -q "test mae" "$T/regression/report.html" && ok || bad "report.html of a regression lacks its mae"
 else

@@ -152,9 +152,14 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
     printf("plan %s: %d model%s, strategy %s%s%s%s\n", run->plan->path, run->n,
            run->n == 1 ? "" : "s", cohort_strategy_str(run->strategy),
            run->strategy_why[0] ? " (" : "", run->strategy_why, run->strategy_why[0] ? ")" : "");
-    printf("data: %s: %lld train, %lld validation samples; %d features, %d classes",
-           run->plan->data.train, (long long)run->train.n, (long long)run->val.n, run->n_in,
-           run->n_classes);
+    printf("data: %s: %lld train, %lld validation samples; %d features, ", run->plan->data.train,
+           (long long)run->train.n, (long long)run->val.n, run->n_in);
+    /* Real-valued targets (regression) have no classes: say how many targets. */
+    if (run->n_classes == 0 && run->train.t)
+        printf("%lld real-valued target%s", (long long)run->train.t_dim,
+               run->train.t_dim == 1 ? "" : "s");
+    else
+        printf("%d classes", run->n_classes);
     if (run->has_test)
         printf("; test %s: %lld samples", run->plan->data.test, (long long)run->test.n);
     printf("\n\n");

@@ -575,7 +575,7 @@ static void section_header(rctx *c)
     double feat = jnum(json_get(d, "features")), cls = jnum(json_get(d, "classes"));
     if (isfinite(feat))
         sb_printf(b, " &middot; %.0f features", feat);
-    if (isfinite(cls))
+    if (isfinite(cls) && cls > 0) /* 0: real-valued targets */
         sb_printf(b, " &middot; %.0f classes", cls);
     const char *ver = json_str(json_get(r, "cohort_version"), NULL);
     if (ver) {
