@@ -609,6 +609,8 @@ static void cpu_parts_bound(void)
         CHECK(CPU_COUNT(&both) == n);
     }
     cohort_plan_free(p);
+}
+
 /* Switch the whole process to a decimal-comma locale, as a host program's
  * setlocale(LC_ALL, "") in German does: de_DE.UTF-8, compiled with localedef
  * into dir/locale where the system has none. 0 on success. */
