@@ -55,9 +55,19 @@ cmp -s "$T/before.json" "$d/results.json" && ok || bad "a refused run changed re
 # taken the directory over, the old models' files left beside the new one
 # and their records gone from results.json.
 expect_status 2 "--resume of another plan" -- "$COHORT" train "$T/two.yaml" --out "$d" --quiet --resume
-expect_err "cannot resume: $d holds the results of plan 'one', not 'two'" "--resume of another plan"
+expect_err "cannot resume: $d holds model 'a' of plan 'one', which this run (plan 'two') does not have" "--resume of another plan"
 cmp -s "$T/before.json" "$d/results.json" && ok || bad "--resume of another plan changed results.json"
 [ ! -e "$d/models/c.safetensors" ] && ok || bad "--resume of another plan trained"
+# The plan is judged by its models, not its file's name: the copy the run
+# keeps, and the same plan under another name, resume it.
+expect_status 0 "--resume from the run's own plan.yaml" -- "$COHORT" train "$d/plan.yaml" --out "$d" --quiet --resume
+cp "$T/one.yaml" "$T/renamed.yaml"
+expect_status 0 "--resume from a renamed copy of the plan" -- "$COHORT" train "$T/renamed.yaml" --out "$d" --quiet --resume
+cmp -s "$T/before.json" "$d/results.json" || $PY - "$T/before.json" "$d/results.json" <<'PY' && ok || bad "a resume of the finished run changed its models' results"
+import json, sys
+a, b = (json.load(open(p))["models"] for p in sys.argv[1:])
+assert [(m["name"], m["status"], m["best"]) for m in a] == [(m["name"], m["status"], m["best"]) for m in b]
+PY
 
 # Other models of the same plan (a sweep grown, a model renamed) are another run too.
 expect_status 2 "other models of the same plan" -- "$COHORT" train "$T/one.yaml" --out "$d" --quiet \

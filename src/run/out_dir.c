@@ -66,21 +66,32 @@ cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err)
     json_value *j = NULL;
     cohort_error lerr;
     if (run->opt.resume) {
-        /* --resume continues the run there, of the same plan (its models
-         * may have grown, as a search's samples): another plan's would take
-         * the directory over, its models' files left beside the new ones
-         * and their records gone from results.json. An unreadable
-         * results.json is run_resume's to report. */
-        const char *was = "";
-        if (report_load_results(run->out_dir, &j, &lerr) == COHORT_OK)
-            was = json_str(json_get(j, "plan"), "");
+        /* --resume continues the run there: every model it holds must be
+         * one of this run's (the models may have grown, as a search's
+         * samples). Another plan's run would be taken over, its models'
+         * files left beside the new ones and their records gone from
+         * results.json. The plan is judged by its models, not its file's
+         * name: the copy the run keeps (DIR/plan.yaml), or a renamed file,
+         * resumes it. An unreadable results.json is run_resume's to report. */
         cohort_status st = COHORT_OK;
-        if (was[0] && strcmp(was, run->plan->name))
-            st = cohort_fail(err, COHORT_ERR_USAGE,
-                             "cannot resume: %s holds the results of plan '%s', not '%s'; give "
-                             "that plan to --resume, train with --overwrite (without --resume) "
-                             "to replace its run, or train into another --out directory",
-                             run->out_dir, was, run->plan->name);
+        if (report_load_results(run->out_dir, &j, &lerr) == COHORT_OK) {
+            const json_value *models = json_get(j, "models");
+            for (size_t i = 0; !st && models && models->type == JSON_ARR && i < models->n; i++) {
+                const char *name = json_str(json_get(json_at(models, i), "name"), "");
+                int found = 0;
+                for (int k = 0; k < run->n && !found; k++)
+                    found = !strcmp(name, run->m[k].spec->name);
+                if (!found)
+                    st = cohort_fail(err, COHORT_ERR_USAGE,
+                                     "cannot resume: %s holds model '%s' of plan '%s', which "
+                                     "this run (plan '%s') does not have; give that run's plan "
+                                     "to --resume (its copy is %s/plan.yaml), train with "
+                                     "--overwrite (without --resume) to replace it, or train "
+                                     "into another --out directory",
+                                     run->out_dir, name, json_str(json_get(j, "plan"), "?"),
+                                     run->plan->name, run->out_dir);
+            }
+        }
         json_free(j);
         return st;
     }
