@@ -27,6 +27,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/cohort-api-XXXXXX";
@@ -611,6 +612,39 @@ static void cpu_parts_bound(void)
     cohort_plan_free(p);
 }
 
+/* A library run into a directory a --shard run left (its DIR/.shard) is
+ * no share: the marker goes, so that the command line's --resume there
+ * later is not refused as another share's. */
+static void stale_shard_marker(void)
+{
+    cohort_plan *p = plan_of(PLAN3);
+    if (!p)
+        return;
+    char out[64], mark[96];
+    snprintf(out, sizeof out, "%s/shard", dir);
+    snprintf(mark, sizeof mark, "%s/.shard", out);
+    CHECK(mkdir(out, 0755) == 0);
+    FILE *f = fopen(mark, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("0/2\n", f);
+        fclose(f);
+    }
+    cohort_data d = train_data();
+    cohort_run_options opt = options_on(&d, COHORT_STRATEGY_SEQUENTIAL);
+    opt.out_dir = out;
+    cohort_error err;
+    cohort_run *run;
+    if (cohort_run_create(p, &opt, &run, &err) == COHORT_OK) {
+        CHECK_MSG(cohort_run_train(run, &err) == COHORT_OK, "%s", err.message);
+        cohort_run_free(run);
+    } else {
+        CHECK_MSG(0, "%s", err.message);
+    }
+    CHECK_MSG(access(mark, F_OK) != 0, "%s is left after a run of the whole plan", mark);
+    cohort_plan_free(p);
+}
+
 /* Switch the whole process to a decimal-comma locale, as a host program's
  * setlocale(LC_ALL, "") in German does: de_DE.UTF-8, compiled with localedef
  * into dir/locale where the system has none. 0 on success. */
@@ -824,6 +858,7 @@ int main(void)
     scheduler_model_end();
     scheduler_stop_after_last_epoch();
     cpu_parts_bound();
+    stale_shard_marker();
     comma_locale();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -523,6 +523,10 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
             st = run_lock(run, err);
         if (!st)
             st = run_claim_out_dir(run, err);
+        /* A run that does not resume is no earlier share's: the CLI marks
+         * its own share again after this (shard_dir_mark). */
+        if (!st && !run->opt.resume)
+            st = shard_dir_mark(run->out_dir, 0, 0, err);
         const char *subs[] = {"models", "history", "checkpoints", "records"};
         for (int i = 0; !st && i < 4; i++) {
             snprintf(sub, sizeof sub, "%s/%s", run->out_dir, subs[i]);
