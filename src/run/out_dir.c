@@ -74,7 +74,20 @@ cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err)
          * name: the copy the run keeps (DIR/plan.yaml), or a renamed file,
          * resumes it. An unreadable results.json is run_resume's to report. */
         cohort_status st = COHORT_OK;
-        if (report_load_results(run->out_dir, &j, &lerr) == COHORT_OK) {
+        int share = run->opt.shard_count > 0;
+        if (report_load_results(run->out_dir, &j, &lerr) == COHORT_OK && share) {
+            /* A share (--shard, an MPI rank) holds part of the plan, and a
+             * rank's folder the part of an earlier split, as many ranks as
+             * the run had then: there the plan's name is the test. */
+            const char *was = json_str(json_get(j, "plan"), "");
+            if (was[0] && strcmp(was, run->plan->name))
+                st = cohort_fail(err, COHORT_ERR_USAGE,
+                                 "cannot resume: %s holds the results of plan '%s', not '%s'; "
+                                 "give that plan to --resume, train with --overwrite (without "
+                                 "--resume) to replace its run, or train into another --out "
+                                 "directory",
+                                 run->out_dir, was, run->plan->name);
+        } else if (j) {
             const json_value *models = json_get(j, "models");
             for (size_t i = 0; !st && models && models->type == JSON_ARR && i < models->n; i++) {
                 const char *name = json_str(json_get(json_at(models, i), "name"), "");
