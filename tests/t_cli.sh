@@ -21,6 +21,7 @@ models:
   - name: sgd_model
     optimizer: {name: sgd, lr: 0.1, momentum: 0.9}
   - name: dropout_model
+    optimizer: {name: adam, lr: 0.0025}
     layers: [{dense: 32, activation: tanh}, {dropout: 0.3}, {dense: 3, activation: softmax}]
     early_stopping: {monitor: val_loss, patience: 2, restore_best_weights: true}
 YAML
@@ -52,13 +53,19 @@ PY
 # history/NAME.csv holds results.json's numbers (nine significant digits):
 # "%.6f" had cut the small losses of late epochs to a few digits.
 /usr/bin/python3 - "$T/run" <<'PY' && ok || bad "history/*.csv differs from results.json"
-import csv, json, sys
+import csv, json, struct, sys
 for m in json.load(open(sys.argv[1] + "/results.json"))["models"]:
     rows = list(csv.DictReader(open(f"{sys.argv[1]}/history/{m['name']}.csv")))
     assert len(rows) == m["epochs_run"], (m["name"], len(rows))
     for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
         csv_v = [float(r[key]) for r in rows]
         assert csv_v == m["history"][key], (m["name"], key, csv_v, m["history"][key])
+    # lr: the same float32 as results.json's, in the fewest digits that give
+    # it back (0.0025, not "%.8g"'s 0.0024999999).
+    f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]
+    for r, v in zip(rows, m["history"]["lr"]):
+        short = next(s for s in ("%.*g" % (d, v) for d in range(1, 10)) if f32(float(s)) == f32(v))
+        assert r["lr"] == short, (m["name"], r["lr"], short)
 PY
 
 # eval and predict on the saved weights agree with the run's own test figures.

@@ -353,8 +353,12 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
             double v = epoch_metric_get(m, epoch_metric_find(keys[k]));
             if (!strcmp(keys[k], "seconds"))
                 sb_printf(&b, ",%.3f", v);
-            else if (!strcmp(keys[k], "lr") && isfinite(v))
-                sb_printf(&b, ",%.8g", v);
+            else if (!strcmp(keys[k], "lr") && isfinite(v)) {
+                /* The float32 rate, in the fewest digits that give it back
+                 * (0.0025, where "%.8g" wrote 0.0024999999). */
+                sb_puts(&b, ",");
+                sb_json_float(&b, (float)v);
+            }
             else if (!strcmp(keys[k], "lr"))
                 sb_puts(&b, ",");
             else if (!strncmp(keys[k], "val_", 4) && !isfinite(m->val_loss))
