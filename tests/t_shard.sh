@@ -93,6 +93,9 @@ expect_error "resume of share 0/2 as 1/2" "holds share 0/2 of the plan's models,
 rc=$?
 [ $rc -eq 0 ] && ok || bad "merge of 2 exited $rc: $(cat "$T/m2.out")"
 grep -q "5 models from 2 directories" "$T/m2.out" && ok || bad "merge summary: $(cat "$T/m2.out")"
+# merge's table has train's columns (val_loss had been missing).
+grep -q "^model  *status  *device  *params  *epochs  *best_ep  *val_loss  *val_acc  *test_acc  *seconds$" "$T/m2.out" \
+    && ok || bad "merge's table lacks train's columns: $(head -n 3 "$T/m2.out")"
 same_as_full "$T/m2" "merge of 2 shards"
 [ -s "$T/m2/report.html" ] && grep -q "long" "$T/m2/report.html" && ok || bad "merged report.html"
 $PY -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['merged_from']==[sys.argv[2], sys.argv[3]], r.get('merged_from')" \

@@ -38,34 +38,52 @@ static void cell(char *buf, size_t n, double v, const char *fmt)
         snprintf(buf, n, "-");
 }
 
-/* The table of cohort train's end, from results (with a rank column when
- * the records have one). */
+/* The table of cohort train's end (table.c: val_loss, then accuracy columns
+ * for classifiers and error columns for regressions), from results, with a
+ * rank column when the records have one. */
 static void print_table(FILE *out, const json_value *results)
 {
     const json_value *models = json_get(results, "models");
-    int w = 5, ranked = 0;
+    int w = 5, ranked = 0, cls = 0, reg = 0;
     for (size_t i = 0; models && i < models->n; i++) {
-        int l = (int)strlen(json_str(json_get(&models->items[i], "name"), ""));
+        const json_value *m = &models->items[i], *h = json_get(m, "history");
+        int l = (int)strlen(json_str(json_get(m, "name"), ""));
         w = l > w ? l : w;
-        ranked |= json_get(&models->items[i], "rank") != NULL;
+        ranked |= json_get(m, "rank") != NULL;
+        reg |= json_get(h, "mae") != NULL;
+        cls |= h && json_get(h, "mae") == NULL;
     }
-    fprintf(out, "%-*s  %-11s  %s%-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w, "model", "status",
-            ranked ? "rank  " : "", "device", "params", "epochs", "best_ep", "val_acc", "test_acc",
-            "seconds");
+    fprintf(out, "%-*s  %-11s  %s%-7s  %9s  %6s  %8s  %8s", w, "model", "status",
+            ranked ? "rank  " : "", "device", "params", "epochs", "best_ep", "val_loss");
+    if (cls)
+        fprintf(out, "  %8s  %8s", "val_acc", "test_acc");
+    if (reg)
+        fprintf(out, "  %8s  %8s", "val_mae", "test_mae");
+    fprintf(out, "  %8s\n", "seconds");
     for (size_t i = 0; models && i < models->n; i++) {
-        const json_value *m = &models->items[i], *best = json_get(m, "best");
-        char p[32], ep[16], be[16], va[16], ta[16], sec[16], rank[16] = "";
+        const json_value *m = &models->items[i], *best = json_get(m, "best"),
+                         *test = json_get(m, "test");
+        char p[32], ep[16], be[16], vl[16], va[16], ta[16], vm[16], tm[16], sec[16],
+            rank[16] = "";
         cell(p, sizeof p, json_num(json_get(m, "params"), NAN), "%.0f");
         cell(ep, sizeof ep, json_num(json_get(m, "epochs_run"), NAN), "%.0f");
         cell(be, sizeof be, json_num(json_get(best, "epoch"), NAN), "%.0f");
+        cell(vl, sizeof vl, json_num(json_get(best, "val_loss"), NAN), "%.4f");
         cell(va, sizeof va, json_num(json_get(best, "val_accuracy"), NAN), "%.4f");
-        cell(ta, sizeof ta, json_num(json_get(json_get(m, "test"), "accuracy"), NAN), "%.4f");
+        cell(ta, sizeof ta, json_num(json_get(test, "accuracy"), NAN), "%.4f");
+        cell(vm, sizeof vm, json_num(json_get(best, "val_mae"), NAN), "%.4f");
+        cell(tm, sizeof tm, json_num(json_get(test, "mae"), NAN), "%.4f");
         cell(sec, sizeof sec, json_num(json_get(m, "seconds"), NAN), "%.1f");
         if (ranked)
             snprintf(rank, sizeof rank, "%-4.0f  ", json_num(json_get(m, "rank"), NAN));
-        fprintf(out, "%-*s  %-11s  %s%-7s  %9s  %6s  %8s  %8s  %8s  %8s\n", w,
+        fprintf(out, "%-*s  %-11s  %s%-7s  %9s  %6s  %8s  %8s", w,
                 json_str(json_get(m, "name"), "?"), json_str(json_get(m, "status"), "?"), rank,
-                json_str(json_get(m, "device"), "-"), p, ep, be, va, ta, sec);
+                json_str(json_get(m, "device"), "-"), p, ep, be, vl);
+        if (cls)
+            fprintf(out, "  %8s  %8s", va, ta);
+        if (reg)
+            fprintf(out, "  %8s  %8s", vm, tm);
+        fprintf(out, "  %8s\n", sec);
     }
 }
 
