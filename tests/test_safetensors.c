@@ -393,6 +393,10 @@ static void test_reader_rejects(void)
                COHORT_ERR_INPUT, "tensor 'a' starts at byte 4 of the data, but the tensors before it end at 0");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", UINT64_MAX, 9,
                COHORT_ERR_INPUT, "5 bytes after the last tensor (the tensors end at byte 4 of 9 after the header)");
+    /* An empty tensor counts too: not inside another's bytes. */
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}",
+               UINT64_MAX, 8, COHORT_ERR_INPUT, "tensors 'a' and 'z' overlap (data_offsets [0, 8] and [4, 4])");
     expect_bad("{}", UINT64_MAX, 1, COHORT_ERR_INPUT, "1 byte after the last tensor (the tensors end at byte 0 of 1");
     char longname[400];
     snprintf(longname, sizeof longname, "{\"%0128d\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", 0);

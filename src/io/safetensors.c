@@ -364,7 +364,7 @@ static cohort_status read_header(const char *path, const json_value *h, char *fi
     for (int i = 0; i < k; i++) {
         const span *s = &spans[i];
         cohort_status st = COHORT_OK;
-        if (s->begin != s->end && prev && s->begin < prev->end)
+        if (prev && s->begin < end)
             st = cohort_fail(
                 err, COHORT_ERR_INPUT,
                 "%s: tensors '%s' and '%s' overlap (data_offsets [%" PRIu64 ", %" PRIu64 "] and [%" PRIu64
