@@ -4,7 +4,8 @@
 # (exit 0) with the epoch and rung; the run spends at most the budget that
 # `cohort plan` prints. The same models are pruned and the same weights come
 # out under every strategy, and after kill -9 and --resume. median: a model
-# stops where its best so far is worse than the median of the others'.
+# stops where its best so far is worse than the median of the others'
+# running averages (Ray's MedianStoppingRule).
 # Bad scheduler settings are plan errors at their line.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -138,7 +139,7 @@ cat > "$T/median.yaml" <<YAML
 data: {train: csv:$T/train.csv, validation_split: 0.25}
 defaults: {epochs: 6, batch_size: 16, layers: [{dense: 12, activation: relu}, {dense: 3, activation: softmax}]}
 models: [{name: m}]
-search: {samples: 8, seed: 11, space: {optimizer.lr: {loguniform: [1.0e-5, 3.0e-2]}}}
+search: {samples: 8, seed: 14, space: {optimizer.lr: {loguniform: [1.0e-5, 3.0e-2]}}}
 scheduler: {name: median, metric: val_loss, grace_period: 2}
 YAML
 expect_status 0 "median" -- "$COHORT" train "$T/median.yaml" --out "$T/median" --quiet
@@ -146,15 +147,33 @@ expect_status 0 "median" -- "$COHORT" train "$T/median.yaml" --out "$T/median" -
 import json, statistics, sys
 ms = json.load(open(sys.argv[1]))["models"]
 assert sum(m["status"] == "pruned" for m in ms) >= 1, [m["status"] for m in ms]
+# Ray Tune's MedianStoppingRule (Golovin et al.): a model's best so far
+# against the median of the others' running averages over epochs
+# grace_period (2) to e.
 def best(m, e):
     return min(m["history"]["val_loss"][:e])
+def mean(m, e):
+    return statistics.fmean(m["history"]["val_loss"][1:e])
 for e in range(2, 6):
     at = [m for m in ms if m["epochs_run"] >= e and not (m["status"] == "pruned" and m["pruned_at"]["epoch"] < e)]
     for m in at:
-        others = [best(o, e) for o in at if o is not m]
+        others = [mean(o, e) for o in at if o is not m]
         worse = len(others) >= 3 and best(m, e) > statistics.median(others)
         stopped = m["status"] == "pruned" and m["pruned_at"]["epoch"] == e
         assert worse == stopped, (m["name"], e, best(m, e), others, m["status"])
+# This search tells the rule from the others' best values, which cohort had
+# used: at the first epoch the two disagree, that one would have stopped
+# more models (seed 14: a second one at epoch 3).
+differs = False
+for e in range(2, 6):
+    at = [m for m in ms if m["epochs_run"] >= e and not (m["status"] == "pruned" and m["pruned_at"]["epoch"] < e)]
+    stopped = {m["name"] for m in at if m["status"] == "pruned" and m["pruned_at"]["epoch"] == e}
+    by_best = {m["name"] for m in at if len(at) > 3 and
+               best(m, e) > statistics.median([best(o, e) for o in at if o is not m])}
+    if stopped != by_best:
+        differs = True
+        break
+assert differs, "the search does not tell the two rules apart"
 PY
 
 # Bad settings, at their line.

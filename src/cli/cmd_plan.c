@@ -140,8 +140,8 @@ static void print_scheduler(const cohort_run *run)
         printf(", the best 1/%d of each rung goes on; at most %lld of %lld epochs (%.0f%%)\n",
                sc->eta, epochs, full, full ? 100.0 * (double)epochs / (double)full : 0.0);
     } else {
-        printf(": from epoch %d on, a model worse than the median of the others stops; at most "
-               "%lld of %lld epochs\n",
+        printf(": from epoch %d on, a model whose best is worse than the median of the others' "
+               "running averages stops; at most %lld of %lld epochs\n",
                sc->grace, epochs, full);
     }
 }

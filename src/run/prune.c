@@ -17,9 +17,12 @@
  * round robin to brackets that start cutting at successive rungs, so that
  * some models get more epochs before they are judged; the last bracket
  * trains its models in full.
- * median: from grace_period on, after every epoch a model stops when its
- * best value so far is worse than the median of the other live models' best
- * values at that epoch (with at least MEDIAN_MIN_OTHERS others).
+ * median: the median stopping rule of Golovin et al. (Vizier, KDD 2017), as
+ * Ray Tune's MedianStoppingRule runs it: from grace_period on, after every
+ * epoch a model stops when its best value so far is worse than the median
+ * of the other models' running averages (the mean of their values over the
+ * epochs from grace_period on, as Ray scopes it), with at least
+ * MEDIAN_MIN_OTHERS others.
  * pbt, which stops no model but copies good ones into bad ones, trains in
  * phases the same way (run/pbt.c).
  */
@@ -69,6 +72,21 @@ static double value_at(const scheduler_spec *sc, const model_entry *e, int epoch
             b = v;
     }
     return b;
+}
+
+/* The mean of e's watched metric over epochs grace_period to `epoch`
+ * (median's running average, scoped as Ray's MedianStoppingRule scopes it);
+ * NaN when one of them is not a number. */
+static double running_mean(const scheduler_spec *sc, const model_entry *e, int epoch)
+{
+    const metric_field *f = epoch_metric_find(sc->metric);
+    int from = sc->grace > 1 ? sc->grace : 1;
+    if (!f || epoch < from || epoch > e->res.epochs_run)
+        return NAN;
+    double sum = 0.0;
+    for (int i = from; i <= epoch; i++)
+        sum += epoch_metric_get(&e->res.history[i - 1], f);
+    return sum / (epoch - from + 1);
 }
 
 /* v is better than w under the scheduler's mode; NaN is worst. */
@@ -144,10 +162,12 @@ static void decide(cohort_run *run, const unsigned char *live, int ri, int R, in
     const scheduler_spec *sc = &run->plan->scheduler;
     ranked *r = malloc((size_t)run->n * sizeof *r);
     double *others = malloc((size_t)run->n * sizeof *others);
+    double *avg = malloc((size_t)run->n * sizeof *avg);
     int *cut = malloc((size_t)run->n * sizeof *cut);
-    if (!r || !others || !cut) {
+    if (!r || !others || !avg || !cut) {
         free(r);
         free(others);
+        free(avg);
         free(cut);
         return; /* out of memory: nobody is pruned, which is safe */
     }
@@ -159,8 +179,10 @@ static void decide(cohort_run *run, const unsigned char *live, int ri, int R, in
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
         if (bracket_of(sc, i, brackets) == b && e->res.epochs_run >= R &&
-            !(e->res.state == MODEL_PRUNED && e->pruned_rung < ri))
+            !(e->res.state == MODEL_PRUNED && e->pruned_rung < ri)) {
+            avg[n] = sc->kind == PRUNE_MEDIAN ? running_mean(sc, e, R) : NAN;
             r[n++] = (ranked){value_at(sc, e, R, sc->kind == PRUNE_MEDIAN), i};
+        }
     }
     if (sc->kind != PRUNE_MEDIAN) {
         sort_sc = sc;
@@ -174,8 +196,8 @@ static void decide(cohort_run *run, const unsigned char *live, int ri, int R, in
         for (int k = 0; k < n; k++) {
             int m = 0;
             for (int o = 0; o < n; o++)
-                if (o != k && !isnan(r[o].v))
-                    others[m++] = r[o].v;
+                if (o != k && !isnan(avg[o]))
+                    others[m++] = avg[o];
             if (m < MEDIAN_MIN_OTHERS)
                 continue;
             double med = median_of(others, m);
@@ -187,6 +209,7 @@ static void decide(cohort_run *run, const unsigned char *live, int ri, int R, in
     }
     free(r);
     free(others);
+    free(avg);
     free(cut);
 }
 
