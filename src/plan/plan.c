@@ -2207,6 +2207,10 @@ static cohort_status parse_scheduler(const yctx *c, const ynode *root, cohort_pl
         if ((st = yget_int(c, v, "scheduler.reduction_factor", 2, 1000, &ll)))
             return st;
         s->eta = (int)ll;
+        /* median has no rungs to space: the setting would be ignored. */
+        if (s->kind == PRUNE_MEDIAN)
+            return ynode_fail(c, v, "scheduler.reduction_factor is a setting of asha and "
+                                    "hyperband, not of scheduler median");
     }
     if ((v = ymap_get(n, "max_t"))) {
         if ((st = yget_int(c, v, "scheduler.max_t", 1, 100000, &ll)))
