@@ -191,4 +191,9 @@ bad_sched "unknown key" "bad.yaml:3: unknown key 'grace' in scheduler (did you m
 printf 'data: {train: csv:%s/train.csv}\nmodels: [{name: m, layers: [{dense: 3, activation: softmax}]}]\nscheduler: {name: median, metric: val_loss}\n' "$T" > "$T/bad.yaml"
 expect_status 2 "no validation" -- "$COHORT" plan "$T/bad.yaml"
 expect_err "bad.yaml:3: the scheduler watches val_loss, but the plan has no validation data" "no validation"
+# A grace_period no model's epochs pass leaves nothing to decide: cohort plan
+# says so (it printed "rungs at epochs, the best 1/4 ...").
+sed 's/grace_period: 1, reduction_factor: 3/grace_period: 9/' "$T/asha.yaml" > "$T/late.yaml"
+"$COHORT" plan "$T/late.yaml" | grep -q "scheduler asha on val_loss (min): grace_period 9 is not below any model's last epoch (9), so no model is stopped; all 81 epochs" \
+    && ok || bad "no rungs: $("$COHORT" plan "$T/late.yaml" | grep scheduler)"
 finish

@@ -130,6 +130,22 @@ static void print_scheduler(const cohort_run *run)
         free(at);
         return;
     }
+    /* The last epoch of the longest model: a rule decides only before it. */
+    int top = 0;
+    long long all = 0; /* the epochs they train, max_t applied */
+    for (int i = 0; i < run->n; i++) {
+        int t = run->m[i].spec->epochs;
+        if (sc->max_t > 0 && sc->max_t < t)
+            t = sc->max_t;
+        top = t > top ? t : top;
+        all += t;
+    }
+    if (sc->grace >= top) {
+        printf(": grace_period %d is not below any model's last epoch (%d), so no model is "
+               "stopped; all %lld epochs\n",
+               sc->grace, top, all);
+        return;
+    }
     if (sc->kind != PRUNE_MEDIAN) {
         printf(": rungs at epochs");
         for (long r = sc->grace, i = 0; i < rungs; r *= sc->eta, i++)
