@@ -347,4 +347,31 @@ for m in r["models"]:
 PYEOF
 done
 
+
+# AVX2 and AVX-512 give the same weights bit for bit (README), so every
+# choice of a path by shape must fall the same way under both: 33 rows of 785
+# inputs through dense 6 (the forward's transposed input fits the stack at
+# AVX2's rounding of the rows, 40, not at AVX-512's, 48), a later layer's
+# input gradient 24 wide (a vector and a half under AVX2, 8 scalar columns
+# under AVX-512) and a first layer of 40 units at batch 33. Each took the own
+# kernels under one ISA and OpenBLAS under the other.
+if grep -qw avx512f /proc/cpuinfo; then
+    awk 'BEGIN { srand(5); for (i = 0; i < 150; i++) { line = "";
+      for (j = 0; j < 785; j++) line = line sprintf("%.3f,", rand() - 0.5); print line (i % 3) } }' > "$T/isa.csv"
+    cat > "$T/isa.yaml" <<YAML
+data: {train: csv:$T/isa.csv}
+defaults: {epochs: 1, batch_size: 33, shuffle: false, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+models:
+  - {name: i_6, layers: [{dense: 6, activation: relu}, {dense: 3, activation: softmax}]}
+  - {name: i_24, batch_size: 64, layers: [{dense: 24, activation: relu}, {dense: 10, activation: relu}, {dense: 3, activation: softmax}]}
+  - {name: i_40, layers: [{dense: 40, activation: relu}, {dense: 3, activation: softmax}]}
+YAML
+    for k in avx512 avx2; do
+        COHORT_CPU_KERNELS=$k "$COHORT" train "$T/isa.yaml" --strategy sequential --threads 1 --out "$T/isa-$k" --quiet >/dev/null 2>&1 && ok || bad "isa: $k run"
+    done
+    for m in i_6 i_24 i_40; do
+        cmp -s "$T/isa-avx512/models/$m.safetensors" "$T/isa-avx2/models/$m.safetensors" && ok || bad "isa: weights of $m differ between AVX2 and AVX-512"
+    done
+fi
+
 finish

@@ -406,6 +406,28 @@ int main(void)
         run_small(isas[a], 1, 9, 10, KERN_SMALL_NT_PACK / 8, 4, 0); /* scalar */
         tried += 5;
     }
+    /* AVX2 and AVX-512 give the same bits only where they take the same
+     * paths: every choice between the own kernels and OpenBLAS (and the
+     * transposed input's width, on which the forward's choice depends)
+     * must answer the same for both, whatever the processor (no kernel runs
+     * here). 33 rows rounded to 40 under AVX2 and 48 under AVX-512 had 33 x
+     * 6 x 785 take the own kernels under AVX2 alone, N = 24 (a vector and a
+     * half under AVX2, 8 scalar columns of 24 under AVX-512) likewise. */
+    int ld_differ = 0, nt_differ = 0, nn_differ = 0;
+    for (int rows = 1; rows <= 130; rows++) {
+        ld_differ += kern_dense_fwd_ld(ISA_AVX2, rows) != kern_dense_fwd_ld(ISA_AVX512, rows);
+        for (int k = 1; k <= 1100; k += k < 40 ? 1 : 29)
+            for (int n = 1; n <= KERN_SMALL_NT_N + 1; n++)
+                nt_differ += kern_small_nt_suits(ISA_AVX2, rows, n, k, (size_t)k) !=
+                             kern_small_nt_suits(ISA_AVX512, rows, n, k, (size_t)k);
+    }
+    for (int n = 1; n <= 300; n++)
+        for (int k = 1; k <= 40; k++)
+            nn_differ += kern_small_nn_suits(ISA_AVX2, n, k) != kern_small_nn_suits(ISA_AVX512, n, k);
+    CHECK_MSG(!ld_differ, "kern_dense_fwd_ld: AVX2 and AVX-512 differ for %d row counts", ld_differ);
+    CHECK_MSG(!nt_differ, "kern_small_nt_suits: AVX2 and AVX-512 differ for %d shapes", nt_differ);
+    CHECK_MSG(!nn_differ, "kern_small_nn_suits: AVX2 and AVX-512 differ for %d shapes", nn_differ);
+    tried++;
     /* The convolutions' products: N a multiple of 32, of 16 only, M past
      * and below the tiles' six rows; the small weight gradient with F a
      * multiple of 16 and of 8 only. */

@@ -214,10 +214,19 @@ void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *d
         dense_step_scalar(W, s1, s2, dZ, ldd, X, ldx, rows, n_in, done, j0, j1, o);
 }
 
+/*
+ * Rounded to AVX-512's vector under AVX2 too: the paths depend on this width
+ * (a later layer's forward from its input transposed where it fits in the
+ * layer's gradient, kern_small_nt's transposed form where it fits on the
+ * stack, else OpenBLAS, whose sums are in another order), and AVX2 and
+ * AVX-512 must take the same ones to give the same bits. Rounded to 8 under
+ * AVX2, 33 rows of 785 inputs took the own kernels there and OpenBLAS under
+ * AVX-512. The AVX2 kernels read only the vectors the rows need.
+ */
 int kern_dense_fwd_ld(cpu_isa isa, int rows)
 {
-    int vl = isa == ISA_AVX512 ? 16 : 8;
-    return (rows + vl - 1) / vl * vl;
+    (void)isa;
+    return (rows + DECIDE_VL - 1) / DECIDE_VL * DECIDE_VL;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -422,10 +431,12 @@ static small_nt_form nt_form(cpu_isa isa, int rows, int N, int K, size_t ldb)
     return NT_SCALAR;
 }
 
+/* The scalar columns counted as AVX-512 has them under AVX2 too, so that both
+ * ISAs send the same shapes to OpenBLAS (N = 24 went there under AVX-512
+ * only, and the two ISAs' weights differed). */
 int kern_small_nn_suits(cpu_isa isa, int N, int K)
 {
-    int vl = isa == ISA_AVX512 ? 16 : 8;
-    return isa != ISA_NONE && K <= SMALL_NN_K && N % vl * 8 <= N;
+    return isa != ISA_NONE && K <= SMALL_NN_K && N % DECIDE_VL * 8 <= N;
 }
 
 /* Parts of fewer rows are never scalar where M's is not: the transposed

@@ -71,6 +71,11 @@ void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *d
                      const float *X, size_t ldx, int rows, int n_in, int j0, int j1,
                      const step_scalars *o);
 
+/* The vector width, in floats, that the choices between paths count in
+ * under every ISA (AVX-512's): the same shapes take the same paths, and so
+ * give the same bits, under AVX2 and AVX-512. */
+#define DECIDE_VL 16
+
 /*
  * The forward pass of a dense layer from its input transposed:
  * Y[r*ldy + j] = sum over c < n_in, in order, of W[j*n_in + c] * XT[c*ldt + r]
@@ -92,13 +97,15 @@ void kern_dense_fwd(cpu_isa isa, float *Y, size_t ldy, const float *W, const flo
  * multiply-add each (the first a plain product), whatever the vector width.
  * kern_small_nt, for N at most KERN_SMALL_NT_N, transposes A's rows on the
  * stack for kern_dense_fwd where B is W-like (ldb == K) and K times the rows
- * (rounded up to a vector) fit in KERN_SMALL_NT_XT floats; else it packs Bᵀ
+ * (rounded up to DECIDE_VL) fit in KERN_SMALL_NT_XT floats; else it packs Bᵀ
  * where K is short enough (see dense_step.c) and K * N fits in
  * KERN_SMALL_NT_PACK floats (both in one 128 KiB buffer on the stack); else
  * it runs the scalar form.
  *
  * kern_small_nn_suits and kern_small_nt_suits: 1 where those shapes run
- * faster than OpenBLAS's (measured), for an M x N x K product.
+ * faster than OpenBLAS's (measured), for an M x N x K product. Like
+ * kern_dense_fwd_ld, they answer the same under AVX2 and AVX-512 (they
+ * count in DECIDE_VL floats), so that both ISAs take the same paths.
  */
 #define KERN_SMALL_NT_N 16
 #define KERN_SMALL_NT_PACK 16384
