@@ -340,7 +340,9 @@ int main(void)
     /* the last: dZ read in place, not packed */
     int rows_of[] = {1, 7, 64, DENSE_PACK_ROWS + 5};
     int out_of[] = {1, 6, 13};
-    int in_of[] = {784, 37, 16, 5, 1};
+    /* 1000 and 24: under AVX-512, 8 columns past the last 16 (the AVX2
+     * kernel's); 37: 5 (scalar) */
+    int in_of[] = {784, 1000, 37, 24, 16, 5, 1};
     int tried = 0;
     for (int a = 0; a < 3; a++) {
         if (isas[a] > best)
@@ -348,7 +350,7 @@ int main(void)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             for (size_t i = 0; i < sizeof rows_of / sizeof *rows_of; i++)
                 for (int j = 0; j < 3; j++)
-                    for (int k = 0; k < 5; k++) {
+                    for (size_t k = 0; k < sizeof in_of / sizeof *in_of; k++) {
                         run_case(isas[a], &cases[c], rows_of[i], out_of[j], in_of[k],
                                  DENSE_TILE_ROWS);
                         tried++;
@@ -358,7 +360,7 @@ int main(void)
      * filters, 3 x 3 x 32 windows, a chunk of 6 images of 11 x 11). */
     int gr_rows[] = {1, 7, 64, DENSE_PACK_ROWS + 5, 726};
     int gr_out[] = {1, 6, 13, 64};
-    int gr_in[] = {784, 288, 37, 16, 5, 1};
+    int gr_in[] = {784, 1000, 288, 37, 24, 16, 5, 1};
     for (int a = 0; a < 3; a++) {
         if (isas[a] > best)
             continue;

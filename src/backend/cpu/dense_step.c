@@ -200,12 +200,20 @@ void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *d
 {
     int done = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
+    size_t ldw = (size_t)n_in;
     if (isa == ISA_AVX512) {
-        dense_step_avx512(W, s1, s2, dZ, ldd, X, ldx, rows, n_in, j0, j1, o);
+        dense_step_avx512(W, s1, s2, dZ, ldd, X, ldx, rows, n_in, ldw, j0, j1, o);
         done = n_in / 16 * 16;
-    } else if (isa == ISA_AVX2) {
-        dense_step_avx2(W, s1, s2, dZ, ldd, X, ldx, rows, n_in, j0, j1, o);
-        done = n_in / 8 * 8;
+    }
+    /* AVX-512's last 8 columns or more of a row (a width of 1000: 8 of
+     * them) in one AVX2 vector: the scalar tail, one sum at a time along a
+     * column of X, took 6% of a 784-1000-1000-10 Adam epoch on a Zen 5 for
+     * 0.8% of the work. Each sum is the same FMA chain over the rows in
+     * order, so the same bits. */
+    if (isa >= ISA_AVX2 && n_in - done >= 8) {
+        dense_step_avx2(W + done, s1 ? s1 + done : NULL, s2 ? s2 + done : NULL, dZ, ldd, X + done,
+                        ldx, rows, n_in - done, ldw, j0, j1, o);
+        done += (n_in - done) / 8 * 8;
     }
 #else
     (void)isa;

@@ -214,13 +214,13 @@ FN(rows)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd
     }
 }
 
-/* The vector columns of rows [j0, j1); the caller does the scalar tail. */
+/* The vector columns of n_in columns of rows [j0, j1), W's rows (and the
+ * slots') ldw floats apart; the caller does the scalar tail. */
 static TGT void FN(dense_step)(float *W, float *s1, float *s2, const float *dZ, size_t ldd,
-                               const float *X, size_t ldx, int rows, int n_in, int j0, int j1,
-                               const step_scalars *o)
+                               const float *X, size_t ldx, int rows, int n_in, size_t ldw,
+                               int j0, int j1, const step_scalars *o)
 {
     int nvec = n_in / VL;
-    size_t ldw = (size_t)n_in;
     float pack[DENSE_PACK_ROWS * TILE_J];
     /* The scalars copied here: stores to W cannot change a local, so they
      * stay in registers instead of being loaded again after every store. */
