@@ -332,8 +332,26 @@ static void run_conv_wgrad(cpu_isa isa, int rows, int F, int kc)
     free(ref);
 }
 
+/* The stripes of kern_dense_step: X whole where it fits DENSE_STRIPE_BYTES
+ * (the seed's batch of 64 of 784 inputs, 196 KiB), else whole register
+ * tiles, two at least. That the stripes change no bit is run_case's and
+ * run_grad's check: their 517 x 784 and 726 x 288 inputs are striped. */
+static void test_stripes(void)
+{
+    CHECK(kern_dense_stripe(64, 49, 16, 4) == 49);
+    CHECK(kern_dense_stripe(1, 192, 16, 4) == 192);
+    CHECK((size_t)517 * 784 * sizeof(float) > DENSE_STRIPE_BYTES);
+    CHECK((size_t)726 * 288 * sizeof(float) > DENSE_STRIPE_BYTES);
+    int s = kern_dense_stripe(1024, 192, 16, 4); /* 1024 x 3072 */
+    CHECK(s % 4 == 0 && s >= 8 && s < 192);
+    CHECK((size_t)1024 * (size_t)s * 16 * sizeof(float) <= DENSE_STRIPE_BYTES);
+    CHECK(kern_dense_stripe(100000, 192, 16, 4) == 8); /* two tiles at least */
+    CHECK(kern_dense_stripe(726, 36, 8, 2) % 2 == 0);
+}
+
 int main(void)
 {
+    test_stripes();
     /* The processor's best, and each narrower one. */
     cpu_isa best = cpu_isa_detect();
     cpu_isa isas[3] = {ISA_NONE, ISA_AVX2, ISA_AVX512};

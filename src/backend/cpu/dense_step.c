@@ -222,6 +222,15 @@ void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *d
         dense_step_scalar(W, s1, s2, dZ, ldd, X, ldx, rows, n_in, done, j0, j1, o);
 }
 
+int kern_dense_stripe(int rows, int nvec, int vl, int tile_v)
+{
+    size_t row_bytes = (size_t)(rows > 0 ? rows : 1) * (size_t)vl * sizeof(float);
+    if ((size_t)nvec * row_bytes <= DENSE_STRIPE_BYTES)
+        return nvec > 0 ? nvec : 1;
+    int v = (int)(DENSE_STRIPE_BYTES / row_bytes) / tile_v * tile_v;
+    return v < 2 * tile_v ? 2 * tile_v : v;
+}
+
 /*
  * Rounded to AVX-512's vector under AVX2 too: the paths depend on this width
  * (a later layer's forward from its input transposed where it fits in the

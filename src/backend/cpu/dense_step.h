@@ -32,6 +32,18 @@ const char *cpu_isa_name(cpu_isa isa);
  * most this many rows (a batch), and reads them in place past it. */
 #define DENSE_PACK_ROWS 512
 
+/* Bytes of X (rows x columns) that kern_dense_step's row groups read
+ * whole, one after another; past it, the columns go in stripes of at most
+ * this much (kern_dense_stripe), each through every row group. */
+#ifndef DENSE_STRIPE_BYTES
+#define DENSE_STRIPE_BYTES (512 * 1024)
+#endif
+
+/* Vectors of vl columns per stripe of kern_dense_step for `rows` rows of
+ * nvec vectors, in whole register tiles of tile_v vectors, two at least
+ * (the pipelined update needs two): nvec where X fits whole. */
+int kern_dense_stripe(int rows, int nvec, int vl, int tile_v);
+
 /* Part `part` of `parts` of [0, n), cut on multiples of `unit`: [*a, *b).
  * The CPU pool's split of every job: rows of W by DENSE_TILE_ROWS, columns
  * of a transpose by its 8 x 8 blocks, batch rows one by one. */
