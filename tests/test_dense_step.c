@@ -9,6 +9,7 @@
  * (kern_dense_fwd, from the input transposed) likewise against its sums.
  */
 #include "backend/cpu/dense_step.h"
+#include "backend/cpu/gemm_grid.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/window.h"
 #include "check.h"
@@ -349,9 +350,36 @@ static void test_stripes(void)
     CHECK(kern_dense_stripe(726, 36, 8, 2) % 2 == 0);
 }
 
+/* OpenBLAS's tiles: a product too small is one call; past it, as many
+ * tiles as before (the pool's parts), shaped to pack the least. */
+static void test_gemm_grid(void)
+{
+    int mb, nb, tm, tn;
+    gemm_grid_of(64, 10, 128, &mb, &nb, &tm, &tn);
+    CHECK(mb == 1 && nb == 1 && tm == 64 && tn == 10);
+    /* A batch of 1024 through Dense(1000) on 3072 inputs: 8 x 8 tiles, not
+     * 32 x 2 (each row block packs all 12 MiB of the weights again). */
+    gemm_grid_of(1024, 1000, 3072, &mb, &nb, &tm, &tn);
+    CHECK_MSG(mb == 8 && nb == 8 && tm == 128 && tn == 128, "1024 x 1000: %d x %d of %d x %d", mb,
+              nb, tm, tn);
+    /* The seed's 64 x 128 x 784 keeps its 2 x 4 tiles of 32 x 32. */
+    gemm_grid_of(64, 128, 784, &mb, &nb, &tm, &tn);
+    CHECK(mb == 2 && nb == 4 && tm == 32 && tn == 32);
+    /* Every grid covers C with tiles on multiples of 16, 64 at most. */
+    int dims[] = {1, 33, 64, 100, 1000, 1024, 4096, 43264};
+    for (int a = 0; a < 8; a++)
+        for (int b = 0; b < 8; b++) {
+            gemm_grid_of(dims[a], dims[b], 512, &mb, &nb, &tm, &tn);
+            CHECK(mb * nb <= GEMM_TILES && mb * tm >= dims[a] && nb * tn >= dims[b]);
+            CHECK((mb - 1) * tm < dims[a] && (nb - 1) * tn < dims[b]);
+            CHECK(mb * nb == 1 || (tm % GEMM_EDGE_UNIT == 0 && tn % GEMM_EDGE_UNIT == 0));
+        }
+}
+
 int main(void)
 {
     test_stripes();
+    test_gemm_grid();
     /* The processor's best, and each narrower one. */
     cpu_isa best = cpu_isa_detect();
     cpu_isa isas[3] = {ISA_NONE, ISA_AVX2, ISA_AVX512};

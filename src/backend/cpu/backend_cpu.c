@@ -5,6 +5,7 @@
  */
 #include "backend/backend_impl.h"
 #include "backend/cpu/dense_step.h"
+#include "backend/cpu/gemm_grid.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/pool_solo.h"
 #include "device/device.h"
@@ -377,10 +378,6 @@ static void cpu_load_labels(backend_ctx *c, int32_t *dst, size_t dst_stride, con
  * from the same call, with the same sums, whatever the thread count.
  * Smaller products are one tile; a group of them is split by problem.
  */
-#define GEMM_SPLIT_WORK 4e6 /* multiply-adds of a product worth cutting into tiles */
-#define GEMM_TILES 64       /* the most tiles of one product: enough for the pool */
-#define GEMM_MIN_EDGE 32    /* rows or columns of a tile at least: packing stays small */
-#define GEMM_EDGE_UNIT 16   /* tile edges on multiples of OpenBLAS's register blocks */
 
 typedef struct gemm_job {
     int ta, tb, M, N, Kd, lda, ldb, ldc, count;
@@ -391,25 +388,13 @@ typedef struct gemm_job {
     int mb, nb, tile_m, tile_n; /* the grid: mb x nb tiles of tile_m x tile_n */
 } gemm_job;
 
+
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-/* The tiles of an M x N x Kd product: row blocks first (the M dimension),
- * then column blocks where the rows give too few. */
+/* The tiles of the product: gemm_grid.h. */
 static void gemm_grid(gemm_job *j)
 {
-    j->mb = j->nb = 1;
-    j->tile_m = j->M;
-    j->tile_n = j->N;
-    if ((double)j->M * j->N * j->Kd <= GEMM_SPLIT_WORK)
-        return;
-    int mb = ceil_div(j->M, GEMM_MIN_EDGE);
-    mb = mb < GEMM_TILES ? mb : GEMM_TILES;
-    int nb = ceil_div(j->N, GEMM_MIN_EDGE), nb_max = GEMM_TILES / mb;
-    nb = nb < nb_max ? nb : nb_max;
-    j->tile_m = ceil_div(ceil_div(j->M, mb), GEMM_EDGE_UNIT) * GEMM_EDGE_UNIT;
-    j->tile_n = ceil_div(ceil_div(j->N, nb), GEMM_EDGE_UNIT) * GEMM_EDGE_UNIT;
-    j->mb = ceil_div(j->M, j->tile_m);
-    j->nb = ceil_div(j->N, j->tile_n);
+    gemm_grid_of(j->M, j->N, j->Kd, &j->mb, &j->nb, &j->tile_m, &j->tile_n);
 }
 
 /* One part's tiles, numbered problem by problem, rows of tiles first. */
