@@ -217,6 +217,17 @@ def fused_sweep(rng, tmp):
     check(sorted(r.config["optimizer"]["lr"] for r in res) == [0.001, 0.01] and
           all(r.status == "ok" and len(r.history["loss"]) == 1 for r in res),
           f"numpy plan values: {[(r.name, r.status) for r in res]}")
+    # class_weight as Keras users build it: dict(zip(np.unique(y), compute_class_weight(...))),
+    # np.int64 keys, which json.dumps refuses as keys; the same as Python's ints.
+    cw = {"defaults": dict(plan["defaults"], epochs=1), "models": [{"name": "m"}]}
+    ints = dict(cw, defaults=dict(cw["defaults"], class_weight={0: 0.5, 1: 2.0, 2: 1.0}))
+    nps = dict(cw, defaults=dict(cw["defaults"], class_weight=dict(zip(np.unique(y), np.array([0.5, 2.0, 1.0])))))
+    try:
+        a, b = (cohort.train(p, data={"train": (x, y)}, progress=False)[0] for p in (ints, nps))
+        check(a.config["class_weight"] == b.config["class_weight"] and same_weights(a.weights, b.weights),
+              f"numpy class_weight keys: {b.config['class_weight']} vs {a.config['class_weight']}")
+    except cohort.PlanError as e:
+        check(False, f"numpy class_weight keys: {e}")
     for bad in (42, {"defaults": {"epochs": object()}}):
         try:
             cohort.train(bad, data={"train": (x, y)}, progress=False)

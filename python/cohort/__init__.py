@@ -224,9 +224,11 @@ def _parse_plan(lib, plan, data, overrides):
         # A deep copy of plain values; numpy's (np.logspace for a sweep, an
         # np.int64) as the Python values they hold.
         try:
-            p = json.loads(json.dumps(plan, default=_plain))
+            p = json.loads(json.dumps(_plain_keys(plan), default=_plain))
         except (TypeError, ValueError) as e:  # a value JSON has no form for, or a cycle
             raise PlanError(str(e), _INPUT) from None
+        except RecursionError:
+            raise PlanError("a plan holds itself (a dict or list inside itself)", _INPUT) from None
         if data:
             p.setdefault("data", {})
             for k in data:
@@ -242,6 +244,17 @@ def _parse_plan(lib, plan, data, overrides):
     if st:
         raise PlanError(_message(err), st)
     return out
+
+
+def _plain_keys(o):
+    """o with numpy scalars as dict keys made the Python numbers they hold:
+    json.dumps's default sees values only, and refuses an np.int64 key, as
+    class_weight's dict(zip(np.unique(y), compute_class_weight(...))) has."""
+    if isinstance(o, dict):
+        return {(k.item() if isinstance(k, np.generic) else k): _plain_keys(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_plain_keys(v) for v in o]
+    return o
 
 
 def _plain(o):
