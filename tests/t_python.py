@@ -116,6 +116,16 @@ def errors(rng):
         check(False, "training on inputs alone raised nothing")
     except cohort.DataError as e:
         check("memory:train has no labels or targets" in str(e), f"DataError: {e}")
+    # An empty set with float targets (a split that left none) is the library's DataError,
+    # where reshape(0, -1) raised numpy's ValueError.
+    try:
+        cohort.train({"models": [{"name": "m", "layers": MLP}]}, progress=False,
+                     data={"train": (x, y), "test": (x[:0], y[:0].astype(np.float32))})
+        check(False, "an empty test set raised nothing")
+    except cohort.DataError as e:
+        check("memory:test" in str(e) and "n > 0" in str(e), f"DataError: {e}")
+    except ValueError as e:
+        check(False, f"an empty test set of float targets: {type(e).__name__}: {e}")
     try:
         cohort.train({"models": [{"name": "m", "layers": MLP}]}, data={"train": (x, y[:-1])})
         check(False, "a row mismatch raised nothing")

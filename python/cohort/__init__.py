@@ -197,12 +197,13 @@ def _as_data(name, pair, keep):
             d.labels = labels.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
             keep.append(labels)
         else:
-            t = np.ascontiguousarray(y, dtype=np.float32).reshape(len(y), -1)
+            # [n, k] (k the values of a row; reshape cannot infer it when n is 0)
+            t = np.ascontiguousarray(y, dtype=np.float32).reshape(len(y), int(np.prod(y.shape[1:])))
             d.targets = t.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
             d.target_dim = t.shape[1]
             keep.append(t)
             # Floats that are all class numbers serve as labels too, as an NPY y does.
-            if t.shape[1] == 1 and np.all(t >= 0) and np.all(t == np.floor(t)) and t.max() < 2 ** 31 - 1:
+            if t.size and t.shape[1] == 1 and np.all(t >= 0) and np.all(t == np.floor(t)) and t.max() < 2 ** 31 - 1:
                 labels = np.ascontiguousarray(t.reshape(-1), dtype=np.int32)
                 d.labels = labels.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
                 keep.append(labels)
