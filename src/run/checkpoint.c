@@ -409,10 +409,8 @@ cohort_status run_resume(cohort_run *run, cohort_error *err)
     for (size_t i = 0; models && i < models->n; i++) {
         const json_value *r = json_at(models, i);
         const char *name = json_str(json_get(r, "name"), "");
-        model_entry *e = NULL;
-        for (int m = 0; m < run->n && !e; m++)
-            if (!strcmp(run->m[m].spec->name, name))
-                e = &run->m[m];
+        int m = run_model_index(run, name);
+        model_entry *e = m >= 0 ? &run->m[m] : NULL;
         if (e && resume_record(run, e, r, path, err) < 0) {
             json_free(j);
             return COHORT_ERR_INPUT;

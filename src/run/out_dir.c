@@ -91,10 +91,7 @@ cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err)
             const json_value *models = json_get(j, "models");
             for (size_t i = 0; !st && models && models->type == JSON_ARR && i < models->n; i++) {
                 const char *name = json_str(json_get(json_at(models, i), "name"), "");
-                int found = 0;
-                for (int k = 0; k < run->n && !found; k++)
-                    found = !strcmp(name, run->m[k].spec->name);
-                if (!found)
+                if (run_model_index(run, name) < 0)
                     st = cohort_fail(err, COHORT_ERR_USAGE,
                                      "cannot resume: %s holds model '%s' of plan '%s', which "
                                      "this run (plan '%s') does not have; give that run's plan "

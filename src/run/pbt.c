@@ -369,10 +369,8 @@ static cohort_status journal_write(cohort_run *run, const int *at, cohort_error 
 
 static model_entry *by_name(cohort_run *run, const char *name)
 {
-    for (int i = 0; i < run->n; i++)
-        if (!strcmp(run->m[i].spec->name, name))
-            return &run->m[i];
-    return NULL;
+    int i = run_model_index(run, name);
+    return i >= 0 ? &run->m[i] : NULL;
 }
 
 cohort_status run_pbt_replay(cohort_run *run, cohort_error *err)

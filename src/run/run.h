@@ -104,6 +104,9 @@ struct cohort_run {
 /* This thread is inside run's on_event callback, so holds run->lock. */
 int run_in_event(const cohort_run *run);
 
+/* The index in run->m of the model named name; -1 when the run has none. */
+int run_model_index(const cohort_run *run, const char *name);
+
 /* A model rebuilt from a weights file cohort wrote (run/saved.c). */
 typedef struct saved_model {
     cohort_plan *plan;       /* a plan of that one model, init_from the file */

@@ -670,3 +670,10 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
     return COHORT_OK;
 }
 
+int run_model_index(const cohort_run *run, const char *name)
+{
+    for (int i = 0; i < run->n; i++)
+        if (!strcmp(run->m[i].spec->name, name))
+            return i;
+    return -1;
+}
