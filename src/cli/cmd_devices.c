@@ -23,7 +23,8 @@ static void format_cores(char *buf, size_t n, const cpu_set_t *set)
             snprintf(run, sizeof run, "%s%d-%d", first ? "" : ", ", c, e);
         else
             snprintf(run, sizeof run, "%s%d", first ? "" : ", ", c);
-        if (len + strlen(run) + 5 >= n) {
+        /* Room kept for ", ..." and the ")" after it. */
+        if (len + strlen(run) + 6 >= n) {
             len += (size_t)snprintf(buf + len, n - len, ", ...");
             break;
         }
