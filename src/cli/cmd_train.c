@@ -253,10 +253,12 @@ int cmd_train(int argc, char **argv)
     }
     /* A shard's directory holds its share: another on --resume is refused
      * (the run has only taken the lock and made the folders it already
-     * had), and this run's share is recorded before anything trains. */
+     * had), and this run's share is recorded before anything trains (a
+     * run without --shard had its old marker removed as it claimed the
+     * directory, cohort_run_create). */
     if (!ranks && resume)
         st = shard_dir_check(out, opt.shard_index, opt.shard_count, &err);
-    if (!st && !ranks)
+    if (!st && !ranks && opt.shard_count)
         st = shard_dir_mark(out, opt.shard_index, opt.shard_count, &err);
     if (st) {
         cohort_run_free(run);
