@@ -62,4 +62,21 @@ expect_status 0 "from_logits after linear" -- "$COHORT" train "$T/mse_softmax.ya
     --set 'models=[{name: lin, layers: [{dense: 8, activation: relu}, {dense: 3}]}]'
 expect_status 0 "class_weight" -- "$COHORT" train "$T/mse_softmax.yaml" --out "$T/cw" --quiet \
     --set defaults.loss=sparse_categorical_crossentropy --set 'defaults.class_weight={0: 1, 1: 2, 2: 0.5}'
+# A key the loss does not take is an error at its line, not a delta (issue 36:
+# label_smothing trained without smoothing, exit 0): nothing is trained.
+cat > "$T/typo.yaml" <<YAML
+data: {train: csv:$T/train.csv, validation_split: 0.2}
+defaults: {epochs: 1, batch_size: 16}
+models:
+  - name: typo
+    loss: {name: sparse_categorical_crossentropy, label_smothing: 0.1}
+    layers: [{dense: 3, activation: softmax}]
+YAML
+expect_status 2 "loss key typo (train)" -- "$COHORT" train "$T/typo.yaml" --out "$T/o_typo"
+expect_err "typo.yaml:5: unknown key 'label_smothing' in the loss of model 'typo' (did you mean 'label_smoothing'?)" "loss key typo"
+[ ! -e "$T/o_typo/models/typo.safetensors" ] && ok || bad "loss key typo: weights were written"
+bad_loss "delta typo" "unknown key 'delat' in the loss of defaults (did you mean 'delta'?)" \
+    --set 'defaults.loss={name: huber, delat: 2.5}'
+bad_loss "reduction" "unknown key 'reduction' in the loss of defaults; it takes name, from_logits, label_smoothing, delta" \
+    --set 'defaults.loss={reduction: sum}'
 finish

@@ -1613,7 +1613,7 @@ static void test_search(void)
     EXPECT_WITH("search: {samples: 3, space: {optimizer.lr: {choice: []}}}\n",
                 "choice of search key 'optimizer.lr' takes a non-empty list");
     EXPECT_WITH("search: {samples: 3, space: {optimzer.lr: {choice: [1]}}}\n",
-                "plan.yaml:5: sweep key 'optimzer.lr' is not a model key (did you mean 'optimizer'?)");
+                "plan.yaml:5: search key 'optimzer.lr' is not a model key (did you mean 'optimizer'?)");
     EXPECT_WITH("search: {space: {optimizer.lr: {choice: [1]}}}\n",
                 "plan.yaml:5: search needs samples");
     EXPECT_WITH("search: {samples: 0, space: {optimizer.lr: {choice: [1]}}}\n",
@@ -1657,6 +1657,107 @@ static void test_many_errors(void)
     sb_free(&b);
 }
 
+/* Every map of a plan is checked against its list of keys, wherever its keys
+ * come from: a typo is an error at its line, with the close key when there
+ * is one, else the keys the map takes. One case per map (issue 36). */
+static void test_map_keys(void)
+{
+    static const struct {
+        const char *extra, *want;
+    } cases[] = {
+        /* The loss read an unknown key as delta: smoothing was dropped, a
+         * typo of delta was taken for it, any other key said "delta must
+         * be a positive number". */
+        {"    loss: {name: sparse_categorical_crossentropy, label_smothing: 0.1}\n",
+         "plan.yaml:5: unknown key 'label_smothing' in the loss of model 'm' (did you mean "
+         "'label_smoothing'?)"},
+        {"    loss: {name: huber, delat: 2.5}\n",
+         "plan.yaml:5: unknown key 'delat' in the loss of model 'm' (did you mean 'delta'?)"},
+        {"    loss: {reduction: sum}\n",
+         "plan.yaml:5: unknown key 'reduction' in the loss of model 'm'; it takes name, "
+         "from_logits, label_smoothing, delta"},
+        {"    loss:\n      name: sparse_categorical_crossentropy\n      from_logit: true\n",
+         "plan.yaml:7: unknown key 'from_logit' in the loss of model 'm' (did you mean "
+         "'from_logits'?)"},
+        {"defaults: {loss: {name: huber, zzz: 1}}\n",
+         "plan.yaml:5: unknown key 'zzz' in the loss of defaults; it takes name"},
+        {"    epoch: 3\n", "plan.yaml:5: unknown key 'epoch' in model 'm' (did you mean 'epochs'?)"},
+        {"defaults: {epoch: 3}\n", "plan.yaml:5: unknown key 'epoch' in defaults (did you mean"},
+        {"mdoels: []\n", "plan.yaml:5: unknown key 'mdoels' at the top of the plan (did you mean "
+                         "'models'?)"},
+        {"    optimizer: {name: sgd, momentun: 0.9}\n",
+         "plan.yaml:5: unknown key 'momentun' in the optimizer of model 'm' (did you mean "
+         "'momentum'?)"},
+        {"    optimizer: {name: adam, schedule: {cosine_decay: {decay_step: 10}}}\n",
+         "plan.yaml:5: unknown key 'decay_step' in cosine_decay (did you mean 'decay_steps'?)"},
+        {"    optimizer: {schedule: {exponential_decay: {decay_steps: 9, decay_rate: 0.5, "
+         "floor: true}}}\n",
+         "plan.yaml:5: unknown key 'floor' in exponential_decay; it takes decay_steps, "
+         "decay_rate, staircase"},
+        {"    optimizer: {schedule: {piecewise_constant: {boundary: [1], values: [1, 2]}}}\n",
+         "plan.yaml:5: unknown key 'boundary' in piecewise_constant (did you mean 'boundaries'?)"},
+        {"    early_stopping: {patiense: 2}\n",
+         "plan.yaml:5: unknown key 'patiense' in early_stopping of model 'm' (did you mean "
+         "'patience'?)"},
+        {"    reduce_lr_on_plateau: {min_lrr: 0.1}\n",
+         "plan.yaml:5: unknown key 'min_lrr' in reduce_lr_on_plateau of model 'm' (did you mean "
+         "'min_lr'?)"},
+        {"scheduler: {name: asha, grace: 1}\n",
+         "plan.yaml:5: unknown key 'grace' in scheduler (did you mean 'grace_period'?)"},
+        {"scheduler: {name: pbt, perturbation_interval: 1, hyperparam_mutations: "
+         "{optimizer.lrr: {uniform: [0.1, 0.2]}}}\n",
+         "plan.yaml:5: scheduler.hyperparam_mutations key 'optimizer.lrr' is not a model key "
+         "(did you mean 'optimizer.lr'?)"},
+        {"scheduler: {name: pbt, perturbation_interval: 1, hyperparam_mutations: "
+         "{optimizer.lr: {unifrom: [0.1, 0.2]}}}\n",
+         "plan.yaml:5: a search distribution must be one of uniform, loguniform, randint, "
+         "choice, got 'unifrom' (did you mean 'uniform'?)"},
+        {"search: {samples: 2, sead: 1, space: {epochs: {choice: [1]}}}\n",
+         "plan.yaml:5: unknown key 'sead' in search (did you mean 'seed'?)"},
+        {"search: {samples: 2, space: {epoch: {choice: [1]}}}\n",
+         "plan.yaml:5: search key 'epoch' is not a model key (did you mean 'epochs'?)"},
+        {"search: {samples: 2, space: {epochs: {choise: [1]}}}\n",
+         "plan.yaml:5: a search distribution must be one of uniform, loguniform, randint, "
+         "choice, got 'choise' (did you mean 'choice'?)"},
+        {"sweep: {epoch: [1]}\n", "plan.yaml:5: sweep key 'epoch' is not a model key (did you mean"},
+        {"devices: {gpu:0: {memroy: grow}}\n",
+         "plan.yaml:5: unknown key 'memroy' in device gpu:0 (did you mean 'memory'?)"},
+        /* A map as a sweep's or a search's value is checked as the model's own. */
+        {"sweep: {loss: [{name: huber, delat: 2}]}\n",
+         "plan.yaml:5: unknown key 'delat' in the loss of model 'm-loss=0' (did you mean "
+         "'delta'?)"},
+        {"sweep: {early_stopping: [{patiense: 2}]}\n",
+         "plan.yaml:5: unknown key 'patiense' in early_stopping of model 'm-early_stopping=0'"},
+        {"sweep: {reduce_lr_on_plateau: [{factr: 0.5}]}\n",
+         "plan.yaml:5: unknown key 'factr' in reduce_lr_on_plateau of model "
+         "'m-reduce_lr_on_plateau=0' (did you mean 'factor'?)"},
+        {"search: {samples: 1, space: {optimizer: {choice: [{name: sgd, nesterof: true}]}}}\n",
+         "plan.yaml:5: unknown key 'nesterof' in the optimizer of model 'm-s00-optimizer=0' (did "
+         "you mean 'nesterov'?)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        EXPECT_WITH(cases[i].extra, cases[i].want);
+    /* The data map is the top's: the minimal plan cannot carry a typo there. */
+    EXPECT_ERR("data: {train: csv:x, validation_splt: 0.1}\nmodels: [{name: m, layers: [{dense: "
+               "2}]}]\n",
+               "plan.yaml:1: unknown key 'validation_splt' in data (did you mean "
+               "'validation_split'?)");
+    EXPECT_ERR("data: {train: csv:x}\nmodels: [{name: m, layers: [{dense: 2, kernel_regularizer: "
+               "{l3: 1}}]}]\n",
+               "plan.yaml:2: unknown key 'l3' in kernel_regularizer of layers.0 of model 'm'");
+    /* --set goes through the same check. */
+    const char *const ov[] = {"defaults.loss={name: huber, delat: 2}"};
+    EXPECT_SET_ERR(SEED, ov, "--set defaults.loss={name: huber, delat: 2}: unknown key 'delat' "
+                             "in the loss of defaults (did you mean 'delta'?)");
+    /* The keys the loss does take still read. */
+    char *t = with("    loss: {name: sparse_categorical_crossentropy, label_smoothing: 0.1, "
+                   "from_logits: false}\n");
+    cohort_plan *p = PARSE(t, NULL, 0);
+    CHECK(p && fabsf(p->models[0].label_smoothing - 0.1f) < 1e-7f && !p->models[0].from_logits);
+    cohort_plan_free(p);
+    free(t);
+}
+
 int main(void)
 {
     test_spec_helpers();
@@ -1671,6 +1772,7 @@ int main(void)
     test_models_section();
     test_yaml_errors();
     test_many_errors();
+    test_map_keys();
     test_search();
     test_devices();
     test_sweep();

@@ -90,15 +90,6 @@ static const char *const memory_names[] = {"grow", "preallocate"};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* Entries of a NULL-terminated key list. */
-int plan_key_count(const char *const *keys)
-{
-    int n = 0;
-    while (keys[n])
-        n++;
-    return n;
-}
-
 /* Index of s in the strategy names, or -1 when unknown. */
 int strategy_parse(const char *s)
 {
@@ -359,7 +350,7 @@ static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
     if (n->type != YNODE_MAP)
         return ynode_fail(c, n, "data must be a map with train (and test, validation_split), got %s",
                           ynode_describe(n, got, sizeof got));
-    cohort_status st = ycheck_keys(c, n, data_keys, plan_key_count(data_keys), "in data");
+    cohort_status st = plan_check_keys(c, n, data_keys, "in data");
     if (st)
         return st;
     const ynode *v;
@@ -456,7 +447,7 @@ static int device_name_ok(const char *s, int allow_part)
 static cohort_status parse_device(const yctx *c, const ynode *key, const ynode *n,
                                   device_spec *d)
 {
-    char got[80], where[80], what[96];
+    char got[80], what[96];
     memset(d, 0, sizeof *d);
     if (!device_name_ok(key->str, 0) || str_copy(d->name, sizeof d->name, key->str))
         return ynode_fail(c, key, "device name must be cpu:N or gpu:N (like gpu:0), got %s",
@@ -468,8 +459,7 @@ static cohort_status parse_device(const yctx *c, const ynode *key, const ynode *
     if (n->type != YNODE_MAP)
         return ynode_fail(c, n, "device %s must be a map like {memory: grow}, got %s", d->name,
                           ynode_describe(n, got, sizeof got));
-    snprintf(where, sizeof where, "in device %s", d->name);
-    cohort_status st = ycheck_keys(c, n, device_keys, plan_key_count(device_keys), where);
+    cohort_status st = plan_check_keys(c, n, device_keys, "in device %s", d->name);
     if (st)
         return st;
     const ynode *v;
@@ -682,9 +672,7 @@ static cohort_status build_schedule(const yctx *c, const ynode *n, lr_schedule *
         return ynode_fail(c, m, "%s must be a map of its settings, got %s", name,
                           ynode_describe(m, got, sizeof got));
     const char *const *keys = kind == 0 ? cosine_keys : kind == 1 ? exp_keys : piece_keys;
-    char where[64];
-    snprintf(where, sizeof where, "in %s", name);
-    if ((st = ycheck_keys(c, m, keys, plan_key_count(keys), where)))
+    if ((st = plan_check_keys(c, m, keys, "in %s", name)))
         return st;
     long long ll;
     s->kind = kind == 0 ? SCHED_COSINE : kind == 1 ? SCHED_EXPONENTIAL : SCHED_PIECEWISE;
@@ -843,6 +831,8 @@ static cohort_status build_loss(const yctx *c, const ynode *n, const char *label
         s->loss = loss_kinds[idx];
     if (n->type != YNODE_MAP)
         return COHORT_OK;
+    if ((st = plan_check_keys(c, n, plan_loss_keys, "in the loss of %s", label)))
+        return st;
     for (size_t i = 0; i < n->n; i++) {
         const char *k = n->keys[i]->str;
         const ynode *v = n->vals[i];
@@ -865,7 +855,7 @@ static cohort_status build_loss(const yctx *c, const ynode *n, const char *label
             if ((st = yget_num(c, v, "label_smoothing", YR_UNIT_ALL, 1, &d)))
                 return st;
             s->label_smoothing = (float)d;
-        } else {
+        } else if (strcmp(k, "delta") == 0) {
             if ((st = yget_num(c, v, "delta", YR_POSITIVE, 1, &d)))
                 return st;
             s->huber_delta = (float)d;
@@ -1509,11 +1499,34 @@ static cohort_status check_name(const yctx *c, const ynode *n, char *out)
     return COHORT_OK;
 }
 
+/* The maps a model holds, with their keys and how messages call them. */
+static const struct {
+    const char *key;
+    const char *const *keys;
+    const char *what;
+} model_maps[] = {{"optimizer", plan_optimizer_keys, "the optimizer"},
+                  {"loss", plan_loss_keys, "the loss"},
+                  {"early_stopping", plan_early_stop_keys, "early_stopping"},
+                  {"reduce_lr_on_plateau", plan_plateau_keys, "reduce_lr_on_plateau"}};
+
+/* Keys of a model's map (its own, defaults, or merged and swept) and of the
+ * maps it holds. `where` names the map ("in model 'm'"), label its owner
+ * ("model 'm'", "defaults"). */
+static cohort_status check_model_keys(const yctx *c, const ynode *m, const char *where,
+                                      const char *label)
+{
+    cohort_status st = plan_check_keys(c, m, plan_model_keys, "%s", where);
+    for (int i = 0; i < COUNT(model_maps) && !st; i++)
+        st = plan_check_keys(c, ymap_get(m, model_maps[i].key), model_maps[i].keys, "in %s of %s",
+                             model_maps[i].what, label);
+    return st;
+}
+
 /* Fill s from a merged (and swept) model tree t; name is final. */
 static cohort_status build_model(const yctx *c, const ynode *t, const char *name,
                                  const data_spec *data, model_spec *s)
 {
-    char label[COHORT_NAME_MAX + 16], got[80];
+    char label[COHORT_NAME_MAX + 16], where[COHORT_NAME_MAX + 24], got[80];
     model_spec_defaults(s);
     str_copy(s->name, sizeof s->name, name);
     s->line = t->line;
@@ -1521,6 +1534,10 @@ static cohort_status build_model(const yctx *c, const ynode *t, const char *name
     cohort_status st;
     const ynode *v;
     long long ll;
+    /* Again on the merged model: a sweep or search value can be a map. */
+    snprintf(where, sizeof where, "in %s", label);
+    if ((st = check_model_keys(c, t, where, label)))
+        return st;
     if ((st = build_loss(c, ymap_get(t, "loss"), label, s)))
         return st;
     if ((st = build_class_weight(c, ymap_get(t, "class_weight"), label, s)))
@@ -1603,41 +1620,6 @@ static cohort_status canon_optimizer(const yctx *c, ynode *o)
         return ynode_nomem(c);
     free(o->keys[b]->str);
     o->keys[b]->str = lr;
-    return COHORT_OK;
-}
-
-/* Keys of a model's own map (or of defaults), its optimizer and early_stopping. */
-static cohort_status check_model_keys(const yctx *c, ynode *m, const char *where_model,
-                                      const char *label)
-{
-    char where[256];
-    cohort_status st =
-        ycheck_keys(c, m, plan_model_keys, plan_key_count(plan_model_keys), where_model);
-    if (st)
-        return st;
-    ynode *o = ymap_get(m, "optimizer");
-    if (o && o->type == YNODE_MAP) {
-        snprintf(where, sizeof where, "in the optimizer of %s", label);
-        if ((st = ycheck_keys(c, o, plan_optimizer_keys, plan_key_count(plan_optimizer_keys),
-                              where)))
-            return st;
-        if ((st = canon_optimizer(c, o)))
-            return st;
-    }
-    const ynode *es = ymap_get(m, "early_stopping");
-    if (es && es->type == YNODE_MAP) {
-        snprintf(where, sizeof where, "in early_stopping of %s", label);
-        if ((st = ycheck_keys(c, es, plan_early_stop_keys, plan_key_count(plan_early_stop_keys),
-                              where)))
-            return st;
-    }
-    const ynode *rp = ymap_get(m, "reduce_lr_on_plateau");
-    if (rp && rp->type == YNODE_MAP) {
-        snprintf(where, sizeof where, "in reduce_lr_on_plateau of %s", label);
-        if ((st = ycheck_keys(c, rp, plan_plateau_keys, plan_key_count(plan_plateau_keys),
-                              where)))
-            return st;
-    }
     return COHORT_OK;
 }
 
@@ -1807,7 +1789,8 @@ static cohort_status build_plan_model(const yctx *c, ynode *own, size_t i, const
         return st;
     snprintf(label, sizeof label, "model '%s'", base);
     snprintf(where, sizeof where, "in model '%s'", base);
-    if ((st = check_model_keys(c, own, where, label)))
+    if ((st = check_model_keys(c, own, where, label)) ||
+        (st = canon_optimizer(c, ymap_get(own, "optimizer"))))
         return st;
     ynode *merged;
     if ((st = merge_model(c, defaults, own, &merged)))
@@ -1879,7 +1862,8 @@ static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
         if (ni >= 0)
             return ynode_fail(c, defaults->keys[ni], "'name' cannot be in defaults; each model "
                                                      "has its own");
-        if ((st = check_model_keys(c, defaults, "in defaults", "defaults")))
+        if ((st = check_model_keys(c, defaults, "in defaults", "defaults")) ||
+            (st = canon_optimizer(c, ymap_get(defaults, "optimizer"))))
             return st;
     }
 
@@ -2157,7 +2141,7 @@ static cohort_status parse_scheduler(const yctx *c, const ynode *root, cohort_pl
         return ynode_fail(c, n, "scheduler must be a map like {name: asha, metric: val_loss, "
                                 "grace_period: 1}, got %s",
                           ynode_describe(n, got, sizeof got));
-    cohort_status st = ycheck_keys(c, n, sched_keys, plan_key_count(sched_keys), "in scheduler");
+    cohort_status st = plan_check_keys(c, n, sched_keys, "in scheduler");
     if (st)
         return st;
     s->line = n->line;
@@ -2257,7 +2241,7 @@ static cohort_status plan_build(const yctx *c, ynode *root, const char *const *o
         if ((st = apply_override(c, root, overrides[i])))
             return st;
     }
-    if ((st = ycheck_keys(c, root, top_keys, plan_key_count(top_keys), "at the top of the plan")))
+    if ((st = plan_check_keys(c, root, top_keys, "at the top of the plan")))
         return st;
     if ((st = parse_data(c, root, &plan->data)))
         return st;

@@ -8,6 +8,7 @@
 
 #include "cohort.h"
 #include "model/model.h"
+#include "plan/keys.h"
 
 #define COHORT_MAX_DEVICE_SPECS 16
 #define COHORT_MAX_SPLIT 16
@@ -96,15 +97,14 @@ int strategy_parse(const char *s);
 struct ynode;
 struct yctx;
 
-/* The keys a model, its optimizer, its early_stopping and a layer take;
- * NULL-terminated (plan.c). */
+/* The keys a model, its loss, optimizer, early_stopping, reduce_lr_on_plateau
+ * and a layer take; NULL-terminated (plan.c), checked by plan_check_keys. */
 extern const char *const plan_model_keys[];
+extern const char *const plan_loss_keys[];
 extern const char *const plan_optimizer_keys[];
 extern const char *const plan_early_stop_keys[];
 extern const char *const plan_plateau_keys[];
 extern const char *const plan_layer_keys[];
-/* Entries of a NULL-terminated key list. */
-int plan_key_count(const char *const *keys);
 
 typedef struct plan_sweep_key {
     const struct ynode *key;    /* the key in the plan, for lines */

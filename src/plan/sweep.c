@@ -384,8 +384,7 @@ cohort_status plan_search_parse(const yctx *c, const ynode *search, plan_sweep *
         return ynode_fail(c, search, "search must be a map like {samples: 27, seed: 7, space: "
                                      "{optimizer.lr: {loguniform: [1.0e-4, 1.0e-2]}}}, got %s",
                           ynode_describe(search, got, sizeof got));
-    cohort_status st = ycheck_keys(c, search, search_keys, plan_key_count(search_keys),
-                                   "in search");
+    cohort_status st = plan_check_keys(c, search, search_keys, "in search");
     if (st)
         return st;
     const ynode *sn = ymap_get(search, "samples"), *seed = ymap_get(search, "seed"),
@@ -422,7 +421,7 @@ cohort_status plan_search_parse(const yctx *c, const ynode *search, plan_sweep *
     for (size_t i = 0; i < space->n && !st; i++) {
         plan_sweep_key *k = &out->keys[i];
         k->key = space->keys[i];
-        if ((st = plan_key_path(c, k->key, "sweep key", k->path, sizeof k->path)))
+        if ((st = plan_key_path(c, k->key, "search key", k->path, sizeof k->path)))
             break;
         for (size_t j = 0; j < i && !st; j++)
             if (strcmp(out->keys[j].path, k->path) == 0)
