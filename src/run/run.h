@@ -213,7 +213,7 @@ cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, co
 
 /* The cores the models on device dev may use in all: a CPU part's share
  * (devices_split), or INT_MAX for a device bounded only by the run's
- * threads (schedule.c). */
+ * threads (jobs.c). */
 int run_device_cores(const cohort_run *run, int dev);
 /* Train every job of the run under its strategy (schedule.c). */
 cohort_status run_schedule(cohort_run *run, cohort_error *err);
@@ -237,7 +237,7 @@ void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *
  * ends the model or sends it on (prune.c). */
 int run_at_rung(const cohort_run *run, const model_entry *e);
 /* The model's COHORT_EVENT_MODEL_END, from its state now: once a model,
- * when it has ended for good. Caller holds run->lock (schedule.c). */
+ * when it has ended for good. Caller holds run->lock (events.c). */
 void run_emit_model_end(cohort_run *run, const model_entry *e);
 /* Make model e go on to `target` epochs in the next phase of a scheduler:
  * from its checkpoint when it has trained before. */
