@@ -19,7 +19,10 @@ build:
 demo: setup build
 	$(BUILD)/cohort train examples/seed.yaml --out runs/seed
 
+# The Keras reference tests run in scripts/pyenv's test environment (~/.cache/cohort-test),
+# made here where it is missing or out of date (about 30 s from PyPI), reused otherwise.
 test: setup
+	@scripts/pyenv test >/dev/null
 	@$(MAKE) --no-print-directory build CMAKE_FLAGS="-DCOHORT_WERROR=ON $(CMAKE_FLAGS)"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-asan
