@@ -1,4 +1,5 @@
 #include "model/model.h"
+#include "optim/optim.h"
 #include "train/layer.h"
 #include "util/util.h"
 
@@ -6,20 +7,6 @@
 #include <string.h>
 
 static size_t align_up(size_t n) { return (n + COHORT_ALIGN - 1) / COHORT_ALIGN * COHORT_ALIGN; }
-
-static int opt_slots(const optim_spec *o)
-{
-    switch (o->kind) {
-    case OPT_SGD: return o->momentum > 0.0f ? 1 : 0;
-    case OPT_ADAM:
-    case OPT_ADAMW:
-    case OPT_NADAM: return 2;
-    /* the velocity; then the momentum or the average gradient */
-    case OPT_RMSPROP: return o->momentum > 0.0f || o->centered ? 2 : 1;
-    case OPT_ADAGRAD: return 1; /* the accumulator */
-    }
-    return 0;
-}
 
 /* Fail for layer i of spec, the shape it sees and why; L->error_line is
  * the layer's line in the plan, for the caller's file:line. */
@@ -211,7 +198,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
      * (16 models fused, Adam: 5% of the run). */
     L->p_stride = align_up(P * sizeof(float)) / sizeof(float);
     size_t S = L->p_stride;
-    L->opt_slots = opt_slots(&spec->opt);
+    L->opt_slots = optim_slots(&spec->opt);
     L->out_act = out_act;
     L->layers[spec->n_layers - 1].act =
         L->out_act != ACT_LINEAR ? ACT_LINEAR : L->layers[spec->n_layers - 1].act;
@@ -257,9 +244,10 @@ void model_group_spec(const model_spec *const *specs, int n, model_spec *out)
     *out = *specs[0];
     for (int k = 1; k < n; k++) {
         const model_spec *s = specs[k];
-        if (s->opt.momentum > out->opt.momentum)
-            out->opt.momentum = s->opt.momentum;
-        out->opt.centered |= s->opt.centered;
+        /* The layout reads only the optimizer's slots: the member's with
+         * the most. */
+        if (optim_slots(&s->opt) > optim_slots(&out->opt))
+            out->opt = s->opt;
         if (s->early_stop.enabled && s->early_stop.restore_best)
             out->early_stop = s->early_stop;
         if (s->n_class_weight > out->n_class_weight)

@@ -8,6 +8,7 @@
 
 #include "cohort.h"
 #include "model/shape.h"
+#include "optim/kind.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,7 +33,6 @@ typedef enum layer_kind {
     LAYER_KIND_COUNT
 } layer_kind;
 typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
-typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP, OPT_ADAGRAD, OPT_NADAM } opt_kind;
 /* Keras's losses. SCE takes class labels; the others take target rows as
  * wide as the output (class labels one-hot, or the label as a number for a
  * single output). */
@@ -51,6 +51,7 @@ typedef enum loss_kind {
 typedef enum metric_kind { METRIC_ARGMAX, METRIC_BINARY, METRIC_ERRORS } metric_kind;
 
 const char *act_name(act_kind a);
+/* The plan's name of an optimizer (its entry's, optim/table.c). */
 const char *opt_name(opt_kind o);
 const char *loss_name(loss_kind l);
 /* The plan's name of a layer kind ("dense", "conv2d", "max_pooling2d", ...). */
@@ -99,6 +100,8 @@ typedef struct lr_schedule {
     double values[COHORT_MAX_PIECES + 1];
 } lr_schedule;
 
+/* An optimizer's settings: the fields its entry's keys name (optim/NAME.c),
+ * the others zero; lr, the clips and the schedule are every optimizer's. */
 typedef struct optim_spec {
     opt_kind kind;
     float lr;

@@ -1,5 +1,6 @@
 /* spec: names of the model enums, the default spec and its JSON form. */
 #include "model/model.h"
+#include "optim/optim.h"
 
 #include "util/util.h"
 
@@ -17,20 +18,6 @@ const char *act_name(act_kind a)
     case ACT_SIGMOID: return "sigmoid";
     case ACT_TANH: return "tanh";
     case ACT_SOFTMAX: return "softmax";
-    }
-    return "unknown";
-}
-
-/* Name of an optimizer as the plan spells it; "unknown" for a bad value. */
-const char *opt_name(opt_kind o)
-{
-    switch (o) {
-    case OPT_SGD: return "sgd";
-    case OPT_ADAM: return "adam";
-    case OPT_ADAMW: return "adamw";
-    case OPT_RMSPROP: return "rmsprop";
-    case OPT_ADAGRAD: return "adagrad";
-    case OPT_NADAM: return "nadam";
     }
     return "unknown";
 }
@@ -59,14 +46,7 @@ void model_spec_defaults(model_spec *spec)
     spec->batch_size = 32;
     spec->shuffle = 1;
     spec->seed = 1;
-    spec->opt.kind = OPT_ADAM;
-    spec->opt.lr = 0.001f;
-    spec->opt.beta1 = 0.9f;
-    spec->opt.beta2 = 0.999f;
-    spec->opt.eps = 1e-7f;
-    spec->opt.rho = 0.9f;
-    spec->opt.init_accum = 0.1f;
-    spec->opt.schedule.warmup_target = NAN;
+    optim_defaults(&spec->opt, OPT_ADAM);
     spec->loss = LOSS_SCE;
     spec->huber_delta = 1.0f;
     str_copy(spec->early_stop.monitor, sizeof spec->early_stop.monitor, "val_loss");
@@ -135,23 +115,6 @@ static void sb_regularizer(strbuf *b, const layer_spec *l)
     sb_putn(b, "}", 1);
 }
 
-/* RMSprop's and Adagrad's own constants. */
-static void sb_opt_rms(strbuf *b, const optim_spec *o)
-{
-    if (o->kind == OPT_RMSPROP) {
-        sb_puts(b, ",\"rho\":");
-        sb_json_float(b, o->rho);
-        sb_puts(b, ",\"momentum\":");
-        sb_json_float(b, o->momentum);
-        sb_puts(b, o->centered ? ",\"centered\":true" : ",\"centered\":false");
-    } else {
-        sb_puts(b, ",\"initial_accumulator_value\":");
-        sb_json_float(b, o->init_accum);
-    }
-    sb_puts(b, ",\"epsilon\":");
-    sb_json_float(b, o->eps);
-}
-
 /* The clip that is set, if any. */
 static void sb_clips(strbuf *b, const optim_spec *o)
 {
@@ -199,6 +162,28 @@ static void sb_schedule(strbuf *b, const lr_schedule *s)
         break;
     }
     sb_puts(b, "}}");
+}
+
+/* The optimizer's map: its name, lr, its entry's keys in their order, the
+ * clip and the schedule. */
+static void sb_optimizer(strbuf *b, const optim_spec *o)
+{
+    const optim_entry *e = optim_entry_of(o->kind);
+    sb_puts(b, "{\"name\":");
+    sb_json_str(b, e->name);
+    sb_puts(b, ",\"lr\":");
+    sb_json_float(b, o->lr);
+    for (int i = 0; i < e->n_keys; i++) {
+        const optim_key *k = &e->keys[i];
+        sb_key(b, k->name);
+        if (k->range == OPTIM_BOOL)
+            sb_puts(b, *(const int *)optim_field_c(o, k) ? "true" : "false");
+        else
+            sb_json_float(b, *(const float *)optim_field_c(o, k));
+    }
+    sb_clips(b, o);
+    sb_schedule(b, &o->schedule);
+    sb_putn(b, "}", 1);
 }
 
 static void sb_plateau(strbuf *b, const plateau_spec *p)
@@ -327,33 +312,8 @@ char *model_spec_to_json(const model_spec *spec)
     }
     sb_putn(&b, "]", 1);
 
-    const optim_spec *o = &spec->opt;
     sb_key(&b, "optimizer");
-    sb_puts(&b, "{\"name\":");
-    sb_json_str(&b, opt_name(o->kind));
-    sb_puts(&b, ",\"lr\":");
-    sb_json_float(&b, o->lr);
-    if (o->kind == OPT_RMSPROP || o->kind == OPT_ADAGRAD) {
-        sb_opt_rms(&b, o);
-    } else if (o->kind == OPT_SGD) {
-        sb_puts(&b, ",\"momentum\":");
-        sb_json_float(&b, o->momentum);
-        sb_puts(&b, o->nesterov ? ",\"nesterov\":true" : ",\"nesterov\":false");
-    } else {
-        sb_puts(&b, ",\"beta_1\":");
-        sb_json_float(&b, o->beta1);
-        sb_puts(&b, ",\"beta_2\":");
-        sb_json_float(&b, o->beta2);
-        sb_puts(&b, ",\"epsilon\":");
-        sb_json_float(&b, o->eps);
-        if (o->kind == OPT_ADAMW) {
-            sb_puts(&b, ",\"weight_decay\":");
-            sb_json_float(&b, o->weight_decay);
-        }
-    }
-    sb_clips(&b, o);
-    sb_schedule(&b, &o->schedule);
-    sb_putn(&b, "}", 1);
+    sb_optimizer(&b, &spec->opt);
 
     sb_key(&b, "loss");
     if (!spec->from_logits && spec->label_smoothing == 0.0f &&

@@ -4,6 +4,7 @@
 #include "plan/plan.h"
 
 #include "data/data.h"
+#include "optim/optim.h"
 #include "plan/yamltree.h"
 #include "util/util.h"
 
@@ -22,12 +23,6 @@ const char *const plan_model_keys[] = {
     "optimizer", "loss", "early_stopping", "device",     "init_from", "metrics",
     "class_weight", "reduce_lr_on_plateau", NULL};
 const char *const plan_loss_keys[] = {"name", "from_logits", "label_smoothing", "delta", NULL};
-const char *const plan_optimizer_keys[] = {"name",     "lr",       "learning_rate",
-                                           "momentum", "nesterov", "beta_1",
-                                           "beta_2",   "epsilon",  "weight_decay",
-                                           "rho",      "centered", "initial_accumulator_value",
-                                           "clipnorm", "global_clipnorm", "clipvalue",
-                                           "schedule", NULL};
 const char *const plan_plateau_keys[] = {"monitor", "factor", "patience", "min_delta",
                                          "cooldown", "min_lr", NULL};
 const char *const plan_early_stop_keys[] = {"monitor", "patience", "min_delta",
@@ -55,12 +50,11 @@ static const char *const top_keys[] = {"data",    "defaults", "models",      "sw
 static const char *const data_keys[] = {"train", "test", "validation", "validation_split",
                                         "label_column", "label_columns", "input_shape", NULL};
 static const char *const device_keys[] = {"memory", "split", "memory_limit", NULL};
-/* Same order as the enums of model.h and cohort.h. Activations, paddings and
- * optimizers are read in any case: Keras lowercases padding ("SAME") and
+/* Same order as the enums of model.h and cohort.h (the optimizers: their
+ * table's, optim/). Activations, paddings and optimizers are read in any case: Keras lowercases padding ("SAME") and
  * optimizer names ("Adam"), and torch spells ReLU, Tanh, Sigmoid. */
 static const char *const act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
 static const char *const pad_names[] = {"valid", "same"};
-static const char *const opt_names[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad", "nadam"};
 /* The losses as Keras names them, aliases after; loss_kinds[i] is names[i]'s. */
 static const char *const loss_names[] = {
     "sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
@@ -525,44 +519,15 @@ static cohort_status parse_devices(const yctx *c, const ynode *root, cohort_plan
 
 /* ---- one model ------------------------------------------------------- */
 
-/* Key k of an optimizer map applies to optimizer `kind`. */
-static int opt_takes(opt_kind kind, const char *k)
+/* Key k of an optimizer map applies to every optimizer. */
+static int opt_common_key(const char *k)
 {
     static const char *const common[] = {"lr", "clipnorm", "global_clipnorm", "clipvalue",
                                           "schedule", NULL};
     for (int i = 0; common[i]; i++)
         if (strcmp(k, common[i]) == 0)
             return 1;
-    int adam_like = kind == OPT_ADAM || kind == OPT_ADAMW || kind == OPT_NADAM;
-    if (strcmp(k, "momentum") == 0)
-        return kind == OPT_SGD || kind == OPT_RMSPROP;
-    if (strcmp(k, "nesterov") == 0)
-        return kind == OPT_SGD;
-    if (strcmp(k, "beta_1") == 0 || strcmp(k, "beta_2") == 0)
-        return adam_like;
-    if (strcmp(k, "epsilon") == 0)
-        return kind != OPT_SGD;
-    if (strcmp(k, "weight_decay") == 0)
-        return kind == OPT_ADAMW;
-    if (strcmp(k, "rho") == 0 || strcmp(k, "centered") == 0)
-        return kind == OPT_RMSPROP;
-    if (strcmp(k, "initial_accumulator_value") == 0)
-        return kind == OPT_ADAGRAD;
     return 0;
-}
-
-/* What optimizer `kind` takes, for messages. */
-static const char *opt_takes_list(opt_kind kind)
-{
-    switch (kind) {
-    case OPT_SGD: return "lr, momentum, nesterov";
-    case OPT_ADAM:
-    case OPT_NADAM: return "lr, beta_1, beta_2, epsilon";
-    case OPT_ADAMW: return "lr, beta_1, beta_2, epsilon, weight_decay";
-    case OPT_RMSPROP: return "lr, rho, momentum, epsilon, centered";
-    case OPT_ADAGRAD: return "lr, initial_accumulator_value, epsilon";
-    }
-    return "lr";
 }
 
 /* The gradient clip of an optimizer map: at most one of clipnorm,
@@ -704,85 +669,76 @@ static cohort_status build_schedule(const yctx *c, const ynode *n, lr_schedule *
     return COHORT_OK;
 }
 
+/* Key k of optimizer map o (a key its entry names) into out. */
+static cohort_status opt_key_value(const yctx *c, const ynode *v, const optim_key *k,
+                                   optim_spec *out)
+{
+    if (k->range == OPTIM_BOOL)
+        return yget_bool(c, v, k->name, optim_field(out, k));
+    static const yrange ranges[] = {[OPTIM_POSITIVE] = YR_POSITIVE, [OPTIM_NONNEG] = YR_NONNEG,
+                                    [OPTIM_UNIT] = YR_UNIT};
+    double d;
+    cohort_status st = yget_num(c, v, k->name, ranges[k->range], 1, &d);
+    if (!st)
+        *(float *)optim_field(out, k) = (float)d;
+    return st;
+}
+
 static cohort_status build_optimizer(const yctx *c, const ynode *o, const char *label,
                                      optim_spec *out)
 {
-    char got[80];
+    char got[80], list[160];
+    const char *names[OPT_KIND_COUNT];
+    size_t at = 0;
+    for (int i = 0; i < OPT_KIND_COUNT; i++) {
+        names[i] = opt_name((opt_kind)i);
+        at += (size_t)snprintf(list + at, at < sizeof list ? sizeof list - at : 0, "%s%s",
+                               i ? ", " : "", names[i]);
+    }
     const ynode *name = NULL;
     if (o && o->type == YNODE_SCALAR)
         name = o;
     else if (o && o->type == YNODE_MAP)
         name = ymap_get(o, "name");
     else if (o)
-        return ynode_fail(c, o, "optimizer of %s must be a name (sgd, adam, adamw, rmsprop, "
-                                "adagrad, nadam) or a map like {name: adam, lr: 0.001}, got %s",
-                          label, ynode_describe(o, got, sizeof got));
+        return ynode_fail(c, o, "optimizer of %s must be a name (%s) or a map like {name: adam, "
+                                "lr: 0.001}, got %s",
+                          label, list, ynode_describe(o, got, sizeof got));
     int kind = OPT_ADAM;
     cohort_status st;
     if (name && !(o->type == YNODE_SCALAR && ynode_is_null(o)) &&
-        (st = yget_enum_anycase(c, name, "optimizer", opt_names, COUNT(opt_names), &kind)))
+        (st = yget_enum_anycase(c, name, "optimizer", names, OPT_KIND_COUNT, &kind)))
         return st;
-    /* Keras's defaults for each optimizer. */
-    memset(out, 0, sizeof *out);
-    out->kind = (opt_kind)kind;
-    out->lr = kind == OPT_SGD ? 0.01f : 0.001f;
-    out->beta1 = 0.9f;
-    out->beta2 = 0.999f;
-    out->eps = 1e-7f;
-    out->weight_decay = kind == OPT_ADAMW ? 0.004f : 0.0f;
-    out->rho = 0.9f;
-    out->init_accum = 0.1f;
-    out->schedule.warmup_target = NAN;
+    optim_defaults(out, (opt_kind)kind); /* Keras's, from the optimizer's entry */
     if (!o || o->type != YNODE_MAP)
         return COHORT_OK;
     for (size_t i = 0; i < o->n; i++) {
         const char *k = o->keys[i]->str;
-        const ynode *v = o->vals[i];
-        if (strcmp(k, "name") == 0)
+        double d;
+        if (strcmp(k, "lr") == 0) {
+            if ((st = yget_num(c, o->vals[i], k, YR_POSITIVE, 1, &d)))
+                return st;
+            out->lr = (float)d;
             continue;
-        if (!opt_takes(out->kind, k)) {
+        }
+        if (strcmp(k, "name") == 0 || opt_common_key(k))
+            continue; /* the clips and the schedule: below */
+        const optim_key *key = optim_key_of(out->kind, k);
+        if (!key) {
             if (o->keys[i]->inherited)
                 continue; /* a default meant for another optimizer */
             return ynode_fail(c, o->keys[i], "'%s' does not apply to optimizer '%s' of %s (it "
                                              "takes %s, and clipnorm, global_clipnorm, "
                                              "clipvalue, schedule)",
-                              k, opt_names[kind], label, opt_takes_list(out->kind));
+                              k, names[kind], label, optim_keys_list(out->kind, list, sizeof list));
         }
-        if (strcmp(k, "nesterov") == 0 || strcmp(k, "centered") == 0) {
-            if ((st = yget_bool(c, v, k, k[0] == 'n' ? &out->nesterov : &out->centered)))
-                return st;
-            continue;
-        }
-        float *dst = NULL;
-        yrange range = YR_NONNEG;
-        if (strcmp(k, "lr") == 0)
-            dst = &out->lr, range = YR_POSITIVE;
-        else if (strcmp(k, "momentum") == 0)
-            dst = &out->momentum, range = YR_UNIT;
-        else if (strcmp(k, "beta_1") == 0)
-            dst = &out->beta1, range = YR_UNIT;
-        else if (strcmp(k, "beta_2") == 0)
-            dst = &out->beta2, range = YR_UNIT;
-        else if (strcmp(k, "epsilon") == 0)
-            dst = &out->eps, range = YR_POSITIVE;
-        else if (strcmp(k, "weight_decay") == 0)
-            dst = &out->weight_decay;
-        else if (strcmp(k, "rho") == 0)
-            dst = &out->rho, range = YR_UNIT;
-        else if (strcmp(k, "initial_accumulator_value") == 0)
-            dst = &out->init_accum;
-        if (!dst)
-            continue; /* the clips and the schedule: below */
-        double d;
-        if ((st = yget_num(c, v, k, range, 1, &d)))
+        if ((st = opt_key_value(c, o->vals[i], key, out)))
             return st;
-        *dst = (float)d;
     }
-    if (out->kind == OPT_RMSPROP && out->centered && out->momentum > 0.0f)
-        return ynode_fail(c, o, "optimizer rmsprop of %s: centered together with momentum is "
-                                "not supported (it needs a third optimizer slot); use one of "
-                                "them",
-                          label);
+    const optim_entry *e = optim_entry_of(out->kind);
+    const char *why = e->check ? e->check(out) : NULL;
+    if (why)
+        return ynode_fail(c, o, "optimizer %s of %s: %s", names[kind], label, why);
     if ((st = build_clip(c, o, label, out)))
         return st;
     return build_schedule(c, ymap_get(o, "schedule"), &out->schedule);
@@ -1499,13 +1455,13 @@ static cohort_status check_name(const yctx *c, const ynode *n, char *out)
     return COHORT_OK;
 }
 
-/* The maps a model holds, with their keys and how messages call them. */
+/* The maps a model holds besides its optimizer (optim_plan_keys), with their
+ * keys and how messages call them. */
 static const struct {
     const char *key;
     const char *const *keys;
     const char *what;
-} model_maps[] = {{"optimizer", plan_optimizer_keys, "the optimizer"},
-                  {"loss", plan_loss_keys, "the loss"},
+} model_maps[] = {{"loss", plan_loss_keys, "the loss"},
                   {"early_stopping", plan_early_stop_keys, "early_stopping"},
                   {"reduce_lr_on_plateau", plan_plateau_keys, "reduce_lr_on_plateau"}};
 
@@ -1516,6 +1472,9 @@ static cohort_status check_model_keys(const yctx *c, const ynode *m, const char 
                                       const char *label)
 {
     cohort_status st = plan_check_keys(c, m, plan_model_keys, "%s", where);
+    if (!st)
+        st = plan_check_keys(c, ymap_get(m, "optimizer"), optim_plan_keys(),
+                             "in the optimizer of %s", label);
     for (int i = 0; i < COUNT(model_maps) && !st; i++)
         st = plan_check_keys(c, ymap_get(m, model_maps[i].key), model_maps[i].keys, "in %s of %s",
                              model_maps[i].what, label);

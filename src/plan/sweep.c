@@ -2,6 +2,8 @@
  * writing of one combination of its values into a model's tree. */
 #include "plan/plan.h"
 
+#include "optim/optim.h"
+
 #include "plan/yamltree.h"
 #include "util/util.h"
 
@@ -92,7 +94,7 @@ cohort_status plan_key_path(const yctx *c, const ynode *key, const char *what, c
     }
     const char *const *sub = NULL;
     if (strcmp(p0, "optimizer") == 0)
-        sub = plan_optimizer_keys;
+        sub = optim_plan_keys();
     else if (strcmp(p0, "early_stopping") == 0)
         sub = plan_early_stop_keys;
     else if (strcmp(p0, "reduce_lr_on_plateau") == 0)

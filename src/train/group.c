@@ -4,6 +4,7 @@
  * its parameters and optimizer state to and from host memory.
  */
 #include "io/io.h"
+#include "optim/optim.h"
 #include "train/group_impl.h"
 #include "util/util.h"
 
@@ -227,10 +228,12 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
     }
     if (g->classw)
         upload_class_weights(g);
-    for (int k = 0; k < K && specs[0]->opt.kind == OPT_ADAGRAD; k++) {
-        /* Keras starts Adagrad's accumulators at initial_accumulator_value. */
+    float (*slot_init)(const optim_spec *) = optim_entry_of(specs[0]->opt.kind)->slot_init;
+    for (int k = 0; k < K && slot_init; k++) {
+        /* A first slot that does not start at zero (Adagrad's accumulators). */
+        float v = slot_init(&specs[k]->opt);
         for (size_t i = 0; i < L->n_params; i++)
-            host[i] = specs[k]->opt.init_accum;
+            host[i] = v;
         g->be->copy_h2d(g->ctx, g->opt_m + (size_t)k * L->p_stride, host,
                         L->n_params * sizeof(float));
     }

@@ -260,6 +260,7 @@ static void optimize(train_group *g, krange r, int64_t t, const unsigned char *s
         case OPT_NADAM:
             g->be->nadam(g->ctx, w + off, gr + off, m + off, v + off, P, n, &o, r.count);
             break;
+        case OPT_KIND_COUNT: break;
         }
     }
 }
