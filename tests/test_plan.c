@@ -1657,6 +1657,58 @@ static void test_many_errors(void)
     sb_free(&b);
 }
 
+/* Every stage's errors at once (issue 41 item 16: a plan with 7 mistakes
+ * took 6 runs), and a mistake in defaults once, however many models
+ * inherit it. */
+static void test_stage_errors(void)
+{
+    const char *text =
+        "data: {train: 'csv:x.csv', validation_splt: 0.1}\n"                 /* 1 */
+        "defaults: {epochs: 0, optimizer: {name: adam, lerning_rate: 0.1},\n" /* 2 */
+        "           batchsize: 3}\n"                                          /* 3 */
+        "devices: {gpu:0: {memroy: grow}}\n"                                  /* 4 */
+        "strategy: parallel\n"                                                /* 5 */
+        "scheduler: {name: asha, grace: 1}\n"                                 /* 6 */
+        "models:\n"                                                           /* 7 */
+        "  - {name: a, layers: [{dense: 10, activation: softmax}]}\n"         /* 8 */
+        "  - {name: b, layers: [{dense: 10, activation: softmx}]}\n"          /* 9 */
+        "  - {name: c, layers: [{dense: 10, activation: softmax}]}\n";        /* 10 */
+    cohort_plan *p = NULL;
+    cohort_error err = {0};
+    CHECK(cohort_plan_parse(text, strlen(text), "plan.yaml", NULL, 0, &p, &err) ==
+          COHORT_ERR_INPUT);
+    CHECK(p == NULL);
+    static const char *const want[] = {
+        "plan.yaml:1: unknown key 'validation_splt' in data (did you mean 'validation_split'?)\n",
+        "plan.yaml:5: strategy must be one of",
+        "plan.yaml:4: unknown key 'memroy' in device gpu:0",
+        "plan.yaml:6: unknown key 'grace' in scheduler",
+        "plan.yaml:2: unknown key 'lerning_rate' in the optimizer of defaults",
+        "plan.yaml:3: unknown key 'batchsize' in defaults (did you mean 'batch_size'?)\n",
+        "plan.yaml:2: epochs must be a positive integer, got '0' (inherited from defaults by 2 "
+        "models)\n",
+        "plan.yaml:9: activation of layers.0 must be one of",
+        "\n8 errors in the plan"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECK_CONTAINS(err.message, want[i]);
+    /* Once each: the defaults' errors are not repeated per model. */
+    CHECK(strstr(strstr(err.message, "epochs must") + 1, "epochs must") == NULL);
+    CHECK(strstr(err.message, "in model 'a'") == NULL);
+    /* A model's own error after a defaults error it inherits: each model
+     * reports its first, the defaults' once. */
+    EXPECT_ERR("data: {train: csv:x}\ndefaults: {loss: {name: mse, label_smoothing: 0.1}}\n"
+               "models:\n  - {name: a, layers: [{dense: 2}]}\n  - {name: b, layers: [{dense: 2}]}\n",
+               "plan.yaml:2: 'label_smoothing' applies to the cross-entropy losses, not to loss "
+               "mse of model 'a' (inherited from defaults by 2 models)");
+    /* --set defaults: the same. */
+    const char *const ov[] = {"defaults.epochs=0"};
+    const char *two = "data: {train: csv:x}\ndefaults: {loss: mse}\nmodels:\n"
+                      "  - {name: a, layers: [{dense: 2}]}\n  - {name: b, layers: [{dense: 2}]}\n";
+    CHECK(cohort_plan_parse(two, strlen(two), "plan.yaml", ov, 1, &p, &err) == COHORT_ERR_INPUT);
+    CHECK(strcmp(err.message, "--set defaults.epochs=0: epochs must be a positive integer, got "
+                              "'0' (inherited from defaults by 2 models)") == 0);
+}
+
 /* Every map of a plan is checked against its list of keys, wherever its keys
  * come from: a typo is an error at its line, with the close key when there
  * is one, else the keys the map takes. One case per map (issue 36). */
@@ -1773,6 +1825,7 @@ int main(void)
     test_yaml_errors();
     test_many_errors();
     test_map_keys();
+    test_stage_errors();
     test_search();
     test_devices();
     test_sweep();

@@ -366,6 +366,7 @@ static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
     if ((v = ymap_get(n, "validation_split")) &&
         (st = yget_num(c, v, "data.validation_split", YR_UNIT, 0, &d->validation_split)))
         return st;
+    d->validation_split_line = v && !v->origin ? v->line : 0;
     if (v && d->validation[0] && d->validation_split > 0)
         return ynode_fail(c, v, "data has both validation and validation_split; give one");
     if ((v = ymap_get(n, "label_column")) &&
@@ -1452,6 +1453,13 @@ static cohort_status check_name(const yctx *c, const ynode *n, char *out)
             return ynode_fail(c, n, "model name '%s' may hold only letters, digits and _ . = + - "
                                     "(it becomes a file name)",
                               out);
+    /* ".", ".." and hidden files: --overwrite clears a run's files but not
+     * hidden ones, which would then mix with the next run's. */
+    if (out[0] == '.')
+        return ynode_fail(c, n, "model name '%s' starts with '.'; it becomes a file name, and "
+                                "one starting with '.' is hidden (or the folder itself): start "
+                                "it with a letter or digit",
+                          out);
     return COHORT_OK;
 }
 
@@ -1792,47 +1800,184 @@ static cohort_status build_plan_model(const yctx *c, ynode *own, size_t i, const
     return st;
 }
 
-/* Models of the plan: each merged with defaults and swept. */
-static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
+/* ---- errors: every one found, at once --------------------------------- */
+
+/*
+ * The errors of a plan, reported together as a compiler does: one file:line
+ * a line, up to PLAN_MAX_ERRORS, then how many there were. Each stage (the
+ * top, data, devices, the scheduler, defaults, each model) adds its first
+ * error and the next stage runs all the same, unless it needs what failed.
+ * A mistake in defaults is one error, however many models inherit it: an
+ * error at an inherited node is kept once, with the number of models it
+ * stopped.
+ */
+typedef struct plan_errs {
+    int n;       /* errors found */
+    int kept;    /* entries of e, at most PLAN_MAX_ERRORS */
+    struct {
+        char *msg;          /* owned */
+        int inherited;      /* at a node the model has from defaults: */
+        int line;           /* the node's line */
+        const char *origin; /* and origin */
+        int models;         /* models it stopped */
+    } e[PLAN_MAX_ERRORS];
+} plan_errs;
+
+/* The part of an error that does not name a model ("... of model 'a'"). */
+static size_t unlabeled_len(const char *msg)
+{
+    const char *m = strstr(msg, "model '");
+    return m ? (size_t)(m - msg) : strlen(msg);
+}
+
+/* Add the error of a stage that returned st (c->err's message), which was
+ * at `at` (NULL or no node: unknown). Returns COHORT_OK to go on, or st when it
+ * is not an input error (out of memory): then the plan stops at once. */
+static cohort_status errs_add(plan_errs *pe, const yctx *c, cohort_status st, const yfailed *at)
+{
+    if (st != COHORT_ERR_INPUT)
+        return st;
+    const char *msg = c->err->message;
+    int inherited = at && at->node && at->inherited;
+    for (int i = 0; i < pe->kept; i++) {
+        const char *old = pe->e[i].msg;
+        size_t len = unlabeled_len(old);
+        if (inherited && pe->e[i].inherited && pe->e[i].line == at->line &&
+            (pe->e[i].origin == at->origin ||
+             (pe->e[i].origin && at->origin && !strcmp(pe->e[i].origin, at->origin))) &&
+            len == unlabeled_len(msg) && !strncmp(old, msg, len)) {
+            pe->e[i].models++;
+            return COHORT_OK;
+        }
+        if (!strcmp(old, msg))
+            return COHORT_OK;
+    }
+    if (pe->n++ >= PLAN_MAX_ERRORS)
+        return COHORT_OK;
+    int i = pe->kept;
+    if (!(pe->e[i].msg = str_dup(msg)))
+        return ynode_nomem(c);
+    pe->e[i].inherited = inherited;
+    pe->e[i].line = inherited ? at->line : 0;
+    pe->e[i].origin = inherited ? at->origin : NULL;
+    pe->e[i].models = 1;
+    pe->kept++;
+    return COHORT_OK;
+}
+
+/* The errors as one message in c->err (COHORT_ERR_INPUT), or COHORT_OK when
+ * there were none; frees pe's entries. */
+static cohort_status errs_finish(plan_errs *pe, const yctx *c)
+{
+    strbuf b;
+    sb_init(&b);
+    for (int i = 0; i < pe->kept; i++) {
+        sb_printf(&b, "%s%s", i ? "\n" : "", pe->e[i].msg);
+        if (pe->e[i].models > 1)
+            sb_printf(&b, " (inherited from defaults by %d models)", pe->e[i].models);
+        free(pe->e[i].msg);
+    }
+    if (pe->n > PLAN_MAX_ERRORS)
+        sb_printf(&b, "\n... and %d more", pe->n - PLAN_MAX_ERRORS);
+    if (pe->n > 1)
+        sb_printf(&b, "\n%d errors in the plan", pe->n);
+    cohort_status st = COHORT_OK;
+    if (b.failed)
+        st = ynode_nomem(c);
+    else if (pe->n)
+        st = cohort_fail(c->err, COHORT_ERR_INPUT, "%s", b.data);
+    sb_free(&b);
+    pe->kept = pe->n = 0;
+    return st;
+}
+
+/* Run one stage of the plan into pe: its error is added (and the plan goes
+ * on) unless it is not an input error. Returns what errs_add returns. */
+/* One stage: c->failed cleared, the call made, its error added. */
+#define PLAN_STAGE(pe, c, call)                                                             \
+    ((c)->failed->node = NULL, errs_add((pe), (c), (call), (c)->failed))
+
+/* Remove the entry whose key is `key` from map or from a map it holds;
+ * returns whether it was found. */
+static int drop_key(ynode *map, const ynode *key)
+{
+    for (size_t i = 0; i < map->n; i++) {
+        if (map->keys[i] == key) {
+            ymap_remove(map, i);
+            return 1;
+        }
+        if (map->vals[i]->type == YNODE_MAP && drop_key(map->vals[i], key))
+            return 1;
+    }
+    return 0;
+}
+
+/* Models of the plan: each merged with defaults and swept. Every error goes
+ * into pe; the return is not COHORT_OK only to stop at once (out of
+ * memory). *built: every model was built, so the checks across models can
+ * run. */
+static cohort_status build_models(const yctx *c, plan_errs *pe, ynode *root,
+                                  cohort_plan *plan, int *built)
 {
     char got[80];
+    *built = 0;
     ynode *models = ymap_get(root, "models");
+    cohort_status st = COHORT_OK;
     if (!models)
-        return ynode_fail(c, root, "the plan has no 'models' list");
-    if (models->type != YNODE_SEQ)
-        return ynode_fail(c, models, "models must be a list of models, got %s",
-                          ynode_describe(models, got, sizeof got));
-    if (models->n == 0)
-        return ynode_fail(c, models, "models is empty; give at least one model with a name and "
-                                     "layers");
-    if (models->n > COHORT_MAX_MODELS)
-        return ynode_fail(c, models, "the plan has %zu models, more than the %d allowed",
-                          models->n, COHORT_MAX_MODELS);
+        st = ynode_fail(c, root, "the plan has no 'models' list");
+    else if (models->type != YNODE_SEQ)
+        st = ynode_fail(c, models, "models must be a list of models, got %s",
+                        ynode_describe(models, got, sizeof got));
+    else if (models->n == 0)
+        st = ynode_fail(c, models, "models is empty; give at least one model with a name and "
+                                   "layers");
+    else if (models->n > COHORT_MAX_MODELS)
+        st = ynode_fail(c, models, "the plan has %zu models, more than the %d allowed",
+                        models->n, COHORT_MAX_MODELS);
+    if (st)
+        return errs_add(pe, c, st, NULL);
 
+    /* Defaults' own mistakes are reported once here; a model that inherits
+     * one fails at the same line, which errs_add counts, not repeats. */
     ynode *defaults = ymap_get(root, "defaults");
-    cohort_status st;
     if (defaults && ynode_is_null(defaults))
         defaults = NULL;
     if (defaults) {
-        if (defaults->type != YNODE_MAP)
-            return ynode_fail(c, defaults, "defaults must be a map of model keys, got %s",
-                              ynode_describe(defaults, got, sizeof got));
+        if (defaults->type != YNODE_MAP) {
+            st = ynode_fail(c, defaults, "defaults must be a map of model keys, got %s",
+                            ynode_describe(defaults, got, sizeof got));
+            return errs_add(pe, c, st, NULL);
+        }
         int ni = ymap_find(defaults, "name");
-        if (ni >= 0)
-            return ynode_fail(c, defaults->keys[ni], "'name' cannot be in defaults; each model "
-                                                     "has its own");
-        if ((st = check_model_keys(c, defaults, "in defaults", "defaults")) ||
-            (st = canon_optimizer(c, ymap_get(defaults, "optimizer"))))
+        if (ni >= 0 && (st = PLAN_STAGE(pe, c,
+                                        ynode_fail(c, defaults->keys[ni], "'name' cannot be in "
+                                                   "defaults; each model has its own"))))
+            return st;
+        /* Each unknown key is reported and dropped, so that the models
+         * inherit none of them and report their own mistakes. */
+        for (int k = 0; k < PLAN_MAX_ERRORS; k++) {
+            c->failed->node = NULL;
+            st = check_model_keys(c, defaults, "in defaults", "defaults");
+            if (!st || (st = errs_add(pe, c, st, c->failed)) || !c->failed->node ||
+                !drop_key(defaults, c->failed->node))
+                break;
+        }
+        if (st || (st = PLAN_STAGE(pe, c, canon_optimizer(c, ymap_get(defaults, "optimizer")))))
             return st;
     }
 
     const ynode *sweep_node = ymap_get(root, "sweep"), *search_node = ymap_get(root, "search");
     plan_sweep sweep, search;
-    if ((st = plan_search_parse(c, search_node, &search)))
-        return st;
-    if ((st = plan_sweep_parse(c, sweep_node, &sweep))) {
+    int before = pe->n;
+    if ((st = PLAN_STAGE(pe, c, plan_search_parse(c, search_node, &search))) ||
+        (st = PLAN_STAGE(pe, c, plan_sweep_parse(c, sweep_node, &sweep)))) {
         plan_sweep_free(&search);
         return st;
+    }
+    if (pe->n > before) { /* the sweep or search: no model can be named */
+        plan_sweep_free(&search);
+        plan_sweep_free(&sweep);
+        return COHORT_OK;
     }
     /* Each factor is at most COHORT_MAX_MODELS: the product fits a size_t. */
     size_t per_entry = sweep.combos * search.combos;
@@ -1842,41 +1987,26 @@ static cohort_status build_models(const yctx *c, ynode *root, cohort_plan *plan)
         plan_sweep_free(&search);
         if (total <= COHORT_MAX_MODELS)
             return ynode_nomem(c);
-        return ynode_fail(c, search.n ? search_node : sweep_node,
-                          "the %s makes %zu models, more than the %d allowed",
-                          search.n && sweep.n ? "sweep with the search" : search.n ? "search" : "sweep",
-                          total, COHORT_MAX_MODELS);
+        st = ynode_fail(c, search.n ? search_node : sweep_node,
+                        "the %s makes %zu models, more than the %d allowed",
+                        search.n && sweep.n ? "sweep with the search" : search.n ? "search" : "sweep",
+                        total, COHORT_MAX_MODELS);
+        return errs_add(pe, c, st, NULL);
     }
 
-    /* A model's error does not stop the others': every one found, up to
-     * PLAN_MAX_ERRORS, is reported at once, one file:line each, as a
-     * compiler does. Out of memory stops at once. */
-    strbuf errs;
-    sb_init(&errs);
-    int n_err = 0;
-    for (size_t i = 0; i < models->n && st == COHORT_OK; i++) {
-        cohort_status mst =
-            build_plan_model(c, models->vals[i], i, defaults, &sweep, &search, plan);
-        if (mst != COHORT_ERR_INPUT) {
-            st = mst;
-            continue;
-        }
-        if (n_err++ < PLAN_MAX_ERRORS)
-            sb_printf(&errs, "%s%s", n_err > 1 ? "\n" : "", c->err->message);
-    }
+    /* A model's error does not stop the others'. */
+    before = pe->n;
+    for (size_t i = 0; i < models->n && st == COHORT_OK; i++)
+        st = PLAN_STAGE(pe, c,
+                        build_plan_model(c, models->vals[i], i, defaults, &sweep, &search, plan));
     plan_sweep_free(&sweep);
     plan_sweep_free(&search);
-    if (!st && n_err) {
-        if (n_err > PLAN_MAX_ERRORS)
-            sb_printf(&errs, "\n... and %d more", n_err - PLAN_MAX_ERRORS);
-        if (n_err > 1)
-            sb_printf(&errs, "\n%d errors in the plan", n_err);
-        st = cohort_fail(c->err, COHORT_ERR_INPUT, "%s", errs.data ? errs.data : "");
-    }
-    sb_free(&errs);
-    if (st)
+    if (st || pe->n > before)
         return st;
-    return check_unique_names(c, plan, per_entry);
+    if ((st = PLAN_STAGE(pe, c, check_unique_names(c, plan, per_entry))))
+        return st;
+    *built = pe->n == before;
+    return COHORT_OK;
 }
 
 /* ---- the plan -------------------------------------------------------- */
@@ -2190,35 +2320,101 @@ static cohort_status check_mutation_keys(const yctx *c, const ynode *root, cohor
     return COHORT_OK;
 }
 
+/* The file's top holds no key of a plan, nor one close to a plan's: it is
+ * some other file (`cohort plan /etc/shadow`), whose text is not quoted. */
+static int not_a_plan(const ynode *root)
+{
+    for (size_t i = 0; i < root->n; i++)
+        if (plan_key_in(top_keys, root->keys[i]->str) ||
+            ysuggest(root->keys[i]->str, top_keys, plan_key_count(top_keys)))
+            return 0;
+    return root->n > 0;
+}
+
 static cohort_status plan_build(const yctx *c, ynode *root, const char *const *overrides,
                                 int n_overrides, cohort_plan *plan)
 {
     cohort_status st;
+    if (not_a_plan(root))
+        return ynode_fail(c, root, "this is not a plan: none of its top keys is a plan's (data, "
+                                   "defaults, models, sweep, search, scheduler, devices, "
+                                   "strategy, shared_order)");
     for (int i = 0; i < n_overrides; i++) {
         if (!overrides[i])
             return cohort_fail(c->err, COHORT_ERR_USAGE, "override %d is NULL", i);
         if ((st = apply_override(c, root, overrides[i])))
             return st;
     }
-    if ((st = plan_check_keys(c, root, top_keys, "at the top of the plan")))
-        return st;
-    if ((st = parse_data(c, root, &plan->data)))
-        return st;
+    /* The stages below report their errors together (plan_errs); each
+     * runs whether or not an earlier one failed, but for what needs it. */
+    yfailed at = {0};
+    yctx sc = {c->file, c->err, &at};
+    plan_errs pe = {0};
     const ynode *v;
+    int models_built = 0;
+    if ((st = PLAN_STAGE(&pe, &sc,
+                         plan_check_keys(&sc, root, top_keys, "at the top of the plan"))))
+        goto out;
+    if ((st = PLAN_STAGE(&pe, &sc, parse_data(&sc, root, &plan->data))))
+        goto out;
+    /* A data section in error: the models and the scheduler are checked as
+     * if it had validation data, so that they add no error about it. */
+    if (pe.n)
+        plan->data.validation_split = 0.5;
     if ((v = ymap_get(root, "strategy"))) {
-        int s;
-        if ((st = yget_enum(c, v, "strategy", strategy_names, COUNT(strategy_names), &s)))
-            return st;
+        int s = 0;
+        if ((st = PLAN_STAGE(&pe, &sc,
+                             yget_enum(&sc, v, "strategy", strategy_names,
+                                       COUNT(strategy_names), &s))))
+            goto out;
         plan->strategy = (cohort_strategy)s;
     }
     if ((v = ymap_get(root, "shared_order")) &&
-        (st = yget_bool(c, v, "shared_order", &plan->shared_order)))
+        (st = PLAN_STAGE(&pe, &sc,
+                         yget_bool(&sc, v, "shared_order", &plan->shared_order))))
+        goto out;
+    if ((st = PLAN_STAGE(&pe, &sc, parse_devices(&sc, root, plan))))
+        goto out;
+    int sched_errors = pe.n;
+    if ((st = PLAN_STAGE(&pe, &sc, parse_scheduler(&sc, root, plan))))
+        goto out;
+    int sched_ok = pe.n == sched_errors;
+    if ((st = build_models(&sc, &pe, root, plan, &models_built)))
+        goto out;
+    if (sched_ok && models_built)
+        st = PLAN_STAGE(&pe, &sc, check_mutation_keys(&sc, root, plan));
+out:
+    if (st) {
+        for (int i = 0; i < pe.kept; i++)
+            free(pe.e[i].msg);
         return st;
-    if ((st = parse_devices(c, root, plan)))
-        return st;
-    if ((st = parse_scheduler(c, root, plan)) || (st = build_models(c, root, plan)))
-        return st;
-    return check_mutation_keys(c, root, plan);
+    }
+    return errs_finish(&pe, &sc);
+}
+
+/* "UTF-16"/"UTF-32" and the byte order when text is in one of them (by its
+ * byte order mark, or the zero bytes that ASCII text has in them), else
+ * NULL. libyaml would read UTF-16 with a mark, but the plan's text is kept
+ * and copied into the run's folder as a C string, which UTF-16 is not. */
+static const char *wide_encoding(const char *text, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)text;
+    unsigned char b[4] = {0};
+    memcpy(b, u, len < 4 ? len : 4);
+    /* An ASCII character, as the first of a plan's is. */
+    int a0 = b[0] == '\t' || b[0] == '\n' || b[0] == '\r' || (b[0] >= 0x20 && b[0] < 0x7F);
+    int a1 = b[1] == '\t' || b[1] == '\n' || b[1] == '\r' || (b[1] >= 0x20 && b[1] < 0x7F);
+    int a3 = b[3] == '\t' || b[3] == '\n' || b[3] == '\r' || (b[3] >= 0x20 && b[3] < 0x7F);
+    if (len >= 4 && ((!b[0] && !b[1] && b[2] == 0xFE && b[3] == 0xFF) ||
+                     (!b[0] && !b[1] && !b[2] && a3)))
+        return "UTF-32 (big-endian)";
+    if (len >= 4 && ((b[0] == 0xFF && b[1] == 0xFE) || (a0 && !b[1])) && !b[2] && !b[3])
+        return "UTF-32 (little-endian)";
+    if (len >= 2 && ((b[0] == 0xFE && b[1] == 0xFF) || (!b[0] && a1)))
+        return "UTF-16 (big-endian)";
+    if (len >= 2 && ((b[0] == 0xFF && b[1] == 0xFE) || (a0 && !b[1])))
+        return "UTF-16 (little-endian)";
+    return NULL;
 }
 
 /* Parse plan text; see cohort.h. On error *out is NULL and nothing is kept. */
@@ -2238,6 +2434,12 @@ cohort_status cohort_plan_parse(const char *text, size_t len, const char *name,
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: the plan is %zu bytes, more than the %u "
                                                   "allowed",
                            name, len, COHORT_PLAN_MAX_BYTES);
+    const char *wide = wide_encoding(text, len);
+    if (wide)
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s: the plan is %s text; cohort reads plans in "
+                                                  "UTF-8 (or ASCII): save it as UTF-8, like "
+                                                  "iconv -f %.6s -t UTF-8",
+                           name, wide, wide);
     cohort_plan *plan = calloc(1, sizeof *plan);
     if (!plan)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", name);
@@ -2246,7 +2448,7 @@ cohort_status cohort_plan_parse(const char *text, size_t len, const char *name,
         return cohort_fail(err, COHORT_ERR_INPUT, "%.200s...: the path is too long", name);
     }
     plan_name_from_path(name, plan->name, sizeof plan->name);
-    yctx c = {name, err};
+    yctx c = {name, err, NULL};
     plan->source = malloc(len + 1);
     if (!plan->source) {
         cohort_plan_free(plan);
@@ -2259,11 +2461,10 @@ cohort_status cohort_plan_parse(const char *text, size_t len, const char *name,
     cohort_status st = ytree_parse(text, len, name, NULL, PLAN_MAX_NODES, &root, err);
     if (st == COHORT_OK && !root && !(root = ynode_new(YNODE_MAP, 1, NULL)))
         st = ynode_nomem(&c);
-    if (st == COHORT_OK && root->type != YNODE_MAP) {
-        char got[80];
+    /* What the file holds is not quoted: it may not be a plan at all. */
+    if (st == COHORT_OK && root->type != YNODE_MAP)
         st = ynode_fail(&c, root, "a plan must be a map of keys (data, models, ...), got %s",
-                        ynode_describe(root, got, sizeof got));
-    }
+                        root->type == YNODE_SEQ ? "a list" : "a single value");
     if (st == COHORT_OK)
         st = plan_build(&c, root, overrides, n_overrides, plan);
     ynode_free(root);

@@ -25,6 +25,7 @@ typedef struct data_spec {
     sample_shape input_shape;         /* rank 0 = none: the data's own shape */
     int input_shape_line;             /* its line in the plan */
     int train_line, test_line, validation_line; /* their lines in the plan; 0: from --set */
+    int validation_split_line;        /* likewise */
 } data_spec;
 
 typedef struct device_spec {

@@ -435,6 +435,8 @@ cohort_status ynode_fail(const yctx *c, const ynode *n, const char *fmt, ...)
     va_start(ap, fmt);
     str_vformat(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (c->failed && n)
+        *c->failed = (yfailed){n, n->line, n->inherited, n->origin};
     if (n && n->origin)
         return cohort_fail(c->err, COHORT_ERR_INPUT, "--set %s: %s", n->origin, msg);
     return cohort_fail(c->err, COHORT_ERR_INPUT, "%s:%d: %s", c->file, n && n->line ? n->line : 1,

@@ -65,13 +65,22 @@ void ymap_remove(ynode *map, size_t i);
 /* ---- typed values, with errors located at the node ---- */
 
 /* Where errors go: the file name used in "FILE:LINE: message". */
+/* The node of the last error, as ynode_fail saw it. */
+typedef struct yfailed {
+    const struct ynode *node; /* NULL: none; valid only while its tree is */
+    int line, inherited;      /* the node's, kept after the tree is freed */
+    const char *origin;
+} yfailed;
+
 typedef struct yctx {
     const char *file;
     cohort_error *err;
+    yfailed *failed; /* NULL, or where ynode_fail says which node failed */
 } yctx;
 
 /* Fill c->err with COHORT_ERR_INPUT and "FILE:LINE: message" (or
- * "--set KEY=VALUE: message" for a node from an override); returns it. */
+ * "--set KEY=VALUE: message" for a node from an override), and c->failed
+ * with n; returns it. */
 cohort_status ynode_fail(const yctx *c, const ynode *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Out of memory, said for the file; returns COHORT_ERR_NOMEM. */

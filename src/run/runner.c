@@ -104,9 +104,17 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
         run->test = data_view_all(run->test_ds);
         run->has_test = run->test.n > 0;
     }
+    if (run->train.n == 0 && d->validation_split > 0 && d->validation_split_line)
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s:%d: data.validation_split %g leaves none "
+                           "of the %lld samples of %s for training; give a smaller fraction",
+                           run->plan->path, d->validation_split_line, d->validation_split,
+                           (long long)run->train_ds->n, d->train);
+    if (run->train.n == 0 && d->validation_split > 0)
+        return cohort_fail(err, COHORT_ERR_INPUT, "--set data.validation_split=%g: it leaves "
+                           "none of the %lld samples of %s for training; give a smaller fraction",
+                           d->validation_split, (long long)run->train_ds->n, d->train);
     if (run->train.n == 0)
-        return cohort_fail(err, COHORT_ERR_INPUT, "%s: no training samples left after the "
-                           "validation split of %g", d->train, d->validation_split);
+        return cohort_fail(err, COHORT_ERR_INPUT, "%s: no training samples", d->train);
     /* Only predict reads data without labels (memory: data may have none). */
     const cohort_dataset *sets[3] = {run->train_ds, run->val_ds, run->test_ds};
     for (int i = 0; i < 3; i++)

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# What `cohort plan` and `cohort train` say about plans that are not what
+# they look like (issue 41, "plans that say nothing"): each case exits 2 with
+# the plan's file:line where there is one, says what is wrong, trains
+# nothing, and quotes nothing of a file that is not a plan.
+set -u
+. "$(dirname "$0")/lib.sh"
+[ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
+[ -x "$PY" ] || { echo "$NAME: $PY missing; skipped"; exit 77; }
+
+blobs 1 40 0.5
+cat > "$T/plan.yaml" <<YAML
+data: {train: csv:$T/train.csv, validation_split: 0.25}
+defaults: {epochs: 1, batch_size: 8}
+models:
+  - name: m
+    layers: [{dense: 3, activation: softmax}]
+YAML
+
+# A plan saved as UTF-16 or UTF-32 (a Windows editor's "Unicode"), with or
+# without its byte order mark: said so, not "control characters".
+"$PY" - "$T" <<'PY'
+import sys
+t = open(sys.argv[1] + "/plan.yaml").read()
+for name, enc in [("u16", "utf-16"), ("u16le", "utf-16-le"), ("u16be", "utf-16-be"),
+                  ("u32", "utf-32")]:
+    open(f"{sys.argv[1]}/{name}.yaml", "wb").write(t.encode(enc))
+PY
+for f in u16:"UTF-16 (little-endian)" u16le:"UTF-16 (little-endian)" u16be:"UTF-16 (big-endian)" u32:"UTF-32 (little-endian)"; do
+    name=${f%%:*} enc=${f#*:}
+    expect_status 2 "$name plan" -- "$COHORT" train "$T/$name.yaml" --out "$T/o_$name"
+    expect_err "$name.yaml: the plan is $enc text; cohort reads plans in UTF-8" "$name plan"
+    [ ! -e "$T/o_$name" ] && ok || bad "$name plan: $T/o_$name was made"
+done
+
+# A file that is not a plan: no line of it is echoed.
+printf 'root:$6$secretsalt$secrethash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n' > "$T/shadow"
+printf 'user: secretvalue\npassword: secretvalue\n' > "$T/keys"
+printf 'secretvalue\n' > "$T/scalar"
+for f in shadow keys scalar; do
+    expect_status 2 "not a plan ($f)" -- "$COHORT" plan "$T/$f"
+    grep -q secret "$T/err" && bad "not a plan ($f): the file's text is echoed: $(cat "$T/err")" || ok
+    [ "$f" = scalar ] || expect_err "$f:1: this is not a plan: none of its top keys is a plan's (data, defaults, models" "$f"
+done
+expect_err "scalar:1: a plan must be a map of keys (data, models, ...), got a single value" "scalar"
+# A plan with a misspelt top key is still a plan, and its key is named.
+printf 'dta: {train: x}\n' > "$T/typo.yaml"
+expect_status 2 "top typo" -- "$COHORT" plan "$T/typo.yaml"
+expect_err "typo.yaml:1: unknown key 'dta' at the top of the plan (did you mean 'data'?)" "top typo"
+
+# A validation split that leaves no training sample: the plan's line.
+expect_status 2 "split 0.99999" -- "$COHORT" train "$T/plan.yaml" --out "$T/o_split" \
+    --set data.validation_split=0.99999
+expect_err "--set data.validation_split=0.99999: it leaves none of the 40 samples of csv:$T/train.csv for training" "split --set"
+sed 's/validation_split: 0.25/validation_split: 0.99999/' "$T/plan.yaml" > "$T/split.yaml"
+expect_status 2 "split 0.99999 in the file" -- "$COHORT" train "$T/split.yaml" --out "$T/o_split2"
+expect_err "split.yaml:1: data.validation_split 0.99999 leaves none of the 40 samples" "split in the file"
+[ ! -e "$T/o_split2/models/m.safetensors" ] && ok || bad "split: weights were written"
+
+# Model names that start with '.' (hidden files, the folder itself).
+for n in .hidden . ..; do
+    expect_status 2 "name '$n'" -- "$COHORT" plan "$T/plan.yaml" --set "models.0.name='$n'"
+    expect_err "model name '$n' starts with '.'" "name '$n'"
+done
+finish
