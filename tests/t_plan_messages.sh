@@ -62,4 +62,28 @@ for n in .hidden . ..; do
     expect_status 2 "name '$n'" -- "$COHORT" plan "$T/plan.yaml" --set "models.0.name='$n'"
     expect_err "model name '$n' starts with '.'" "name '$n'"
 done
+# An optimizer key of defaults that no model's optimizer takes: a warning
+# naming it and the models (it vanished unsaid).
+cat > "$T/wd.yaml" <<YAML
+data: {train: csv:$T/train.csv, validation_split: 0.25}
+defaults: {epochs: 1, optimizer: {name: adam, weight_decay: 0.01}}
+models:
+  - {name: a, layers: [{dense: 3, activation: softmax}]}
+  - {name: b, optimizer: {name: adagrad}, layers: [{dense: 3, activation: softmax}]}
+YAML
+expect_status 0 "unused default" -- "$COHORT" plan "$T/wd.yaml"
+expect_err "cohort: warning: $T/wd.yaml:2: defaults.optimizer.weight_decay is used by none of the models: no model's optimizer takes it (adam: a; adagrad: b)" "unused default"
+expect_status 0 "used default" -- "$COHORT" plan "$T/wd.yaml" --set defaults.optimizer.name=adamw
+grep -q warning "$T/err" && bad "used default: $(cat "$T/err")" || ok
+
+# A model too large for its device at any batch size: what does not fit is
+# named (it said "its parameters alone", which fit).
+cat > "$T/mem.yaml" <<YAML
+data: {train: csv:$T/train.csv}
+devices: {cpu:0: {memory_limit: 4MiB}}
+models:
+  - {name: huge, layers: [{dense: 4096, activation: relu}, {dense: 100, activation: relu}, {dense: 3, activation: softmax}]}
+YAML
+expect_status 1 "memory" -- "$COHORT" plan "$T/mem.yaml"
+grep -qF "no batch size fits: its parameters (1.64 MiB), their gradients (1.64 MiB) and the optimizer's state (3.28 MiB) take 6.57 MiB at any batch size" "$T/out" && ok || bad "memory: $(grep error "$T/out")"
 finish

@@ -1657,6 +1657,73 @@ static void test_many_errors(void)
     sb_free(&b);
 }
 
+/* Hints that led astray (issue 41 item 17). */
+static void test_hints(void)
+{
+    /* --set epochs=1 is defaults.epochs (it suggested nothing, or 'sweep' for seed). */
+    const char *const e1[] = {"epochs=1"}, *const e2[] = {"seed=3"};
+    EXPECT_SET_ERR(SEED, e1, "--set epochs=1: unknown key 'epochs' at the top of the plan (did "
+                             "you mean 'defaults.epochs'?");
+    EXPECT_SET_ERR(SEED, e2, "--set seed=3: unknown key 'seed' at the top of the plan (did you "
+                             "mean 'defaults.seed'?");
+    EXPECT_ERR("epochs: 3\ndata: {train: csv:x}\nmodels: [{name: m, layers: [{dense: 2}]}]\n",
+               "plan.yaml:1: unknown key 'epochs' at the top of the plan (did you mean "
+               "'defaults.epochs'?");
+    /* A flow map cuts npy:a,b at its comma: say to quote it (it said "unknown key 'b.npy'"). */
+    EXPECT_ERR("data: {train: npy:a.npy,b.npy}\nmodels: [{name: m, layers: [{dense: 2}]}]\n",
+               "plan.yaml:1: data.train was cut at its comma: in a {...} map a comma ends the "
+               "value, so 'b.npy' became a key; quote the value: train: 'npy:a.npy,b.npy'");
+    EXPECT_ERR("data: {train: csv:x, test: idx:a,b}\nmodels: [{name: m, layers: [{dense: 2}]}]\n",
+               "plan.yaml:1: data.test was cut at its comma");
+}
+
+static char logged[2048];
+static void log_keep(cohort_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == COHORT_LOG_WARN) {
+        size_t n = strlen(logged);
+        snprintf(logged + n, sizeof logged - n, "%s\n", msg);
+    }
+}
+
+/* An optimizer key of defaults that no model's optimizer takes is a warning
+ * that names it and the models (issue 41 item 15: it vanished unsaid). */
+static void test_unused_defaults(void)
+{
+    const char *text =
+        "data: {train: csv:x}\n"
+        "defaults: {optimizer: {name: adam, weight_decay: 0.01, momentum: 0.9, epsilon: 1e-6}}\n"
+        "models:\n"
+        "  - {name: a, layers: [{dense: 2, activation: softmax}]}\n"
+        "  - {name: b, layers: [{dense: 2, activation: softmax}]}\n"
+        "  - {name: c, optimizer: adagrad, layers: [{dense: 2, activation: softmax}]}\n";
+    logged[0] = 0;
+    cohort_set_log(log_keep, NULL);
+    cohort_plan *p = PARSE(text, NULL, 0);
+    CHECK_CONTAINS(logged, "plan.yaml:2: defaults.optimizer.weight_decay is used by none of the "
+                           "models: no model's optimizer takes it (adam: a, b; adagrad: c)\n");
+    CHECK_CONTAINS(logged, "plan.yaml:2: defaults.optimizer.momentum is used by none");
+    CHECK(strstr(logged, "epsilon") == NULL); /* adam and adagrad take it */
+    cohort_plan_free(p);
+    /* A key some model takes is no warning; --set names itself. */
+    logged[0] = 0;
+    const char *const ov[] = {"defaults.optimizer.nesterov=true"};
+    p = PARSE("data: {train: csv:x}\ndefaults: {optimizer: {name: sgd, momentum: 0.9}}\n"
+              "models:\n  - {name: a, layers: [{dense: 2, activation: softmax}]}\n"
+              "  - {name: b, optimizer: adam, layers: [{dense: 2, activation: softmax}]}\n",
+              NULL, 0);
+    CHECK(logged[0] == 0);
+    cohort_plan_free(p);
+    p = PARSE("data: {train: csv:x}\ndefaults: {optimizer: {name: adam}}\n"
+              "models:\n  - {name: a, layers: [{dense: 2, activation: softmax}]}\n", ov, 1);
+    CHECK_CONTAINS(logged, "--set defaults.optimizer.nesterov=true: defaults.optimizer.nesterov "
+                           "is used by none of the models: no model's optimizer takes it (adam: "
+                           "a)");
+    cohort_plan_free(p);
+    cohort_set_log(NULL, NULL);
+}
+
 /* Every stage's errors at once (issue 41 item 16: a plan with 7 mistakes
  * took 6 runs), and a mistake in defaults once, however many models
  * inherit it. */
@@ -1692,7 +1759,8 @@ static void test_stage_errors(void)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         CHECK_CONTAINS(err.message, want[i]);
     /* Once each: the defaults' errors are not repeated per model. */
-    CHECK(strstr(strstr(err.message, "epochs must") + 1, "epochs must") == NULL);
+    const char *first = strstr(err.message, "epochs must");
+    CHECK(first && strstr(first + 1, "epochs must") == NULL);
     CHECK(strstr(err.message, "in model 'a'") == NULL);
     /* A model's own error after a defaults error it inherits: each model
      * reports its first, the defaults' once. */
@@ -1826,6 +1894,8 @@ int main(void)
     test_many_errors();
     test_map_keys();
     test_stage_errors();
+    test_unused_defaults();
+    test_hints();
     test_search();
     test_devices();
     test_sweep();

@@ -344,6 +344,18 @@ static cohort_status parse_data(const yctx *c, const ynode *root, data_spec *d)
     if (n->type != YNODE_MAP)
         return ynode_fail(c, n, "data must be a map with train (and test, validation_split), got %s",
                           ynode_describe(n, got, sizeof got));
+    /* {train: npy:a.npy,b.npy} is {train: npy:a.npy, b.npy: null} in YAML. */
+    for (size_t i = 1; i < n->n; i++) {
+        const ynode *prev = n->vals[i - 1];
+        if (!plan_key_in(data_keys, n->keys[i]->str) && ynode_is_null(n->vals[i]) &&
+            prev->type == YNODE_SCALAR && prev->plain &&
+            (!strncmp(prev->str, "npy:", 4) || !strncmp(prev->str, "idx:", 4)))
+            return ynode_fail(c, prev, "data.%s was cut at its comma: in a {...} map a comma ends "
+                                       "the value, so '%.100s' became a key; quote the value: "
+                                       "%s: '%.100s,%.100s'",
+                              n->keys[i - 1]->str, n->keys[i]->str, n->keys[i - 1]->str,
+                              prev->str, n->keys[i]->str);
+    }
     cohort_status st = plan_check_keys(c, n, data_keys, "in data");
     if (st)
         return st;
@@ -2320,6 +2332,21 @@ static cohort_status check_mutation_keys(const yctx *c, const ynode *root, cohor
     return COHORT_OK;
 }
 
+/* The top's keys. A model's setting there (--set epochs=1) is one for
+ * defaults or a model, whatever key of the top it looks like. */
+static cohort_status check_top_keys(const yctx *c, const ynode *root)
+{
+    for (size_t i = 0; i < root->n; i++) {
+        const char *k = root->keys[i]->str;
+        if (!plan_key_in(top_keys, k) && plan_key_in(plan_model_keys, k))
+            return ynode_fail(c, root->keys[i], "unknown key '%s' at the top of the plan (did you "
+                                                "mean 'defaults.%s'? a model's setting goes in "
+                                                "defaults, for every model, or in a model)",
+                              k, k);
+    }
+    return plan_check_keys(c, root, top_keys, "at the top of the plan");
+}
+
 /* The file's top holds no key of a plan, nor one close to a plan's: it is
  * some other file (`cohort plan /etc/shadow`), whose text is not quoted. */
 static int not_a_plan(const ynode *root)
@@ -2329,6 +2356,61 @@ static int not_a_plan(const ynode *root)
             ysuggest(root->keys[i]->str, top_keys, plan_key_count(top_keys)))
             return 0;
     return root->n > 0;
+}
+
+/* A warning for each key of defaults' optimizer that no model's optimizer
+ * takes (weight_decay with only adam models): build_optimizer passes over
+ * an inherited key its optimizer does not take, meant for another model's,
+ * so a key that is every model's other optimizer's would vanish unsaid. */
+static cohort_status warn_unused_defaults(const yctx *c, const ynode *root,
+                                          const cohort_plan *plan)
+{
+    const ynode *o = ymap_get(ymap_get(root, "defaults"), "optimizer");
+    if (!o || o->type != YNODE_MAP)
+        return COHORT_OK;
+    for (size_t i = 0; i < o->n; i++) {
+        const char *k = o->keys[i]->str;
+        if (!optim_key_any(k))
+            continue; /* name, lr, the clips, the schedule: every optimizer's */
+        int used = 0;
+        for (int m = 0; m < plan->n_models && !used; m++)
+            used = optim_key_of(plan->models[m].opt.kind, k) != NULL;
+        if (used)
+            continue;
+        /* The models, by optimizer: "adam: a, b, c; sgd: d". */
+        strbuf b;
+        sb_init(&b);
+        for (int kind = 0; kind < OPT_KIND_COUNT; kind++) {
+            int n = 0;
+            for (int m = 0; m < plan->n_models; m++) {
+                if ((int)plan->models[m].opt.kind != kind)
+                    continue;
+                if (n < 4)
+                    sb_printf(&b, "%s%s%s", n ? ", " : b.len ? "; " : "",
+                              n ? "" : opt_name((opt_kind)kind), n ? "" : ": ");
+                if (n < 4)
+                    sb_puts(&b, plan->models[m].name);
+                else if (n == 4)
+                    sb_puts(&b, ", ...");
+                n++;
+            }
+        }
+        if (b.failed) {
+            sb_free(&b);
+            return ynode_nomem(c);
+        }
+        const ynode *key = o->keys[i];
+        char where[COHORT_PATH_MAX + 32];
+        if (key->origin)
+            snprintf(where, sizeof where, "--set %s", key->origin);
+        else
+            snprintf(where, sizeof where, "%s:%d", c->file, key->line);
+        cohort_log(COHORT_LOG_WARN, "%s: defaults.optimizer.%s is used by none of the models: "
+                                    "no model's optimizer takes it (%s)",
+                   where, k, b.data);
+        sb_free(&b);
+    }
+    return COHORT_OK;
 }
 
 static cohort_status plan_build(const yctx *c, ynode *root, const char *const *overrides,
@@ -2352,8 +2434,7 @@ static cohort_status plan_build(const yctx *c, ynode *root, const char *const *o
     plan_errs pe = {0};
     const ynode *v;
     int models_built = 0;
-    if ((st = PLAN_STAGE(&pe, &sc,
-                         plan_check_keys(&sc, root, top_keys, "at the top of the plan"))))
+    if ((st = PLAN_STAGE(&pe, &sc, check_top_keys(&sc, root))))
         goto out;
     if ((st = PLAN_STAGE(&pe, &sc, parse_data(&sc, root, &plan->data))))
         goto out;
@@ -2383,6 +2464,8 @@ static cohort_status plan_build(const yctx *c, ynode *root, const char *const *o
         goto out;
     if (sched_ok && models_built)
         st = PLAN_STAGE(&pe, &sc, check_mutation_keys(&sc, root, plan));
+    if (!st && !pe.n)
+        st = warn_unused_defaults(&sc, root, plan);
 out:
     if (st) {
         for (int i = 0; i < pe.kept; i++)

@@ -265,11 +265,31 @@ static void refuse(cohort_run *run, model_entry *e, const cohort_device *d)
             break;
         }
     }
-    char hint[96];
-    if (fit > 0)
+    char hint[320];
+    model_spec one = *e->spec;
+    model_layout L1;
+    one.batch_size = 1;
+    if (fit > 0) {
         snprintf(hint, sizeof hint, "or a batch_size of %ld", fit);
-    else
-        snprintf(hint, sizeof hint, "no batch size fits: its parameters alone do not");
+    } else if (model_layout_make(&one, run->in_shape, run->n_classes, 1, &L1, NULL) == COHORT_OK) {
+        /* What no batch size shrinks: one copy of the parameters, their
+         * gradients, the optimizer's state and the best epoch's copy. */
+        char all[32], p[32], g[32], o[32], b[32] = "";
+        size_t fixed = L1.buf_bytes[BUF_PARAMS] + L1.buf_bytes[BUF_GRADS] +
+                       L1.buf_bytes[BUF_OPT] + L1.buf_bytes[BUF_BEST];
+        format_bytes(fixed, all, sizeof all);
+        format_bytes(L1.buf_bytes[BUF_PARAMS], p, sizeof p);
+        format_bytes(L1.buf_bytes[BUF_GRADS], g, sizeof g);
+        format_bytes(L1.buf_bytes[BUF_OPT], o, sizeof o);
+        if (L1.buf_bytes[BUF_BEST])
+            format_bytes(L1.buf_bytes[BUF_BEST], b, sizeof b);
+        snprintf(hint, sizeof hint, "no batch size fits: its parameters (%s), their gradients "
+                                    "(%s) and the optimizer's state (%s)%s%s%s take %s at any "
+                                    "batch size",
+                 p, g, o, b[0] ? " with the best epoch's copy (" : "", b, b[0] ? ")" : "", all);
+    } else {
+        snprintf(hint, sizeof hint, "no batch size fits");
+    }
     snprintf(e->res.error, sizeof e->res.error,
              "model '%s' needs %s but %s has a limit of %s; give it a device or split of at least "
              "%s, %s",
