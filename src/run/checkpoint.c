@@ -98,6 +98,11 @@ cohort_status ckpt_write_state(cohort_run *run, const model_entry *e, float *con
     num17(&s, "plateau_best", r->plateau_best);
     sb_printf(&s, ",\"plateau_wait\":%d,\"plateau_cooldown\":%d", r->plateau_wait,
               r->plateau_cooldown);
+    /* pbt: how many exploits made this state. --resume finishes an exploit
+     * a kill cut short by this count, which a comparison of configs cannot
+     * tell when the new settings equal the old. */
+    if (run->plan->scheduler.kind == PRUNE_PBT)
+        sb_printf(&s, ",\"exploits\":%d", e->n_lineage);
     sb_puts(&s, ",\"best\":");
     json_metrics(&s, &r->best);
     sb_puts(&s, ",\"history\":[");
@@ -208,6 +213,7 @@ static cohort_status read_checkpoint(const cohort_run *run, const model_entry *e
         r->plateau_best = json_num(json_get(j, "plateau_best"), NAN);
         r->plateau_wait = (int)json_num(json_get(j, "plateau_wait"), 0);
         r->plateau_cooldown = (int)json_num(json_get(j, "plateau_cooldown"), 0);
+        c->exploits = (int)json_num(json_get(j, "exploits"), -1);
         metrics_from(json_get(j, "best"), &r->best);
         const json_value *h = json_get(j, "history");
         if (c->epoch < 0 || c->epoch > e->spec->epochs || c->step < 0 || !h ||

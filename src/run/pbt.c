@@ -21,8 +21,9 @@
  * with its values. It is written before any checkpoint is rewritten, and
  * the next phase starts only once they all are, so after a kill --resume
  * applies it to the settings (before anything is checked against them) and
- * redoes the copies of the last interval whose recipient's checkpoint does
- * not carry its new config yet: the donors still stand at that interval.
+ * redoes the copies of the last interval whose recipient's checkpoint has
+ * not been through as many exploits as its lineage holds (the count each
+ * checkpoint records): the donors still stand at that interval.
  */
 #include "io/io.h"
 #include "run/run.h"
@@ -434,7 +435,12 @@ cohort_status run_pbt_replay(cohort_run *run, cohort_error *err)
         ckpt c;
         char *config = NULL;
         st = ckpt_read_any(run, e, &c, &config, err);
-        int done = !st && c.found && config && !strcmp(config, e->spec->config_json);
+        /* Done when the checkpoint's state went through every exploit of
+         * the lineage. A checkpoint older than that record: by its config,
+         * which is right unless the new settings equal the old. */
+        int done = !st && c.found &&
+                   (c.exploits >= 0 ? c.exploits == e->n_lineage
+                                    : config && !strcmp(config, e->spec->config_json));
         free(config);
         ckpt_free(&c);
         if (!st && !done)
@@ -550,16 +556,32 @@ cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err)
     for (int k = 0; k <= n_at && !st; k++) {
         int R = k < n_at ? at[k] : top;
         /* A model already there (resumed at or past it) waits: it trains
-         * no epoch in this phase, and goes on in a later one. */
-        st = sched_phase(run, live, R, 1, err);
+         * no epoch in this phase, and goes on in a later one. The last
+         * phase has no later one: a model resumed at its last epoch ends in
+         * it (its weights, its record), as prune.c's last rung does. */
+        st = sched_phase(run, live, R, k < n_at, err);
         if (st || run->stop)
             break;
         if (k < n_at && k >= run->pbt_decided)
             st = decide(run, live, at, k, err);
+        if (st && file_out_of_space()) {
+            /* The journal or a copy found the disk full: the run stops as
+             * at any other full disk (exit 1, what is stale, --resume),
+             * and --resume makes the copies the stop cut short. */
+            pthread_mutex_lock(&run->lock);
+            run->disk_full = 1;
+            run->stop = 1;
+            pthread_mutex_unlock(&run->lock);
+            st = COHORT_OK;
+            break;
+        }
     }
-    /* Stopped by Ctrl-C between intervals: the models waiting at one go on
-     * with --resume. */
-    sched_mark_waiting(run, live, "stopped at an interval of pbt");
+    /* Stopped by Ctrl-C (or a full disk) between intervals: the models
+     * waiting at one go on with --resume. */
+    sched_mark_waiting(run, live,
+                       run->disk_full ? "stopped at an interval of pbt: the disk is full; "
+                                        "--resume continues from its last checkpoint"
+                                      : "stopped at an interval of pbt");
     free(at);
     free(live);
     return st;

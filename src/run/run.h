@@ -68,6 +68,8 @@ typedef struct ckpt {
     int have[4];
     train_result res;      /* best, wait, partial sums, seconds (history: below) */
     epoch_metrics *history;/* [epochs] */
+    int exploits;          /* pbt: the exploits its state has been through (the lineage's
+                            * length when written), -1 where it does not say */
 } ckpt;
 
 struct cohort_run {

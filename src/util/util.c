@@ -6,6 +6,7 @@
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,6 +424,20 @@ static int test_disk_full(void)
     return after >= 0 && done++ >= after;
 }
 
+/* Tests kill the run at a chosen place: COHORT_TEST_KILL_AFTER_WRITES=N
+ * sends SIGKILL to the process once its N-th file is in place. */
+static void test_kill_after_write(void)
+{
+    static _Atomic long after = -2;
+    static _Atomic long done;
+    if (after == -2) {
+        const char *v = getenv("COHORT_TEST_KILL_AFTER_WRITES");
+        after = v ? atol(v) : -1;
+    }
+    if (after >= 0 && ++done >= after)
+        raise(SIGKILL);
+}
+
 cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err)
 {
     file_part part = {data, len};
@@ -489,6 +504,7 @@ cohort_status file_write_atomic_parts(const char *path, const file_part *parts, 
         unlink(tmp);
         return cohort_fail(err, COHORT_ERR_IO, "%s: rename failed: %s", path, strerror(e));
     }
+    test_kill_after_write();
     /* Make the rename itself durable. */
     char dir[PATH_MAX];
     str_copy(dir, sizeof dir, path);
