@@ -160,10 +160,11 @@ typedef struct backend_ops {
      * huber take the mean over a row's outputs. Each row's term is scaled by
      * the weight of its class (labels: y; rows: the argmax, or one output
      * rounded). dZ (NULL: none) = the gradient with respect to Z times
-     * grad_scale. Doubles in stats (dev), per model k at k*4: [0] += the sum
-     * of the rows' weighted losses, [1] += the correct predictions (argmax,
-     * or binary: the fraction of outputs right at 0.5) or for METRIC_ERRORS
-     * the rows' mean |e|, [2] = this batch's mean loss, [3] += the rows'
+     * grad_scale. Doubles in stats (dev), per model k at k*STATS_PER_MODEL
+     * (model.h): STAT_LOSS_SUM += the sum of the rows' weighted losses,
+     * STAT_RIGHT += the correct predictions (argmax, or binary: the fraction
+     * of outputs right at 0.5) or for METRIC_ERRORS the rows' mean |e|,
+     * STAT_BATCH_LOSS = this batch's mean loss, STAT_SQ_SUM += the rows'
      * mean e^2.
      */
     void (*loss)(backend_ctx *ctx, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
@@ -205,7 +206,7 @@ typedef struct backend_ops {
     void (*reg_grad)(backend_ctx *ctx, float *g, const float *w, size_t s, size_t n,
                      const float *l1, const float *l2, int count);
     /* Its penalty p = l2[k] sum w^2 + l1[k] sum |w| (in double) into the
-     * loss stats: stats[k*4 + 0] += rows * p, stats[k*4 + 2] += p. */
+     * loss stats: STAT_LOSS_SUM += rows * p, STAT_BATCH_LOSS += p. */
     void (*reg_penalty)(backend_ctx *ctx, double *stats, const float *w, size_t s, size_t n,
                         const float *l1, const float *l2, int rows, int count);
 

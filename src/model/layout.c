@@ -227,7 +227,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
     L->buf_bytes[BUF_TARGETS] = spec->loss != LOSS_SCE ? k * b * (size_t)L->n_out * sizeof(float) : 0;
     L->n_cw = spec->n_class_weight;
     L->buf_bytes[BUF_CLASSW] = k * (size_t)L->n_cw * sizeof(float);
-    L->buf_bytes[BUF_STATS] = k * 4 * sizeof(double);
+    L->buf_bytes[BUF_STATS] = k * STATS_PER_MODEL * sizeof(double);
     L->buf_bytes[BUF_BEST] = L->keep_best ? k * S * sizeof(float) : 0;
     L->buf_bytes[BUF_NORMS] = k * sizeof(double);
     size_t off = 0;

@@ -229,10 +229,21 @@ enum {
     BUF_LABELS,  /* [K, B] int32 */
     BUF_TARGETS, /* [K, B, n_out] target rows (every loss but SCE) */
     BUF_CLASSW,  /* [K, n_out] class weights, when a model has class_weight */
-    BUF_STATS,   /* [K, 4] per-model loss and accuracy sums (doubles) */
+    BUF_STATS,   /* [K, STATS_PER_MODEL] per-model loss and accuracy sums (doubles) */
     BUF_BEST,    /* [K, P] the best epoch's parameters (restore_best_weights) */
     BUF_NORMS,   /* [K] doubles: a sum of squares per model (gradient clipping) */
     BUF_COUNT
+};
+
+/* The per-model statistics of the loss op, doubles at stats[k * STATS_PER_MODEL
+ * + STAT_*] for model k (BUF_STATS); the loss op and the regularizer's
+ * penalty add to them, and the fit loop reads them back. */
+enum {
+    STAT_LOSS_SUM,   /* += the rows' weighted losses (and rows * the penalty) */
+    STAT_RIGHT,      /* += the correct predictions, or for METRIC_ERRORS the rows' mean |e| */
+    STAT_BATCH_LOSS, /* = the last batch's mean loss (+ the penalty): divergence */
+    STAT_SQ_SUM,     /* += the rows' mean e^2 */
+    STATS_PER_MODEL
 };
 
 /* A buffer's name in `cohort plan` ("parameters", "activations", ...). */

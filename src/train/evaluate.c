@@ -26,12 +26,12 @@ eval_metrics metrics_of_stats(const model_layout *L, const double *st, double n)
     eval_metrics m = {NAN, NAN, NAN, NAN};
     if (!(n > 0))
         return m;
-    m.loss = st[0] / n;
+    m.loss = st[STAT_LOSS_SUM] / n;
     if (L->metric == METRIC_ERRORS) {
-        m.mae = st[1] / n;
-        m.rmse = sqrt(st[3] / n);
+        m.mae = st[STAT_RIGHT] / n;
+        m.rmse = sqrt(st[STAT_SQ_SUM] / n);
     } else {
-        m.accuracy = st[1] / n;
+        m.accuracy = st[STAT_RIGHT] / n;
     }
     return m;
 }
@@ -40,8 +40,8 @@ cohort_status group_evaluate(train_group *g, const data_view *d, eval_metrics *e
 {
     int K = g->K, B = g->L.B, n_out = g->L.n_out;
     int64_t idx[1024];
-    double st[COHORT_MAX_GROUP * 4];
-    g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
+    double st[COHORT_MAX_GROUP * STATS_PER_MODEL];
+    g->be->memzero(g->ctx, g->stats, (size_t)K * STATS_PER_MODEL * sizeof(double));
     int64_t *ix = B <= 1024 ? idx : malloc((size_t)B * sizeof *ix);
     if (!ix) {
         /* No loss rather than a loss of 0 that looks like a perfect model. */
@@ -79,7 +79,7 @@ cohort_status group_evaluate(train_group *g, const data_view *d, eval_metrics *e
     group_reg_penalty(g, all, (int)d->n);
     group_read_stats(g, st);
     for (int k = 0; k < K; k++)
-        em[k] = metrics_of_stats(&g->L, st + 4 * k, (double)d->n);
+        em[k] = metrics_of_stats(&g->L, st + STATS_PER_MODEL * k, (double)d->n);
     return COHORT_OK;
 }
 

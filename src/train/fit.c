@@ -117,27 +117,61 @@ static void plateau_step(train_group *g, int k, int has_val, const epoch_metrics
     }
 }
 
-static cohort_status fit(train_group *g, const data_view *train, const data_view *val,
-                         const train_callbacks *cb, const train_start *start, train_result *res,
-                         cohort_error *err)
+/* One fit's state, shared by its phases. */
+typedef struct fit_state {
+    train_group *g;
+    const data_view *train, *val;
+    const train_callbacks *cb;
+    train_result *res;
+    cohort_error *err;
+    int has_val;
+    int e0;                        /* whole epochs before this fit */
+    int64_t s0;                    /* steps of epoch e0 + 1 before this fit */
+    int64_t n, steps;              /* training rows, steps per epoch */
+    int max_epochs;                /* the last epoch of any model */
+    int last[COHORT_MAX_GROUP];    /* each model's last epoch of this fit */
+    int blocked;                   /* steps taken in blocks */
+    int stats_every;               /* steps between reads of the stats */
+    double t0;                     /* when the fit began */
+    /* Seconds before this fit (a resumed model's, from its checkpoint): a
+     * checkpoint carries the total so far, so the time spent before an
+     * interruption counts. */
+    double base[COHORT_MAX_GROUP];
+    double st[COHORT_MAX_GROUP * STATS_PER_MODEL]; /* the stats as last read */
+    int mid_epoch;                 /* interrupted inside an epoch */
+} fit_state;
+
+/* Model k's statistic `stat` as last read. */
+static double stat_of(const fit_state *f, int k, int stat)
 {
-    const model_layout *L = &g->L;
-    int K = g->K, B = L->B;
-    int64_t n = train->n, steps = (n + B - 1) / B;
-    int has_val = val && val->n > 0;
-    int max_epochs = 0, e0 = start ? start->epoch : 0;
-    int64_t s0 = start ? start->step : 0;
-    int fresh = e0 == 0 && s0 == 0; /* else res[] hold the resumed state */
-    int last[COHORT_MAX_GROUP]; /* each model's last epoch of this fit */
+    return f->st[STATS_PER_MODEL * k + stat];
+}
+
+/* Each model's last epoch, the shuffle orders, and the results: cleared for
+ * a fresh fit, kept (the resumed state) with the learning rate taken back
+ * otherwise. */
+static cohort_status fit_begin(fit_state *f, const train_start *start)
+{
+    train_group *g = f->g;
+    train_result *res = f->res;
+    int K = g->K, B = g->L.B;
+    f->n = f->train->n;
+    f->steps = (f->n + B - 1) / B;
+    f->has_val = f->val && f->val->n > 0;
+    f->max_epochs = 0;
+    f->e0 = start ? start->epoch : 0;
+    f->s0 = start ? start->step : 0;
+    int fresh = f->e0 == 0 && f->s0 == 0; /* else res[] hold the resumed state */
     for (int k = 0; k < K; k++) {
-        last[k] = g->spec[k]->epochs;
-        if (start && start->stop_epoch > 0 && start->stop_epoch < last[k])
-            last[k] = start->stop_epoch;
-        if (last[k] > max_epochs)
-            max_epochs = last[k];
+        f->last[k] = g->spec[k]->epochs;
+        if (start && start->stop_epoch > 0 && start->stop_epoch < f->last[k])
+            f->last[k] = start->stop_epoch;
+        if (f->last[k] > f->max_epochs)
+            f->max_epochs = f->last[k];
     }
     free(g->order);
-    g->order = malloc((size_t)(g->shared ? 1 : K) * (size_t)(n > 0 ? n : 1) * sizeof *g->order);
+    g->order = malloc((size_t)(g->shared ? 1 : K) * (size_t)(f->n > 0 ? f->n : 1) *
+                      sizeof *g->order);
     for (int k = 0; k < K; k++) {
         if (fresh) {
             epoch_metrics *h = res[k].history;
@@ -159,25 +193,297 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
         }
     }
     if (!g->order)
-        return cohort_fail(err, COHORT_ERR_NOMEM, "out of host memory");
-    int blocked = g->be->model_major && K > 1; /* steps taken in blocks */
-    int stats_every = g->be->stats_every > 1 ? g->be->stats_every : 1;
+        return cohort_fail(f->err, COHORT_ERR_NOMEM, "out of host memory");
+    f->blocked = g->be->model_major && K > 1;
+    f->stats_every = g->be->stats_every > 1 ? g->be->stats_every : 1;
     /* Every epoch takes every step, so the step count follows from the start. */
-    g->t = (int64_t)e0 * steps + s0;
-    double t0 = now_seconds(), st[COHORT_MAX_GROUP * 4];
-    /* Seconds before this fit (a resumed model's, from its checkpoint): a
-     * checkpoint carries the total so far, so the time spent before an
-     * interruption counts. */
-    double base[COHORT_MAX_GROUP];
+    g->t = (int64_t)f->e0 * f->steps + f->s0;
+    f->t0 = now_seconds();
     for (int k = 0; k < K; k++)
-        base[k] = res[k].seconds;
-    cohort_status ret = COHORT_OK;
-    int mid_epoch = 0; /* interrupted inside an epoch */
+        f->base[k] = res[k].seconds;
+    f->mid_epoch = 0;
+    return COHORT_OK;
+}
 
-    for (int epoch = e0 + 1; epoch <= max_epochs; epoch++) {
-        int any = 0;
+/* Whether model k's loss as last read is finite; if not, it leaves the fit,
+ * diverged (or failed, where the device failed). */
+static int check_loss(fit_state *f, int k, int epoch, int64_t step)
+{
+    train_group *g = f->g;
+    train_result *r = &f->res[k];
+    double batch = stat_of(f, k, STAT_BATCH_LOSS);
+    if (isfinite(batch) && isfinite(stat_of(f, k, STAT_LOSS_SUM)))
+        return 1;
+    g->active[k] = 0;
+    r->epochs_run = epoch - 1;
+    const char *dev = group_device_error(g);
+    if (*dev) { /* the device's NaN, not the model's */
+        r->state = MODEL_FAILED;
+        snprintf(r->error, sizeof r->error, "the device failed at epoch %d: %s", epoch, dev);
+        return 0;
+    }
+    r->state = MODEL_DIVERGED;
+    str_format(r->error, sizeof r->error,
+               "loss became %s at epoch %d, step %lld%s; lower the learning rate (now %g)",
+               isnan(batch) ? "NaN" : "Inf", epoch, (long long)step + 1,
+               f->stats_every > 1 || f->blocked ? " or before" : "", (double)g->lr[k]);
+    return 0;
+}
+
+/* Stopped inside an epoch: keep the sums of the steps done, checkpoint. */
+static cohort_status stop_mid_epoch(fit_state *f, int epoch, int64_t step)
+{
+    const train_callbacks *cb = f->cb;
+    train_result *res = f->res;
+    for (int k = 0; k < f->g->K; k++) {
+        res[k].part_loss = stat_of(f, k, STAT_LOSS_SUM);
+        res[k].part_correct = stat_of(f, k, STAT_RIGHT);
+        res[k].part_sq = stat_of(f, k, STAT_SQ_SUM);
+        res[k].seconds = f->base[k] + (now_seconds() - f->t0);
+    }
+    if (cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch - 1, step + 1, res, f->err))
+        return cohort_fail_prefix(f->err, "checkpoint");
+    f->mid_epoch = 1;
+    return COHORT_ERR_INTERRUPTED;
+}
+
+/* The steps of one epoch (from where a resumed fit stopped, in the first):
+ * progress, divergence, and a stop request. */
+static cohort_status fit_steps(fit_state *f, int epoch)
+{
+    train_group *g = f->g;
+    const train_callbacks *cb = f->cb;
+    train_result *res = f->res;
+    int K = g->K, B = g->L.B;
+    int64_t n = f->n, steps = f->steps;
+    for (int k = 0; k < (g->shared ? 1 : K); k++)
+        shuffle_order(g->order + (size_t)k * (size_t)n, n, model_order_seed(g->spec[k]), epoch,
+                      g->spec[k]->shuffle);
+    int64_t first = epoch == f->e0 + 1 ? f->s0 : 0;
+    for (int k = 0; k < K; k++) {
+        double *s = f->st + STATS_PER_MODEL * k;
+        s[STAT_LOSS_SUM] = first ? res[k].part_loss : 0.0;
+        s[STAT_RIGHT] = first ? res[k].part_correct : 0.0;
+        s[STAT_BATCH_LOSS] = 0.0;
+        s[STAT_SQ_SUM] = first ? res[k].part_sq : 0.0;
+    }
+    g->be->copy_h2d(g->ctx, g->stats, f->st, (size_t)K * STATS_PER_MODEL * sizeof(double));
+    for (int64_t step = first; step < steps; step++) {
+        uint64_t counter = (uint64_t)(epoch - 1) * (uint64_t)steps + (uint64_t)step;
+        /* The step index below is a block's last. */
+        step += group_train_steps(g, f->train, g->order, step, steps, counter) - 1;
+        int rows = group_batch_rows(n, step, B);
+        /* Reading the metrics back is a host sync on a GPU: there, every
+         * 16 steps and at the end of the epoch; on the CPU, every step. */
+        if (f->stats_every > 1 && (step + 1) % f->stats_every != 0 && step + 1 < steps &&
+            !(cb && cb->stop && *cb->stop))
+            continue;
+        group_read_stats(g, f->st);
         for (int k = 0; k < K; k++) {
-            if (g->active[k] && epoch > last[k]) {
+            if (!g->active[k] || !check_loss(f, k, epoch, step))
+                continue;
+            if (cb && cb->on_step) {
+                int64_t done = step * B + rows;
+                double acc = g->L.metric == METRIC_ERRORS
+                                 ? NAN
+                                 : stat_of(f, k, STAT_RIGHT) / (double)done;
+                cb->on_step(cb->user, k, epoch, step + 1, steps,
+                            stat_of(f, k, STAT_LOSS_SUM) / (double)done, acc);
+            }
+        }
+        if (cb && cb->stop && *cb->stop && step + 1 < steps)
+            return stop_mid_epoch(f, epoch, step);
+    }
+    return COHORT_OK;
+}
+
+/* Whether model k's weights are all finite after the epoch: a loss can stay
+ * finite while the weights run off to Inf (dead ReLUs, saturated outputs). */
+static int check_weights(fit_state *f, int k, int epoch)
+{
+    train_group *g = f->g;
+    group_get_params(g, k, g->host);
+    size_t bad = 0;
+    for (size_t i = 0; i < g->L.n_params; i++)
+        bad += !isfinite(g->host[i]);
+    if (!bad)
+        return 1;
+    train_result *r = &f->res[k];
+    g->active[k] = 0;
+    r->state = MODEL_DIVERGED;
+    str_format(r->error, sizeof r->error,
+               "%zu weights became NaN or Inf in epoch %d; lower the learning rate (now %g)", bad,
+               epoch, (double)g->lr[k]);
+    r->epochs_run = epoch - 1;
+    return 0;
+}
+
+/* Model k's metrics of the epoch into its history. */
+static epoch_metrics *record_epoch(fit_state *f, int k, int epoch, double secs,
+                                   const eval_metrics *ve)
+{
+    train_group *g = f->g;
+    train_result *r = &f->res[k];
+    epoch_metrics *m = &r->history[epoch - 1];
+    epoch_metrics_clear(m);
+    eval_metrics tm = metrics_of_stats(&g->L, f->st + STATS_PER_MODEL * k, (double)f->n);
+    m->loss = tm.loss;
+    m->accuracy = tm.accuracy;
+    m->mae = tm.mae;
+    m->rmse = tm.rmse;
+    if (f->has_val) {
+        m->val_loss = ve[k].loss;
+        m->val_accuracy = ve[k].accuracy;
+        m->val_mae = ve[k].mae;
+        m->val_rmse = ve[k].rmse;
+    }
+    m->seconds = secs;
+    m->lr = group_lr_at(g, k, g->t - 1);
+    r->epochs_run = epoch;
+    r->part_loss = r->part_correct = r->part_sq = 0.0;
+    return m;
+}
+
+/* The end of an epoch of model k: its metrics, the best epoch, the epoch
+ * callback, reduce_lr_on_plateau and early stopping. */
+static void model_epoch_end(fit_state *f, int k, int epoch, double secs, const eval_metrics *ve)
+{
+    train_group *g = f->g;
+    const model_layout *L = &g->L;
+    const train_callbacks *cb = f->cb;
+    train_result *r = &f->res[k];
+    if (!check_weights(f, k, epoch))
+        return;
+    epoch_metrics *m = record_epoch(f, k, epoch, secs, ve);
+    const early_stop_spec *es = &g->spec[k]->early_stop;
+    const char *mon = es->enabled ? es->monitor : f->has_val ? "val_loss" : "loss";
+    double v = monitor_value(mon, m), delta = es->enabled ? es->min_delta : 0.0;
+    double best = r->best_value;
+    int is_max = monitor_is_max(mon);
+    /* Keras's EarlyStopping._is_improvement: the value less min_delta
+     * against the best, in that order, so that a gain of exactly
+     * min_delta counts as Keras counts it. */
+    int improved = isfinite(v) && (isnan(best) || (is_max ? v - delta > best : v + delta < best));
+    /* Keras: with restore_best_weights, the first epoch's weights are
+     * the best until an epoch improves, which a NaN or Inf value never
+     * does; best_value stays NaN, so any finite value will. A monitor
+     * the epochs lack changes nothing (no wait, no stop), as in Keras. */
+    int count = !es->enabled || fit_monitor_present(L, f->has_val, mon);
+    int is_best = improved ||
+                  (count && es->enabled && es->restore_best && g->best && r->best_epoch == 0);
+    if (is_best) {
+        r->best_epoch = epoch;
+        r->best = *m;
+        if (g->best)
+            g->be->copy(g->ctx, g->best + (size_t)k * L->p_stride,
+                        g->params + (size_t)k * L->p_stride, 0, L->n_params, 1);
+    }
+    if (improved) {
+        r->best_value = v;
+        r->wait = 0;
+    } else if (count) {
+        r->wait++;
+    }
+    if (cb && cb->on_epoch) {
+        cohort_error e;
+        e.message[0] = 0;
+        if (cb->on_epoch(cb->user, k, epoch, m, is_best, &e)) {
+            g->active[k] = 0;
+            r->state = MODEL_FAILED;
+            str_copy(r->error, sizeof r->error, e.message);
+            return;
+        }
+    }
+    plateau_step(g, k, f->has_val, m, r);
+    /* Keras: stop once `patience` epochs in a row did not improve,
+     * never after the first (its `epoch > 0`). */
+    if (es->enabled && count && !improved && r->wait >= es->patience && epoch > 1 &&
+        epoch < g->spec[k]->epochs) {
+        g->active[k] = 0;
+        r->state = MODEL_OK;
+        r->stopped_early = 1;
+    }
+}
+
+/* The end of an epoch: validation, each model's end of it, the checkpoint,
+ * and a stop request. */
+static cohort_status fit_epoch_end(fit_state *f, int epoch, double te)
+{
+    train_group *g = f->g;
+    const train_callbacks *cb = f->cb;
+    train_result *res = f->res;
+    int K = g->K;
+    eval_metrics ve[COHORT_MAX_GROUP];
+    if (f->has_val && group_evaluate(g, f->val, ve, NULL) != COHORT_OK) {
+        for (int k = 0; k < K; k++)
+            if (g->active[k]) {
+                g->active[k] = 0;
+                res[k].state = MODEL_FAILED;
+                snprintf(res[k].error, sizeof res[k].error,
+                         "out of host memory evaluating epoch %d on the validation data", epoch);
+            }
+    }
+    double secs = now_seconds() - te;
+    for (int k = 0; k < K; k++)
+        if (g->active[k])
+            model_epoch_end(f, k, epoch, secs, ve);
+    for (int k = 0; k < K; k++)
+        res[k].seconds = f->base[k] + (now_seconds() - f->t0);
+    if (cb && cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch, 0, res, f->err))
+        return cohort_fail_prefix(f->err, "checkpoint");
+    if (cb && cb->stop && *cb->stop && epoch < f->max_epochs)
+        return COHORT_ERR_INTERRUPTED;
+    return COHORT_OK;
+}
+
+/* Each model's state as the fit ends (ret: how it ended), the best weights
+ * restored where early stopping says so, and the seconds. */
+static void fit_finish(fit_state *f, cohort_status ret)
+{
+    train_group *g = f->g;
+    const model_layout *L = &g->L;
+    const train_callbacks *cb = f->cb;
+    train_result *res = f->res;
+    double secs = now_seconds() - f->t0;
+    for (int k = 0; k < g->K; k++) {
+        if (res[k].state == MODEL_RUNNING && ret == COHORT_ERR_INTERRUPTED) {
+            res[k].state = MODEL_INTERRUPTED;
+            snprintf(res[k].error, sizeof res[k].error, "stopped after %d of %d epochs%s%s",
+                     res[k].epochs_run, g->spec[k]->epochs,
+                     f->mid_epoch ? " and part of the next" : "",
+                     cb && cb->on_checkpoint ? "; its checkpoint is saved" : "");
+        } else if (res[k].state == MODEL_RUNNING) {
+            res[k].state = ret ? MODEL_FAILED : MODEL_OK;
+        }
+        if (ret && ret != COHORT_ERR_INTERRUPTED && res[k].state == MODEL_FAILED &&
+            !res[k].error[0])
+            str_copy(res[k].error, sizeof res[k].error, f->err->message);
+        if (res[k].state == MODEL_OK && g->best && res[k].best_epoch > 0 &&
+            g->spec[k]->early_stop.enabled && g->spec[k]->early_stop.restore_best)
+            g->be->copy(g->ctx, g->params + (size_t)k * L->p_stride,
+                        g->best + (size_t)k * L->p_stride, 0, L->n_params, 1);
+        res[k].seconds = f->base[k] + secs;
+    }
+}
+
+static cohort_status fit(train_group *g, const data_view *train, const data_view *val,
+                         const train_callbacks *cb, const train_start *start, train_result *res,
+                         cohort_error *err)
+{
+    fit_state f;
+    f.g = g;
+    f.train = train;
+    f.val = val;
+    f.cb = cb;
+    f.res = res;
+    f.err = err;
+    cohort_status ret = fit_begin(&f, start);
+    if (ret)
+        return ret;
+    for (int epoch = f.e0 + 1; epoch <= f.max_epochs; epoch++) {
+        int any = 0;
+        for (int k = 0; k < g->K; k++) {
+            if (g->active[k] && epoch > f.last[k]) {
                 g->active[k] = 0;
                 res[k].state = MODEL_OK;
             }
@@ -186,200 +492,17 @@ static cohort_status fit(train_group *g, const data_view *train, const data_view
         if (!any)
             break;
         double te = now_seconds();
-        for (int k = 0; k < (g->shared ? 1 : K); k++)
-            shuffle_order(g->order + (size_t)k * (size_t)n, n, model_order_seed(g->spec[k]), epoch,
-                          g->spec[k]->shuffle);
-        int64_t first = epoch == e0 + 1 ? s0 : 0;
-        for (int k = 0; k < K; k++) {
-            st[4 * k] = first ? res[k].part_loss : 0.0;
-            st[4 * k + 1] = first ? res[k].part_correct : 0.0;
-            st[4 * k + 2] = 0.0;
-            st[4 * k + 3] = first ? res[k].part_sq : 0.0;
-        }
-        g->be->copy_h2d(g->ctx, g->stats, st, (size_t)K * 4 * sizeof(double));
-        for (int64_t step = first; step < steps; step++) {
-            uint64_t counter = (uint64_t)(epoch - 1) * (uint64_t)steps + (uint64_t)step;
-            /* The step index below is a block's last. */
-            step += group_train_steps(g, train, g->order, step, steps, counter) - 1;
-            int rows = group_batch_rows(n, step, B);
-            /* Reading the metrics back is a host sync on a GPU: there, every
-             * 16 steps and at the end of the epoch; on the CPU, every step. */
-            if (stats_every > 1 && (step + 1) % stats_every != 0 && step + 1 < steps &&
-                !(cb && cb->stop && *cb->stop))
-                continue;
-            group_read_stats(g, st);
-            for (int k = 0; k < K; k++) {
-                if (!g->active[k])
-                    continue;
-                if (!isfinite(st[4 * k + 2]) || !isfinite(st[4 * k])) {
-                    g->active[k] = 0;
-                    res[k].epochs_run = epoch - 1;
-                    const char *dev = group_device_error(g);
-                    if (*dev) { /* the device's NaN, not the model's */
-                        res[k].state = MODEL_FAILED;
-                        snprintf(res[k].error, sizeof res[k].error,
-                                 "the device failed at epoch %d: %s", epoch, dev);
-                        continue;
-                    }
-                    res[k].state = MODEL_DIVERGED;
-                    str_format(res[k].error, sizeof res[k].error,
-                             "loss became %s at epoch %d, step %lld%s; lower the learning rate "
-                             "(now %g)",
-                             isnan(st[4 * k + 2]) ? "NaN" : "Inf", epoch, (long long)step + 1,
-                             stats_every > 1 || blocked ? " or before" : "", (double)g->lr[k]);
-                    continue;
-                }
-                if (cb && cb->on_step) {
-                    int64_t done = step * B + rows;
-                    double acc = L->metric == METRIC_ERRORS ? NAN : st[4 * k + 1] / (double)done;
-                    cb->on_step(cb->user, k, epoch, step + 1, steps, st[4 * k] / (double)done, acc);
-                }
-            }
-            if (cb && cb->stop && *cb->stop && step + 1 < steps) {
-                for (int k = 0; k < K; k++) {
-                    res[k].part_loss = st[4 * k];
-                    res[k].part_correct = st[4 * k + 1];
-                    res[k].part_sq = st[4 * k + 3];
-                    res[k].seconds = base[k] + (now_seconds() - t0);
-                }
-                if (cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch - 1, step + 1, res, err))
-                    return cohort_fail_prefix(err, "checkpoint");
-                ret = COHORT_ERR_INTERRUPTED;
-                mid_epoch = 1;
-                break;
-            }
-        }
+        ret = fit_steps(&f, epoch);
+        /* The checkpoint of a stop inside an epoch failed: the fit ends
+         * there, its models left as they stand (running). */
+        if (ret && ret != COHORT_ERR_INTERRUPTED)
+            return ret;
         if (ret)
             break;
-        eval_metrics ve[COHORT_MAX_GROUP];
-        if (has_val && group_evaluate(g, val, ve, NULL) != COHORT_OK) {
-            for (int k = 0; k < K; k++)
-                if (g->active[k]) {
-                    g->active[k] = 0;
-                    res[k].state = MODEL_FAILED;
-                    snprintf(res[k].error, sizeof res[k].error,
-                             "out of host memory evaluating epoch %d on the validation data",
-                             epoch);
-                }
-        }
-        double secs = now_seconds() - te;
-        for (int k = 0; k < K; k++) {
-            if (!g->active[k])
-                continue;
-            /* A loss can stay finite while the weights run off to Inf (dead
-             * ReLUs, saturated outputs): check the weights too. */
-            group_get_params(g, k, g->host);
-            size_t bad = 0;
-            for (size_t i = 0; i < L->n_params; i++)
-                bad += !isfinite(g->host[i]);
-            if (bad) {
-                g->active[k] = 0;
-                res[k].state = MODEL_DIVERGED;
-                str_format(res[k].error, sizeof res[k].error,
-                         "%zu weights became NaN or Inf in epoch %d; lower the learning rate "
-                         "(now %g)",
-                         bad, epoch, (double)g->lr[k]);
-                res[k].epochs_run = epoch - 1;
-                continue;
-            }
-            epoch_metrics *m = &res[k].history[epoch - 1];
-            epoch_metrics_clear(m);
-            eval_metrics tm = metrics_of_stats(L, st + 4 * k, (double)n);
-            m->loss = tm.loss;
-            m->accuracy = tm.accuracy;
-            m->mae = tm.mae;
-            m->rmse = tm.rmse;
-            if (has_val) {
-                m->val_loss = ve[k].loss;
-                m->val_accuracy = ve[k].accuracy;
-                m->val_mae = ve[k].mae;
-                m->val_rmse = ve[k].rmse;
-            }
-            m->seconds = secs;
-            m->lr = group_lr_at(g, k, g->t - 1);
-            res[k].epochs_run = epoch;
-            res[k].part_loss = res[k].part_correct = res[k].part_sq = 0.0;
-            const early_stop_spec *es = &g->spec[k]->early_stop;
-            const char *mon = es->enabled ? es->monitor : has_val ? "val_loss" : "loss";
-            double v = monitor_value(mon, m), delta = es->enabled ? es->min_delta : 0.0;
-            double best = res[k].best_value;
-            int is_max = monitor_is_max(mon);
-            /* Keras's EarlyStopping._is_improvement: the value less min_delta
-             * against the best, in that order, so that a gain of exactly
-             * min_delta counts as Keras counts it. */
-            int improved = isfinite(v) &&
-                           (isnan(best) || (is_max ? v - delta > best : v + delta < best));
-            /* Keras: with restore_best_weights, the first epoch's weights are
-             * the best until an epoch improves, which a NaN or Inf value never
-             * does; best_value stays NaN, so any finite value will. A monitor
-             * the epochs lack changes nothing (no wait, no stop), as in Keras. */
-            int count = !es->enabled || fit_monitor_present(L, has_val, mon);
-            int is_best = improved || (count && es->enabled && es->restore_best && g->best &&
-                                       res[k].best_epoch == 0);
-            if (is_best) {
-                res[k].best_epoch = epoch;
-                res[k].best = *m;
-                if (g->best)
-                    g->be->copy(g->ctx, g->best + (size_t)k * L->p_stride,
-                                g->params + (size_t)k * L->p_stride, 0, L->n_params, 1);
-            }
-            if (improved) {
-                res[k].best_value = v;
-                res[k].wait = 0;
-            } else if (count) {
-                res[k].wait++;
-            }
-            if (cb && cb->on_epoch) {
-                cohort_error e;
-                e.message[0] = 0;
-                if (cb->on_epoch(cb->user, k, epoch, m, is_best, &e)) {
-                    g->active[k] = 0;
-                    res[k].state = MODEL_FAILED;
-                    str_copy(res[k].error, sizeof res[k].error, e.message);
-                    continue;
-                }
-            }
-            plateau_step(g, k, has_val, m, &res[k]);
-            /* Keras: stop once `patience` epochs in a row did not improve,
-             * never after the first (its `epoch > 0`). */
-            if (es->enabled && count && !improved && res[k].wait >= es->patience && epoch > 1 &&
-                epoch < g->spec[k]->epochs) {
-                g->active[k] = 0;
-                res[k].state = MODEL_OK;
-                res[k].stopped_early = 1;
-            }
-        }
-        for (int k = 0; k < K; k++)
-            res[k].seconds = base[k] + (now_seconds() - t0);
-        if (cb && cb->on_checkpoint && cb->on_checkpoint(cb->user, epoch, 0, res, err)) {
-            ret = cohort_fail_prefix(err, "checkpoint");
+        if ((ret = fit_epoch_end(&f, epoch, te)))
             break;
-        }
-        if (cb && cb->stop && *cb->stop && epoch < max_epochs) {
-            ret = COHORT_ERR_INTERRUPTED;
-            break;
-        }
     }
-    double secs = now_seconds() - t0;
-    for (int k = 0; k < K; k++) {
-        if (res[k].state == MODEL_RUNNING && ret == COHORT_ERR_INTERRUPTED) {
-            res[k].state = MODEL_INTERRUPTED;
-            snprintf(res[k].error, sizeof res[k].error, "stopped after %d of %d epochs%s%s",
-                     res[k].epochs_run, g->spec[k]->epochs,
-                     mid_epoch ? " and part of the next" : "",
-                     cb && cb->on_checkpoint ? "; its checkpoint is saved" : "");
-        } else if (res[k].state == MODEL_RUNNING) {
-            res[k].state = ret ? MODEL_FAILED : MODEL_OK;
-        }
-        if (ret && ret != COHORT_ERR_INTERRUPTED && res[k].state == MODEL_FAILED &&
-            !res[k].error[0])
-            str_copy(res[k].error, sizeof res[k].error, err->message);
-        if (res[k].state == MODEL_OK && g->best && res[k].best_epoch > 0 &&
-            g->spec[k]->early_stop.enabled && g->spec[k]->early_stop.restore_best)
-            g->be->copy(g->ctx, g->params + (size_t)k * L->p_stride,
-                        g->best + (size_t)k * L->p_stride, 0, L->n_params, 1);
-        res[k].seconds = base[k] + secs;
-    }
+    fit_finish(&f, ret);
     return ret;
 }
 

@@ -144,7 +144,7 @@ void group_loss_pass(train_group *g, krange r, int rows, int grad)
     const float *cw = grad && g->classw ? g->classw + (size_t)r.k0 * (size_t)L->n_cw : NULL;
     loss_step o = {g->spec[0]->loss, L->out_act,   L->metric, g->smoothing + r.k0,
                    g->huber_delta + r.k0, cw, L->n_cw};
-    g->be->loss(g->ctx, &o, out, so, y, sy, t, st, d, sd, g->stats + 4 * r.k0, rows, L->n_out,
+    g->be->loss(g->ctx, &o, out, so, y, sy, t, st, d, sd, g->stats + STATS_PER_MODEL * r.k0, rows, L->n_out,
                 1.0f / (float)rows, r.count);
 }
 
@@ -295,7 +295,7 @@ void group_reg_penalty(train_group *g, krange r, int rows)
         if (!reg_of(g, i, r, l1, l2))
             continue;
         layer_tensor t = kernel_of(&g->L.layers[i]);
-        g->be->reg_penalty(g->ctx, g->stats + 4 * r.k0, AT(g->params, P, r) + t.off, P, t.n, l1,
+        g->be->reg_penalty(g->ctx, g->stats + STATS_PER_MODEL * r.k0, AT(g->params, P, r) + t.off, P, t.n, l1,
                            l2, rows, r.count);
     }
 }
@@ -482,7 +482,7 @@ int group_train_steps(train_group *g, const data_view *d, const int64_t *order, 
 
 void group_read_stats(train_group *g, double *host)
 {
-    g->be->copy_d2h(g->ctx, host, g->stats, (size_t)g->K * 4 * sizeof(double));
+    g->be->copy_d2h(g->ctx, host, g->stats, (size_t)g->K * STATS_PER_MODEL * sizeof(double));
 }
 
 void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t counter,
@@ -499,16 +499,16 @@ void group_loss_grad(train_group *g, const data_view *d, int dropout, uint64_t c
         ix[r] = r;
     group_load_batch(g, d, ix, 0, rows);
     free(ix);
-    g->be->memzero(g->ctx, g->stats, (size_t)K * 4 * sizeof(double));
+    g->be->memzero(g->ctx, g->stats, (size_t)K * STATS_PER_MODEL * sizeof(double));
     krange all = {0, K};
     unsigned char stepped[COHORT_MAX_LAYERS];
     group_forward(g, all, rows, dropout, counter);
     group_loss_pass(g, all, rows, 1);
     group_backward(g, all, rows, 0, stepped);
-    double st[COHORT_MAX_GROUP * 4];
+    double st[COHORT_MAX_GROUP * STATS_PER_MODEL];
     group_read_stats(g, st);
     for (int k = 0; k < K; k++)
-        loss[k] = st[4 * k] / rows;
+        loss[k] = st[STATS_PER_MODEL * k + STAT_LOSS_SUM] / rows;
     for (int k = 0; k < K; k++)
         g->be->copy_d2h(g->ctx, grad + (size_t)k * g->L.n_params, g->grads + (size_t)k * g->L.p_stride,
                         g->L.n_params * sizeof(float));

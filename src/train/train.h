@@ -69,7 +69,8 @@ typedef struct train_result {
     int stopped_early;
     double seconds;
     double part_loss, part_correct, part_sq; /* sums over the steps done of an unfinished
-                                              * epoch (stats [0], [1], [3]) */
+                                              * epoch (STAT_LOSS_SUM, STAT_RIGHT,
+                                              * STAT_SQ_SUM) */
     /* reduce_lr_on_plateau: the learning rate now (NaN: the spec's), the
      * best monitored value, epochs without improvement, cooldown left */
     double lr, plateau_best;

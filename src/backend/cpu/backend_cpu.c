@@ -642,7 +642,7 @@ static void cpu_loss(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, co
                          o->delta[k],     o->class_weight ? o->class_weight + (size_t)k * o->n_cw : NULL,
                          o->n_cw};
         kern_loss(&p, Z + k * sZ, y ? y + k * sy : NULL, t ? t + k * st : NULL,
-                  dZ ? dZ + k * sdZ : NULL, stats + 4 * k, rows, cols, grad_scale);
+                  dZ ? dZ + k * sdZ : NULL, stats + STATS_PER_MODEL * k, rows, cols, grad_scale);
     }
 }
 
@@ -743,8 +743,8 @@ static void cpu_reg_penalty(backend_ctx *c, double *stats, const float *w, size_
             continue;
         double p = (double)l2[k] * kern_sum_sq(w + k * s, n) +
                    (double)l1[k] * kern_sum_abs(w + k * s, n);
-        stats[4 * k] += (double)rows * p;
-        stats[4 * k + 2] += p;
+        stats[STATS_PER_MODEL * k + STAT_LOSS_SUM] += (double)rows * p;
+        stats[STATS_PER_MODEL * k + STAT_BATCH_LOSS] += p;
     }
 }
 

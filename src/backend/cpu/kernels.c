@@ -263,10 +263,10 @@ void kern_loss(const loss_params *p, float *Z, const int32_t *y, const float *t,
         }
         loss += (double)w * l;
     }
-    stats[0] += loss;
-    stats[1] += p->metric == METRIC_ERRORS ? abs_sum : right;
-    stats[2] = rows ? loss / rows : 0.0;
-    stats[3] += sq;
+    stats[STAT_LOSS_SUM] += loss;
+    stats[STAT_RIGHT] += p->metric == METRIC_ERRORS ? abs_sum : right;
+    stats[STAT_BATCH_LOSS] = rows ? loss / rows : 0.0;
+    stats[STAT_SQ_SUM] += sq;
 }
 
 void kern_step(float *w, const float *g, float *s1, float *s2, size_t n, const step_scalars *o)

@@ -564,7 +564,7 @@ void cu_loss_op(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, const i
         note(c, "loss",
              cu_loss(c->stream, &a, Z + (size_t)k0 * sZ, sZ, y ? y + (size_t)k0 * sy : nullptr, sy,
                      t ? t + (size_t)k0 * st : nullptr, st, dZ ? dZ + (size_t)k0 * sdZ : nullptr,
-                     sdZ, stats + 4 * (size_t)k0, rows, cols, grad_scale, m));
+                     sdZ, stats + STATS_PER_MODEL * (size_t)k0, rows, cols, grad_scale, m));
     }
 }
 
@@ -740,7 +740,7 @@ void cu_reg_penalty_op(backend_ctx *c, double *stats, const float *w, size_t s, 
     for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
         int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
         cu_pair_args a = pair_args(l1, l2, k0, m);
-        note(c, "reg_penalty", cu_reg_penalty(c->stream, stats + 4 * k0, w + (size_t)k0 * s, s, n,
+        note(c, "reg_penalty", cu_reg_penalty(c->stream, stats + STATS_PER_MODEL * k0, w + (size_t)k0 * s, s, n,
                                               &a, rows, m));
     }
 }

@@ -199,10 +199,10 @@ __device__ void stats_finish(double *stats, double wl, double wr, double wsq, in
             right += part[1][w];
             sq += part[2][w];
         }
-        stats[0] += loss;
-        stats[1] += right;
-        stats[2] = rows ? loss / rows : 0.0;
-        stats[3] += sq;
+        stats[STAT_LOSS_SUM] += loss;
+        stats[STAT_RIGHT] += right;
+        stats[STAT_BATCH_LOSS] = rows ? loss / rows : 0.0;
+        stats[STAT_SQ_SUM] += sq;
     }
 }
 
@@ -318,7 +318,7 @@ __global__ void k_loss(cu_loss_args a, float *Z, size_t sZ, const int32_t *Y, si
             l = warp_sum_d(pl) / cols;
             if (a.metric == METRIC_ERRORS)
                 wr += warp_sum_d(ae) / cols;
-            wsq += warp_sum_d(se) / cols; /* stats[3], whatever the metric (kern_loss) */
+            wsq += warp_sum_d(se) / cols; /* STAT_SQ_SUM, whatever the metric (kern_loss) */
         }
         if (a.metric == METRIC_ARGMAX) {
             int want = t ? warp_argmax_of(t + (size_t)r * (size_t)cols, cols, lane) : y[r];
@@ -326,7 +326,7 @@ __global__ void k_loss(cu_loss_args a, float *Z, size_t sZ, const int32_t *Y, si
         }
         wl += (double)w * l;
     }
-    stats_finish(stats + 4 * k, wl, wr, wsq, rows);
+    stats_finish(stats + STATS_PER_MODEL * k, wl, wr, wsq, rows);
 }
 
 __global__ void k_sgd(float *W, const float *G, float *V, size_t st, size_t n, cu_sgd_args a)
@@ -544,8 +544,8 @@ __global__ void k_reg_penalty(double *stats, const float *W, size_t st, size_t n
     ab = block_sum(ab);
     if (threadIdx.x == 0) {
         double p = (double)l2 * sq + (double)l1 * ab;
-        stats[4 * k] += (double)rows * p;
-        stats[4 * k + 2] += p;
+        stats[STATS_PER_MODEL * k + STAT_LOSS_SUM] += (double)rows * p;
+        stats[STATS_PER_MODEL * k + STAT_BATCH_LOSS] += p;
     }
 }
 
