@@ -38,6 +38,29 @@ int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **
 /* The value of --threads (1 to 4096), or -1 when v is not one. */
 int cli_threads(const char *v);
 
+/* The arguments `cohort train` and `cohort plan` share (plan_args.c): PLAN,
+ * --set KEY=VALUE (repeatable, in order), --strategy S, --threads N. */
+typedef struct cli_plan_args {
+    const char *plan;         /* NULL: not given */
+    const char **sets;        /* the --set values, [n_sets] (malloc'd) */
+    int n_sets;
+    const char *strategy;     /* --strategy as given, NULL: not given */
+    const char *threads;      /* --threads as given, NULL: not given */
+    cohort_strategy strategy_value;
+    int threads_value;
+} cli_plan_args;
+/* Room for the --set values of argc arguments: 0, or 2 (out of memory). */
+int cli_plan_args_init(cli_plan_args *a, int argc);
+void cli_plan_args_free(cli_plan_args *a);
+/* Take argv[*i] (and its value) where it is one of the shared arguments:
+ * returns 1 taken (*rc: 0, or the exit status of a usage error, said), 0
+ * not one of them (an option the command may know). cmd names the command
+ * in messages. */
+int cli_plan_arg(const char *cmd, cli_plan_args *a, int argc, char **argv, int *i, int *rc);
+/* After the last argument: PLAN must be given (else a usage error, its exit
+ * status returned); --strategy and --threads go into opt. */
+int cli_plan_args_apply(const char *cmd, const cli_plan_args *a, cohort_run_options *opt);
+
 /* Progress display. */
 typedef struct progress progress;
 progress *progress_create(FILE *out, int quiet, int n_models);

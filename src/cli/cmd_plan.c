@@ -276,65 +276,39 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
 
 int cmd_plan(int argc, char **argv)
 {
-    const char *path = NULL, *strategy = NULL;
-    const char **sets = calloc((size_t)argc, sizeof *sets);
-    int n_sets = 0, json = 0, threads = 0;
-    if (!sets)
+    cli_plan_args a;
+    int json = 0, rc;
+    if (cli_plan_args_init(&a, argc))
         return 2;
     for (int i = 1; i < argc; i++) {
-        const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(help, stdout);
-            free(sets);
+            cli_plan_args_free(&a);
             return 0;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
-        } else if (cli_opt_value(argc, argv, &i, "--set", &v)) {
-            if (!strchr(v, '=')) {
-                free(sets);
-                return cli_usage_error("plan", "--set needs KEY=VALUE");
+        } else if (cli_plan_arg("plan", &a, argc, argv, &i, &rc)) {
+            if (rc) {
+                cli_plan_args_free(&a);
+                return rc;
             }
-            sets[n_sets++] = v;
-        } else if (cli_opt_value(argc, argv, &i, "--strategy", &v)) {
-            strategy = v;
-        } else if (cli_opt_value(argc, argv, &i, "--threads", &v)) {
-            if ((threads = cli_threads(v)) < 0) {
-                free(sets);
-                return cli_usage_error("plan", "--threads must be a positive integer, not '%s'",
-                                       v);
-            }
-        } else if (argv[i][0] == '-') {
-            free(sets);
+        } else {
+            cli_plan_args_free(&a);
             static const char *const opts[] = {"--json", "--set", "--strategy", "--threads",
                                                "--help", NULL};
             return cli_unknown_option("plan", argv[i], i + 1 < argc ? argv[i + 1] : NULL, opts, 1);
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            free(sets);
-            return cli_usage_error("plan", "one plan at a time; '%s' is extra", argv[i]);
         }
-    }
-    if (!path) {
-        free(sets);
-        return cli_usage_error("plan", "needs PLAN, a plan file, like cohort plan "
-                                       "examples/seed.yaml (see cohort plan --help)");
     }
     cohort_run_options opt;
     cohort_run_options_init(&opt);
-    opt.threads = threads;
-    if (strategy) {
-        int s = strategy_parse(strategy);
-        if (s < 0) {
-            free(sets);
-            return cli_usage_error("plan", "unknown strategy '%s'", strategy);
-        }
-        opt.strategy = (cohort_strategy)s;
+    if ((rc = cli_plan_args_apply("plan", &a, &opt))) {
+        cli_plan_args_free(&a);
+        return rc;
     }
     cohort_error err;
     cohort_plan *plan;
-    cohort_status st = cohort_plan_load(path, sets, n_sets, &plan, &err);
-    free(sets);
+    cohort_status st = cohort_plan_load(a.plan, a.sets, a.n_sets, &plan, &err);
+    cli_plan_args_free(&a);
     if (st)
         return cli_usage_error(NULL, "%s", err.message);
     cohort_run *run;

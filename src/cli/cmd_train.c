@@ -78,177 +78,176 @@ static void resume_command(strbuf *b, const char *plan, const char *out, const c
     sb_puts(b, " --resume");
 }
 
-int cmd_train(int argc, char **argv)
+/* What cohort train was asked (its arguments), and what it holds while it
+ * trains. */
+typedef struct train_cmd {
+    cli_plan_args args;
+    const char *out, *shard;
+    int quiet;
+    char out_default[COHORT_PATH_MAX + 8];
+    char set_words[4096]; /* the --set words of the command that goes on after a stop */
+    cohort_run_options opt;
+    cohort_plan *plan;
+    progress *prog;
+    cohort_run *run;
+    int ranks; /* > 0: one rank of an MPI job of that many (docs/cluster.md) */
+#ifdef COHORT_HAVE_MPI
+    cohort_mpi *mpi;
+#endif
+    cohort_error err;
+} train_cmd;
+
+/* Release what t holds (any of it may be NULL). */
+static void train_cmd_free(train_cmd *t)
 {
-    const char *plan_path = NULL, *out = NULL, *strategy = NULL, *threads = NULL, *shard = NULL;
-    const char **sets = calloc((size_t)argc, sizeof *sets);
-    int n_sets = 0, quiet = 0, resume = 0, overwrite = 0;
-    if (!sets)
+    cohort_run_free(t->run);
+    progress_free(t->prog);
+    cohort_plan_free(t->plan);
+    cli_plan_args_free(&t->args);
+}
+
+/* --shard I/N into opt: 0, or the exit status of a usage error. */
+static int parse_shard(const char *shard, cohort_run_options *opt)
+{
+    char *end, *end2 = NULL;
+    long si = strtol(shard, &end, 10), sn = *end == '/' ? strtol(end + 1, &end2, 10) : 0;
+    if (end == shard || *end != '/' || !end2 || end2 == end + 1 || *end2 || si < 0 || sn < 1 ||
+        sn > SHARD_MAX)
+        return cli_usage_error("train", "--shard needs I/N with 0 <= I < N <= %d, e.g. "
+                               "--shard 0/4, not '%s'", SHARD_MAX, shard);
+    if (si >= sn)
+        return cli_usage_error("train", "--shard %s: index must be below the count", shard);
+    opt->shard_index = (int)si;
+    opt->shard_count = (int)sn;
+    return 0;
+}
+
+/* The command line into t: -1 to go on, else the exit status (help: 0). */
+static int parse_args(train_cmd *t, int argc, char **argv)
+{
+    int resume = 0, overwrite = 0, rc;
+    if (cli_plan_args_init(&t->args, argc))
         return 2;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(help, stdout);
-            free(sets);
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--out", &v)) {
-            out = v;
-        } else if (cli_opt_value(argc, argv, &i, "--strategy", &v)) {
-            strategy = v;
-        } else if (cli_opt_value(argc, argv, &i, "--set", &v)) {
-            if (!strchr(v, '=')) {
-                free(sets);
-                return cli_usage_error("train", "--set needs KEY=VALUE, e.g. --set defaults.epochs=1");
-            }
-            sets[n_sets++] = v;
-        } else if (cli_opt_value(argc, argv, &i, "--threads", &v)) {
-            threads = v;
+            t->out = v;
         } else if (cli_opt_value(argc, argv, &i, "--shard", &v)) {
-            shard = v;
+            t->shard = v;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
-            quiet = 1;
+            t->quiet = 1;
         } else if (!strcmp(argv[i], "--resume")) {
             resume = 1;
         } else if (!strcmp(argv[i], "--overwrite")) {
             overwrite = 1;
-        } else if (argv[i][0] == '-') {
-            free(sets);
+        } else if (cli_plan_arg("train", &t->args, argc, argv, &i, &rc)) {
+            if (rc)
+                return rc;
+        } else {
             static const char *const opts[] = {"--out",    "--strategy", "--set",
                                                "--threads", "--shard",   "--quiet",
                                                "--resume", "--overwrite", "--help", NULL};
             return cli_unknown_option("train", argv[i], i + 1 < argc ? argv[i + 1] : NULL, opts, 1);
-        } else if (!plan_path) {
-            plan_path = argv[i];
-        } else {
-            free(sets);
-            return cli_usage_error("train", "one plan at a time; '%s' is extra", argv[i]);
         }
     }
-    if (!plan_path) {
-        free(sets);
-        return cli_usage_error("train", "needs PLAN, a plan file, like cohort train "
-                                        "examples/seed.yaml (see cohort train --help)");
-    }
-    if (resume && overwrite) {
-        free(sets);
+    cohort_run_options_init(&t->opt);
+    if ((rc = cli_plan_args_apply("train", &t->args, &t->opt)))
+        return rc;
+    if (resume && overwrite)
         return cli_usage_error("train", "--resume continues the run in DIR and --overwrite "
                                "replaces it: give one of them");
-    }
-    cohort_run_options opt;
-    cohort_run_options_init(&opt);
-    if (strategy) {
-        int s = strategy_parse(strategy);
-        if (s < 0) {
-            free(sets);
-            return cli_usage_error("train",
-                                   "unknown strategy '%s': use auto, sequential, threads, "
-                                   "processes or fused",
-                                   strategy);
-        }
-        opt.strategy = (cohort_strategy)s;
-    }
-    if (threads && (opt.threads = cli_threads(threads)) < 0) {
-        free(sets);
-        return cli_usage_error("train", "--threads must be a positive integer, not '%s'", threads);
-    }
-    opt.resume = resume;
-    opt.overwrite = overwrite;
-    if (shard) {
-        char *end, *end2 = NULL;
-        long si = strtol(shard, &end, 10), sn = *end == '/' ? strtol(end + 1, &end2, 10) : 0;
-        if (end == shard || *end != '/' || !end2 || end2 == end + 1 || *end2 || si < 0 ||
-            sn < 1 || sn > SHARD_MAX) {
-            free(sets);
-            return cli_usage_error("train", "--shard needs I/N with 0 <= I < N <= %d, e.g. "
-                                   "--shard 0/4, not '%s'", SHARD_MAX, shard);
-        }
-        if (si >= sn) {
-            free(sets);
-            return cli_usage_error("train", "--shard %s: index must be below the count", shard);
-        }
-        opt.shard_index = (int)si;
-        opt.shard_count = (int)sn;
-    }
+    t->opt.resume = resume;
+    t->opt.overwrite = overwrite;
+    if (t->shard && (rc = parse_shard(t->shard, &t->opt)))
+        return rc;
+    return -1;
+}
 
-    cohort_error err;
-    cohort_plan *plan = NULL;
-    cohort_status st = cohort_plan_load(plan_path, sets, n_sets, &plan, &err);
-    /* The --set words of the command that goes on after a stop. */
-    char set_words[4096] = "";
+/* The plan, with its --set words kept for the command that goes on after a
+ * stop, and the output directory: -1 to go on, else the exit status. */
+static int load_plan(train_cmd *t)
+{
+    const cli_plan_args *a = &t->args;
+    cohort_status st = cohort_plan_load(a->plan, a->sets, a->n_sets, &t->plan, &t->err);
     strbuf sw;
     sb_init(&sw);
-    for (int i = 0; i < n_sets; i++) {
+    for (int i = 0; i < a->n_sets; i++) {
         sb_puts(&sw, " --set");
-        put_word(&sw, sets[i]);
+        put_word(&sw, a->sets[i]);
     }
-    if (sw.data && (sw.failed || str_copy(set_words, sizeof set_words, sw.data)))
-        str_copy(set_words, sizeof set_words, " [the same --set options]");
+    if (sw.data && (sw.failed || str_copy(t->set_words, sizeof t->set_words, sw.data)))
+        str_copy(t->set_words, sizeof t->set_words, " [the same --set options]");
     sb_free(&sw);
-    free(sets);
     if (st)
-        return cli_usage_error(NULL, "%s", err.message);
-    char out_default[COHORT_PATH_MAX + 8];
-    if (!out) {
-        snprintf(out_default, sizeof out_default, "runs/%s", cohort_plan_name(plan));
-        if (opt.shard_count)
-            snprintf(out_default, sizeof out_default, "runs/%s-shard-%d-of-%d",
-                     cohort_plan_name(plan), opt.shard_index, opt.shard_count);
-        out = out_default;
+        return cli_usage_error(NULL, "%s", t->err.message);
+    if (!t->out) {
+        const char *name = cohort_plan_name(t->plan);
+        if (t->opt.shard_count)
+            snprintf(t->out_default, sizeof t->out_default, "runs/%s-shard-%d-of-%d", name,
+                     t->opt.shard_index, t->opt.shard_count);
+        else
+            snprintf(t->out_default, sizeof t->out_default, "runs/%s", name);
+        t->out = t->out_default;
     }
-    opt.out_dir = out;
-    progress *prog = progress_create(stderr, quiet, cohort_plan_model_count(plan));
-    opt.on_event = progress_event;
-    opt.user = prog;
-    int ranks = 0; /* > 0: one rank of an MPI job of that many (docs/cluster.md) */
+    t->opt.out_dir = t->out;
+    return -1;
+}
+
+/* Under mpirun: this rank joins its job, which shares the models out
+ * (docs/cluster.md). -1 to go on, else the exit status, said by rank 0. */
+static int mpi_begin(train_cmd *t)
+{
 #ifdef COHORT_HAVE_MPI
-    cohort_mpi *mpi = NULL;
-    if (mpi_launched()) {
-        st = mpi_create(&mpi, &err);
-        if (!st && opt.shard_count)
-            st = cohort_fail(&err, COHORT_ERR_USAGE, "--shard is for separate jobs; under mpirun "
-                             "every rank takes its share by itself");
-        if (!st)
-            st = mpi_prepare(mpi, &opt, out, &err);
-        if (st) {
-            if (!mpi || mpi_rank(mpi) == 0)
-                cli_usage_error(NULL, "%s", err.message);
-            mpi_end(mpi);
-            progress_free(prog);
-            cohort_plan_free(plan);
-            return 2;
-        }
-        ranks = mpi_size(mpi);
+    if (!mpi_launched())
+        return -1;
+    cohort_status st = mpi_create(&t->mpi, &t->err);
+    if (!st && t->opt.shard_count)
+        st = cohort_fail(&t->err, COHORT_ERR_USAGE, "--shard is for separate jobs; under "
+                         "mpirun every rank takes its share by itself");
+    if (!st)
+        st = mpi_prepare(t->mpi, &t->opt, t->out, &t->err);
+    if (st) {
+        if (!t->mpi || mpi_rank(t->mpi) == 0)
+            cli_usage_error(NULL, "%s", t->err.message);
+        mpi_end(t->mpi);
+        return 2;
     }
+    t->ranks = mpi_size(t->mpi);
+    return -1;
 #else
-    if (mpi_launched()) {
-        progress_free(prog);
-        cohort_plan_free(plan);
+    if (mpi_launched())
         return cli_usage_error("train", "started as one of several MPI ranks, but this cohort "
                                "is built without MPI: install libopenmpi-dev and build again, "
                                "or run separate jobs with --shard I/N (docs/cluster.md)");
-    }
+    return -1;
 #endif
+}
 
-    if (resume && !ranks && access(out, F_OK) != 0)
+/* Create the run, and claim a shard's directory: -1 to go on, else the
+ * exit status. */
+static int create_run(train_cmd *t)
+{
+    if (t->opt.resume && !t->ranks && access(t->out, F_OK) != 0)
         fprintf(stderr, "cohort: --resume: %s does not exist, so there is nothing to resume; "
-                "training every model from scratch\n", out);
-    cohort_run *run = NULL;
-    st = cohort_run_create(plan, &opt, &run, &err);
+                "training every model from scratch\n", t->out);
+    cohort_status st = cohort_run_create(t->plan, &t->opt, &t->run, &t->err);
 #ifdef COHORT_HAVE_MPI
-    if (mpi)
-        st = mpi_ready(mpi, run, st, &err);
+    if (t->mpi)
+        st = mpi_ready(t->mpi, t->run, st, &t->err);
 #endif
     if (st) {
         int speak = 1;
 #ifdef COHORT_HAVE_MPI
-        speak = !mpi || mpi_rank(mpi) == 0;
-        mpi_end(mpi);
+        speak = !t->mpi || mpi_rank(t->mpi) == 0;
+        mpi_end(t->mpi);
 #endif
-        cohort_run_free(run);
-        progress_free(prog);
-        cohort_plan_free(plan);
+        cohort_run_free(t->run);
+        t->run = NULL;
         if (speak)
-            cli_usage_error(NULL, "%s", err.message);
+            cli_usage_error(NULL, "%s", t->err.message);
         return 2;
     }
     /* A shard's directory holds its share: another on --resume is refused
@@ -256,47 +255,53 @@ int cmd_train(int argc, char **argv)
      * had), and this run's share is recorded before anything trains (a
      * run without --shard had its old marker removed as it claimed the
      * directory, cohort_run_create). */
-    if (!ranks && resume)
-        st = shard_dir_check(out, opt.shard_index, opt.shard_count, &err);
-    if (!st && !ranks && opt.shard_count)
-        st = shard_dir_mark(out, opt.shard_index, opt.shard_count, &err);
-    if (st) {
-        cohort_run_free(run);
-        progress_free(prog);
-        cohort_plan_free(plan);
-        return cli_usage_error(NULL, "%s", err.message);
-    }
-    if (!quiet) {
-        fprintf(stderr, "cohort: training %d model%s of %s, strategy %s, output in %s\n", run->n,
-                run->n == 1 ? "" : "s", plan_path, cohort_strategy_str(run->strategy), out);
-        if (run->strategy_why[0])
-            fprintf(stderr, "cohort: %s\n", run->strategy_why);
-    }
-    if (opt.shard_count && run->n == 0 && !ranks) {
-        /* More shares than models: this one is empty, and done. */
-        st = run_write_results(run, &err);
-        if (!quiet && !st)
-            fprintf(stderr, "cohort: shard %d/%d holds none of the %d models of %s\n",
-                    opt.shard_index, opt.shard_count, cohort_plan_model_count(plan), plan_path);
-        if (st)
-            fprintf(stderr, "cohort: %s\n", err.message);
-        cohort_run_free(run);
-        progress_free(prog);
-        cohort_plan_free(plan);
-        return st ? 2 : 0;
-    }
+    if (!t->ranks && t->opt.resume)
+        st = shard_dir_check(t->out, t->opt.shard_index, t->opt.shard_count, &t->err);
+    if (!st && !t->ranks && t->opt.shard_count)
+        st = shard_dir_mark(t->out, t->opt.shard_index, t->opt.shard_count, &t->err);
+    if (st)
+        return cli_usage_error(NULL, "%s", t->err.message);
+    return -1;
+}
+
+/* More shares than models: this share is empty, and done (its results.json
+ * says so). Returns the exit status. */
+static int empty_shard(train_cmd *t)
+{
+    cohort_status st = run_write_results(t->run, &t->err);
+    if (!t->quiet && !st)
+        fprintf(stderr, "cohort: shard %d/%d holds none of the %d models of %s\n",
+                t->opt.shard_index, t->opt.shard_count, cohort_plan_model_count(t->plan),
+                t->args.plan);
+    if (st)
+        fprintf(stderr, "cohort: %s\n", t->err.message);
+    return st ? 2 : 0;
+}
+
+/* Train, stopping on SIGINT or SIGTERM (the models checkpoint, --resume
+ * goes on). */
+static cohort_status train(train_cmd *t)
+{
+    cohort_run *run = t->run;
     current_run = run;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    st = run->n || !ranks ? cohort_run_train(run, &err) : COHORT_OK;
+    cohort_status st = run->n || !t->ranks ? cohort_run_train(run, &t->err) : COHORT_OK;
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     current_run = NULL;
-    progress_finish(prog);
-    if (!ranks)
+    return st;
+}
+
+/* What the run came to: the table, each model that did not end well, and
+ * how to go on after a stop. */
+static void summary(train_cmd *t, cohort_status st)
+{
+    const cohort_run *run = t->run;
+    if (!t->ranks)
         print_results_table(stdout, run);
     int pruned = 0;
     for (int i = 0; i < run->n; i++) {
@@ -308,39 +313,84 @@ int cmd_train(int argc, char **argv)
             fprintf(stderr, "cohort: model '%s' %s: %s\n", run->m[i].spec->name,
                     model_state_str(run->m[i].res.state), run->m[i].res.error);
     }
-    if (pruned && !ranks)
+    if (pruned && !t->ranks)
         printf("the scheduler stopped %d of %d models at a rung (status pruned)\n", pruned,
                run->n);
-    if ((run->disk_full || st == COHORT_ERR_INTERRUPTED) && !ranks) {
+    if ((run->disk_full || st == COHORT_ERR_INTERRUPTED) && !t->ranks) {
         strbuf cmd;
         sb_init(&cmd);
-        resume_command(&cmd, plan_path, out, set_words, shard, strategy, threads);
+        resume_command(&cmd, t->args.plan, t->out, t->set_words, t->shard, t->args.strategy,
+                       t->args.threads);
         fprintf(stderr, run->disk_full ? "cohort: %s: %s\n" : "cohort: %s; to go on: %s\n",
-                err.message, cmd.failed || !cmd.data ? "--resume" : cmd.data);
+                t->err.message, cmd.failed || !cmd.data ? "--resume" : cmd.data);
         sb_free(&cmd);
-    } else if (st && st != COHORT_ERR_PARTIAL)
-        fprintf(stderr, "cohort: %s\n", err.message);
-#ifdef COHORT_HAVE_MPI
-    if (mpi) {
-        /* Rank 0 gathers every rank's models into out/results.json. */
-        shard_merge_info sum;
-        memset(&sum, 0, sizeof sum);
-        st = mpi_finish(mpi, run, st, &sum, &err);
-        if (mpi_rank(mpi) == 0) {
-            print_results_file_table(stdout, out);
-            fprintf(stderr, "cohort: %d ranks trained %d models: %d ok; results in %s\n", ranks,
-                    sum.models, sum.models - sum.not_ok, out);
-            if (st)
-                fprintf(stderr, "cohort: %s\n", err.message);
-        }
-        mpi_end(mpi);
+    } else if (st && st != COHORT_ERR_PARTIAL) {
+        fprintf(stderr, "cohort: %s\n", t->err.message);
     }
+}
+
+/* Under mpirun, rank 0 gathers every rank's models into out/results.json
+ * and prints them; returns the run's status, or the gathering's. */
+static cohort_status mpi_finish_run(train_cmd *t, cohort_status st)
+{
+#ifdef COHORT_HAVE_MPI
+    if (!t->mpi)
+        return st;
+    shard_merge_info sum;
+    memset(&sum, 0, sizeof sum);
+    st = mpi_finish(t->mpi, t->run, st, &sum, &t->err);
+    if (mpi_rank(t->mpi) == 0) {
+        print_results_file_table(stdout, t->out);
+        fprintf(stderr, "cohort: %d ranks trained %d models: %d ok; results in %s\n", t->ranks,
+                sum.models, sum.models - sum.not_ok, t->out);
+        if (st)
+            fprintf(stderr, "cohort: %s\n", t->err.message);
+    }
+    mpi_end(t->mpi);
+#else
+    (void)t;
 #endif
-    int rc = cli_exit_status(st);
+    return st;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_cmd t;
+    memset(&t, 0, sizeof t);
+    int rc = parse_args(&t, argc, argv);
+    if (rc < 0)
+        rc = load_plan(&t);
+    if (rc < 0) {
+        t.prog = progress_create(stderr, t.quiet, cohort_plan_model_count(t.plan));
+        t.opt.on_event = progress_event;
+        t.opt.user = t.prog;
+        rc = mpi_begin(&t);
+    }
+    if (rc < 0)
+        rc = create_run(&t);
+    if (rc >= 0) {
+        train_cmd_free(&t);
+        return rc;
+    }
+    cohort_run *run = t.run;
+    if (!t.quiet) {
+        fprintf(stderr, "cohort: training %d model%s of %s, strategy %s, output in %s\n", run->n,
+                run->n == 1 ? "" : "s", t.args.plan, cohort_strategy_str(run->strategy), t.out);
+        if (run->strategy_why[0])
+            fprintf(stderr, "cohort: %s\n", run->strategy_why);
+    }
+    if (t.opt.shard_count && run->n == 0 && !t.ranks) {
+        rc = empty_shard(&t);
+        train_cmd_free(&t);
+        return rc;
+    }
+    cohort_status st = train(&t);
+    progress_finish(t.prog);
+    summary(&t, st);
+    st = mpi_finish_run(&t, st);
+    rc = cli_exit_status(st);
     if (st == COHORT_ERR_PARTIAL)
         rc = 1;
-    cohort_run_free(run);
-    progress_free(prog);
-    cohort_plan_free(plan);
+    train_cmd_free(&t);
     return rc;
 }
