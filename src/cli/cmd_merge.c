@@ -1,6 +1,7 @@
 /* cohort merge DIR... --out DIR: join the output directories of a plan's shards. */
 #include "cli/cli.h"
 #include "io/report.h"
+#include "io/results.h"
 #include "run/shard.h"
 #include "util/json.h"
 #include "util/util.h"
@@ -91,7 +92,7 @@ void print_results_file_table(FILE *out, const char *dir)
 {
     json_value *results;
     cohort_error err;
-    if (report_load_results(dir, &results, &err)) {
+    if (results_load(dir, &results, &err)) {
         fprintf(stderr, "cohort: %s\n", err.message);
         return;
     }
@@ -302,7 +303,7 @@ int cmd_merge(int argc, char **argv)
                 goto done;
             }
         }
-        if (report_load_results(dirs[s], &trees[s], &err)) {
+        if (results_load(dirs[s], &trees[s], &err)) {
             cli_usage_error("merge", "%s", err.message);
             goto done;
         }

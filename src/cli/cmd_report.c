@@ -1,6 +1,7 @@
 /* cohort report / cohort compare: look at output directories after (or during) a run. */
 #include "cli/cli.h"
 #include "io/report.h"
+#include "io/results.h"
 #include "util/json.h"
 #include "util/util.h"
 
@@ -227,7 +228,7 @@ int cmd_compare(int argc, char **argv)
             continue;
         }
         cohort_error err;
-        if (report_load_results(argv[i], &trees[i], &err)) {
+        if (results_load(argv[i], &trees[i], &err)) {
             rc = cli_usage_error("compare", "%s", err.message);
             break;
         }

@@ -1,43 +1,26 @@
-/* report.html: one self-contained page per output directory, from results.json. */
+/*
+ * report.html: one self-contained page per output directory, drawn from
+ * results.json (read by io/results.c). One job, the page, in one file of
+ * some 1,200 lines: its sections (header, table, curves as inline SVG,
+ * confusion matrix, plan), and the CSS and script it carries.
+ */
 #include "io/report.h"
+#include "io/results.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define RESULTS_MAX_BYTES ((size_t)1 << 28)
 #define PLAN_MAX_BYTES ((size_t)1 << 20)
 #define COHORT_REPORT_PATH_MAX 4096
 
-/* The curves of a history: accuracy for classification, mae for regression. */
-/* A validation curve is its training curve + C_VAL. */
-enum { C_LOSS, C_ACC, C_MAE, C_VAL_LOSS, C_VAL_ACC, C_VAL_MAE, N_CURVES, C_VAL = C_VAL_LOSS };
-static const char *const curve_key[N_CURVES] = {"loss",     "accuracy",     "mae",
-                                                "val_loss", "val_accuracy", "val_mae"};
-
-/* One model's record, with its fields looked up once. */
-typedef struct rmodel {
-    const json_value *j;
-    const char *name, *status, *error, *device;
-    double params, peak_bytes, planned_bytes, seconds, epochs_run;
-    int stopped_early;
-    double restored_epoch;
-    double best_epoch, best_val_loss, best_val_acc, test_loss, test_acc;
-    double best_val_mae, test_mae; /* regression */
-    double pruned_rung;            /* pruned by the scheduler: at which rung; NaN: not */
-    int exploits;                  /* pbt: entries of its lineage */
-    double exploit_epoch;          /* pbt: the last one's epoch and donor */
-    const char *exploit_from;
-    int reg;                       /* "task": "regression": mae in place of accuracy */
-    const json_value *curve[N_CURVES]; /* arrays, or NULL */
-    int n_epochs;                      /* longest curve */
-    char color[24];
-} rmodel;
+typedef results_model rmodel;
 
 typedef struct rctx {
     strbuf *b;
     const json_value *root;
     rmodel *m;
+    char (*color)[24]; /* each model's color in the charts, [n] */
     int n;
     int max_epochs;
     int best;
@@ -48,6 +31,16 @@ typedef struct rctx {
  * spread by the golden angle. */
 static const char *const palette[10] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                         "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#7f7f7f"};
+
+/* Model index's color: the palette's first ten, then hues spread by the
+ * golden angle. */
+static void model_color(char *buf, size_t n, int index)
+{
+    if (index < 10)
+        snprintf(buf, n, "%s", palette[index]);
+    else
+        snprintf(buf, n, "hsl(%d,55%%,45%%)", (int)fmod(index * 137.508, 360.0));
+}
 
 static const char *const fashion_mnist_classes[10] = {
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -201,109 +194,6 @@ static void put_status_pill(strbuf *b, const char *status)
 static void put_swatch(strbuf *b, const char *color)
 {
     sb_printf(b, "<span class=\"sw\" style=\"background:%s\"></span>", color);
-}
-
-/* ---- reading the tree ------------------------------------------------- */
-
-static void model_read(rmodel *m, const json_value *j, int index)
-{
-    memset(m, 0, sizeof *m);
-    m->j = j;
-    m->name = json_str(json_get(j, "name"), "?");
-    m->status = json_str(json_get(j, "status"), "unknown");
-    m->error = json_str(json_get(j, "error"), NULL);
-    m->device = json_str(json_get(j, "device"), NULL);
-    m->params = jnum(json_get(j, "params"));
-    m->peak_bytes = jnum(json_get(j, "peak_bytes"));
-    m->planned_bytes = jnum(json_get(j, "planned_bytes"));
-    m->seconds = jnum(json_get(j, "seconds"));
-    m->epochs_run = jnum(json_get(j, "epochs_run"));
-    m->stopped_early = json_bool(json_get(j, "stopped_early"), 0);
-    m->restored_epoch = jnum(json_get(j, "restored_epoch"));
-    const json_value *best = json_get(j, "best");
-    m->best_epoch = jnum(json_get(best, "epoch"));
-    m->best_val_loss = jnum(json_get(best, "val_loss"));
-    m->best_val_acc = jnum(json_get(best, "val_accuracy"));
-    const json_value *test = json_get(j, "test");
-    m->test_loss = jnum(json_get(test, "loss"));
-    m->test_acc = jnum(json_get(test, "accuracy"));
-    m->best_val_mae = jnum(json_get(best, "val_mae"));
-    m->pruned_rung = jnum(json_get(json_get(j, "pruned_at"), "rung"));
-    const json_value *lineage = json_get(j, "lineage");
-    if (lineage && lineage->type == JSON_ARR && lineage->n > 0) {
-        const json_value *last = json_at(lineage, lineage->n - 1);
-        m->exploits = (int)lineage->n;
-        m->exploit_epoch = jnum(json_get(last, "epoch"));
-        m->exploit_from = json_str(json_get(last, "from"), "?");
-    }
-    m->test_mae = jnum(json_get(test, "mae"));
-    m->reg = strcmp(json_str(json_get(j, "task"), ""), "regression") == 0;
-    const json_value *h = json_get(j, "history");
-    for (int c = 0; c < N_CURVES; c++) {
-        const json_value *a = json_get(h, curve_key[c]);
-        m->curve[c] = a && a->type == JSON_ARR ? a : NULL;
-        if (m->curve[c] && (int)a->n > m->n_epochs)
-            m->n_epochs = (int)a->n;
-    }
-    if (index < 10)
-        snprintf(m->color, sizeof m->color, "%s", palette[index]);
-    else
-        snprintf(m->color, sizeof m->color, "hsl(%d,55%%,45%%)", (int)fmod(index * 137.508, 360.0));
-}
-
-/* "DIR/file" into path (n bytes), without DIR's trailing slashes. */
-static cohort_status dir_file(char *path, size_t n, const char *dir, const char *file,
-                              cohort_error *err)
-{
-    size_t dl = strlen(dir);
-    while (dl > 1 && dir[dl - 1] == '/')
-        dl--;
-    size_t fl = strlen(file);
-    if (dl + fl + 2 > n)
-        return cohort_fail(err, COHORT_ERR_USAGE, "%s: path too long", dir);
-    memcpy(path, dir, dl);
-    path[dl] = '/';
-    memcpy(path + dl + 1, file, fl + 1);
-    return COHORT_OK;
-}
-
-cohort_status report_load_results(const char *out_dir, json_value **out, cohort_error *err)
-{
-    *out = NULL;
-    char path[COHORT_REPORT_PATH_MAX];
-    char *text;
-    size_t len;
-    cohort_status st = dir_file(path, sizeof path, out_dir, "results.json", err);
-    if (!st)
-        st = file_read_all(path, RESULTS_MAX_BYTES, &text, &len, err);
-    if (st)
-        return st;
-    char msg[256];
-    json_value *root = json_parse(text, len, msg, sizeof msg);
-    free(text);
-    if (!root)
-        return cohort_fail(err, COHORT_ERR_INPUT, "%s: %s", path, msg);
-    const json_value *models = json_get(root, "models");
-    if (root->type != JSON_OBJ) {
-        st = cohort_fail(err, COHORT_ERR_INPUT, "%s: not a JSON object", path);
-    } else if (!models || models->type != JSON_ARR) {
-        st = cohort_fail(err, COHORT_ERR_INPUT, "%s: no \"models\" array", path);
-    } else {
-        for (size_t i = 0; i < models->n && !st; i++) {
-            const json_value *m = &models->items[i];
-            if (m->type != JSON_OBJ)
-                st = cohort_fail(err, COHORT_ERR_INPUT, "%s: models[%zu] is not an object", path, i);
-            else if (!json_str(json_get(m, "name"), NULL))
-                st = cohort_fail(err, COHORT_ERR_INPUT, "%s: models[%zu] has no string \"name\"",
-                                 path, i);
-        }
-    }
-    if (st) {
-        json_free(root);
-        return st;
-    }
-    *out = root;
-    return COHORT_OK;
 }
 
 int report_best_model(const json_value *results)
@@ -480,10 +370,10 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, int xlab
     sb_printf(b, "<g clip-path=\"url(#clip%d)\">", id);
     for (int k = 0; k < ns; k++) {
         const json_value *a = s[k].arr;
-        int val = s[k].curve >= C_VAL;
+        int val = s[k].curve >= CURVE_VAL;
         sb_printf(b, "<path class=\"curve %s\" data-model=\"", val ? "val" : "train");
         html_esc(b, s[k].m->name);
-        sb_printf(b, "\" data-curve=\"%s\" stroke=\"%s\" d=\"", curve_key[s[k].curve], s[k].m->color);
+        sb_printf(b, "\" data-curve=\"%s\" stroke=\"%s\" d=\"", results_curve_key[s[k].curve], c->color[s[k].m->index]);
         int pen = 0;
         for (size_t i = 0; a && i < a->n; i++) {
             double v = jnum(&a->items[i]);
@@ -506,7 +396,7 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, int xlab
         }
         sb_puts(b, "\"><title>");
         html_esc(b, s[k].m->name);
-        sb_printf(b, ": %s</title></path>", curve_key[s[k].curve]);
+        sb_printf(b, ": %s</title></path>", results_curve_key[s[k].curve]);
         if (!markers)
             continue;
         for (size_t i = 0; a && i < a->n; i++) {
@@ -521,9 +411,9 @@ static void svg_chart(rctx *c, const chart_geom *g, const char *ylabel, int xlab
             html_esc(b, s[k].m->name);
             put_svg(b, "\" cx=\"@\" cy=\"@\"", (double[]){x, y});
             sb_printf(b, " r=\"%s\" fill=\"%s\" stroke=\"%s\"><title>", g->small ? "2.2" : "3",
-                      val ? s[k].m->color : "#fff", s[k].m->color);
+                      val ? c->color[s[k].m->index] : "#fff", c->color[s[k].m->index]);
             html_esc(b, s[k].m->name);
-            sb_printf(b, ", epoch %zu: %s %.4f</title></circle>", i + 1, curve_key[s[k].curve], v);
+            sb_printf(b, ", epoch %zu: %s %.4f</title></circle>", i + 1, results_curve_key[s[k].curve], v);
         }
     }
     sb_puts(b, "</g></svg>");
@@ -603,7 +493,7 @@ static void section_header(rctx *c)
     sb_puts(b, "<div class=\"kpi\"><div class=\"k\">best model</div><div class=\"v\">");
     if (c->best >= 0) {
         const rmodel *m = &c->m[c->best];
-        put_swatch(b, m->color);
+        put_swatch(b, c->color[m->index]);
         html_esc(b, m->name);
         sb_puts(b, "</div><div class=\"s\">");
         if (isfinite(m->test_acc)) {
@@ -692,7 +582,7 @@ static void section_table(rctx *c)
                   i + 1);
         html_esc(b, m->name);
         sb_puts(b, "\">");
-        put_swatch(b, m->color);
+        put_swatch(b, c->color[m->index]);
         html_esc(b, m->name);
         if (i == c->best)
             sb_puts(b, " <span class=\"star\" title=\"best model\">&#9733;</span>");
@@ -775,7 +665,7 @@ static void put_legend(rctx *c)
         sb_puts(b, "<span class=\"item\" data-model=\"");
         html_esc(b, c->m[i].name);
         sb_puts(b, "\">");
-        put_swatch(b, c->m[i].color);
+        put_swatch(b, c->color[i]);
         html_esc(b, c->m[i].name);
         sb_puts(b, "</span>");
     }
@@ -810,7 +700,7 @@ static cohort_status section_curves(rctx *c, cohort_error *err)
         int reg = chart == 2, metric = chart > 0;
         if (metric && !has[reg])
             continue;
-        int cur = !metric ? C_LOSS : reg ? C_MAE : C_ACC;
+        int cur = !metric ? CURVE_LOSS : reg ? CURVE_MAE : CURVE_ACC;
         int ns = 0;
         for (int i = 0; i < c->n; i++) {
             const rmodel *m = &c->m[i];
@@ -818,7 +708,7 @@ static cohort_status section_curves(rctx *c, cohort_error *err)
                 continue;
             int in_range = !any_ok || !is_failed(m);
             s[ns++] = (series){m->curve[cur], m, cur, in_range};
-            s[ns++] = (series){m->curve[cur + C_VAL], m, cur + C_VAL, in_range};
+            s[ns++] = (series){m->curve[cur + CURVE_VAL], m, cur + CURVE_VAL, in_range};
         }
         const char *title = !metric ? "Loss" : reg ? "Mean absolute error" : "Accuracy";
         sb_printf(b, "<figure><figcaption>%s</figcaption>", title);
@@ -834,7 +724,7 @@ static cohort_status section_curves(rctx *c, cohort_error *err)
         sb_printf(b, "<div class=\"mcard%s\" data-model=\"", is_failed(m) ? " failed" : "");
         html_esc(b, m->name);
         sb_puts(b, "\"><div class=\"mhead\">");
-        put_swatch(b, m->color);
+        put_swatch(b, c->color[m->index]);
         sb_puts(b, "<b>");
         html_esc(b, m->name);
         sb_puts(b, "</b>");
@@ -857,9 +747,9 @@ static cohort_status section_curves(rctx *c, cohort_error *err)
         if (m->n_epochs) {
             sb_puts(b, "<div class=\"stack\">");
             for (int acc = 0; acc < 2; acc++) {
-                int cur = !acc ? C_LOSS : m->reg ? C_MAE : C_ACC;
+                int cur = !acc ? CURVE_LOSS : m->reg ? CURVE_MAE : CURVE_ACC;
                 series two[2] = {{m->curve[cur], m, cur, 1},
-                                 {m->curve[cur + C_VAL], m, cur + C_VAL, 1}};
+                                 {m->curve[cur + CURVE_VAL], m, cur + CURVE_VAL, 1}};
                 svg_chart(c, acc ? &geom_small : &geom_small_top,
                           !acc ? "loss" : m->reg ? "mae" : "accuracy", acc, two, 2, m->n_epochs,
                           acc && !m->reg);
@@ -1090,7 +980,7 @@ static void section_plan(rctx *c, const char *plan_text)
         const rmodel *m = &c->m[i];
         const json_value *cfg = json_get(m->j, "config");
         sb_puts(b, "<div class=\"mcard\"><div class=\"mhead\">");
-        put_swatch(b, m->color);
+        put_swatch(b, c->color[m->index]);
         sb_puts(b, "<b>");
         html_esc(b, m->name);
         sb_puts(b, "</b></div><pre class=\"cfg\">");
@@ -1252,11 +1142,16 @@ cohort_status report_render(const json_value *results, const char *plan_text, st
     const json_value *models = json_get(results, "models");
     rctx c = {.b = out, .root = results, .n = models ? (int)models->n : 0};
     c.m = calloc((size_t)c.n + 1, sizeof *c.m);
-    if (!c.m)
+    c.color = calloc((size_t)c.n + 1, sizeof *c.color);
+    if (!c.m || !c.color) {
+        free(c.m);
+        free(c.color);
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory drawing the report");
+    }
     int running = 0;
     for (int i = 0; i < c.n; i++) {
-        model_read(&c.m[i], &models->items[i], i);
+        results_model_read(&c.m[i], &models->items[i], i);
+        model_color(c.color[i], sizeof c.color[i], i);
         if (c.m[i].n_epochs > c.max_epochs)
             c.max_epochs = c.m[i].n_epochs;
         running |= is_status(&c.m[i], "running") || is_status(&c.m[i], "pending");
@@ -1284,6 +1179,7 @@ cohort_status report_render(const json_value *results, const char *plan_text, st
         sb_puts(out, "</script></body></html>\n");
     }
     free(c.m);
+    free(c.color);
     if (!st && out->failed)
         st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory drawing the report");
     return st;
@@ -1292,14 +1188,14 @@ cohort_status report_render(const json_value *results, const char *plan_text, st
 cohort_status report_write(const char *out_dir, cohort_error *err)
 {
     json_value *root;
-    cohort_status st = report_load_results(out_dir, &root, err);
+    cohort_status st = results_load(out_dir, &root, err);
     if (st)
         return st;
     char path[COHORT_REPORT_PATH_MAX];
     char *plan = NULL;
     size_t plan_len;
     cohort_error ignored;
-    if (dir_file(path, sizeof path, out_dir, "plan.yaml", &ignored) == COHORT_OK &&
+    if (results_dir_file(path, sizeof path, out_dir, "plan.yaml", &ignored) == COHORT_OK &&
         file_read_all(path, PLAN_MAX_BYTES, &plan, &plan_len, &ignored) == COHORT_OK &&
         !json_utf8_valid(plan, plan_len)) {
         free(plan);
@@ -1311,7 +1207,7 @@ cohort_status report_write(const char *out_dir, cohort_error *err)
     free(plan);
     json_free(root);
     if (!st)
-        st = dir_file(path, sizeof path, out_dir, "report.html", err);
+        st = results_dir_file(path, sizeof path, out_dir, "report.html", err);
     if (!st)
         st = file_write_atomic(path, b.data, b.len, err);
     sb_free(&b);

@@ -10,19 +10,12 @@
 #include "util/json.h"
 #include "util/util.h"
 
-/* Read and check DIR/results.json: an object whose "models" is an array of
- * objects, each with a string "name". On success *out holds the tree (free
- * it with json_free). On error *out is NULL and the status is
- * COHORT_ERR_IO (cannot read) or COHORT_ERR_INPUT (malformed), with a
- * message that starts "DIR/results.json: ". */
-cohort_status report_load_results(const char *out_dir, json_value **out, cohort_error *err);
-
 /* Index in results' "models" of the best model: the highest test accuracy,
  * else (when no model has one) the highest best-epoch val_accuracy; the
  * first wins a tie. -1 when no model has either. */
 int report_best_model(const json_value *results);
 
-/* Append the HTML page for results (a tree that report_load_results
+/* Append the HTML page for results (a tree that results_load
  * accepted) to out. plan_text (may be NULL) is the plan file's text, shown
  * verbatim. Returns COHORT_ERR_NOMEM when out could not grow. */
 cohort_status report_render(const json_value *results, const char *plan_text, strbuf *out,

@@ -10,7 +10,7 @@
  * random-number state needs saving: a resumed model continues exactly.
  */
 #include "io/io.h"
-#include "io/report.h"
+#include "io/results.h"
 #include "run/run.h"
 #include "util/json.h"
 #include "util/util.h"
@@ -384,7 +384,7 @@ cohort_status run_resume(cohort_run *run, cohort_error *err)
     if (access(path, F_OK) != 0)
         return COHORT_OK; /* nothing to resume: train everything */
     json_value *j;
-    cohort_status st = report_load_results(run->out_dir, &j, err);
+    cohort_status st = results_load(run->out_dir, &j, err);
     if (st)
         return cohort_fail_prefix(err, "cannot resume");
     const json_value *data = json_get(j, "data");

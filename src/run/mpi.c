@@ -10,6 +10,7 @@
  * core to the ranks still training.
  */
 #include "io/report.h"
+#include "io/results.h"
 #include "run/shard.h"
 #include "util/util.h"
 
@@ -168,7 +169,7 @@ static void merge_live(cohort_mpi *m, const char *others_unfinished)
         char dir[COHORT_PATH_MAX + 64];
         snprintf(dir, sizeof dir, "%s/.ranks/%d", m->dir, r);
         cohort_error ignored;
-        if (report_load_results(dir, &trees[r], &ignored))
+        if (results_load(dir, &trees[r], &ignored))
             continue;
         src[k].name = "a rank's results";
         src[k].results = trees[r];
@@ -321,7 +322,7 @@ static cohort_status merge_for_resume(cohort_mpi *m, cohort_error *err)
         results_path(path, sizeof path, dir);
         if (access(path, F_OK) != 0)
             continue;
-        st = report_load_results(dir, &trees[any], err);
+        st = results_load(dir, &trees[any], err);
         if (!st) {
             src[any].name = i < 0 ? "results.json" : "a rank's results.json";
             src[any].results = trees[any];
@@ -663,7 +664,7 @@ static cohort_status finish_root(cohort_mpi *m, cohort_status st, const char *te
             src[r].unfinished = why[r];
             char dir[COHORT_PATH_MAX + 64];
             snprintf(dir, sizeof dir, "%s/.ranks/%d", m->dir, r);
-            if (report_load_results(dir, &trees[r], &local))
+            if (results_load(dir, &trees[r], &local))
                 trees[r] = NULL; /* none on disk: its models are missing */
             continue;
         }

@@ -4,7 +4,7 @@
  * was told to overwrite it; overwriting removes the files that run wrote,
  * so none of them is left beside the new run's.
  */
-#include "io/report.h"
+#include "io/results.h"
 #include "run/run.h"
 #include "util/json.h"
 #include "util/util.h"
@@ -75,7 +75,7 @@ cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err)
          * resumes it. An unreadable results.json is run_resume's to report. */
         cohort_status st = COHORT_OK;
         int share = run->opt.shard_count > 0;
-        if (report_load_results(run->out_dir, &j, &lerr) == COHORT_OK && share) {
+        if (results_load(run->out_dir, &j, &lerr) == COHORT_OK && share) {
             /* A share (--shard, an MPI rank) holds part of the plan, and a
              * rank's folder the part of an earlier split, as many ranks as
              * the run had then: there the plan's name is the test. */
@@ -105,7 +105,7 @@ cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err)
         json_free(j);
         return st;
     }
-    if (report_load_results(run->out_dir, &j, &lerr) != COHORT_OK) {
+    if (results_load(run->out_dir, &j, &lerr) != COHORT_OK) {
         if (!run->opt.overwrite)
             return cohort_fail(err, COHORT_ERR_USAGE,
                                "%s holds a results.json that cannot be read (%s); give "
