@@ -14,6 +14,7 @@
 #include "backend/backend_impl.h"
 #include "backend/cuda/cuda_plugin.h"
 #include "check.h"
+#include "layer_text.h"
 #include "device/device.h"
 #include "train/train.h"
 #include "util/util.h"
@@ -971,10 +972,10 @@ static void spec_small(model_spec *s, uint64_t seed, opt_kind opt)
     s->opt.global_clipnorm = seed == 13 ? 1.0f : 0.0f;
     s->opt.clipvalue = seed == 13 ? 0.05f : 0.0f;
     s->n_layers = 4;
-    s->layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 32, .act = ACT_RELU};
-    s->layers[1] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.2f};
-    s->layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = 16, .act = ACT_TANH};
-    s->layers[3] = (layer_spec){.kind = LAYER_DENSE, .units = TCLASSES, .act = ACT_SOFTMAX};
+    s->layers[0] = layer_dense(32, ACT_RELU);
+    s->layers[1] = layer_dropout(0.2f);
+    s->layers[2] = layer_dense(16, ACT_TANH);
+    s->layers[3] = layer_dense(TCLASSES, ACT_SOFTMAX);
     if (seed == 11) { /* kernel regularizers (reg_grad, reg_penalty) */
         s->layers[0].l2 = 1e-3f;
         s->layers[2].l1 = 1e-4f;
@@ -990,15 +991,13 @@ static void spec_cnn(model_spec *s, uint64_t seed, opt_kind opt)
 {
     spec_small(s, seed, opt);
     s->n_layers = 7;
-    s->layers[0] = (layer_spec){.kind = LAYER_CONV2D, .units = 6, .kh = 3, .kw = 3, .sh = 1,
-                                .sw = 1, .pad = PAD_SAME, .no_bias = 1};
-    s->layers[1] = (layer_spec){.kind = LAYER_BATCH_NORM, .momentum = 0.9f, .epsilon = 1e-3f};
-    s->layers[2] = (layer_spec){.kind = LAYER_ACTIVATION, .act = ACT_RELU};
-    s->layers[3] = (layer_spec){.kind = LAYER_MAX_POOL2D, .kh = 2, .kw = 2, .sh = 2, .sw = 2,
-                                .pad = PAD_SAME};
-    s->layers[4] = (layer_spec){.kind = LAYER_FLATTEN};
-    s->layers[5] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.2f};
-    s->layers[6] = (layer_spec){.kind = LAYER_DENSE, .units = TCLASSES, .act = ACT_SOFTMAX};
+    s->layers[0] = layer_conv(6, 3, 1, PAD_SAME, ACT_LINEAR, 0);
+    s->layers[1] = layer_bnorm(0.9f, 1e-3f);
+    s->layers[2] = layer_act(ACT_RELU);
+    s->layers[3] = layer_pool("max_pooling2d", 2, 2, PAD_SAME);
+    s->layers[4] = layer_text("flatten");
+    s->layers[5] = layer_dropout(0.2f);
+    s->layers[6] = layer_dense(TCLASSES, ACT_SOFTMAX);
 }
 
 /* One epoch of a group of 3 on cpu:0 and on dg: the same weights to 1e-3,

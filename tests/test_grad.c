@@ -4,6 +4,7 @@
  * batching over models is checked too).
  */
 #include "check.h"
+#include "layer_text.h"
 #include "device/device.h"
 #include "train/train.h"
 #include "util/util.h"
@@ -132,18 +133,14 @@ static void grad_check(const char *what, model_spec *spec, int classes, int trai
 /* A layer of an image model. */
 static layer_spec conv(int filters, int k, int stride, pad_kind pad, act_kind act)
 {
-    return (layer_spec){.kind = LAYER_CONV2D, .units = filters, .act = act, .kh = k, .kw = k,
-                        .sh = stride, .sw = stride, .pad = pad};
+    return layer_conv(filters, k, stride, pad, act, 1);
 }
-static layer_spec pool(layer_kind kind, int k, int stride, pad_kind pad)
+static layer_spec pool(const char *kind, int k, int stride, pad_kind pad)
 {
-    return (layer_spec){.kind = kind, .kh = k, .kw = k, .sh = stride, .sw = stride, .pad = pad};
+    return layer_pool(kind, k, stride, pad);
 }
-static layer_spec plain(layer_kind kind) { return (layer_spec){.kind = kind}; }
-static layer_spec bnorm(void)
-{
-    return (layer_spec){.kind = LAYER_BATCH_NORM, .momentum = 0.9f, .epsilon = 1e-3f};
-}
+static layer_spec plain(const char *kind) { return layer_text("%s", kind); }
+static layer_spec bnorm(void) { return layer_bnorm(0.9f, 1e-3f); }
 
 static void image_check(const char *what, sample_shape in, int training, int n,
                         const layer_spec *layers)
@@ -155,7 +152,7 @@ static void image_check(const char *what, sample_shape in, int training, int n,
     s.n_layers = n + 1;
     for (int i = 0; i < n; i++)
         s.layers[i] = layers[i];
-    s.layers[n] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
+    s.layers[n] = layer_dense(3, ACT_SOFTMAX);
     grad_check_shape(what, &s, in, 3, training);
 }
 
@@ -164,29 +161,29 @@ static void image_checks(void)
 {
     sample_shape odd = shape_image(7, 5, 2), one = shape_image(5, 4, 1);
     image_check("conv valid 3x3 s1 + flatten", odd, 0, 2,
-                (layer_spec[]){conv(3, 3, 1, PAD_VALID, ACT_TANH), plain(LAYER_FLATTEN)});
+                (layer_spec[]){conv(3, 3, 1, PAD_VALID, ACT_TANH), plain("flatten")});
     image_check("conv same 3x3 s2 + max pool 2", odd, 0, 3,
                 (layer_spec[]){conv(3, 3, 2, PAD_SAME, ACT_SIGMOID),
-                               pool(LAYER_MAX_POOL2D, 2, 2, PAD_VALID), plain(LAYER_FLATTEN)});
+                               pool("max_pooling2d", 2, 2, PAD_VALID), plain("flatten")});
     image_check("conv same 2x2 s1 + avg pool 3 s2 same + global avg", odd, 0, 3,
                 (layer_spec[]){conv(4, 2, 1, PAD_SAME, ACT_TANH),
-                               pool(LAYER_AVG_POOL2D, 3, 2, PAD_SAME),
-                               plain(LAYER_GLOBAL_AVG_POOL2D)});
+                               pool("average_pooling2d", 3, 2, PAD_SAME),
+                               plain("global_average_pooling2d")});
     image_check("conv valid s2 + max pool same s1", odd, 0, 3,
                 (layer_spec[]){conv(3, 3, 2, PAD_VALID, ACT_LINEAR),
-                               pool(LAYER_MAX_POOL2D, 2, 1, PAD_SAME), plain(LAYER_FLATTEN)});
+                               pool("max_pooling2d", 2, 1, PAD_SAME), plain("flatten")});
     image_check("conv + conv (input gradient of a conv)", odd, 0, 3,
                 (layer_spec[]){conv(3, 2, 1, PAD_VALID, ACT_TANH),
-                               conv(2, 3, 2, PAD_SAME, ACT_TANH), plain(LAYER_FLATTEN)});
+                               conv(2, 3, 2, PAD_SAME, ACT_TANH), plain("flatten")});
     image_check("conv + batch norm (training) + tanh + avg pool", odd, 1, 5,
                 (layer_spec[]){conv(3, 3, 1, PAD_SAME, ACT_LINEAR), bnorm(),
-                               (layer_spec){.kind = LAYER_ACTIVATION, .act = ACT_TANH},
-                               pool(LAYER_AVG_POOL2D, 2, 2, PAD_SAME), plain(LAYER_FLATTEN)});
+                               layer_act(ACT_TANH),
+                               pool("average_pooling2d", 2, 2, PAD_SAME), plain("flatten")});
     image_check("dense on an image (flattened) + batch norm + dropout", one, 1, 3,
-                (layer_spec[]){(layer_spec){.kind = LAYER_DENSE, .units = 6, .act = ACT_TANH},
-                               bnorm(), (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.3f}});
+                (layer_spec[]){layer_dense(6, ACT_TANH),
+                               bnorm(), layer_dropout(0.3f)});
     image_check("batch norm on the input", one, 1, 3,
-                (layer_spec[]){bnorm(), conv(2, 3, 1, PAD_SAME, ACT_TANH), plain(LAYER_FLATTEN)});
+                (layer_spec[]){bnorm(), conv(2, 3, 1, PAD_SAME, ACT_TANH), plain("flatten")});
 }
 
 static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units, loss_kind loss)
@@ -196,9 +193,9 @@ static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units
     s->batch_size = 16;
     s->loss = loss;
     s->n_layers = 3;
-    s->layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 5, .act = hidden};
-    s->layers[1] = (layer_spec){.kind = LAYER_DENSE, .units = 4, .act = hidden};
-    s->layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = out_units, .act = out};
+    s->layers[0] = layer_dense(5, hidden);
+    s->layers[1] = layer_dense(4, hidden);
+    s->layers[2] = layer_dense(out_units, out);
 }
 
 /* A batch of more than 1024 rows: the loss of group_loss_grad over all of
@@ -279,19 +276,19 @@ int main(void)
     spec_mlp(&s, ACT_SIGMOID, ACT_SOFTMAX, 3, LOSS_SCE);
     s.n_layers = 5;
     s.layers[4] = s.layers[2];
-    s.layers[3] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.3f};
+    s.layers[3] = layer_dropout(0.3f);
     s.layers[2] = s.layers[1];
-    s.layers[1] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.5f};
+    s.layers[1] = layer_dropout(0.5f);
     grad_check("dense/dropout/dense/dropout/dense", &s, 3, 1);
     s.n_layers = 3;
-    s.layers[0] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.25f};
-    s.layers[1] = (layer_spec){.kind = LAYER_DENSE, .units = 5, .act = ACT_TANH};
-    s.layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
+    s.layers[0] = layer_dropout(0.25f);
+    s.layers[1] = layer_dense(5, ACT_TANH);
+    s.layers[2] = layer_dense(3, ACT_SOFTMAX);
     grad_check("input dropout", &s, 3, 1);
     /* A single layer: softmax regression. */
     spec_mlp(&s, ACT_RELU, ACT_SOFTMAX, 3, LOSS_SCE);
     s.n_layers = 1;
-    s.layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
+    s.layers[0] = layer_dense(3, ACT_SOFTMAX);
     grad_check("softmax regression", &s, 3, 0);
     image_checks();
     big_batch_check();

@@ -9,6 +9,7 @@
  * pages from 1 MiB on, every byte asked for writable.
  */
 #include "check.h"
+#include "layer_text.h"
 #include "device/device.h"
 #include "run/run.h"
 #include "train/train.h"
@@ -26,8 +27,8 @@ static void spec_base(model_spec *s, int batch)
     str_copy(s->name, sizeof s->name, "m");
     s->batch_size = batch;
     s->n_layers = 2;
-    s->layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 32, .act = ACT_RELU};
-    s->layers[1] = (layer_spec){.kind = LAYER_DENSE, .units = 10, .act = ACT_SOFTMAX};
+    s->layers[0] = layer_dense(32, ACT_RELU);
+    s->layers[1] = layer_dense(10, ACT_SOFTMAX);
 }
 
 static void planned_equals_peak(void)
@@ -46,8 +47,8 @@ static void planned_equals_peak(void)
                 case 4:
                     s.n_layers = 4;
                     s.layers[3] = s.layers[1];
-                    s.layers[1] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.5f};
-                    s.layers[2] = (layer_spec){.kind = LAYER_DENSE, .units = 16, .act = ACT_TANH};
+                    s.layers[1] = layer_dropout(0.5f);
+                    s.layers[2] = layer_dense(16, ACT_TANH);
                     what = "dropout + tanh";
                     break;
                 case 5:
@@ -86,22 +87,15 @@ static void planned_equals_peak(void)
 /* Layers of an image model. */
 static layer_spec conv(int filters, int k, int stride, pad_kind pad, act_kind act)
 {
-    return (layer_spec){.kind = LAYER_CONV2D, .units = filters, .act = act, .kh = k, .kw = k,
-                        .sh = stride, .sw = stride, .pad = pad};
+    return layer_conv(filters, k, stride, pad, act, 1);
 }
-static layer_spec pool2(layer_kind kind, int k, int stride, pad_kind pad)
+static layer_spec pool2(const char *kind, int k, int stride, pad_kind pad)
 {
-    return (layer_spec){.kind = kind, .kh = k, .kw = k, .sh = stride, .sw = stride, .pad = pad};
+    return layer_pool(kind, k, stride, pad);
 }
-static layer_spec plain(layer_kind kind) { return (layer_spec){.kind = kind}; }
-static layer_spec bnorm(void)
-{
-    return (layer_spec){.kind = LAYER_BATCH_NORM, .momentum = 0.9f, .epsilon = 1e-3f};
-}
-static layer_spec dense(int units, act_kind act)
-{
-    return (layer_spec){.kind = LAYER_DENSE, .units = units, .act = act};
-}
+static layer_spec plain(const char *kind) { return layer_text("%s", kind); }
+static layer_spec bnorm(void) { return layer_bnorm(0.9f, 1e-3f); }
+static layer_spec dense(int units, act_kind act) { return layer_dense(units, act); }
 
 /* A convolutional variant: its layers (ending in a softmax over 4 classes)
  * and the image it reads. */
@@ -121,35 +115,35 @@ static void cnn_variant_get(int v, cnn_variant *c)
     switch (v) {
     case 0:
         *c = (cnn_variant){"conv valid s1 + flatten", odd, 3,
-                           {conv(4, 3, 1, PAD_VALID, ACT_RELU), plain(LAYER_FLATTEN),
+                           {conv(4, 3, 1, PAD_VALID, ACT_RELU), plain("flatten"),
                             dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
         break;
     case 1:
         *c = (cnn_variant){"conv same s2 + flatten", odd, 3,
-                           {conv(5, 3, 2, PAD_SAME, ACT_TANH), plain(LAYER_FLATTEN),
+                           {conv(5, 3, 2, PAD_SAME, ACT_TANH), plain("flatten"),
                             dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
         break;
     case 2:
         *c = (cnn_variant){"conv valid s2 + max pool 2 + flatten", rgb, 4,
                            {conv(6, 3, 2, PAD_VALID, ACT_RELU),
-                            pool2(LAYER_MAX_POOL2D, 2, 2, PAD_VALID), plain(LAYER_FLATTEN),
+                            pool2("max_pooling2d", 2, 2, PAD_VALID), plain("flatten"),
                             dense(4, ACT_SOFTMAX)}, OPT_SGD, 0};
         break;
     case 3:
         *c = (cnn_variant){"conv same s1 + avg pool 3 s1 same + global avg pool", odd, 4,
                            {conv(3, 2, 1, PAD_SAME, ACT_SIGMOID),
-                            pool2(LAYER_AVG_POOL2D, 3, 1, PAD_SAME),
-                            plain(LAYER_GLOBAL_AVG_POOL2D), dense(4, ACT_SOFTMAX)}, OPT_ADAMW, 0};
+                            pool2("average_pooling2d", 3, 1, PAD_SAME),
+                            plain("global_average_pooling2d"), dense(4, ACT_SOFTMAX)}, OPT_ADAMW, 0};
         break;
     case 4:
         *c = (cnn_variant){"conv no bias + batch norm + relu + max pool + flatten + dropout",
                            rgb, 7,
                            {conv(8, 3, 1, PAD_SAME, ACT_LINEAR), bnorm(),
-                            (layer_spec){.kind = LAYER_ACTIVATION, .act = ACT_RELU},
-                            pool2(LAYER_MAX_POOL2D, 2, 2, PAD_VALID), plain(LAYER_FLATTEN),
-                            (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.3f},
+                            layer_act(ACT_RELU),
+                            pool2("max_pooling2d", 2, 2, PAD_VALID), plain("flatten"),
+                            layer_dropout(0.3f),
                             dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
-        c->layers[0].no_bias = 1;
+        c->layers[0] = layer_conv(8, 3, 1, PAD_SAME, ACT_LINEAR, 0);
         break;
     case 5:
         *c = (cnn_variant){"dense on an image", rgb, 2,
@@ -158,36 +152,36 @@ static void cnn_variant_get(int v, cnn_variant *c)
     case 6:
         *c = (cnn_variant){"batch norm on the input + conv + max pool same + global avg", odd, 5,
                            {bnorm(), conv(4, 3, 1, PAD_VALID, ACT_RELU),
-                            pool2(LAYER_MAX_POOL2D, 2, 1, PAD_SAME),
-                            plain(LAYER_GLOBAL_AVG_POOL2D), dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+                            pool2("max_pooling2d", 2, 1, PAD_SAME),
+                            plain("global_average_pooling2d"), dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
         break;
     case 7:
         *c = (cnn_variant){"conv + conv + avg pool + flatten + dense no bias, restore_best",
                            rgb, 6,
                            {conv(4, 3, 1, PAD_SAME, ACT_RELU), conv(6, 3, 2, PAD_VALID, ACT_RELU),
-                            pool2(LAYER_AVG_POOL2D, 2, 2, PAD_SAME), plain(LAYER_FLATTEN),
+                            pool2("average_pooling2d", 2, 2, PAD_SAME), plain("flatten"),
                             dense(8, ACT_RELU), dense(4, ACT_SOFTMAX)}, OPT_SGD, 1};
-        c->layers[4].no_bias = 1;
+        c->layers[4] = layer_text("{dense: 8, activation: relu, use_bias: false}");
         break;
     case 8:
         *c = (cnn_variant){"1x1 conv s2 + batch norm + tanh + flatten + batch norm", odd, 6,
                            {conv(3, 1, 2, PAD_VALID, ACT_LINEAR), bnorm(),
-                            (layer_spec){.kind = LAYER_ACTIVATION, .act = ACT_TANH},
-                            plain(LAYER_FLATTEN), bnorm(), dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+                            layer_act(ACT_TANH),
+                            plain("flatten"), bnorm(), dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
         break;
     case 9:
         *c = (cnn_variant){"conv same, even kernel, s2 + flatten + dropout + dense",
                            shape_image(12, 12, 1), 5,
-                           {conv(8, 4, 2, PAD_SAME, ACT_RELU), plain(LAYER_FLATTEN),
-                            (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.5f},
+                           {conv(8, 4, 2, PAD_SAME, ACT_RELU), plain("flatten"),
+                            layer_dropout(0.5f),
                             dense(12, ACT_TANH), dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
         break;
     default:
         *c = (cnn_variant){"dropout on the image + conv 5x5 + max pool 3 s3 + flatten",
                            shape_image(10, 10, 1), 5,
-                           {(layer_spec){.kind = LAYER_DROPOUT, .rate = 0.2f},
+                           {layer_dropout(0.2f),
                             conv(4, 5, 1, PAD_VALID, ACT_RELU),
-                            pool2(LAYER_MAX_POOL2D, 3, 3, PAD_VALID), plain(LAYER_FLATTEN),
+                            pool2("max_pooling2d", 3, 3, PAD_VALID), plain("flatten"),
                             dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
         break;
     }

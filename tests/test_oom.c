@@ -7,6 +7,7 @@
  * The host allocator is wrapped at link time (-Wl,--wrap=malloc, ...).
  */
 #include "check.h"
+#include "layer_text.h"
 #include "device/device.h"
 #include "run/run.h"
 #include "util/util.h"
@@ -100,7 +101,7 @@ static void evaluate_oom(void)
     str_copy(s.name, sizeof s.name, "big");
     s.batch_size = 2048;
     s.n_layers = 1;
-    s.layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 3, .act = ACT_SOFTMAX};
+    s.layers[0] = layer_dense(3, ACT_SOFTMAX);
     const model_spec *specs[1] = {&s};
     train_group *g = NULL;
     cohort_error err;

@@ -5,10 +5,47 @@
  * each of which names the error it must give in its first line.
  */
 #include "check.h"
+#include "layer_text.h"
 
 #include "plan/plan.h"
 #include "plan/yamltree.h"
 #include "util/util.h"
+
+/* The layer's JSON (layers/syntax.c) is want; contains frag. */
+static int is_layer(const layer_spec *l, const char *want)
+{
+    strbuf b;
+    sb_init(&b);
+    layer_to_json(l, &b);
+    int same = !b.failed && strcmp(b.data, want) == 0;
+    if (!same)
+        fprintf(stderr, "layer is %s, not %s\n", b.data ? b.data : "?", want);
+    sb_free(&b);
+    return same;
+}
+
+/* A dense layer's units (its JSON's value), or -1. */
+static int units_of(const layer_spec *l)
+{
+    strbuf b;
+    sb_init(&b);
+    layer_to_json(l, &b);
+    int u = -1;
+    if (b.failed || sscanf(b.data, "{\"dense\":%d", &u) != 1)
+        u = -1;
+    sb_free(&b);
+    return u;
+}
+
+static int layer_has(const layer_spec *l, const char *frag)
+{
+    strbuf b;
+    sb_init(&b);
+    layer_to_json(l, &b);
+    int has = !b.failed && strstr(b.data, frag) != NULL;
+    sb_free(&b);
+    return has;
+}
 
 #include <dirent.h>
 #include <errno.h>
@@ -136,8 +173,8 @@ static void test_spec_helpers(void)
 
     str_copy(s.name, sizeof s.name, "q\"x");
     s.n_layers = 2;
-    s.layers[0] = (layer_spec){.kind = LAYER_DENSE, .units = 64, .act = ACT_TANH};
-    s.layers[1] = (layer_spec){.kind = LAYER_DROPOUT, .rate = 0.2f};
+    s.layers[0] = layer_dense(64, ACT_TANH);
+    s.layers[1] = layer_dropout(0.2f);
     s.opt.kind = OPT_SGD;
     s.opt.lr = 0.01f;
     s.opt.momentum = 0.9f;
@@ -190,9 +227,10 @@ static void test_seed(void)
     const model_spec *s = &p->models[0];
     CHECK(strcmp(s->name, "small_model") == 0 && s->line == 13);
     CHECK(s->n_layers == 2);
-    CHECK(s->layers[0].kind == LAYER_DENSE && s->layers[0].units == 128 &&
+    CHECK(is_layer(&s->layers[0], "{\"dense\":128,\"activation\":\"relu\"}") &&
           s->layers[0].act == ACT_RELU);
-    CHECK(s->layers[1].units == 10 && s->layers[1].act == ACT_SOFTMAX);
+    CHECK(is_layer(&s->layers[1], "{\"dense\":10,\"activation\":\"softmax\"}") &&
+          s->layers[1].act == ACT_SOFTMAX);
     CHECK(s->epochs == 10 && s->batch_size == 64 && s->shuffle == 1 && s->seed == 1);
     CHECK(s->opt.kind == OPT_ADAM && s->opt.lr == 0.001f && s->loss == LOSS_SCE);
     CHECK(!s->early_stop.enabled && s->device[0] == 0 && s->init_from[0] == 0);
@@ -200,7 +238,7 @@ static void test_seed(void)
 
     const model_spec *l = &p->models[1];
     CHECK(strcmp(l->name, "large_model") == 0 && l->line == 15);
-    CHECK(l->n_layers == 3 && l->layers[0].units == 512 && l->layers[2].act == ACT_SOFTMAX);
+    CHECK(l->n_layers == 3 && units_of(&l->layers[0]) == 512 && l->layers[2].act == ACT_SOFTMAX);
     CHECK(l->opt.kind == OPT_ADAM && l->opt.lr == 0.0005f); /* model's lr, defaults' name */
     CHECK(l->epochs == 10 && l->batch_size == 64);         /* from defaults */
     CHECK(strcmp(l->device, "gpu:0") == 0 && strcmp(l->init_from, "base.safetensors") == 0);
@@ -381,8 +419,8 @@ static void test_fit_settings(void)
     if (p) {
         const model_spec *s = &p->models[0];
         CHECK(s->loss == LOSS_MSE && s->n_layers == 3);
-        CHECK(s->layers[0].kind == LAYER_DROPOUT && s->layers[0].rate == 0.5f);
-        CHECK(s->layers[1].kind == LAYER_DENSE && s->layers[1].act == ACT_LINEAR);
+        CHECK(is_layer(&s->layers[0], "{\"dropout\":0.5}"));
+        CHECK(s->layers[1].kind == layer_find("dense") && s->layers[1].act == ACT_LINEAR);
         CHECK(s->early_stop.enabled && strcmp(s->early_stop.monitor, "val_accuracy") == 0);
         CHECK(s->early_stop.patience == 2 && s->early_stop.min_delta == 0.01);
         CHECK(s->early_stop.restore_best == 1);
@@ -537,12 +575,12 @@ static void expect_layers_at(int line, const char *layers, const char *frag)
 }
 #define EXPECT_LAYERS(layers, frag) expect_layers_at(__LINE__, layers, frag)
 
-/* Every field of two layer specs but the line. */
+/* Every field of two layer specs but the line (a parsed spec's settings
+ * are zeroed before they are set, padding included). */
 static int same_layer(const layer_spec *a, const layer_spec *b)
 {
-    return a->kind == b->kind && a->units == b->units && a->act == b->act && a->rate == b->rate &&
-           a->kh == b->kh && a->kw == b->kw && a->sh == b->sh && a->sw == b->sw &&
-           a->pad == b->pad && a->momentum == b->momentum && a->epsilon == b->epsilon;
+    return a->kind == b->kind && a->act == b->act && a->l1 == b->l1 && a->l2 == b->l2 &&
+           memcmp(&a->settings, &b->settings, sizeof a->settings) == 0;
 }
 
 /* Every layer kind, its defaults and both spellings of each size. */
@@ -579,7 +617,8 @@ static void test_keras_spellings(void)
     free(t);
     if (p) {
         const layer_spec *l = p->models[0].layers;
-        CHECK(l[0].pad == PAD_SAME && l[0].act == ACT_RELU && l[1].pad == PAD_VALID);
+        CHECK(layer_has(&l[0], "\"padding\":\"same\"") && l[0].act == ACT_RELU &&
+              layer_has(&l[1], "\"padding\":\"valid\""));
         CHECK(l[2].act == ACT_TANH && l[4].act == ACT_SOFTMAX);
         CHECK(p->models[0].opt.kind == OPT_ADAM && p->models[0].opt.lr == 0.01f);
         /* Written back in cohort's own spelling. */
@@ -670,24 +709,29 @@ static void test_image_layers(void)
     CHECK(s->n_layers == 15);
     for (int i = 0; i < s->n_layers; i++)
         CHECK_MSG(l[i].line == 5 + i, "layers.%d is at line %d", i, l[i].line);
-    CHECK(l[0].kind == LAYER_CONV2D && l[0].units == 32 && l[0].act == ACT_RELU);
-    CHECK(l[0].kh == 3 && l[0].kw == 3 && l[0].sh == 1 && l[0].sw == 1 && l[0].pad == PAD_VALID);
-    CHECK(l[1].kind == LAYER_CONV2D && l[1].units == 16 && l[1].act == ACT_LINEAR);
-    CHECK(l[1].kh == 3 && l[1].kw == 5 && l[1].sh == 1 && l[1].sw == 2 && l[1].pad == PAD_SAME);
-    CHECK(l[2].kind == LAYER_BATCH_NORM && l[2].momentum == 0.99f && l[2].epsilon == 0.001f);
-    CHECK(l[3].kind == LAYER_BATCH_NORM && l[3].momentum == 0.123456789f &&
-          l[3].epsilon == 1.2345678e-5f);
-    CHECK(l[4].kind == LAYER_ACTIVATION && l[4].act == ACT_TANH);
-    CHECK(l[5].kind == LAYER_MAX_POOL2D && l[5].kh == 2 && l[5].kw == 2);
-    CHECK(l[5].sh == 2 && l[5].sw == 2 && l[5].pad == PAD_VALID);
-    CHECK(l[6].kind == LAYER_AVG_POOL2D && l[6].kh == 2 && l[6].kw == 3);
-    CHECK(l[6].sh == 1 && l[6].sw == 1 && l[6].pad == PAD_SAME);
-    CHECK(l[7].kind == LAYER_MAX_POOL2D && l[7].kh == 2 && l[7].kw == 2 && l[7].sh == 2);
-    CHECK(l[8].kind == LAYER_FLATTEN && l[9].kind == LAYER_GLOBAL_AVG_POOL2D);
-    CHECK(l[10].kind == LAYER_FLATTEN && l[11].kind == LAYER_GLOBAL_AVG_POOL2D);
-    CHECK(l[12].kind == LAYER_BATCH_NORM && l[12].momentum == 0.99f);
-    CHECK(l[13].kind == LAYER_DROPOUT && l[13].rate == 0.5f);
-    CHECK(l[14].kind == LAYER_DENSE && l[14].units == 10 && l[14].act == ACT_SOFTMAX);
+    /* Each layer's kind, sizes and defaults, as its JSON shows them. */
+    static const char *const want[15] = {
+        "{\"conv2d\":32,\"kernel_size\":[3,3],\"strides\":[1,1],\"padding\":\"valid\","
+        "\"activation\":\"relu\"}",
+        "{\"conv2d\":16,\"kernel_size\":[3,5],\"strides\":[1,2],\"padding\":\"same\","
+        "\"activation\":\"linear\"}",
+        "{\"batch_normalization\":{\"momentum\":0.99,\"epsilon\":0.001}}",
+        "{\"batch_normalization\":{\"momentum\":0.12345679,\"epsilon\":1.2345678e-05}}",
+        "{\"activation\":\"tanh\"}",
+        "{\"max_pooling2d\":[2,2],\"strides\":[2,2],\"padding\":\"valid\"}",
+        "{\"average_pooling2d\":[2,3],\"strides\":[1,1],\"padding\":\"same\"}",
+        "{\"max_pooling2d\":[2,2],\"strides\":[2,2],\"padding\":\"valid\"}",
+        "{\"flatten\":null}",
+        "{\"global_average_pooling2d\":null}",
+        "{\"flatten\":null}",
+        "{\"global_average_pooling2d\":null}",
+        "{\"batch_normalization\":{\"momentum\":0.99,\"epsilon\":0.001}}",
+        "{\"dropout\":0.5}",
+        "{\"dense\":10,\"activation\":\"softmax\"}"};
+    for (int i = 0; i < 15 && i < s->n_layers; i++)
+        CHECK_MSG(is_layer(&l[i], want[i]), "layers.%d", i);
+    CHECK(l[0].act == ACT_RELU && l[1].act == ACT_LINEAR && l[4].act == ACT_TANH);
+    CHECK(l[14].act == ACT_SOFTMAX && l[13].act == ACT_LINEAR);
     CHECK_CONTAINS(s->config_json,
                    "\"layers\":[{\"conv2d\":32,\"kernel_size\":[3,3],\"strides\":[1,1],"
                    "\"padding\":\"valid\",\"activation\":\"relu\"},"
@@ -851,8 +895,10 @@ static void test_image_layers(void)
     p = PARSE(sw, ov, 1);
     if (p) {
         CHECK(p->n_models == 2 && strcmp(p->models[1].name, "m-kernel_size=5") == 0);
-        CHECK(p->models[0].layers[0].kh == 1 && p->models[1].layers[0].kw == 5);
-        CHECK(p->models[0].layers[0].pad == PAD_SAME && p->models[1].layers[0].pad == PAD_SAME);
+        CHECK(layer_has(&p->models[0].layers[0], "\"kernel_size\":[1,1]") &&
+              layer_has(&p->models[1].layers[0], "\"kernel_size\":[5,5]"));
+        CHECK(layer_has(&p->models[0].layers[0], "\"padding\":\"same\"") &&
+              layer_has(&p->models[1].layers[0], "\"padding\":\"same\""));
     }
     cohort_plan_free(p);
 }
@@ -1217,7 +1263,7 @@ static void test_sweep(void)
             CHECK(p->models[i].line == (i < 4 ? 4 : 6));
             CHECK(p->models[i].n_layers == 2);
         }
-        CHECK(p->models[4].layers[0].units == 512);
+        CHECK(units_of(&p->models[4].layers[0]) == 512);
         CHECK_CONTAINS(p->models[7].config_json, "\"name\":\"large_model-lr=0.0005-batch_size=64\"");
     }
     cohort_plan_free(p);
@@ -1240,7 +1286,7 @@ static void test_sweep(void)
                   "%s", p->models[0].name);
         CHECK_MSG(strcmp(p->models[3].name, "m-dense=16-optimizer=1-device=cpu_0-patience=5") == 0,
                   "%s", p->models[3].name);
-        CHECK(p->models[0].layers[0].units == 16 && p->models[11].layers[0].units == 64);
+        CHECK(units_of(&p->models[0].layers[0]) == 16 && units_of(&p->models[11].layers[0]) == 64);
         CHECK(p->models[0].opt.kind == OPT_SGD && p->models[0].opt.lr == 0.01f);
         CHECK(p->models[3].opt.kind == OPT_ADAMW && p->models[3].opt.lr == 0.01f);
         CHECK(p->models[3].opt.weight_decay == 0.004f);
@@ -1320,7 +1366,7 @@ static void test_overrides(void)
         CHECK(p->n_models == 4);
         CHECK(strcmp(p->models[0].name, "small_model-lr=0.1") == 0);
         CHECK(strcmp(p->models[3].name, "large_model-lr=0.01") == 0);
-        CHECK(p->models[3].opt.lr == 0.01f && p->models[0].layers[0].units == 64);
+        CHECK(p->models[3].opt.lr == 0.01f && units_of(&p->models[0].layers[0]) == 64);
     }
     cohort_plan_free(p);
 
@@ -1337,7 +1383,7 @@ static void test_overrides(void)
     p = PARSE("", ov4, 2);
     if (p)
         CHECK(p->n_models == 1 && strcmp(p->data.train, "idx:a,b") == 0 &&
-              p->models[0].layers[0].units == 3);
+              units_of(&p->models[0].layers[0]) == 3);
     cohort_plan_free(p);
 
     const char *e1[] = {"defaults.epochs"};
@@ -1572,12 +1618,13 @@ static void test_search(void)
             CHECK(m->opt.lr == b->models[i].opt.lr && m->batch_size == b->models[i].batch_size);
             same_c &= m->opt.lr == c->models[i].opt.lr;
             CHECK_MSG(m->opt.lr >= 1e-4f && m->opt.lr <= 1e-2f, "lr %g", (double)m->opt.lr);
-            CHECK_MSG(m->layers[0].rate >= 0.1f && m->layers[0].rate <= 0.5f, "rate %g",
-                      (double)m->layers[0].rate);
+            const float *rate = model_hyper_field((model_spec *)m, "layers.0.dropout");
+            CHECK_MSG(rate && *rate >= 0.1f && *rate <= 0.5f, "rate %g",
+                      rate ? (double)*rate : -1.0);
             CHECK_MSG(m->batch_size >= 16 && m->batch_size < 20, "batch %d", m->batch_size);
-            CHECK(m->layers[1].units == 32 || m->layers[1].units == 64);
-            seen32 |= m->layers[1].units == 32;
-            seen64 |= m->layers[1].units == 64;
+            CHECK(units_of(&m->layers[1]) == 32 || units_of(&m->layers[1]) == 64);
+            seen32 |= units_of(&m->layers[1]) == 32;
+            seen64 |= units_of(&m->layers[1]) == 64;
             if (m->batch_size >= 16 && m->batch_size < 20)
                 batch[m->batch_size - 16]++;
             lo = fmin(lo, m->opt.lr);

@@ -1,5 +1,6 @@
 /* cohort plan PLAN: the expanded models, their exact memory and placement. */
 #include "cli/cli.h"
+#include "layers/layer.h"
 #include "plan/plan.h"
 #include "run/run.h"
 #include "util/util.h"
@@ -35,25 +36,16 @@ static void layers_str(const model_entry *e, char *buf, size_t n)
     int len = in.rank == 3 ? snprintf(buf, n, "%dx%dx%d", in.h, in.w, in.c)
                            : snprintf(buf, n, "%d", e->L.n_in);
     for (int i = 0; i < e->spec->n_layers && len >= 0 && (size_t)len < n; i++) {
-        const layer_spec *l = &e->spec->layers[i];
-        const char *act = l->act == ACT_LINEAR ? "" : act_name(l->act);
-        char *p = buf + len;
-        size_t left = n - (size_t)len;
-        switch (l->kind) {
-        case LAYER_DENSE: len += snprintf(p, left, "-%d%s", l->units, act); break;
-        case LAYER_CONV2D: len += snprintf(p, left, "-c%d%s", l->units, act); break;
-        case LAYER_DROPOUT: len += snprintf(p, left, "-drop%g", (double)l->rate); break;
-        case LAYER_MAX_POOL2D: len += snprintf(p, left, "-mp%d", l->kh); break;
-        case LAYER_AVG_POOL2D: len += snprintf(p, left, "-ap%d", l->kh); break;
-        case LAYER_GLOBAL_AVG_POOL2D: len += snprintf(p, left, "-gap"); break;
-        case LAYER_FLATTEN: len += snprintf(p, left, "-flat"); break;
-        case LAYER_BATCH_NORM: len += snprintf(p, left, "-bn"); break;
-        case LAYER_ACTIVATION: len += snprintf(p, left, "-%s", act_name(l->act)); break;
-        default: len += snprintf(p, left, "-%s", layer_kind_name(l->kind)); break;
-        }
+        int w = snprintf(buf + len, n - (size_t)len, "-");
+        if (w < 0 || (size_t)(len + w) >= n)
+            break;
+        len += w;
+        w = layer_abbrev(&e->spec->layers[i], buf + len, n - (size_t)len);
+        if (w < 0)
+            break;
+        len += w;
     }
 }
-
 
 /* Each layer of e: its output shape, parameters and the buffers it adds. */
 static void print_layers(const model_entry *e, int w)
@@ -65,7 +57,7 @@ static void print_layers(const model_entry *e, int w)
         const layer_plan *lp = &L->layers[i];
         shape_format(lp->out, shape, sizeof shape);
         printf("%-*s    layers.%-2d %-24s -> %-14s %9zu params", w, "", i,
-               layer_kind_name(lp->kind), shape, lp->n_params);
+               lp->kind->name, shape, lp->n_params);
         if (lp->alias)
             printf(", in place");
         if (lp->n_state)

@@ -2,11 +2,13 @@
  * hyper: the settings of a model spec that may change between two epochs
  * without changing its shapes or its memory plan, so that a model keeps its
  * weights and optimizer state across the change (PBT's hyperparam_mutations).
- * They are the optimizer's scalars, the dropout rates and the kernel
- * regularizers, all floats of the spec; a layer's width, the batch size or
- * the optimizer's kind would change shapes and are not among them.
+ * They are the optimizer's scalars and the layers' settings their entries of
+ * the layer table list (a dropout rate, a kernel regularizer), all floats of
+ * the spec; a layer's width, the batch size or the optimizer's kind would
+ * change shapes and are not among them.
  */
 #include "model/model.h"
+#include "layers/layer.h"
 #include "optim/optim.h"
 #include "util/util.h"
 
@@ -21,12 +23,19 @@ typedef struct hyper_key {
     int lo_open, hi_open;
 } hyper_key;
 
-/* A layer's settings. */
-static const hyper_key layer_keys[] = {
-    {"dropout", 0, 1, 0, 1},
-    {"kernel_regularizer.l1", 0, HUGE_VAL, 0, 1},
-    {"kernel_regularizer.l2", 0, HUGE_VAL, 0, 1},
-};
+/* The setting key of the layer kind `kind` (NULL: of any kind, the first
+ * in the table's order), or NULL. */
+static const layer_hyper *layer_key(const layer_ops *kind, const char *key)
+{
+    int n;
+    const layer_ops *const *kinds = layer_kinds(&n);
+    for (int k = 0; k < n; k++)
+        for (const layer_hyper *h = kinds[k]->hyper; (!kind || kinds[k] == kind) && h && h->key;
+             h++)
+            if (strcmp(h->key, key) == 0)
+                return h;
+    return NULL;
+}
 
 /* The optimizer's: lr and the keys its table marks (optim/optim.h), with
  * the plan's ranges; positive ones from FLT_MIN, as training flushes
@@ -57,12 +66,11 @@ static int find(const char *path, int *layer, hyper_key *out)
     if (sscanf(path, "layers.%d.%n", layer, &n) != 1 || n <= 0 || *layer < 0 ||
         *layer >= COHORT_MAX_LAYERS)
         return 0;
-    for (size_t i = 0; i < sizeof layer_keys / sizeof layer_keys[0]; i++)
-        if (!strcmp(path + n, layer_keys[i].name)) {
-            *out = layer_keys[i];
-            return 1;
-        }
-    return 0;
+    const layer_hyper *h = layer_key(NULL, path + n);
+    if (!h)
+        return 0;
+    *out = (hyper_key){h->key, h->lo, h->hi, h->lo_open, h->hi_open};
+    return 1;
 }
 
 int model_hyper_known(const char *path)
@@ -88,11 +96,8 @@ float *model_hyper_field(model_spec *spec, const char *path)
     if (li >= spec->n_layers)
         return NULL;
     layer_spec *l = &spec->layers[li];
-    if (!strcmp(k.name, "dropout"))
-        return l->kind == LAYER_DROPOUT ? &l->rate : NULL;
-    if (l->kind != LAYER_DENSE && l->kind != LAYER_CONV2D)
-        return NULL;
-    return !strcmp(k.name, "kernel_regularizer.l1") ? &l->l1 : &l->l2;
+    const layer_hyper *h = layer_key(l->kind, k.name);
+    return h ? h->field(l) : NULL;
 }
 
 int model_hyper_allows(const char *path, double v, char *range, size_t size)

@@ -1,6 +1,11 @@
+/*
+ * model/layout: a group's shapes, parameter offsets and exact memory plan,
+ * from each layer's entry of the layer table (its plan op); when two specs
+ * may share a group (their layers' fusion keys); a model's FLOPs.
+ */
 #include "model/model.h"
+#include "layers/layer.h"
 #include "optim/optim.h"
-#include "train/layer.h"
 #include "util/util.h"
 
 #include <stdio.h>
@@ -16,7 +21,7 @@ static cohort_status layer_fail(cohort_error *err, model_layout *L, const model_
     const layer_spec *ls = &spec->layers[i];
     L->error_line = ls->line;
     return cohort_fail(err, COHORT_ERR_INPUT, "model '%s', layers.%d (%s): %s", spec->name, i,
-                       layer_kind_name(ls->kind), why);
+                       ls->kind ? ls->kind->name : "unknown", why);
 }
 
 act_kind model_loss_act(const model_spec *spec)
@@ -116,7 +121,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
     for (int i = 0; i < spec->n_layers; i++) {
         const layer_spec *ls = &spec->layers[i];
         layer_plan *lp = &L->layers[i];
-        const layer_ops *ops = layer_ops_of(ls->kind);
+        const layer_ops *ops = ls->kind;
         lp->kind = ls->kind;
         lp->act = ls->act;
         lp->index = i;
@@ -132,7 +137,7 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
         if (ops->plan(ls, lp, why, sizeof why))
             return layer_fail(err, L, spec, i, why);
         if (ops->may_overwrite_input && i > 0 && !L->layers[i - 1].alias &&
-            !layer_ops_of(L->layers[i - 1].kind)->reads_output)
+            !L->layers[i - 1].kind->reads_output)
             lp->alias = 1;
         /* A layer that moves values (a dense of as many units as inputs
          * included) starts a new order. */
@@ -255,34 +260,13 @@ void model_group_spec(const model_spec *const *specs, int n, model_spec *out)
     }
 }
 
-/* Two layers of fusable models: the same kind and shapes (hyper-parameters
- * such as the dropout rate or the batch-norm momentum may differ). */
-static int same_layer(const layer_spec *x, const layer_spec *y)
-{
-    if (x->kind != y->kind)
-        return 0;
-    switch (x->kind) {
-    case LAYER_DENSE: return x->units == y->units && x->act == y->act && x->no_bias == y->no_bias;
-    case LAYER_CONV2D:
-        return x->units == y->units && x->act == y->act && x->no_bias == y->no_bias &&
-               x->kh == y->kh && x->kw == y->kw &&
-               x->sh == y->sh && x->sw == y->sw && x->pad == y->pad;
-    case LAYER_MAX_POOL2D:
-    case LAYER_AVG_POOL2D:
-        return x->kh == y->kh && x->kw == y->kw && x->sh == y->sh && x->sw == y->sw &&
-               x->pad == y->pad;
-    case LAYER_ACTIVATION: return x->act == y->act;
-    default: return 1;
-    }
-}
-
 int model_can_fuse(const model_spec *a, const model_spec *b)
 {
     if (a->n_layers != b->n_layers || a->loss != b->loss || a->from_logits != b->from_logits ||
         a->batch_size != b->batch_size || a->opt.kind != b->opt.kind)
         return 0;
     for (int i = 0; i < a->n_layers; i++)
-        if (!same_layer(&a->layers[i], &b->layers[i]))
+        if (!layer_can_fuse(&a->layers[i], &b->layers[i]))
             return 0;
     return 1;
 }
@@ -295,8 +279,8 @@ double model_train_flops(const model_layout *L, int64_t n)
     double f = 0;
     int first = 1;
     for (int i = 0; i < L->n_layers; i++) {
-        const layer_ops *ops = layer_ops_of(L->layers[i].kind);
-        double mac = ops && ops->macs ? ops->macs(&L->layers[i]) : 0.0;
+        const layer_ops *ops = L->layers[i].kind;
+        double mac = ops->macs ? ops->macs(&L->layers[i]) : 0.0;
         if (mac > 0) {
             f += (first ? 4.0 : 6.0) * mac;
             first = 0;

@@ -18,21 +18,10 @@
 #define COHORT_PATH_MAX 1024
 
 typedef enum act_kind { ACT_LINEAR, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_SOFTMAX } act_kind;
-/* Keras's layers. A new kind is one entry of the trainer's layer table
- * (train/layer.h) and its plan syntax (plan.c); nothing else names it. */
-typedef enum layer_kind {
-    LAYER_DENSE,
-    LAYER_DROPOUT,
-    LAYER_CONV2D,
-    LAYER_MAX_POOL2D,
-    LAYER_AVG_POOL2D,
-    LAYER_GLOBAL_AVG_POOL2D,
-    LAYER_FLATTEN,
-    LAYER_BATCH_NORM,
-    LAYER_ACTIVATION,
-    LAYER_KIND_COUNT
-} layer_kind;
-typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
+/* A layer kind is an entry of the layer table (layers/layer.h): one file of
+ * src/layers/ and one line of its table. model/ reaches a kind only through
+ * its entry, and knows none by name. */
+struct layer_ops;
 /* Keras's losses. SCE takes class labels; the others take target rows as
  * wide as the output (class labels one-hot, or the label as a number for a
  * single output). */
@@ -54,8 +43,6 @@ const char *act_name(act_kind a);
 /* The plan's name of an optimizer (its entry's, optim/table.c). */
 const char *opt_name(opt_kind o);
 const char *loss_name(loss_kind l);
-/* The plan's name of a layer kind ("dense", "conv2d", "max_pooling2d", ...). */
-const char *layer_kind_name(layer_kind k);
 
 /* class_weight names at most this many classes. */
 #define COHORT_MAX_CLASS_WEIGHTS 256
@@ -63,19 +50,26 @@ const char *layer_kind_name(layer_kind k);
 /* The groups of one run hold at most this many models. */
 #define COHORT_MAX_GROUP 64
 
+/* Bytes of a layer kind's own settings (the entry's struct; layers/layer.h). */
+#define LAYER_SETTINGS_BYTES 64
+
+/*
+ * One layer of a model spec: its kind (the table's entry), the two settings
+ * that the machinery outside an entry applies to any kind that takes them,
+ * and the kind's own settings, a struct of the entry's that only the entry
+ * reads (units, kernel size, rate, ...). A plain value: copied with the
+ * model spec, compared by the entry's fusion key.
+ */
 typedef struct layer_spec {
-    layer_kind kind;
-    int units;       /* dense: output width; conv2d: filters */
-    act_kind act;    /* dense, conv2d, activation */
-    int no_bias;     /* dense, conv2d: Keras's use_bias: false */
-    float rate;      /* dropout: fraction dropped */
-    int kh, kw;      /* conv2d: kernel_size; pooling: pool_size */
-    int sh, sw;      /* conv2d, pooling: strides (pooling: default the pool size) */
-    pad_kind pad;    /* conv2d, pooling: padding */
-    float momentum;  /* batch_normalization: Keras's momentum (0.99) */
-    float epsilon;   /* batch_normalization: 0.001 */
-    float l1, l2;    /* dense, conv2d: kernel_regularizer (0: none) */
+    const struct layer_ops *kind; /* the entry of the table; never NULL in a parsed spec */
     int line;        /* the plan line of the layer, for shape errors; 0: unknown */
+    act_kind act;    /* the activation its output gets (the layout's and the loss check's);
+                      * ACT_LINEAR for a kind that takes none */
+    float l1, l2;    /* kernel_regularizer on the layer's first tensor (0: none) */
+    union {          /* the kind's settings, as the entry's own struct */
+        unsigned char bytes[LAYER_SETTINGS_BYTES];
+        max_align_t align;
+    } settings;
 } layer_spec;
 
 /* Keras's learning-rate schedules, called with the number of updates done
@@ -188,11 +182,11 @@ int model_hyper_allows(const char *path, double v, char *range, size_t size);
 
 /*
  * One layer of a model in the group's layout: what the layer table's plan
- * op (train/layer.h) gives. Offsets and counts are floats per model; "per
+ * op (layers/layer.h) gives. Offsets and counts are floats per model; "per
  * row" ones are per sample of a batch.
  */
 typedef struct layer_plan {
-    layer_kind kind;
+    const struct layer_ops *kind; /* the entry of the table */
     int index;             /* in model_spec.layers: the weight names' layers.{i} */
     act_kind act;          /* the activation its kernels apply: the spec's, except the
                             * model's output activation that the loss applies (softmax;

@@ -1,7 +1,9 @@
-/* spec: names of the model enums, the default spec and its JSON form. */
+/* model/spec: names of the model enums, the default spec and its JSON form (each
+ * layer's from its entry of the layer table). */
 #include "model/model.h"
-#include "optim/optim.h"
 
+#include "layers/layer.h"
+#include "optim/optim.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -56,15 +58,6 @@ void model_spec_defaults(model_spec *spec)
  * as 0.001), or up to 9 where 7 would not read back as the same float, since
  * the plan parser reads this JSON back (eval, predict, --resume). */
 
-static void sb_key(strbuf *b, const char *key);
-
-/* A kernel, pool or stride size as the plan's [h, w]. */
-static void sb_hw(strbuf *b, const char *key, int h, int w)
-{
-    sb_key(b, key);
-    sb_printf(b, "[%d,%d]", h, w);
-}
-
 static void sb_key(strbuf *b, const char *key)
 {
     sb_putn(b, ",", 1);
@@ -101,18 +94,6 @@ static void sb_double(strbuf *b, double v)
             break;
     }
     sb_puts(b, buf);
-}
-
-/* `,"kernel_regularizer":{"l1":..,"l2":..}` where the layer has one. */
-static void sb_regularizer(strbuf *b, const layer_spec *l)
-{
-    if (l->l1 == 0.0f && l->l2 == 0.0f)
-        return;
-    sb_puts(b, ",\"kernel_regularizer\":{\"l1\":");
-    sb_json_float(b, l->l1);
-    sb_puts(b, ",\"l2\":");
-    sb_json_float(b, l->l2);
-    sb_putn(b, "}", 1);
 }
 
 /* The clip that is set, if any. */
@@ -261,54 +242,9 @@ char *model_spec_to_json(const model_spec *spec)
     sb_key(&b, "layers");
     sb_putn(&b, "[", 1);
     for (int i = 0; i < spec->n_layers && i < COHORT_MAX_LAYERS; i++) {
-        const layer_spec *l = &spec->layers[i];
         if (i)
             sb_putn(&b, ",", 1);
-        switch (l->kind) {
-        case LAYER_DENSE:
-            sb_printf(&b, "{\"dense\":%d,\"activation\":", l->units);
-            sb_json_str(&b, act_name(l->act));
-            if (l->no_bias)
-                sb_puts(&b, ",\"use_bias\":false");
-            sb_regularizer(&b, l);
-            break;
-        case LAYER_DROPOUT:
-            sb_puts(&b, "{\"dropout\":");
-            sb_json_float(&b, l->rate);
-            break;
-        case LAYER_CONV2D:
-            sb_printf(&b, "{\"conv2d\":%d", l->units);
-            sb_hw(&b, "kernel_size", l->kh, l->kw);
-            sb_hw(&b, "strides", l->sh, l->sw);
-            sb_printf(&b, ",\"padding\":\"%s\",\"activation\":",
-                      l->pad == PAD_SAME ? "same" : "valid");
-            sb_json_str(&b, act_name(l->act));
-            if (l->no_bias)
-                sb_puts(&b, ",\"use_bias\":false");
-            sb_regularizer(&b, l);
-            break;
-        case LAYER_MAX_POOL2D:
-        case LAYER_AVG_POOL2D:
-            sb_printf(&b, "{\"%s\":[%d,%d]", layer_kind_name(l->kind), l->kh, l->kw);
-            sb_hw(&b, "strides", l->sh, l->sw);
-            sb_printf(&b, ",\"padding\":\"%s\"", l->pad == PAD_SAME ? "same" : "valid");
-            break;
-        case LAYER_BATCH_NORM:
-            sb_puts(&b, "{\"batch_normalization\":{\"momentum\":");
-            sb_json_float(&b, l->momentum);
-            sb_puts(&b, ",\"epsilon\":");
-            sb_json_float(&b, l->epsilon);
-            sb_putn(&b, "}", 1);
-            break;
-        case LAYER_ACTIVATION:
-            sb_puts(&b, "{\"activation\":");
-            sb_json_str(&b, act_name(l->act));
-            break;
-        default: /* global_average_pooling2d, flatten: no settings */
-            sb_printf(&b, "{\"%s\":null", layer_kind_name(l->kind));
-            break;
-        }
-        sb_putn(&b, "}", 1);
+        layer_to_json(&spec->layers[i], &b);
     }
     sb_putn(&b, "]", 1);
 
@@ -371,23 +307,6 @@ char *model_spec_to_json(const model_spec *spec)
         return NULL;
     }
     return b.data;
-}
-
-const char *layer_kind_name(layer_kind k)
-{
-    switch (k) {
-    case LAYER_DENSE: return "dense";
-    case LAYER_DROPOUT: return "dropout";
-    case LAYER_CONV2D: return "conv2d";
-    case LAYER_MAX_POOL2D: return "max_pooling2d";
-    case LAYER_AVG_POOL2D: return "average_pooling2d";
-    case LAYER_GLOBAL_AVG_POOL2D: return "global_average_pooling2d";
-    case LAYER_FLATTEN: return "flatten";
-    case LAYER_BATCH_NORM: return "batch_normalization";
-    case LAYER_ACTIVATION: return "activation";
-    case LAYER_KIND_COUNT: break;
-    }
-    return "unknown";
 }
 
 void shape_format(sample_shape s, char *buf, size_t len)

@@ -4,6 +4,7 @@
 #include "plan/plan.h"
 
 #include "data/data.h"
+#include "layers/layer.h"
 #include "optim/optim.h"
 #include "plan/yamltree.h"
 #include "util/util.h"
@@ -27,34 +28,15 @@ const char *const plan_plateau_keys[] = {"monitor", "factor", "patience", "min_d
                                          "cooldown", "min_lr", NULL};
 const char *const plan_early_stop_keys[] = {"monitor", "patience", "min_delta",
                                             "restore_best_weights", NULL};
-/* The layer kinds (as layer_kind_name spells them), then their settings. */
-const char *const plan_layer_keys[] = {"dense",
-                                       "dropout",
-                                       "conv2d",
-                                       "max_pooling2d",
-                                       "average_pooling2d",
-                                       "global_average_pooling2d",
-                                       "flatten",
-                                       "batch_normalization",
-                                       "activation",
-                                       "kernel_size",
-                                       "strides",
-                                       "padding",
-                                       "use_bias",
-                                       "kernel_regularizer",
-                                       NULL};
-
 static const char *const top_keys[] = {"data",    "defaults", "models",      "sweep", "search",
                                        "scheduler",
                                        "devices", "strategy", "shared_order", NULL};
 static const char *const data_keys[] = {"train", "test", "validation", "validation_split",
                                         "label_column", "label_columns", "input_shape", NULL};
 static const char *const device_keys[] = {"memory", "split", "memory_limit", NULL};
-/* Same order as the enums of model.h and cohort.h (the optimizers: their
- * table's, optim/). Activations, paddings and optimizers are read in any case: Keras lowercases padding ("SAME") and
- * optimizer names ("Adam"), and torch spells ReLU, Tanh, Sigmoid. */
-static const char *const act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
-static const char *const pad_names[] = {"valid", "same"};
+/* Same order as the enums of model.h and cohort.h. Optimizers are read in any case
+ * (their table's names, optim/), as Keras does ("Adam"); a layer's
+ * activation and padding likewise (layers/syntax.c). */
 /* The losses as Keras names them, aliases after; loss_kinds[i] is names[i]'s. */
 static const char *const loss_names[] = {
     "sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
@@ -769,11 +751,6 @@ static cohort_status get_monitor(const yctx *c, const ynode *v, const char *what
     return COHORT_OK;
 }
 
-static int layer_has_act(const layer_spec *l)
-{
-    return l->kind == LAYER_DENSE || l->kind == LAYER_CONV2D || l->kind == LAYER_ACTIVATION;
-}
-
 static int is_cross_entropy(loss_kind l) { return l == LOSS_SCE || l == LOSS_CCE || l == LOSS_BCE; }
 
 /* loss: a name, or {name: N, from_logits, label_smoothing, delta}. */
@@ -909,27 +886,12 @@ static cohort_status check_output(const yctx *c, const ynode *layer, const char 
     act_kind want = model_loss_act(s);
     if (!is_cross_entropy(s->loss))
         return COHORT_OK;
-    act_kind have = layer_has_act(l) ? l->act : ACT_LINEAR;
+    act_kind have = l->act;
     if (have == want)
         return COHORT_OK;
     char is[80], fix[120];
-    const char *kind = layer_kind_name(l->kind);
     const char *act = act_name(want);
-    if (l->kind == LAYER_ACTIVATION)
-        snprintf(is, sizeof is, "activation %s", act_name(l->act));
-    else if (layer_has_act(l))
-        snprintf(is, sizeof is, "%s with activation %s", kind, act_name(l->act));
-    else
-        snprintf(is, sizeof is, "%s", kind);
-    if (l->kind == LAYER_DENSE)
-        snprintf(fix, sizeof fix, "make it {dense: %d, activation: %s}", l->units, act);
-    else if (l->kind == LAYER_CONV2D)
-        snprintf(fix, sizeof fix, "give it activation: %s", act);
-    else if (l->kind == LAYER_ACTIVATION)
-        snprintf(fix, sizeof fix, "make it {activation: %s}", act);
-    else
-        snprintf(fix, sizeof fix, "end with {dense: %s, activation: %s}",
-                 s->loss == LOSS_BCE ? "1" : "CLASSES", act);
+    layer_describe_output(l, want, s->loss == LOSS_BCE, is, sizeof is, fix, sizeof fix);
     if (s->from_logits)
         return ynode_fail(c, layer, "%s: loss %s with from_logits: true takes logits, but the "
                                     "last layer is %s; %s (or drop from_logits)",
@@ -1056,371 +1018,8 @@ static cohort_status build_plateau(const yctx *c, const ynode *n, const char *la
     return COHORT_OK;
 }
 
-/* ---- layers ---------------------------------------------------------- */
-
-/* Largest kernel, pool or stride along one axis. */
-#define LAYER_WINDOW_MAX 65536
-/* Largest dense width or number of conv2d filters. */
-#define LAYER_UNITS_MAX (1 << 20)
-
-/* The kind a plan calls s ("conv2d"), or -1. */
-static int layer_kind_find(const char *s)
-{
-    for (int k = 0; k < LAYER_KIND_COUNT; k++)
-        if (strcmp(s, layer_kind_name((layer_kind)k)) == 0)
-            return k;
-    return -1;
-}
-
-/* The keys a layer of kind k takes beside its own: the check and the message. */
-static int layer_takes(layer_kind k, const char *key)
-{
-    int window = strcmp(key, "strides") == 0 || strcmp(key, "padding") == 0;
-    int act = strcmp(key, "activation") == 0 || strcmp(key, "use_bias") == 0 ||
-              strcmp(key, "kernel_regularizer") == 0;
-    switch (k) {
-    case LAYER_DENSE: return act;
-    case LAYER_CONV2D: return act || window || strcmp(key, "kernel_size") == 0;
-    case LAYER_MAX_POOL2D:
-    case LAYER_AVG_POOL2D: return window;
-    default: return 0;
-    }
-}
-
-static const char *layer_takes_list(layer_kind k)
-{
-    switch (k) {
-    case LAYER_DENSE: return "it takes activation, use_bias and kernel_regularizer";
-    case LAYER_CONV2D: return "it takes kernel_size, strides, padding, activation, use_bias and "
-                              "kernel_regularizer";
-    case LAYER_MAX_POOL2D:
-    case LAYER_AVG_POOL2D: return "it takes strides and padding";
-    case LAYER_BATCH_NORM: return "write {batch_normalization: {momentum: 0.99, epsilon: 0.001}}";
-    default: return "it takes no other settings";
-    }
-}
-
-/* How to write a layer of kind k that needs a value. */
-static const char *layer_example(layer_kind k)
-{
-    switch (k) {
-    case LAYER_DENSE: return "{dense: UNITS, activation: relu}";
-    case LAYER_DROPOUT: return "{dropout: RATE}";
-    case LAYER_CONV2D: return "{conv2d: FILTERS, kernel_size: 3}";
-    case LAYER_ACTIVATION: return "{activation: relu}";
-    default: return "its bare name";
-    }
-}
-
-/* An integer, or a list [h, w] of two, each in [1, LAYER_WINDOW_MAX]. */
-static cohort_status get_hw(const yctx *c, const ynode *n, const char *what, int *h, int *w)
-{
-    char got[80];
-    long long a, b;
-    cohort_status st;
-    if (n->type == YNODE_SEQ) {
-        if (n->n != 2)
-            return ynode_fail(c, n, "%s must be an integer or a list of 2 integers [h, w], got a "
-                                    "list of %zu",
-                              what, n->n);
-        if ((st = yget_int(c, n->vals[0], what, 1, LAYER_WINDOW_MAX, &a)) ||
-            (st = yget_int(c, n->vals[1], what, 1, LAYER_WINDOW_MAX, &b)))
-            return st;
-    } else if (n->type == YNODE_SCALAR) {
-        if ((st = yget_int(c, n, what, 1, LAYER_WINDOW_MAX, &a)))
-            return st;
-        b = a;
-    } else {
-        return ynode_fail(c, n, "%s must be an integer or a list of 2 integers [h, w], got %s",
-                          what, ynode_describe(n, got, sizeof got));
-    }
-    *h = (int)a;
-    *w = (int)b;
-    return COHORT_OK;
-}
-
-/* Nothing, "~" or {}: the value of a layer that takes no settings. */
-static int no_settings(const ynode *v)
-{
-    return !v || ynode_is_null(v) || (v->type == YNODE_MAP && v->n == 0);
-}
-
-static const char *const bn_keys[] = {"momentum", "epsilon", NULL};
-
-static cohort_status build_batch_norm(const yctx *c, const ynode *v, int i, const char *label,
-                                      layer_spec *l)
-{
-    char got[80], where[200], what[200];
-    l->momentum = 0.99f;
-    l->epsilon = 0.001f;
-    if (no_settings(v))
-        return COHORT_OK;
-    if (v->type != YNODE_MAP)
-        return ynode_fail(c, v, "batch_normalization of layers.%d of %s must be a map like "
-                                "{momentum: 0.99, epsilon: 0.001}, or nothing, got %s",
-                          i, label, ynode_describe(v, got, sizeof got));
-    snprintf(where, sizeof where, "in batch_normalization of layers.%d of %s", i, label);
-    cohort_status st = ycheck_keys(c, v, bn_keys, plan_key_count(bn_keys), where);
-    if (st)
-        return st;
-    const ynode *x;
-    double d;
-    if ((x = ymap_get(v, "momentum"))) {
-        snprintf(what, sizeof what, "momentum of layers.%d", i);
-        if ((st = yget_num(c, x, what, YR_UNIT, 1, &d)))
-            return st;
-        l->momentum = (float)d;
-    }
-    if ((x = ymap_get(v, "epsilon"))) {
-        snprintf(what, sizeof what, "epsilon of layers.%d", i);
-        if ((st = yget_num(c, x, what, YR_POSITIVE, 1, &d)))
-            return st;
-        l->epsilon = (float)d;
-    }
-    return COHORT_OK;
-}
-
-/* Which kind a layer is: a bare name, or the one kind key of its map
- * ('activation' is the Activation layer only when no other kind is there). */
-static cohort_status layer_kind_of(const yctx *c, const ynode *n, int i, const char *label,
-                                   layer_kind *kind)
-{
-    char got[80], where[200];
-    const char *names[LAYER_KIND_COUNT];
-    for (int k = 0; k < LAYER_KIND_COUNT; k++)
-        names[k] = layer_kind_name((layer_kind)k);
-    if (n->type == YNODE_SCALAR) {
-        int k = layer_kind_find(n->str);
-        if (k < 0) {
-            const char *near = ysuggest(n->str, names, LAYER_KIND_COUNT);
-            char hint[80] = "";
-            if (near)
-                snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
-            return ynode_fail(c, n, "layers.%d of %s must be a map like {dense: 10, activation: "
-                                    "softmax}, or the name of a layer without settings (flatten, "
-                                    "global_average_pooling2d, batch_normalization, "
-                                    "max_pooling2d), got %s%s",
-                              i, label, ynode_describe(n, got, sizeof got), hint);
-        }
-        if (k == LAYER_DENSE || k == LAYER_DROPOUT || k == LAYER_CONV2D || k == LAYER_ACTIVATION)
-            return ynode_fail(c, n, "layers.%d of %s: %s needs a value; write it as %s", i, label,
-                              names[k], layer_example((layer_kind)k));
-        *kind = (layer_kind)k;
-        return COHORT_OK;
-    }
-    if (n->type != YNODE_MAP)
-        return ynode_fail(c, n, "layers.%d of %s must be a map like {dense: 10, activation: "
-                                "softmax}, or the name of a layer without settings (like "
-                                "flatten), got %s",
-                          i, label, ynode_describe(n, got, sizeof got));
-    /* Keras's argument names, and Python's tuples, which YAML reads as text. */
-    static const char *const keras_args[][2] = {
-        {"units", "a dense layer's units are its value: {dense: 64} (Keras's Dense(units=64))"},
-        {"filters", "a conv2d layer's filters are its value: {conv2d: 32, kernel_size: 3} "
-                    "(Keras's Conv2D(filters=32, kernel_size=3))"},
-        {"pool_size", "the pool size is the pooling layer's value: {max_pooling2d: 2} (Keras's "
-                      "MaxPooling2D(pool_size=2))"},
-        {"rate", "the rate is the dropout layer's value: {dropout: 0.5} (Keras's "
-                 "Dropout(rate=0.5))"},
-        {"input_shape", "the input shape is the data's (data.input_shape reshapes flat data)"},
-        {"input_dim", "the input size is the data's (data.input_shape reshapes flat data)"}};
-    for (size_t j = 0; j < n->n; j++) {
-        for (size_t a = 0; a < COUNT(keras_args); a++)
-            if (strcmp(n->keys[j]->str, keras_args[a][0]) == 0)
-                return ynode_fail(c, n->keys[j], "unknown key '%s' in layers.%d of %s: %s",
-                                  keras_args[a][0], i, label, keras_args[a][1]);
-        const ynode *v = n->vals[j];
-        if (v->type == YNODE_SCALAR && v->plain && v->str[0] == '(')
-            return ynode_fail(c, v, "%s of layers.%d of %s is a Python tuple ('%.20s'), which "
-                                    "YAML does not have; write a list: %s: [h, w]",
-                              n->keys[j]->str, i, label, v->str, n->keys[j]->str);
-    }
-    for (size_t j = 0; j < n->n; j++)
-        if (strcmp(n->keys[j]->str, "momentum") == 0 || strcmp(n->keys[j]->str, "epsilon") == 0)
-            return ynode_fail(c, n->keys[j], "'%s' in layers.%d of %s goes inside "
-                                             "batch_normalization: write {batch_normalization: "
-                                             "{momentum: 0.99, epsilon: 0.001}}",
-                              n->keys[j]->str, i, label);
-    snprintf(where, sizeof where, "in layers.%d of %s", i, label);
-    cohort_status st =
-        ycheck_keys(c, n, plan_layer_keys, plan_key_count(plan_layer_keys), where);
-    if (st)
-        return st;
-    int found = -1, has_act = 0;
-    for (size_t j = 0; j < n->n; j++) {
-        int k = layer_kind_find(n->keys[j]->str);
-        if (k == LAYER_ACTIVATION)
-            has_act = 1;
-        if (k < 0 || k == LAYER_ACTIVATION)
-            continue;
-        if (found >= 0)
-            return ynode_fail(c, n, "layers.%d of %s has both '%s' and '%s'; a layer is one kind "
-                                    "(give each its own entry)",
-                              i, label, names[found], names[k]);
-        found = k;
-    }
-    if (found < 0 && !has_act)
-        return ynode_fail(c, n, "layers.%d of %s has no layer kind; give one of dense, dropout, "
-                                "conv2d, max_pooling2d, average_pooling2d, "
-                                "global_average_pooling2d, flatten, batch_normalization or "
-                                "activation (like {conv2d: 32, kernel_size: 3})",
-                          i, label);
-    *kind = found >= 0 ? (layer_kind)found : LAYER_ACTIVATION;
-    for (size_t j = 0; j < n->n; j++) {
-        const char *key = n->keys[j]->str;
-        if (strcmp(key, names[*kind]) == 0 || layer_takes(*kind, key))
-            continue;
-        if (strcmp(key, "activation") == 0)
-            return ynode_fail(c, n->keys[j], "'activation' applies only to dense, conv2d and "
-                                             "activation layers (layers.%d of %s is %s); put "
-                                             "{activation: %s} after it as a layer of its own",
-                              i, label, names[*kind],
-                              n->vals[j]->type == YNODE_SCALAR ? n->vals[j]->str : "relu");
-        return ynode_fail(c, n->keys[j], "'%s' does not apply to %s layers (layers.%d of %s); %s",
-                          key, names[*kind], i, label, layer_takes_list(*kind));
-    }
-    return COHORT_OK;
-}
-
-static const char *const regularizer_keys[] = {"l1", "l2", NULL};
-
-/* kernel_regularizer: null, Keras's shorthands l1 and l2 (a factor of
- * 0.01, as keras.regularizers.get gives them), or a map {l1: x, l2: y}. */
-static cohort_status build_regularizer(const yctx *c, const ynode *v, int i, const char *label,
-                                       layer_spec *l)
-{
-    char got[80], where[200], what[64];
-    if (ynode_is_null(v))
-        return COHORT_OK;
-    if (v->type == YNODE_SCALAR && strcmp(v->str, "l1") == 0) {
-        l->l1 = 0.01f;
-        return COHORT_OK;
-    }
-    if (v->type == YNODE_SCALAR && strcmp(v->str, "l2") == 0) {
-        l->l2 = 0.01f;
-        return COHORT_OK;
-    }
-    if (v->type != YNODE_MAP)
-        return ynode_fail(c, v, "kernel_regularizer of layers.%d of %s must be l1, l2 or a map "
-                                "like {l2: 0.0001, l1: 0}, got %s",
-                          i, label, ynode_describe(v, got, sizeof got));
-    snprintf(where, sizeof where, "in kernel_regularizer of layers.%d of %s", i, label);
-    cohort_status st = ycheck_keys(c, v, regularizer_keys, plan_key_count(regularizer_keys), where);
-    for (int j = 0; !st && j < 2; j++) {
-        const ynode *x = ymap_get(v, regularizer_keys[j]);
-        double d;
-        snprintf(what, sizeof what, "kernel_regularizer.%s of layers.%d", regularizer_keys[j], i);
-        if (x && !(st = yget_num(c, x, what, YR_NONNEG, 1, &d)))
-            *(j ? &l->l2 : &l->l1) = (float)d;
-    }
-    return st;
-}
-
-/* One entry of a model's layers: a map like {conv2d: 32, kernel_size: 3} or
- * a bare name like flatten, with Keras's defaults. */
-static cohort_status build_layer(const yctx *c, const ynode *n, int i, int last,
-                                 const char *label, layer_spec *l)
-{
-    char got[80], what[200];
-    layer_kind kind = LAYER_DENSE;
-    memset(l, 0, sizeof *l);
-    cohort_status st = layer_kind_of(c, n, i, label, &kind);
-    if (st)
-        return st;
-    const ynode *map = n->type == YNODE_MAP ? n : NULL;
-    const ynode *val = map ? ymap_get(map, layer_kind_name(kind)) : NULL;
-    const ynode *act = kind == LAYER_ACTIVATION ? val : map ? ymap_get(map, "activation") : NULL;
-    const ynode *v;
-    long long ll;
-    double d;
-    l->kind = kind;
-    l->line = n->line;
-    l->act = ACT_LINEAR;
-    switch (kind) {
-    case LAYER_DENSE:
-    case LAYER_CONV2D:
-        snprintf(what, sizeof what, "%s of layers.%d",
-                 kind == LAYER_DENSE ? "dense units" : "conv2d filters", i);
-        if ((st = yget_int(c, val, what, 1, LAYER_UNITS_MAX, &ll)))
-            return st;
-        l->units = (int)ll;
-        if (kind == LAYER_DENSE)
-            break;
-        if (!(v = ymap_get(map, "kernel_size")))
-            return ynode_fail(c, n, "layers.%d of %s: conv2d needs kernel_size (like {conv2d: %d, "
-                                    "kernel_size: 3})",
-                              i, label, l->units);
-        snprintf(what, sizeof what, "kernel_size of layers.%d", i);
-        if ((st = get_hw(c, v, what, &l->kh, &l->kw)))
-            return st;
-        l->sh = l->sw = 1;
-        break;
-    case LAYER_MAX_POOL2D:
-    case LAYER_AVG_POOL2D:
-        l->kh = l->kw = 2; /* Keras's pool_size */
-        snprintf(what, sizeof what, "pool size of layers.%d", i);
-        if (val && !ynode_is_null(val) && (st = get_hw(c, val, what, &l->kh, &l->kw)))
-            return st;
-        l->sh = l->kh;
-        l->sw = l->kw;
-        break;
-    case LAYER_DROPOUT:
-        snprintf(what, sizeof what, "dropout rate of layers.%d", i);
-        if ((st = yget_num(c, val, what, YR_UNIT, 1, &d)))
-            return st;
-        l->rate = (float)d;
-        break;
-    case LAYER_GLOBAL_AVG_POOL2D:
-    case LAYER_FLATTEN:
-        if (!no_settings(val))
-            return ynode_fail(c, val, "%s takes no settings; write it as %s, got %s",
-                              layer_kind_name(kind), layer_kind_name(kind),
-                              ynode_describe(val, got, sizeof got));
-        break;
-    case LAYER_BATCH_NORM:
-        if ((st = build_batch_norm(c, val, i, label, l)))
-            return st;
-        break;
-    case LAYER_ACTIVATION:
-    case LAYER_KIND_COUNT:
-        break;
-    }
-    if (map && (v = ymap_get(map, "strides"))) {
-        snprintf(what, sizeof what, "strides of layers.%d", i);
-        if ((st = get_hw(c, v, what, &l->sh, &l->sw)))
-            return st;
-    }
-    if (map && (v = ymap_get(map, "padding"))) {
-        int p;
-        snprintf(what, sizeof what, "padding of layers.%d", i);
-        if ((st = yget_enum_anycase(c, v, what, pad_names, COUNT(pad_names), &p)))
-            return st;
-        l->pad = (pad_kind)p;
-    }
-    if (map && (v = ymap_get(map, "use_bias"))) {
-        int use = 1;
-        snprintf(what, sizeof what, "use_bias of layers.%d", i);
-        if ((st = yget_bool(c, v, what, &use)))
-            return st;
-        l->no_bias = !use;
-    }
-    if (map && (v = ymap_get(map, "kernel_regularizer")) &&
-        (st = build_regularizer(c, v, i, label, l)))
-        return st;
-    if (act) {
-        int a;
-        snprintf(what, sizeof what, "activation of layers.%d", i);
-        if ((st = yget_enum_anycase(c, act, what, act_names, COUNT(act_names), &a)))
-            return st;
-        l->act = (act_kind)a;
-        if (l->act == ACT_SOFTMAX && !last)
-            return ynode_fail(c, act, "layers.%d of %s: softmax is allowed only on the last layer",
-                              i, label);
-    }
-    return COHORT_OK;
-}
-
-/* The layer's kind takes an activation. */
+/* A model's layers, each parsed by its kind's entry (layers/syntax.c), and
+ * the last one checked against the loss. */
 static cohort_status build_layers(const yctx *c, const ynode *t, const char *label,
                                   model_spec *s)
 {
@@ -1441,7 +1040,7 @@ static cohort_status build_layers(const yctx *c, const ynode *t, const char *lab
         return ynode_fail(c, n->vals[COHORT_MAX_LAYERS], "%s has %zu layers, more than the %d allowed",
                           label, n->n, COHORT_MAX_LAYERS);
     for (size_t i = 0; i < n->n; i++) {
-        cohort_status st = build_layer(c, n->vals[i], (int)i, i + 1 == n->n, label, &s->layers[i]);
+        cohort_status st = layer_parse(c, n->vals[i], (int)i, i + 1 == n->n, label, &s->layers[i]);
         if (st)
             return st;
     }

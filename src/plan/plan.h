@@ -98,14 +98,14 @@ int strategy_parse(const char *s);
 struct ynode;
 struct yctx;
 
-/* The keys a model, its loss, early_stopping, reduce_lr_on_plateau and a
- * layer take; NULL-terminated (plan.c), checked by plan_check_keys (an
- * optimizer's: optim_plan_keys, from the optimizer table). */
+/* The keys a model, its loss, early_stopping and reduce_lr_on_plateau take;
+ * NULL-terminated (plan.c), checked by plan_check_keys (an optimizer's:
+ * optim_plan_keys, from the optimizer table; a layer's: layer_all_keys,
+ * from the layer table). */
 extern const char *const plan_model_keys[];
 extern const char *const plan_loss_keys[];
 extern const char *const plan_early_stop_keys[];
 extern const char *const plan_plateau_keys[];
-extern const char *const plan_layer_keys[];
 
 typedef struct plan_sweep_key {
     const struct ynode *key;    /* the key in the plan, for lines */

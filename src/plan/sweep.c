@@ -2,8 +2,8 @@
  * writing of one combination of its values into a model's tree. */
 #include "plan/plan.h"
 
+#include "layers/layer.h"
 #include "optim/optim.h"
-
 #include "plan/yamltree.h"
 #include "util/util.h"
 
@@ -133,13 +133,14 @@ cohort_status plan_key_path(const yctx *c, const ynode *key, const char *what, c
             snprintf(canon, size, "layers.%d", atoi(parts[1]));
             return COHORT_OK;
         }
-        if (n == 3 && in_list(parts[2], plan_layer_keys)) {
+        const char *layer_keys[LAYER_KEYS_MAX];
+        int n_layer_keys = layer_all_keys(layer_keys, LAYER_KEYS_MAX);
+        if (n == 3 && in_list(parts[2], layer_keys)) {
             snprintf(canon, size, "layers.%d.%s", atoi(parts[1]), parts[2]);
             return COHORT_OK;
         }
         if (n == 3) {
-            const char *near =
-                ysuggest(parts[2], plan_layer_keys, plan_key_count(plan_layer_keys));
+            const char *near = ysuggest(parts[2], layer_keys, n_layer_keys);
             if (near)
                 snprintf(hint, sizeof hint, " (did you mean 'layers.%.8s.%s'?)", parts[1], near);
         }

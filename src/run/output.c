@@ -1,7 +1,7 @@
 /* The output directory: results.json, weights, per-model history. */
 #include "io/io.h"
 #include "run/run.h"
-#include "train/layer.h"
+#include "layers/layer.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -267,7 +267,7 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
     size_t n_convert = 0;
     for (int i = 0; i < L->n_layers; i++) {
         const layer_plan *lp = &L->layers[i];
-        const layer_ops *ops = layer_ops_of(lp->kind);
+        const layer_ops *ops = lp->kind;
         layer_tensor lt[4];
         int m = ops->tensors && ops->convert ? ops->tensors(lp, lt) : 0;
         for (int j = 0; j < m; j++)
@@ -280,7 +280,7 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
     size_t at = 0;
     for (int i = 0; i < L->n_layers; i++) {
         const layer_plan *lp = &L->layers[i];
-        const layer_ops *ops = layer_ops_of(lp->kind);
+        const layer_ops *ops = lp->kind;
         layer_tensor lt[4];
         int m = ops->tensors ? ops->tensors(lp, lt) : 0;
         for (int j = 0; j < m; j++) {
@@ -445,7 +445,7 @@ char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups
             const layer_plan *lp = &e->L.layers[l];
             size_t rows = (size_t)e->L.B * sizeof(float);
             sb_printf(&b, "%s{\"kind\": \"%s\", \"output_shape\": ", l ? ", " : "",
-                      layer_kind_name(lp->kind));
+                      lp->kind->name);
             if (lp->out.rank == 3)
                 sb_printf(&b, "[%d, %d, %d]", lp->out.h, lp->out.w, lp->out.c);
             else

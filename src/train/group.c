@@ -30,7 +30,7 @@ void model_init_params(const model_spec *spec, const model_layout *L, float *hos
 {
     memset(host, 0, L->n_params * sizeof(float));
     for (int i = 0; i < L->n_layers; i++) {
-        const layer_ops *ops = layer_ops_of(L->layers[i].kind);
+        const layer_ops *ops = L->layers[i].kind;
         if (ops->init)
             ops->init(&spec->layers[i], &L->layers[i], spec->seed, host);
     }
@@ -55,7 +55,7 @@ cohort_status model_load_params(const model_spec *spec, const model_layout *L, c
     model_init_params(spec, L, host);
     for (int i = 0; i < L->n_layers && !st; i++) {
         const layer_plan *lp = &L->layers[i];
-        const layer_ops *ops = layer_ops_of(lp->kind);
+        const layer_ops *ops = lp->kind;
         layer_tensor t[4];
         int n = ops->tensors ? ops->tensors(lp, t) : 0;
         for (int j = 0; j < n && !st; j++) {
@@ -105,7 +105,7 @@ static void group_configure(train_group *g, const model_spec *const *specs, int 
     while (first < L->n_layers && L->layers[first].alias)
         first++;
     if (first < L->n_layers)
-        g->can_share = layer_ops_of(L->layers[first].kind)->shares_input;
+        g->can_share = L->layers[first].kind->shares_input;
     g->shared = g->can_share;
     for (int k = 1; k < K; k++)
         if (!model_same_order(specs[0], specs[k]))
@@ -124,7 +124,7 @@ static void group_configure(train_group *g, const model_spec *const *specs, int 
     g->xt_ld = ldt;
     for (int i = 0; i < L->n_layers; i++) {
         const layer_plan *lp = &L->layers[i];
-        g->xt_layer[i] = (i > 0 || g->can_share) && layer_ops_of(lp->kind)->uses_xt &&
+        g->xt_layer[i] = (i > 0 || g->can_share) && lp->kind->uses_xt &&
                          (size_t)ldt * shape_size(lp->in) <= lp->n_fused;
     }
 }

@@ -9,7 +9,7 @@
 #ifndef COHORT_GROUP_IMPL_H
 #define COHORT_GROUP_IMPL_H
 
-#include "train/layer.h"
+#include "layers/pass.h"
 #include "train/train.h"
 
 struct train_group {

@@ -125,7 +125,7 @@ void group_forward(train_group *g, krange r, int rows, int training, uint64_t co
             p.sXT = g->L.p_stride;
         }
         p.ldt = g->xt_ld;
-        layer_ops_of(g->L.layers[i].kind)->forward(&p);
+        g->L.layers[i].kind->forward(&p);
     }
 }
 
@@ -202,7 +202,7 @@ void group_backward(train_group *g, krange r, int rows, int64_t t, unsigned char
     int cur = 0;
     memset(stepped, 0, (size_t)L->n_layers);
     for (int i = L->n_layers - 1; i >= g->first_trained; i--) {
-        const layer_ops *ops = layer_ops_of(L->layers[i].kind);
+        const layer_ops *ops = L->layers[i].kind;
         layer_pass p = pass_of(g, i, r, rows, ls);
         p.dY = AT(g->delta[cur], p.sd, r);
         if (i > g->first_trained)
@@ -269,7 +269,7 @@ static void optimize(train_group *g, krange r, int64_t t, const unsigned char *s
 static layer_tensor kernel_of(const layer_plan *lp)
 {
     layer_tensor t[4];
-    layer_ops_of(lp->kind)->tensors(lp, t);
+    lp->kind->tensors(lp, t);
     return t[0];
 }
 
@@ -332,7 +332,7 @@ static void adjust_grads(train_group *g, krange r)
     if (clip_of(g->clipnorm, r, a))
         for (int i = 0; i < L->n_layers; i++) {
             const layer_plan *lp = &L->layers[i];
-            const layer_ops *ops = layer_ops_of(lp->kind);
+            const layer_ops *ops = lp->kind;
             layer_tensor t[4];
             int n = lp->n_params && ops->tensors ? ops->tensors(lp, t) : 0;
             for (int j = 0; j < n; j++) {

@@ -1,14 +1,85 @@
 /*
- * BatchNormalization over the last axis (the channels of an image, the
+ * layers/batch_norm: the BatchNormalization layer, its syntax, spec and
+ * compute. BatchNormalization over the last axis (the channels of an image, the
  * features of a flat sample), as Keras's: training normalizes with the
  * batch's statistics and moves the moving mean and variance by `momentum`;
  * inference uses the moving ones. gamma and beta are trained; the moving
  * statistics are the layer's state, which no optimizer touches. Saved for
  * backward: each channel's batch mean and 1/sqrt(var + epsilon).
  */
-#include "train/layer.h"
+#include "layers/pass.h"
 
+#include <stdio.h>
 #include <string.h>
+
+/* ---- syntax and spec: batch_normalization, or {batch_normalization:
+ * {momentum: 0.99, epsilon: 0.001}} ---- */
+
+typedef struct bn_settings {
+    float momentum; /* Keras's momentum (0.99) */
+    float epsilon;  /* 0.001 */
+} bn_settings;
+LAYER_SETTINGS_FIT(bn_settings);
+
+static const bn_settings *settings(const layer_spec *ls)
+{
+    return LAYER_SETTINGS_C(bn_settings, ls);
+}
+
+static const char *const bn_keys[] = {"momentum", "epsilon", NULL};
+
+static cohort_status bn_parse(const layer_syntax *s, layer_spec *ls)
+{
+    bn_settings *d = LAYER_SETTINGS(bn_settings, ls);
+    const yctx *c = s->c;
+    const ynode *v = s->value;
+    char got[80], where[200], what[200];
+    d->momentum = 0.99f;
+    d->epsilon = 0.001f;
+    if (layer_no_settings(v))
+        return COHORT_OK;
+    if (v->type != YNODE_MAP)
+        return ynode_fail(c, v, "batch_normalization of layers.%d of %s must be a map like "
+                                "{momentum: 0.99, epsilon: 0.001}, or nothing, got %s",
+                          s->index, s->label, ynode_describe(v, got, sizeof got));
+    snprintf(where, sizeof where, "in batch_normalization of layers.%d of %s", s->index,
+             s->label);
+    cohort_status st = ycheck_keys(c, v, bn_keys, 2, where);
+    if (st)
+        return st;
+    const ynode *x;
+    double num;
+    if ((x = ymap_get(v, "momentum"))) {
+        snprintf(what, sizeof what, "momentum of layers.%d", s->index);
+        if ((st = yget_num(c, x, what, YR_UNIT, 1, &num)))
+            return st;
+        d->momentum = (float)num;
+    }
+    if ((x = ymap_get(v, "epsilon"))) {
+        snprintf(what, sizeof what, "epsilon of layers.%d", s->index);
+        if ((st = yget_num(c, x, what, YR_POSITIVE, 1, &num)))
+            return st;
+        d->epsilon = (float)num;
+    }
+    return COHORT_OK;
+}
+
+static void bn_json(const layer_spec *ls, strbuf *b)
+{
+    sb_puts(b, "\"batch_normalization\":{\"momentum\":");
+    sb_json_float(b, settings(ls)->momentum);
+    sb_puts(b, ",\"epsilon\":");
+    sb_json_float(b, settings(ls)->epsilon);
+    sb_putn(b, "}", 1);
+}
+
+static int bn_abbrev(const layer_spec *ls, char *buf, size_t n)
+{
+    (void)ls;
+    return snprintf(buf, n, "bn");
+}
+
+/* ---- shapes, init, forward, backward, weight file ---- */
 
 static int bn_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
 {
@@ -50,8 +121,8 @@ static void bn_forward(const layer_pass *p)
         /* A stopped model of a group trained op by op (a GPU) still runs
          * forward: momentum 1 leaves its moving statistics as they were,
          * as a model trained alone or model by model (a CPU) has them. */
-        p->host[k] = !p->active || p->active[k] ? p->ls[k]->momentum : 1.0f;
-        p->host[p->count + k] = p->ls[k]->epsilon;
+        p->host[k] = !p->active || p->active[k] ? settings(p->ls[k])->momentum : 1.0f;
+        p->host[p->count + k] = settings(p->ls[k])->epsilon;
     }
     bn_step o = {p->host, p->host + p->count};
     if (p->training)
@@ -104,6 +175,12 @@ static void bn_convert(const layer_plan *lp, int i, float *P, float *file, int t
 }
 
 const layer_ops layer_batch_norm_ops = {
+    .name = "batch_normalization",
+    .inner = bn_keys,
+    .hint = "write {batch_normalization: {momentum: 0.99, epsilon: 0.001}}",
+    .parse = bn_parse,
+    .to_json = bn_json,
+    .abbrev = bn_abbrev,
     .plan = bn_plan,
     .init = bn_init,
     .forward = bn_forward,

@@ -1,21 +1,9 @@
-/* The table of layer entries, and the window arithmetic they share. */
-#include "train/layer.h"
-
-const layer_ops *layer_ops_of(layer_kind k)
-{
-    static const layer_ops *const table[LAYER_KIND_COUNT] = {
-        [LAYER_DENSE] = &layer_dense_ops,
-        [LAYER_DROPOUT] = &layer_dropout_ops,
-        [LAYER_CONV2D] = &layer_conv2d_ops,
-        [LAYER_MAX_POOL2D] = &layer_max_pool_ops,
-        [LAYER_AVG_POOL2D] = &layer_avg_pool_ops,
-        [LAYER_GLOBAL_AVG_POOL2D] = &layer_global_avg_pool_ops,
-        [LAYER_FLATTEN] = &layer_flatten_ops,
-        [LAYER_BATCH_NORM] = &layer_batch_norm_ops,
-        [LAYER_ACTIVATION] = &layer_activation_ops,
-    };
-    return (unsigned)k < LAYER_KIND_COUNT ? table[k] : NULL;
-}
+/*
+ * layers/window: the window arithmetic of the windowed kinds (conv2d, the
+ * poolings): TensorFlow's output sizes and padding, and the geometry the
+ * backend's window primitives take.
+ */
+#include "layers/pass.h"
 
 /* valid: (n - k) / s + 1 outputs, no padding; same: ceil(n / s) outputs,
  * padded by what the last window needs, the odd pixel after the image. */

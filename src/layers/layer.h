@@ -1,0 +1,235 @@
+/*
+ * layers: the table of layer kinds. A kind is one entry, written in one file
+ * of src/layers/, that holds all of the kind:
+ *   its syntax   the keys it takes, Keras's defaults, parse and validate
+ *                (with file:line), an example for messages;
+ *   its spec     its JSON (results, weight files' metadata), its short form
+ *                in `cohort plan`, the fusion key that says when two models
+ *                may share a group, the settings PBT may mutate;
+ *   its shapes   the output shape and the exact sizes of its parameters,
+ *                state, saved tensors and workspace (model/layout.c);
+ *   its compute  init, forward and backward through the backend's batched
+ *                primitives, and the tensors it writes to a weight file.
+ * plan/, model/, run/ and cli/ reach a kind only through its entry, and the
+ * table (layers/table.c) is the one list of them. Settings of a kind live in
+ * the entry's own struct inside layer_spec.settings; only the entry reads it.
+ *
+ * This header includes no backend, so that model/ and plan/ can use it; the
+ * compute half's pass (layer_pass, which carries the backend) is declared in
+ * layers/pass.h, which the entries and train/ include.
+ */
+#ifndef COHORT_LAYERS_LAYER_H
+#define COHORT_LAYERS_LAYER_H
+
+#include "model/model.h"
+#include "plan/yamltree.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdint.h>
+
+/* Keras's padding of a window (conv2d, pooling). */
+typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
+
+struct layer_pass;
+
+/* A tensor of a weight file: layers.{index}.{suffix}. */
+typedef struct layer_tensor {
+    const char *suffix;
+    int ndim;
+    int64_t shape[4];
+    size_t off, n;   /* where it lies in the model's parameters (floats) */
+} layer_tensor;
+
+/* One entry of a model's `layers` as the parser hands it to a kind. */
+typedef struct layer_syntax {
+    const yctx *c;
+    const ynode *node;  /* the entry: a map, or a bare name */
+    const ynode *map;   /* node when it is a map, else NULL */
+    const ynode *value; /* the value of the kind's key; NULL for a bare name */
+    int index;          /* i of layers.i */
+    int last;           /* the model's last layer */
+    const char *label;  /* "model 'm'", for messages */
+} layer_syntax;
+
+/* A setting PBT may change between epochs (model/hyper.c): path
+ * layers.N.{key}, values in [lo, hi] (open ends as flagged). */
+typedef struct layer_hyper {
+    const char *key;
+    double lo, hi;
+    int lo_open, hi_open;
+    float *(*field)(layer_spec *ls); /* where it lies in ls */
+} layer_hyper;
+
+/* The most ints of a fusion key. */
+#define LAYER_FUSE_KEY_MAX 16
+
+/* A Keras argument name the plan does not take, and what to write instead. */
+typedef struct layer_keras_arg {
+    const char *arg, *hint;
+} layer_keras_arg;
+
+typedef struct layer_ops {
+    /* ---- syntax and spec ---- */
+    const char *name;         /* the plan's name, and the JSON's key: "conv2d" */
+    const char *const *keys;  /* the keys it takes beside its name, NULL-ended (NULL: none) */
+    const char *const *inner; /* keys that go inside its value's map, NULL-ended (NULL: none) */
+    const char *hint;         /* what to write, for a key it does not take; NULL: "it takes"
+                               * and its keys */
+    const char *example;      /* a layer of this kind needs a value, written as this; NULL: its
+                               * bare name is a whole layer */
+    const layer_keras_arg *keras_args; /* Keras's argument names for what is its value, ended
+                                        * by {NULL} (NULL: none) */
+    /* The kind's settings from s (its value and keys, already checked to be
+     * among `keys`), Keras's defaults where not given, into ls->settings,
+     * ls->act and the regularizer (ls->kind and ls->line are set). NULL: the
+     * kind takes no settings, and its value must be empty. */
+    cohort_status (*parse)(const layer_syntax *s, layer_spec *ls);
+    /* The members of its JSON object after '{' ("\"dense\":64,\"activation\":...").
+     * NULL: "KIND":null. Read back by the parser (eval, predict, --resume). */
+    void (*to_json)(const layer_spec *ls, strbuf *b);
+    /* Its short form in `cohort plan`'s model line ("c32relu", "drop0.2"),
+     * snprintf's result. NULL: its name. */
+    int (*abbrev)(const layer_spec *ls, char *buf, size_t n);
+    /* The settings that decide shapes and kernels, which the models of one
+     * fused group share, into key (at most LAYER_FUSE_KEY_MAX); returns how
+     * many. Other settings (a rate, a momentum) may differ per model. NULL:
+     * the kind alone decides. */
+    int (*fuse_key)(const layer_spec *ls, int *key);
+    /* The settings PBT may mutate, ended by {NULL}; NULL: none. */
+    const layer_hyper *hyper;
+    /* How to give this layer activation a, for the loss's messages ("make it
+     * {dense: 10, activation: softmax}"), snprintf's result. NULL: the kind
+     * takes no activation. */
+    int (*with_act)(const layer_spec *ls, act_kind a, char *buf, size_t n);
+    /* Its activation is its value ({activation: relu}): messages call it
+     * "activation relu" rather than "activation with activation relu". */
+    int act_is_value;
+
+    /* ---- shapes and sizes ---- */
+    /* Fill lp's output shape and sizes (out, n_params, n_fused, n_state,
+     * alias, n_saved, n_stat, n_work, the window) for input shape lp->in.
+     * On a shape the layer cannot take, returns non-zero with the reason in
+     * msg (the caller adds model, layer and file:line). */
+    int (*plan)(const layer_spec *ls, layer_plan *lp, char *msg, size_t len);
+    /* backward writes dX over dY (element-wise layers) */
+    int grad_in_place;
+    /* backward reads the layer's own output Y (an activation's derivative) */
+    int reads_output;
+    /* forward may write its output over its input, where the layer before it
+     * does not read its own output in backward (an activation after a batch
+     * normalization): one pass and one activation buffer less */
+    int may_overwrite_input;
+    /* the input may be one copy read by every model (stride 0) */
+    int shares_input;
+    /* each output value is the input value at its place, or a function of
+     * it and of per-feature settings (dropout, activation, batch norm; a
+     * flatten): a flat input flattened from an image stays in that image's
+     * order, which a dense or batch-norm layer's weight file follows */
+    int keeps_order;
+    /* forward may read the input transposed (XT), kept in the first
+     * n_fused floats of its gradients (which a fused step never writes):
+     * the first layer's for as long as its batch stays, a later layer's
+     * made at every forward pass (step.c) */
+    int uses_xt;
+    /* Multiply-adds per sample of the forward pass (NULL: none worth counting). */
+    double (*macs)(const layer_plan *lp);
+
+    /* ---- compute (layers/pass.h) ---- */
+    /* Initial parameters and state (Keras's initializers) into the model's
+     * parameters P, from the model's seed. NULL: none. */
+    void (*init)(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P);
+    void (*forward)(const struct layer_pass *p);
+    /* Returns 1 when the first n_fused parameters took their optimizer
+     * step (then their gradients were not stored), else 0. */
+    int (*backward)(const struct layer_pass *p);
+    /* The tensors of the weight file (at most 4) in file order; returns
+     * their count. NULL: none. */
+    int (*tensors)(const layer_plan *lp, layer_tensor *t);
+    /* Reorder tensor i between the model's parameters (internal layout) and
+     * the file's: to_file 1 copies P's n floats at t->off into file, 0 the
+     * other way. NULL: the same order. */
+    void (*convert)(const layer_plan *lp, int i, float *P, float *file, int to_file);
+} layer_ops;
+
+/* An entry's view of its settings: `LAYER_SETTINGS(dense_settings, ls)`.
+ * Each entry checks that its struct fits (LAYER_SETTINGS_FIT). */
+#define LAYER_SETTINGS(type, ls) ((type *)(void *)(ls)->settings.bytes)
+#define LAYER_SETTINGS_C(type, ls) ((const type *)(const void *)(ls)->settings.bytes)
+#define LAYER_SETTINGS_FIT(type)                                                                 \
+    _Static_assert(sizeof(type) <= LAYER_SETTINGS_BYTES, #type " must fit layer_spec.settings")
+
+/* ---- the table (layers/table.c) ---- */
+
+/* The entries, in the table's order; *n receives their count. */
+const layer_ops *const *layer_kinds(int *n);
+/* The entry the plan calls name, or NULL. */
+const layer_ops *layer_find(const char *name);
+/* Add an entry after the built-in ones: for a kind compiled only into a
+ * test binary (tests/layers/). Call before any plan is read; not thread-safe.
+ * Returns 0, or -1 when the table is full or the name is taken. */
+int layer_register(const layer_ops *ops);
+/* Every key a layer may have (the kinds' names, then their keys) into
+ * keys[0..max), NULL-ended; returns their count. For the plan's key check
+ * and the sweep's layers.N.KEY. */
+#define LAYER_KEYS_MAX 512
+int layer_all_keys(const char **keys, int max);
+
+/* ---- the syntax every kind shares (layers/syntax.c) ---- */
+
+/* One entry of a model's layers: a map like {conv2d: 32, kernel_size: 3} or a
+ * bare name like flatten, with Keras's defaults, into ls. */
+cohort_status layer_parse(const yctx *c, const ynode *n, int i, int last, const char *label,
+                          layer_spec *ls);
+/* One layer from YAML text ("{dense: 10, activation: softmax}"), as a plan's
+ * layers.0 (for tests and tools); err may be NULL. */
+cohort_status layer_parse_text(const char *text, layer_spec *ls, cohort_error *err);
+/* The layer as the JSON object a spec stores. */
+void layer_to_json(const layer_spec *ls, strbuf *b);
+/* Two layers may train in one fused group: same kind, same fusion key. */
+int layer_can_fuse(const layer_spec *a, const layer_spec *b);
+/* The layer as `cohort plan` abbreviates it ("c32relu"), snprintf's result. */
+int layer_abbrev(const layer_spec *ls, char *buf, size_t n);
+/* What the last layer is and how to make its activation `want`, for the
+ * loss's messages: "dense with activation relu", "make it {dense: 10,
+ * activation: softmax}" (or "end with {dense: CLASSES, ...}" for a kind
+ * without one; binary: 1 unit). */
+void layer_describe_output(const layer_spec *ls, act_kind want, int binary, char *is,
+                           size_t is_len, char *fix, size_t fix_len);
+
+/* Helpers for the entries' syntax. */
+/* Nothing, "~" or {}: the value of a layer that takes no settings. */
+int layer_no_settings(const ynode *v);
+/* An integer, or a list [h, w] of two, each in [1, LAYER_WINDOW_MAX]. */
+cohort_status layer_get_hw(const yctx *c, const ynode *n, const char *what, int *h, int *w);
+/* The keys every kind with a kernel reads: activation, use_bias (into
+ * *use_bias) and kernel_regularizer (into ls->l1, ls->l2); strides and
+ * padding where sh/pad are not NULL. Each only where the map has it. */
+cohort_status layer_parse_act(const layer_syntax *s, layer_spec *ls);
+cohort_status layer_parse_use_bias(const layer_syntax *s, int *use_bias);
+cohort_status layer_parse_regularizer(const layer_syntax *s, layer_spec *ls);
+cohort_status layer_parse_window(const layer_syntax *s, int *sh, int *sw, pad_kind *pad);
+/* JSON pieces: ,"key":[h,w]; ,"padding":"same"; ,"activation":"relu";
+ * ,"use_bias":false where it is; ,"kernel_regularizer":{...} where set. */
+void layer_json_hw(strbuf *b, const char *key, int h, int w);
+void layer_json_padding(strbuf *b, pad_kind pad);
+void layer_json_act(strbuf *b, act_kind act);
+void layer_json_use_bias(strbuf *b, int use_bias);
+void layer_json_regularizer(strbuf *b, const layer_spec *ls);
+/* The PBT keys of a kernel regularizer, for an entry's hyper list. */
+#define LAYER_HYPER_REGULARIZER                                                                  \
+    {"kernel_regularizer.l1", 0, HUGE_VAL, 0, 1, layer_l1_field},                                \
+    {"kernel_regularizer.l2", 0, HUGE_VAL, 0, 1, layer_l2_field}
+float *layer_l1_field(layer_spec *ls);
+float *layer_l2_field(layer_spec *ls);
+
+/* Largest kernel, pool or stride along one axis. */
+#define LAYER_WINDOW_MAX 65536
+/* Largest dense width or number of conv2d filters. */
+#define LAYER_UNITS_MAX (1 << 20)
+
+/* TensorFlow's output size and leading padding of a window of size k,
+ * stride s over n pixels. */
+void window_dim(int n, int k, int s, pad_kind pad, int *out, int *pad_before);
+
+#endif

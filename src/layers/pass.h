@@ -1,0 +1,61 @@
+/*
+ * layers/pass: the compute half's interface. One pass of one layer over a
+ * range of a group's models (layer_pass), handed by the trainer (train/) to
+ * an entry's forward and backward, which run it through the backend's
+ * batched primitives; and the window geometry the windowed kinds share.
+ * Only the entries and train/ include it: it carries the backend.
+ */
+#ifndef COHORT_LAYERS_PASS_H
+#define COHORT_LAYERS_PASS_H
+
+#include "backend/backend_impl.h"
+#include "layers/layer.h"
+
+#include <stdint.h>
+
+/*
+ * One pass of one layer over `count` models of a group (a range of it). Every
+ * pointer is device memory at the range's first model, with the per-model
+ * stride beside it (a stride of 0: one copy read by every model).
+ */
+typedef struct layer_pass {
+    const backend_ops *be;
+    backend_ctx *ctx;
+    const layer_plan *lp;
+    const layer_spec *const *ls; /* ls[k]: this layer's spec in model k of the range */
+    const uint64_t *seed;        /* [count]: each model's seed (dropout masks) */
+    int count, rows;             /* models, samples in the batch */
+    int batch;                   /* the batch size B the buffers hold */
+    int training;                /* 0: inference (no dropout, moving statistics) */
+    uint64_t counter;            /* the step's number: unique dropout masks */
+    const unsigned char *active; /* [count] or NULL: 0 for a model no longer trained, whose
+                                  * batch-norm moving statistics stay as they are */
+    const float *X;              /* input activations [rows, in] */
+    float *Y;                    /* output activations [rows, out] */
+    size_t sX, sY;
+    float *W, *G;                /* the model's parameters and gradients, stride sP */
+    size_t sP;
+    float *saved, *stat, *work;  /* this layer's saved tensors, its per-model ones, scratch */
+    size_t s_saved, s_stat, s_work;
+    /* backward: dY [rows, out] in, dX [rows, in] out (NULL: the first
+     * layer, whose input gradient nobody needs); dX == dY for entries with
+     * grad_in_place */
+    float *dY, *dX;
+    size_t sd;
+    /* dense, first layer: its input transposed for the backend's
+     * dense_forward (NULL: unused), ldt columns */
+    const float *XT;
+    int ldt;
+    size_t sXT; /* XT's stride between models: 0 for one input read by all */
+    /* backward: where not NULL, the optimizer step the first n_fused
+     * parameters may take at once (the backend's dense_step) */
+    const optim_step *step;
+    opt_kind opt;
+    float *s1, *s2;              /* optimizer slots, laid out as W */
+    float *host;                 /* [4 * count] host scratch for per-model settings */
+} layer_pass;
+
+/* The window geometry of lp over `rows` images. */
+window_geom layer_window(const layer_plan *lp, int rows);
+
+#endif

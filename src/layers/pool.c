@@ -1,0 +1,197 @@
+/*
+ * layers/pool: the pooling kinds, their syntax, spec and compute: three
+ * entries in one file, since they share the window's syntax, plan and
+ * kernels. Pooling over NHWC images: MaxPooling2D (the position of each window's
+ * maximum is kept for backward), AveragePooling2D (padding not counted, as
+ * TensorFlow's `same`) and GlobalAveragePooling2D (one h x w window; its
+ * output is flat, one value per channel, as Keras's).
+ */
+#include "layers/pass.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- syntax and spec: {max_pooling2d: POOL, strides, padding}, the same for
+ * average_pooling2d; global_average_pooling2d takes no settings ---- */
+
+typedef struct pool_settings {
+    int kh, kw;   /* pool_size (2) */
+    int sh, sw;   /* strides (the pool size) */
+    pad_kind pad; /* padding (valid) */
+} pool_settings;
+LAYER_SETTINGS_FIT(pool_settings);
+
+static const pool_settings *settings(const layer_spec *ls)
+{
+    return LAYER_SETTINGS_C(pool_settings, ls);
+}
+
+static const char *const pool_keys[] = {"strides", "padding", NULL};
+
+static const layer_keras_arg pool_keras[] = {
+    {"pool_size", "the pool size is the pooling layer's value: {max_pooling2d: 2} (Keras's "
+                  "MaxPooling2D(pool_size=2))"},
+    {NULL, NULL}};
+
+static cohort_status pool_parse(const layer_syntax *s, layer_spec *ls)
+{
+    pool_settings *d = LAYER_SETTINGS(pool_settings, ls);
+    char what[200];
+    cohort_status st;
+    d->kh = d->kw = 2; /* Keras's pool_size */
+    snprintf(what, sizeof what, "pool size of layers.%d", s->index);
+    if (s->value && !ynode_is_null(s->value) &&
+        (st = layer_get_hw(s->c, s->value, what, &d->kh, &d->kw)))
+        return st;
+    d->sh = d->kh;
+    d->sw = d->kw;
+    d->pad = PAD_VALID;
+    return layer_parse_window(s, &d->sh, &d->sw, &d->pad);
+}
+
+static void pool_json(const layer_spec *ls, strbuf *b)
+{
+    const pool_settings *d = settings(ls);
+    sb_json_str(b, ls->kind->name);
+    sb_printf(b, ":[%d,%d]", d->kh, d->kw);
+    layer_json_hw(b, "strides", d->sh, d->sw);
+    layer_json_padding(b, d->pad);
+}
+
+static int max_abbrev(const layer_spec *ls, char *buf, size_t n)
+{
+    return snprintf(buf, n, "mp%d", settings(ls)->kh);
+}
+
+static int avg_abbrev(const layer_spec *ls, char *buf, size_t n)
+{
+    return snprintf(buf, n, "ap%d", settings(ls)->kh);
+}
+
+static int gap_abbrev(const layer_spec *ls, char *buf, size_t n)
+{
+    (void)ls;
+    return snprintf(buf, n, "gap");
+}
+
+static int pool_fuse_key(const layer_spec *ls, int *key)
+{
+    const pool_settings *d = settings(ls);
+    int k[] = {d->kh, d->kw, d->sh, d->sw, (int)d->pad};
+    memcpy(key, k, sizeof k);
+    return (int)(sizeof k / sizeof k[0]);
+}
+
+/* ---- shapes and compute ---- */
+
+static int pool_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    char s[48];
+    shape_format(lp->in, s, sizeof s);
+    const char *name = ls->kind->name;
+    const pool_settings *d = settings(ls);
+    if (lp->in.rank != 3) {
+        snprintf(msg, len, "%s needs images, but gets flat samples %s", name, s);
+        return 1;
+    }
+    int sh = d->sh > 0 ? d->sh : d->kh, sw = d->sw > 0 ? d->sw : d->kw, oh, ow;
+    window_dim(lp->in.h, d->kh, sh, d->pad, &oh, &lp->pad_top);
+    window_dim(lp->in.w, d->kw, sw, d->pad, &ow, &lp->pad_left);
+    if (oh < 1 || ow < 1) {
+        snprintf(msg, len, "%s's %dx%d pool is larger than its input %s; use padding: same or a "
+                           "smaller pool size", name, d->kh, d->kw, s);
+        return 1;
+    }
+    lp->kh = d->kh, lp->kw = d->kw, lp->sh = sh, lp->sw = sw;
+    lp->out = shape_image(oh, ow, lp->in.c);
+    return 0;
+}
+
+static int max_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    if (pool_plan(ls, lp, msg, len))
+        return 1;
+    lp->n_saved = shape_size(lp->out); /* int32 positions of the maxima */
+    return 0;
+}
+
+static void max_forward(const layer_pass *p)
+{
+    window_geom g = layer_window(p->lp, p->rows);
+    p->be->maxpool_fwd(p->ctx, p->Y, p->sY, (int32_t *)p->saved, p->s_saved, p->X, p->sX, &g,
+                       p->count);
+}
+
+static int max_backward(const layer_pass *p)
+{
+    window_geom g = layer_window(p->lp, p->rows);
+    if (p->dX)
+        p->be->maxpool_bwd(p->ctx, p->dX, p->sd, p->dY, p->sd, (const int32_t *)p->saved,
+                           p->s_saved, &g, p->count);
+    return 0;
+}
+
+const layer_ops layer_max_pool_ops = {
+    .name = "max_pooling2d",
+    .keys = pool_keys,
+    .keras_args = pool_keras,
+    .parse = pool_parse,
+    .to_json = pool_json,
+    .abbrev = max_abbrev,
+    .fuse_key = pool_fuse_key,
+    .plan = max_plan,
+    .forward = max_forward,
+    .backward = max_backward,
+    .shares_input = 1,
+};
+
+static void avg_forward(const layer_pass *p)
+{
+    window_geom g = layer_window(p->lp, p->rows);
+    p->be->avgpool_fwd(p->ctx, p->Y, p->sY, p->X, p->sX, &g, p->count);
+}
+
+static int avg_backward(const layer_pass *p)
+{
+    window_geom g = layer_window(p->lp, p->rows);
+    if (p->dX)
+        p->be->avgpool_bwd(p->ctx, p->dX, p->sd, p->dY, p->sd, &g, p->count);
+    return 0;
+}
+
+const layer_ops layer_avg_pool_ops = {
+    .name = "average_pooling2d",
+    .keys = pool_keys,
+    .keras_args = pool_keras,
+    .parse = pool_parse,
+    .to_json = pool_json,
+    .abbrev = avg_abbrev,
+    .fuse_key = pool_fuse_key,
+    .plan = pool_plan,
+    .forward = avg_forward,
+    .backward = avg_backward,
+    .shares_input = 1,
+};
+
+static int global_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    char s[48];
+    shape_format(lp->in, s, sizeof s);
+    if (lp->in.rank != 3) {
+        snprintf(msg, len, "%s needs images, but gets flat samples %s", ls->kind->name, s);
+        return 1;
+    }
+    lp->kh = lp->sh = lp->in.h;
+    lp->kw = lp->sw = lp->in.w;
+    lp->out = shape_flat(lp->in.c);
+    return 0;
+}
+
+const layer_ops layer_global_avg_pool_ops = {
+    .name = "global_average_pooling2d",
+    .abbrev = gap_abbrev,
+    .plan = global_plan,
+    .forward = avg_forward,
+    .backward = avg_backward,
+    .shares_input = 1,
+};
