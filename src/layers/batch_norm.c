@@ -8,6 +8,7 @@
  * backward: each channel's batch mean and 1/sqrt(var + epsilon).
  */
 #include "layers/pass.h"
+#include "plan/keys.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -33,7 +34,7 @@ static cohort_status bn_parse(const layer_syntax *s, layer_spec *ls)
     bn_settings *d = LAYER_SETTINGS(bn_settings, ls);
     const yctx *c = s->c;
     const ynode *v = s->value;
-    char got[80], where[200], what[200];
+    char got[80], what[200];
     d->momentum = 0.99f;
     d->epsilon = 0.001f;
     if (layer_no_settings(v))
@@ -42,9 +43,8 @@ static cohort_status bn_parse(const layer_syntax *s, layer_spec *ls)
         return ynode_fail(c, v, "batch_normalization of layers.%d of %s must be a map like "
                                 "{momentum: 0.99, epsilon: 0.001}, or nothing, got %s",
                           s->index, s->label, ynode_describe(v, got, sizeof got));
-    snprintf(where, sizeof where, "in batch_normalization of layers.%d of %s", s->index,
-             s->label);
-    cohort_status st = ycheck_keys(c, v, bn_keys, 2, where);
+    cohort_status st = plan_check_keys(c, v, bn_keys, "in batch_normalization of layers.%d of %s",
+                                       s->index, s->label);
     if (st)
         return st;
     const ynode *x;

@@ -73,7 +73,8 @@ typedef struct layer_ops {
     /* ---- syntax and spec ---- */
     const char *name;         /* the plan's name, and the JSON's key: "conv2d" */
     const char *const *keys;  /* the keys it takes beside its name, NULL-ended (NULL: none) */
-    const char *const *inner; /* keys that go inside its value's map, NULL-ended (NULL: none) */
+    const char *const *inner; /* keys that go inside its value's map, NULL-ended (NULL: none);
+                               * written beside it, the message shows `hint` */
     const char *hint;         /* what to write, for a key it does not take; NULL: "it takes"
                                * and its keys */
     const char *example;      /* a layer of this kind needs a value, written as this; NULL: its

@@ -8,6 +8,7 @@
  * from its entry.
  */
 #include "layers/layer.h"
+#include "plan/keys.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -94,12 +95,45 @@ static void act_kinds(char *buf, size_t size)
     join_names(buf, size, names, m, " and ");
 }
 
+/* A map's keys that Keras users write and cohort spells otherwise: Keras's
+ * argument names for a kind's value, Python's tuples (which YAML reads as
+ * text), a kind's inner keys written beside it. */
+static cohort_status keras_hints(const yctx *c, const ynode *n, int i, const char *label)
+{
+    int n_kinds;
+    const layer_ops *const *kinds = layer_kinds(&n_kinds);
+    for (size_t j = 0; j < n->n; j++) {
+        const char *key = n->keys[j]->str;
+        for (int k = 0; k < n_kinds; k++)
+            for (const layer_keras_arg *a = kinds[k]->keras_args; a && a->arg; a++)
+                if (strcmp(key, a->arg) == 0)
+                    return ynode_fail(c, n->keys[j], "unknown key '%s' in layers.%d of %s: %s",
+                                      a->arg, i, label, a->hint);
+        if (strcmp(key, "input_shape") == 0 || strcmp(key, "input_dim") == 0)
+            return ynode_fail(c, n->keys[j], "unknown key '%s' in layers.%d of %s: the input %s "
+                                             "is the data's (data.input_shape reshapes flat data)",
+                              key, i, label, key[6] == 's' ? "shape" : "size");
+        const ynode *v = n->vals[j];
+        if (v->type == YNODE_SCALAR && v->plain && v->str[0] == '(')
+            return ynode_fail(c, v, "%s of layers.%d of %s is a Python tuple ('%.20s'), which "
+                                    "YAML does not have; write a list: %s: [h, w]",
+                              key, i, label, v->str, key);
+    }
+    for (size_t j = 0; j < n->n; j++)
+        for (int k = 0; k < n_kinds; k++)
+            if (in_list(kinds[k]->inner, n->keys[j]->str))
+                return ynode_fail(c, n->keys[j], "'%s' in layers.%d of %s goes inside %s: %s",
+                                  n->keys[j]->str, i, label, kinds[k]->name,
+                                  kinds[k]->hint ? kinds[k]->hint : "give them in its value's map");
+    return COHORT_OK;
+}
+
 /* Which kind a layer is: a bare name, or the one kind key of its map
  * ('activation' is the Activation layer only when no other kind is there). */
 static cohort_status kind_of(const yctx *c, const ynode *n, int i, const char *label,
                              const layer_ops **kind)
 {
-    char got[80], where[200];
+    char got[80];
     if (n->type == YNODE_SCALAR) {
         const layer_ops *k = layer_find(n->str);
         if (!k) {
@@ -125,34 +159,12 @@ static cohort_status kind_of(const yctx *c, const ynode *n, int i, const char *l
                                 "softmax}, or the name of a layer without settings (like "
                                 "flatten), got %s",
                           i, label, ynode_describe(n, got, sizeof got));
-    /* Keras's argument names, and Python's tuples, which YAML reads as text. */
-    int n_kinds;
-    const layer_ops *const *kinds = layer_kinds(&n_kinds);
-    for (size_t j = 0; j < n->n; j++) {
-        const char *key = n->keys[j]->str;
-        for (int k = 0; k < n_kinds; k++)
-            for (const layer_keras_arg *a = kinds[k]->keras_args; a && a->arg; a++)
-                if (strcmp(key, a->arg) == 0)
-                    return ynode_fail(c, n->keys[j], "unknown key '%s' in layers.%d of %s: %s",
-                                      a->arg, i, label, a->hint);
-        if (strcmp(key, "input_shape") == 0 || strcmp(key, "input_dim") == 0)
-            return ynode_fail(c, n->keys[j], "unknown key '%s' in layers.%d of %s: the input %s "
-                                             "is the data's (data.input_shape reshapes flat data)",
-                              key, i, label, key[6] == 's' ? "shape" : "size");
-        const ynode *v = n->vals[j];
-        if (v->type == YNODE_SCALAR && v->plain && v->str[0] == '(')
-            return ynode_fail(c, v, "%s of layers.%d of %s is a Python tuple ('%.20s'), which "
-                                    "YAML does not have; write a list: %s: [h, w]",
-                              key, i, label, v->str, key);
-    }
-    for (size_t j = 0; j < n->n; j++)
-        for (int k = 0; k < n_kinds; k++)
-            if (in_list(kinds[k]->inner, n->keys[j]->str))
-                return ynode_fail(c, n->keys[j], "'%s' in layers.%d of %s goes inside %s: %s",
-                                  n->keys[j]->str, i, label, kinds[k]->name, kinds[k]->hint);
-    snprintf(where, sizeof where, "in layers.%d of %s", i, label);
+    cohort_status st = keras_hints(c, n, i, label);
+    if (st)
+        return st;
     const char *all[LAYER_KEYS_MAX];
-    cohort_status st = ycheck_keys(c, n, all, layer_all_keys(all, LAYER_KEYS_MAX), where);
+    layer_all_keys(all, LAYER_KEYS_MAX);
+    st = plan_check_keys(c, n, all, "in layers.%d of %s", i, label);
     if (st)
         return st;
     const layer_ops *found = NULL, *setting = NULL;
@@ -223,12 +235,15 @@ cohort_status layer_parse(const yctx *c, const ynode *n, int i, int last, const 
 cohort_status layer_parse_text(const char *text, layer_spec *ls, cohort_error *err)
 {
     ynode *root = NULL;
+    cohort_error mine;
+    if (!err)
+        err = &mine;
     cohort_status st = ytree_parse(text, strlen(text), "layer", NULL, 1024, &root, err);
     if (st)
         return st;
     if (!root)
         return cohort_fail(err, COHORT_ERR_INPUT, "layer: empty");
-    yctx c = {"layer", err};
+    yctx c = {"layer", err, NULL};
     st = layer_parse(&c, root, 0, 1, "the layer", ls);
     ynode_free(root);
     return st;
@@ -300,7 +315,7 @@ cohort_status layer_parse_use_bias(const layer_syntax *s, int *use_bias)
  * 0.01, as keras.regularizers.get gives them), or a map {l1: x, l2: y}. */
 cohort_status layer_parse_regularizer(const layer_syntax *s, layer_spec *ls)
 {
-    char got[80], where[200], what[64];
+    char got[80], what[64];
     const yctx *c = s->c;
     const ynode *v = s->map ? ymap_get(s->map, "kernel_regularizer") : NULL;
     if (!v || ynode_is_null(v))
@@ -317,8 +332,8 @@ cohort_status layer_parse_regularizer(const layer_syntax *s, layer_spec *ls)
         return ynode_fail(c, v, "kernel_regularizer of layers.%d of %s must be l1, l2 or a map "
                                 "like {l2: 0.0001, l1: 0}, got %s",
                           s->index, s->label, ynode_describe(v, got, sizeof got));
-    snprintf(where, sizeof where, "in kernel_regularizer of layers.%d of %s", s->index, s->label);
-    cohort_status st = ycheck_keys(c, v, regularizer_keys, 2, where);
+    cohort_status st = plan_check_keys(c, v, regularizer_keys, "in kernel_regularizer of "
+                                       "layers.%d of %s", s->index, s->label);
     for (int j = 0; !st && j < 2; j++) {
         const ynode *x = ymap_get(v, regularizer_keys[j]);
         double d;
