@@ -112,7 +112,7 @@ pid=$!
 first_epoch "$T/setrun" $pid && ok || bad "--set run: it ended before its first checkpoint"
 kill -INT $pid
 wait $pid
-go_on=$(sed -n 's/.*to go on: cohort train //p' "$T/setrun.err")
+go_on=$(sed -n "s|.*to go on: $COHORT train ||p" "$T/setrun.err")
 [ -n "$go_on" ] && ok || bad "--set run: no command to go on: $(cat "$T/setrun.err")"
 eval "\"\$COHORT\" train $go_on --quiet" >/dev/null 2>"$T/setrun2.err" && ok ||
     bad "the printed command did not go on: $go_on: $(cat "$T/setrun2.err")"

@@ -10,6 +10,10 @@
 
 #include <stdio.h>
 
+/* The program as it was run (main's argv[0], "build/cohort"), for the
+ * commands a message tells the user to run; "cohort" before main sets it. */
+extern const char *cli_program;
+
 int cmd_train(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_devices(int argc, char **argv);

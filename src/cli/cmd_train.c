@@ -58,13 +58,15 @@ static void put_word(strbuf *b, const char *s)
     sb_puts(b, "'");
 }
 
-/* The command that goes on with this run: its plan, --out, and what else
+/* The command that goes on with this run, after a space (" build/cohort
+ * train ...", the program as it was run): its plan, --out, and what else
  * makes it the same run (its --set words, set_words, made while argv's were
  * at hand; its share, its strategy and threads). */
 static void resume_command(strbuf *b, const char *plan, const char *out, const char *set_words,
                            const char *shard, const char *strategy, const char *threads)
 {
-    sb_puts(b, "cohort train");
+    put_word(b, cli_program); /* build/cohort, as it was run */
+    sb_puts(b, " train");
     put_word(b, plan);
     sb_puts(b, " --out");
     put_word(b, out);
@@ -322,7 +324,7 @@ static void summary(train_cmd *t, cohort_status st)
         resume_command(&cmd, t->args.plan, t->out, t->set_words, t->shard, t->args.strategy,
                        t->args.threads);
         fprintf(stderr, run->disk_full ? "cohort: %s: %s\n" : "cohort: %s; to go on: %s\n",
-                t->err.message, cmd.failed || !cmd.data ? "--resume" : cmd.data);
+                t->err.message, cmd.failed || !cmd.data ? "--resume" : cmd.data + 1);
         sb_free(&cmd);
     } else if (st && st != COHORT_ERR_PARTIAL) {
         fprintf(stderr, "cohort: %s\n", t->err.message);

@@ -130,8 +130,12 @@ static void log_to_stderr(cohort_log_level level, const char *msg, void *user)
         fprintf(stderr, "cohort: %s: %s\n", level == COHORT_LOG_WARN ? "warning" : "error", msg);
 }
 
+const char *cli_program = "cohort";
+
 int main(int argc, char **argv)
 {
+    if (argc > 0 && argv[0] && argv[0][0])
+        cli_program = argv[0];
     cohort_set_log(log_to_stderr, NULL);
     if (argc < 2) {
         fputs(usage, stderr);

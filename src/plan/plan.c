@@ -1502,9 +1502,9 @@ static cohort_status errs_finish(plan_errs *pe, const yctx *c)
     return st;
 }
 
-/* Run one stage of the plan into pe: its error is added (and the plan goes
- * on) unless it is not an input error. Returns what errs_add returns. */
-/* One stage: c->failed cleared, the call made, its error added. */
+/* Run one stage of the plan into pe: c->failed cleared, the call made, its
+ * error added (and the plan goes on) unless it is not an input error.
+ * Returns what errs_add returns. */
 #define PLAN_STAGE(pe, c, call)                                                             \
     ((c)->failed->node = NULL, errs_add((pe), (c), (call), (c)->failed))
 
