@@ -8,6 +8,7 @@
  * mem_alloc_big, the CPU pools' host memory: 64-byte aligned, whole 2 MiB
  * pages from 1 MiB on, every byte asked for writable.
  */
+#include "backend/backend_impl.h"
 #include "check.h"
 #include "layer_text.h"
 #include "device/device.h"

@@ -13,6 +13,7 @@
  * (ties on purpose), a missing term of batch norm's dX (finite differences).
  */
 #include "backend/backend_impl.h"
+#include "backend/cpu/cpu.h"
 #include "check.h"
 #include "util/util.h"
 

@@ -101,11 +101,12 @@ int cmd_devices(int argc, char **argv)
                       !r->dev[i].pool                        ? "null"
                       : d->policy == COHORT_MEM_PREALLOCATE ? "\"preallocate\""
                                                              : "\"grow\"");
-            if (!strcmp(d->kind, "cuda")) {
+            const device_kind *kind = r->dev[i].kind;
+            if (!kind->kernels) {
                 sb_printf(&s, ", \"compute_capability\": \"%d.%d\"", d->cc_major, d->cc_minor);
             } else {
-                sb_printf(&s, ", \"kernels\": \"%s\", \"kernels_why\": ", device_cpu_kernels());
-                sb_json_str(&s, device_cpu_kernels_why());
+                sb_printf(&s, ", \"kernels\": \"%s\", \"kernels_why\": ", kind->kernels());
+                sb_json_str(&s, kind->kernels_why());
             }
             sb_puts(&s, "}");
         }
@@ -128,7 +129,8 @@ int cmd_devices(int argc, char **argv)
                                    d->policy == COHORT_MEM_PREALLOCATE))
                 snprintf(mem, sizeof mem, "; limit %s, %s",
                          format_bytes(d->limit_bytes, a, sizeof a), policy);
-            if (d->is_logical && !strcmp(d->kind, "cpu")) {
+            const device_kind *kind = r->dev[i].kind;
+            if (d->is_logical && kind->shares_cores) {
                 char cores[64] = "";
                 cpu_set_t part;
                 if (device_part_cores(r, &r->dev[i], &part) > 0)
@@ -141,11 +143,11 @@ int cmd_devices(int argc, char **argv)
                 printf("%-8s part of %s: limit %s, %s\n", d->name,
                        r->dev[r->dev[i].parent].info.name, format_bytes(d->limit_bytes, a, sizeof a),
                        policy);
-            else if (!strcmp(d->kind, "cpu"))
+            else if (kind->kernels)
                 printf("%-8s %s, %d core%s, %s memory (%s available), kernels %s (%s)%s%s\n",
                        d->name, d->model, d->threads, d->threads == 1 ? "" : "s", format_bytes(d->total_bytes, a, sizeof a),
-                       format_bytes(d->free_bytes, b, sizeof b), device_cpu_kernels(),
-                       device_cpu_kernels_why(), mem, r->dev[i].pool ? "" : ", split:");
+                       format_bytes(d->free_bytes, b, sizeof b), kind->kernels(),
+                       kind->kernels_why(), mem, r->dev[i].pool ? "" : ", split:");
             else
                 printf("%-8s %s, compute capability %d.%d, %s memory (%s free)%s%s\n", d->name,
                        d->model, d->cc_major, d->cc_minor, format_bytes(d->total_bytes, a, sizeof a),

@@ -1,3 +1,5 @@
+#include "backend/backend_impl.h"
+#include "backend/cpu/cpu.h"
 #include "device/device.h"
 #include "util/util.h"
 
@@ -7,6 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+const device_kind device_kind_cpu = {
+    .name = "cpu",
+    .shares_cores = 1,
+    .flops_per_core = 5e10,
+    .kernels = backend_cpu_kernels,
+    .kernels_why = backend_cpu_kernels_why,
+};
+
+const device_kind device_kind_cuda = {
+    .name = "cuda",
+    .visible_env = "CUDA_VISIBLE_DEVICES",
+    .flops = 2e13,
+    .auto_fuse = 1,
+    .dealt_to_ranks = 1,
+};
 
 static void cpu_model_name(char *buf, size_t n)
 {
@@ -53,7 +71,8 @@ cohort_status devices_discover(device_registry **out, cohort_error *err)
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory listing devices");
     cohort_device *d = &r->dev[r->n++];
     str_copy(d->info.name, sizeof d->info.name, "cpu:0");
-    str_copy(d->info.kind, sizeof d->info.kind, "cpu");
+    d->kind = &device_kind_cpu;
+    str_copy(d->info.kind, sizeof d->info.kind, d->kind->name);
     cpu_model_name(d->info.model, sizeof d->info.model);
     /* The cores this process may run on (taskset, a container's cpuset,
      * a batch system's binding), where it may use fewer than are online. */
@@ -152,7 +171,7 @@ cohort_status devices_split(device_registry *r, const char *name, const uint64_t
         p->info.limit_bytes = sizes[i];
         p->info.policy = policy;
         p->parent = parent;
-        if (!strcmp(d->info.kind, "cpu")) {
+        if (d->kind->shares_cores) {
             /* Each part gets its share of the cores, at least one. */
             int cores = d->info.threads;
             int first = (int)((long)cores * i / n), next = (int)((long)cores * (i + 1) / n);
@@ -261,7 +280,7 @@ const char *cohort_devices_note(const cohort_devices *d) { return d ? d->gpu_not
 int device_part_cores(const device_registry *r, const cohort_device *d, cpu_set_t *part)
 {
     CPU_ZERO(part);
-    if (!d->info.is_logical || strcmp(d->info.kind, "cpu") != 0 || !r->cpus_known)
+    if (!d->info.is_logical || !d->kind->shares_cores || !r->cpus_known)
         return 0;
     /* The allowed cores numbered core_begin on, in order. */
     int seen = 0, taken = 0;

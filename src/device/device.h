@@ -6,10 +6,9 @@
 #ifndef COHORT_DEVICE_H
 #define COHORT_DEVICE_H
 
-#include <sched.h>
-
-#include "backend/backend_impl.h"
 #include "cohort.h"
+
+#include <sched.h>
 
 #include <pthread.h>
 #include <stdint.h>
@@ -20,6 +19,8 @@ typedef struct pool_account {
 } pool_account;
 
 typedef struct cohort_pool cohort_pool;
+/* A backend's ops table: the backends' and train/'s (backend_impl.h). */
+typedef struct backend_ops backend_ops;
 
 /*
  * A pool of `limit` bytes on device `dev` of backend `be`. Policy GROW takes
@@ -55,8 +56,41 @@ void pool_rebind(cohort_pool *p, int dev);
  * device were out of memory; 0 disarms. */
 void pool_fail_after(cohort_pool *p, int n);
 
+/*
+ * A kind of device, as the run decides by it. Every decision that depends
+ * on the kind reads a field here; no code compares kind names (to add a
+ * kind: docs/design.md, "How to add a device kind").
+ */
+typedef struct device_kind {
+    const char *name;          /* cohort_device_info.kind: "cpu", "cuda" */
+    /* A logical part takes its share of the physical device's cores
+     * (devices_split), its threads are bound to them (device_bind_thread),
+     * its models use no more than those (run_device_cores), and a fused
+     * group on it is cut into one sub-group per core. */
+    int shares_cores;
+    /* The environment variable that shows a worker process only its
+     * device, as the backend's device 0 (NULL: none is needed). */
+    const char *visible_env;
+    /* Rough training throughput in FLOP/s, to balance work over devices:
+     * flops + flops_per_core * the cores the device may use. */
+    double flops, flops_per_core;
+    /* The auto strategy fuses same-shaped models that share such a device
+     * (a GPU: one launch for the group instead of one per model). */
+    int auto_fuse;
+    /* Under MPI, the node's devices of this kind are dealt out among its
+     * ranks, each rank training on its own. */
+    int dealt_to_ranks;
+    /* What runs a device's models, for `cohort devices`: the backend's own
+     * kernels and why (NULL where the kind has no such choice). */
+    const char *(*kernels)(void);
+    const char *(*kernels_why)(void);
+} device_kind;
+
+extern const device_kind device_kind_cpu, device_kind_cuda;
+
 typedef struct cohort_device {
     cohort_device_info info;
+    const device_kind *kind; /* info.kind is kind->name */
     const backend_ops *be;
     int be_dev;            /* the backend's index of the physical device */
     int parent;            /* index of the physical device in the registry */
@@ -113,11 +147,5 @@ int device_bind_thread(const device_registry *r, const cohort_device *d, cpu_set
  * (0: d is not a CPU part, or the process's cores were not read). */
 int device_part_cores(const device_registry *r, const cohort_device *d, cpu_set_t *part);
 void device_unbind_thread(int bound, const cpu_set_t *saved);
-
-/* The CPU backend's own kernels that run here ("avx512", "avx2"), or
- * "blas" where only OpenBLAS's do (no AVX2, or COHORT_CPU_KERNELS=none). */
-const char *device_cpu_kernels(void);
-/* Why those, in a phrase: the rule, or what COHORT_CPU_KERNELS asked for. */
-const char *device_cpu_kernels_why(void);
 
 #endif

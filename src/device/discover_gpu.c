@@ -4,6 +4,7 @@
  * survive fork: DESIGN.md rule 3). The child writes its answer to a pipe.
  */
 #include "backend/backend_impl.h"
+#include "backend/cpu/cpu.h"
 #include "backend/cuda/cuda_plugin.h"
 #include "device/device.h"
 #include "util/util.h"
@@ -140,7 +141,8 @@ void devices_discover_gpus(device_registry *r)
         cohort_device *d = &r->dev[r->n];
         memset(d, 0, sizeof *d);
         snprintf(d->info.name, sizeof d->info.name, "gpu:%d", i);
-        str_copy(d->info.kind, sizeof d->info.kind, "cuda");
+        d->kind = &device_kind_cuda;
+        str_copy(d->info.kind, sizeof d->info.kind, d->kind->name);
         snprintf(d->info.model, sizeof d->info.model, "%.*s", (int)sizeof g->name - 1, g->name);
         d->info.threads = 1; /* one host thread drives a GPU's stream */
         d->info.cc_major = g->cc_major;

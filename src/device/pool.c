@@ -1,3 +1,4 @@
+#include "backend/backend_impl.h"
 #include "device/device.h"
 #include "util/util.h"
 

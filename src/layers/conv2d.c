@@ -8,6 +8,7 @@
  * a time; elsewhere they are its batched primitives. The weight file holds
  * W as torch.nn.Conv2d does: [filters, c, kh, kw].
  */
+#include "backend/cpu/cpu.h"
 #include "layers/pass.h"
 #include "util/util.h"
 

@@ -3,7 +3,6 @@
  * checkpoints, fit, evaluate on the test set with the confusion matrices,
  * save weights, report each model's outcome, release every byte.
  */
-#include "backend/backend_impl.h"
 #include "run/jobs.h"
 #include "util/util.h"
 

@@ -67,7 +67,7 @@ static cohort_status make_jobs(sched *s, cohort_error *err)
 static int group_parts(const sched *s, const job *j, int cores)
 {
     const cohort_run *run = s->run;
-    if (strcmp(run->devices->dev[j->device].info.kind, "cpu") != 0 || j->n < 2)
+    if (!run->devices->dev[j->device].kind->shares_cores || j->n < 2)
         return 1;
     int own = run_device_cores(run, j->device);
     if (own < cores)
@@ -147,7 +147,7 @@ int job_threads(const sched *s, const job *j, int want)
 int run_device_cores(const cohort_run *run, int dev)
 {
     const cohort_device *d = &run->devices->dev[dev];
-    return d->info.is_logical && !strcmp(d->info.kind, "cpu") ? d->info.threads : INT_MAX;
+    return d->info.is_logical && d->kind->shares_cores ? d->info.threads : INT_MAX;
 }
 
 /* Costliest first; equal costs in the order the jobs were formed (plan order). */

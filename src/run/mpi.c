@@ -465,7 +465,7 @@ static void pin_gpus(const cohort_mpi *m, cohort_run *run)
     int usable[COHORT_MAX_DEVICES], gpus[COHORT_MAX_DEVICES], mine[COHORT_MAX_DEVICES];
     int n = devices_usable(run->devices, usable, COHORT_MAX_DEVICES), ng = 0, nm = 0;
     for (int j = 0; j < n; j++)
-        if (!strcmp(run->devices->dev[usable[j]].info.kind, "cuda"))
+        if (run->devices->dev[usable[j]].kind->dealt_to_ranks)
             gpus[ng++] = usable[j];
     if (ng == 0)
         return;

@@ -242,9 +242,7 @@ cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, co
 /* Rough training throughput of a device in FLOP/s, to balance work. */
 static double device_speed(const cohort_device *d)
 {
-    if (!strcmp(d->info.kind, "cuda"))
-        return 2e13;
-    return 5e10 * (d->info.threads > 0 ? d->info.threads : 1);
+    return d->kind->flops + d->kind->flops_per_core * (d->info.threads > 0 ? d->info.threads : 1);
 }
 
 static void refuse(cohort_run *run, model_entry *e, const cohort_device *d)
@@ -406,7 +404,7 @@ static void choose_strategy(cohort_run *run)
         if (e->done)
             continue;
         trainable++;
-        if (strcmp(run->devices->dev[e->device].info.kind, "cuda") != 0)
+        if (!run->devices->dev[e->device].kind->auto_fuse)
             continue;
         for (int j = 0; j < i; j++)
             if (!run->m[j].done && run->m[j].device == e->device &&

@@ -4,7 +4,7 @@
  * strategy (strategy_threads.c, strategy_processes.c), then writes the
  * final results and says how the run ended. See run/jobs.h for the map.
  */
-#include "backend/backend_impl.h"
+#include "backend/cpu/cpu.h"
 #include "io/report.h"
 #include "run/jobs.h"
 #include "util/util.h"

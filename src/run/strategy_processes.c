@@ -3,7 +3,7 @@
  * forked after the data is loaded, reporting down a pipe; the parent
  * applies the reports and fails the models of a worker that died.
  */
-#include "backend/backend_impl.h"
+#include "backend/cpu/cpu.h"
 #include "run/jobs.h"
 #include "util/util.h"
 
@@ -60,10 +60,10 @@ static int launch(sched *s, job *j, int threads)
         cohort_device *d = &s->run->devices->dev[j->device];
         /* The worker sees only its GPU, set before any GPU code is loaded;
          * there that GPU is device 0. */
-        if (!strcmp(d->info.kind, "cuda")) {
+        if (d->kind->visible_env) {
             char vis[16];
             snprintf(vis, sizeof vis, "%d", d->be_dev);
-            setenv("CUDA_VISIBLE_DEVICES", vis, 1);
+            setenv(d->kind->visible_env, vis, 1);
             d->be_dev = 0;
             pool_rebind(d->pool, 0);
         }

@@ -3,7 +3,7 @@
  * another on this thread, or several at once on threads of their own, which
  * help the jobs still running once none is left to start.
  */
-#include "backend/backend_impl.h"
+#include "backend/cpu/cpu.h"
 #include "run/jobs.h"
 #include "util/util.h"
 

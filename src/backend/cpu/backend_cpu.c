@@ -4,6 +4,7 @@
  * that gcc vectorizes (-O3 -fno-math-errno). Device memory is host memory.
  */
 #include "backend/backend_impl.h"
+#include "backend/cpu/cpu.h"
 #include "backend/cpu/dense_step.h"
 #include "backend/cpu/gemm_grid.h"
 #include "backend/cpu/kernels.h"
@@ -1316,6 +1317,6 @@ void backend_cpu_set_blas_threads(int n)
 
 void backend_cpu_blas_settle(void) { backend_cpu_set_blas_threads(backend_cpu_blas_threads(1)); }
 
-const char *device_cpu_kernels(void) { return cpu_isa_name(cpu_isa_detect()); }
+const char *backend_cpu_kernels(void) { return cpu_isa_name(cpu_isa_detect()); }
 
-const char *device_cpu_kernels_why(void) { return cpu_isa_why(); }
+const char *backend_cpu_kernels_why(void) { return cpu_isa_why(); }
