@@ -13,7 +13,7 @@ setup:
 	@scripts/setup
 
 build:
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCOHORT_TEST_HOOKS=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: setup build
@@ -23,14 +23,14 @@ demo: setup build
 # made here where it is missing or out of date (about 30 s from PyPI), reused otherwise.
 test: setup
 	@scripts/pyenv test >/dev/null
-	@$(MAKE) --no-print-directory build CMAKE_FLAGS="-DCOHORT_WERROR=ON $(CMAKE_FLAGS)"
+	@$(MAKE) --no-print-directory build CMAKE_FLAGS="-DCOHORT_WERROR=ON -DCOHORT_TEST_HOOKS=ON $(CMAKE_FLAGS)"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-tsan
 
 # The suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan:
-	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZE=ON -DCOHORT_WERROR=ON -DCOHORT_CUDA=OFF"
+	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZE=ON -DCOHORT_WERROR=ON -DCOHORT_TEST_HOOKS=ON -DCOHORT_CUDA=OFF"
 	cd build-asan && COHORT_SANITIZED=1 ASAN_OPTIONS=allocator_may_return_null=1 ctest --output-on-failure -j $(JOBS)
 
 # The threads strategy under ThreadSanitizer.

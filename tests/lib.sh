@@ -15,6 +15,8 @@
 #   mixed_plan SEED                  $T/d.csv (1200 rows, 12 features, 3 classes),
 #                                    $T/t.csv (its first 200 rows) and $T/plan.yaml: five
 #                                    models of different shapes, optimizers and epochs
+#   needs_test_hooks                 skip (exit 77) where cohort is built without its test
+#                                    hooks (-DCOHORT_TEST_HOOKS=ON, which make test sets)
 #   finish [NOTE]                    print "NAME: N passed, N failed[ NOTE]"; exit status 0
 #                                    only when nothing failed
 NAME=$(basename "$0")
@@ -23,6 +25,14 @@ PY=/usr/bin/python3
 T=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
 pass=0 fail=0
+
+needs_test_hooks() {
+    case "${COHORT_TEST_HOOKS:-ON}" in
+    OFF | off | 0 | FALSE | false | NO | no)
+        echo "$NAME: cohort is built without its test hooks (-DCOHORT_TEST_HOOKS=ON); skipped"
+        exit 77 ;;
+    esac
+}
 
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "$NAME: FAILED: $*" >&2; }

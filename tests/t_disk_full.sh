@@ -8,6 +8,7 @@
 # may be a worker's.
 set -u
 . "$(dirname "$0")/lib.sh"
+needs_test_hooks
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
 
 blobs 5 600 0.5

@@ -10,6 +10,7 @@
 # mpirun or without an MPI build.
 set -u
 . "$(dirname "$0")/lib.sh"
+needs_test_hooks
 if ! command -v mpirun >/dev/null 2>&1; then
     echo "$NAME: skipped: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
     exit 77

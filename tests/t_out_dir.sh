@@ -12,6 +12,7 @@
 # model named m.tmp.1 keeps its files. A model named NAME.best is refused.
 set -u
 . "$(dirname "$0")/lib.sh"
+needs_test_hooks
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
 
 blobs 2 300 0.5

@@ -10,6 +10,7 @@
 # errors at their line.
 set -u
 . "$(dirname "$0")/lib.sh"
+needs_test_hooks
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
 
 blobs 5 1800 2.6

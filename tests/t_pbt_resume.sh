@@ -16,6 +16,7 @@
 #   COHORT_TEST_DISK_FULL_AFTER).
 set -u
 . "$(dirname "$0")/lib.sh"
+needs_test_hooks
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
 
 awk 'BEGIN { srand(7); for (i = 0; i < 400; i++) { l = "";

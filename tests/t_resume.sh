@@ -6,6 +6,7 @@
 # --resume with another config or other data is refused.
 set -u
 . "$(dirname "$0")/lib.sh"
+needs_test_hooks
 
 awk 'BEGIN { srand(3); for (i = 0; i < 3000; i++) { c = i % 4; line = "";
     for (j = 0; j < 16; j++) { v = rand() - 0.5 + (j % 4 == c ? 0.6 : 0); line = line v "," }

@@ -2,6 +2,7 @@
 #include "io/io.h"
 #include "run/run.h"
 #include "layers/layer.h"
+#include "util/test_hooks.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -233,15 +234,9 @@ cohort_status run_write_record(cohort_run *run, const model_entry *e, cohort_err
     snprintf(path, sizeof path, "%s/records/%s.json", run->out_dir, e->spec->name);
     cohort_status st = file_write_atomic(path, b.data, b.len, err);
     sb_free(&b);
-    /* Tests kill a run at an exact point of a phase: SIGKILL once
-     * COHORT_TEST_KILL_AFTER_RECORDS records are written (t_pbt.sh). */
-    static _Atomic long kill_after = -2, written;
-    if (kill_after == -2) {
-        const char *v = getenv("COHORT_TEST_KILL_AFTER_RECORDS");
-        kill_after = v ? atol(v) : -1;
-    }
-    if (!st && kill_after >= 0 && ++written >= kill_after)
-        raise(SIGKILL);
+    /* Tests kill a run at an exact point of a phase (t_pbt.sh). */
+    if (!st)
+        test_hook_record_written();
     return st;
 }
 

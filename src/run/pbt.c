@@ -28,6 +28,7 @@
 #include "io/io.h"
 #include "run/run.h"
 #include "util/json.h"
+#include "util/test_hooks.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -213,16 +214,6 @@ static double explore(const pbt_mutation *m, double resample, double v, rng_stat
 
 /* ---- the exploit ----------------------------------------------------------- */
 
-/* tests/t_pbt.sh's hooks, COHORT_PBT_TEST=keep,crash: keep the state each
- * exploit gave a model as checkpoints/NAME.exploit-EPOCH.safetensors, and
- * kill the run (SIGKILL) at its first interval between the first exploit
- * and the others, the worst place for a kill. */
-static int test_hook(const char *what)
-{
-    const char *h = getenv("COHORT_PBT_TEST");
-    return h && strstr(h, what) != NULL;
-}
-
 /* Copy donor d's checkpoint (at the interval) to recipient e, whose settings
  * are already its new ones, and d's best weights to e's. e keeps its own
  * seconds; its learning rate is its new setting's. */
@@ -274,7 +265,7 @@ static cohort_status exploit(cohort_run *run, model_entry *e, const model_entry 
     }
     if (!st)
         st = ckpt_write_state(run, e, data, c.have, &r, c.epoch, c.step, err);
-    if (!st && test_hook("keep")) {
+    if (!st && test_hook_pbt("keep")) {
         /* The state the exploit gave e, kept beside its checkpoint (which
          * the next epoch replaces by a rename, so a link stays as it is). */
         char ck[2 * COHORT_PATH_MAX], keep[2 * COHORT_PATH_MAX + 32];
@@ -522,7 +513,7 @@ static cohort_status decide(cohort_run *run, const unsigned char *live, const in
         if (!(st = set_values(run, e, s->values, err)))
             st = exploit(run, e, &run->m[s->from], err);
         pthread_mutex_unlock(&run->lock);
-        if (!st && k == 0 && test_hook("crash"))
+        if (!st && k == 0 && test_hook_pbt("crash"))
             raise(SIGKILL);
     }
     free(r);

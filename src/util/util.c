@@ -1,4 +1,5 @@
 #include "util/util.h"
+#include "util/test_hooks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -411,33 +412,6 @@ const char *file_out_of_space(void) { return out_of_space ? out_of_space_path : 
 
 void file_note_out_of_space(const char *path) { note_no_space(path, ENOSPC); }
 
-/* Tests fill the disk without a small filesystem: after
- * COHORT_TEST_DISK_FULL_AFTER writes, every write fails with ENOSPC. */
-static int test_disk_full(void)
-{
-    static _Atomic long after = -2;
-    static _Atomic long done;
-    if (after == -2) {
-        const char *v = getenv("COHORT_TEST_DISK_FULL_AFTER");
-        after = v ? atol(v) : -1;
-    }
-    return after >= 0 && done++ >= after;
-}
-
-/* Tests kill the run at a chosen place: COHORT_TEST_KILL_AFTER_WRITES=N
- * sends SIGKILL to the process once its N-th file is in place. */
-static void test_kill_after_write(void)
-{
-    static _Atomic long after = -2;
-    static _Atomic long done;
-    if (after == -2) {
-        const char *v = getenv("COHORT_TEST_KILL_AFTER_WRITES");
-        after = v ? atol(v) : -1;
-    }
-    if (after >= 0 && ++done >= after)
-        raise(SIGKILL);
-}
-
 cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err)
 {
     file_part part = {data, len};
@@ -456,7 +430,7 @@ cohort_status file_write_atomic_parts(const char *path, const file_part *parts, 
         /* Named as the caller's path: the temporary is ours, not the user's. */
         return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", path, strerror(e));
     }
-    int full = test_disk_full();
+    int full = test_hook_disk_full();
     for (int i = 0; i < n_parts; i++) {
         const char *p = parts[i].data;
         size_t left = parts[i].len;
@@ -486,11 +460,7 @@ cohort_status file_write_atomic_parts(const char *path, const file_part *parts, 
     }
     /* Tests widen the window between writing and renaming, to kill a run
      * inside it. */
-    static long slow_us = -1;
-    if (slow_us < 0) {
-        const char *v = getenv("COHORT_TEST_SLOW_WRITES_US");
-        slow_us = v ? atol(v) : 0;
-    }
+    long slow_us = test_hook_slow_write_us();
     if (slow_us > 0)
         usleep((useconds_t)slow_us);
     if (close(fd) != 0) {
@@ -504,7 +474,7 @@ cohort_status file_write_atomic_parts(const char *path, const file_part *parts, 
         unlink(tmp);
         return cohort_fail(err, COHORT_ERR_IO, "%s: rename failed: %s", path, strerror(e));
     }
-    test_kill_after_write();
+    test_hook_file_written();
     /* Make the rename itself durable. */
     char dir[PATH_MAX];
     str_copy(dir, sizeof dir, path);
