@@ -36,6 +36,91 @@ static void format_cores(char *buf, size_t n, const cpu_set_t *set)
         snprintf(buf + len, n - len, ")");
 }
 
+/* The devices of r as JSON on stdout. */
+static void print_json(const device_registry *r)
+{
+    strbuf s;
+    sb_init(&s);
+    sb_puts(&s, "{\n  \"devices\": [\n");
+    for (int i = 0; i < r->n; i++) {
+        const cohort_device_info *d = &r->dev[i].info;
+        sb_puts(&s, i ? ",\n    {\"name\": " : "    {\"name\": ");
+        sb_json_str(&s, d->name);
+        sb_puts(&s, ", \"kind\": ");
+        sb_json_str(&s, d->kind);
+        sb_puts(&s, ", \"model\": ");
+        sb_json_str(&s, d->model);
+        sb_printf(&s, ", \"threads\": %d, \"total_bytes\": %llu, \"free_bytes\": %llu, "
+                      "\"limit_bytes\": %llu, \"logical\": %s",
+                  d->threads, (unsigned long long)d->total_bytes,
+                  (unsigned long long)d->free_bytes, (unsigned long long)d->limit_bytes,
+                  d->is_logical ? "true" : "false");
+        sb_printf(&s, ", \"policy\": %s",
+                  !r->dev[i].pool                        ? "null"
+                  : d->policy == COHORT_MEM_PREALLOCATE ? "\"preallocate\""
+                                                         : "\"grow\"");
+        const device_kind *kind = r->dev[i].kind;
+        if (!kind->kernels) {
+            sb_printf(&s, ", \"compute_capability\": \"%d.%d\"", d->cc_major, d->cc_minor);
+        } else {
+            sb_printf(&s, ", \"kernels\": \"%s\", \"kernels_why\": ", kind->kernels());
+            sb_json_str(&s, kind->kernels_why());
+        }
+        sb_puts(&s, "}");
+    }
+    sb_puts(&s, "\n  ],\n  \"gpu_note\": ");
+    if (r->gpu_note[0])
+        sb_json_str(&s, r->gpu_note);
+    else
+        sb_puts(&s, "null");
+    sb_puts(&s, "\n}\n");
+    fputs(s.data ? s.data : "", stdout);
+    sb_free(&s);
+}
+
+/* The devices of r, one a line, on stdout. */
+static void print_text(const device_registry *r)
+{
+    char a[32], b[32], mem[96];
+    for (int i = 0; i < r->n; i++) {
+        const cohort_device_info *d = &r->dev[i].info;
+        const char *policy =
+            d->policy == COHORT_MEM_PREALLOCATE ? "preallocated" : "grows on demand";
+        /* An unsplit device's settings, where the plan gave any. */
+        mem[0] = 0;
+        if (r->dev[i].pool && (d->limit_bytes != d->total_bytes ||
+                               d->policy == COHORT_MEM_PREALLOCATE))
+            snprintf(mem, sizeof mem, "; limit %s, %s",
+                     format_bytes(d->limit_bytes, a, sizeof a), policy);
+        const device_kind *kind = r->dev[i].kind;
+        if (d->is_logical && kind->shares_cores) {
+            char cores[64] = "";
+            cpu_set_t part;
+            if (device_part_cores(r, &r->dev[i], &part) > 0)
+                format_cores(cores, sizeof cores, &part);
+            printf("%-8s part of %s: %d core%s%s, limit %s, %s\n", d->name,
+                   r->dev[r->dev[i].parent].info.name, d->threads, d->threads == 1 ? "" : "s",
+                   cores, format_bytes(d->limit_bytes, a, sizeof a), policy);
+        }
+        else if (d->is_logical)
+            printf("%-8s part of %s: limit %s, %s\n", d->name,
+                   r->dev[r->dev[i].parent].info.name, format_bytes(d->limit_bytes, a, sizeof a),
+                   policy);
+        else if (kind->kernels)
+            printf("%-8s %s, %d core%s, %s memory (%s available), kernels %s (%s)%s%s\n",
+                   d->name, d->model, d->threads, d->threads == 1 ? "" : "s", format_bytes(d->total_bytes, a, sizeof a),
+                   format_bytes(d->free_bytes, b, sizeof b), kind->kernels(),
+                   kind->kernels_why(), mem, r->dev[i].pool ? "" : ", split:");
+        else
+            printf("%-8s %s, compute capability %d.%d, %s memory (%s free)%s%s\n", d->name,
+                   d->model, d->cc_major, d->cc_minor, format_bytes(d->total_bytes, a, sizeof a),
+                   format_bytes(d->free_bytes, b, sizeof b), mem,
+                   r->dev[i].pool ? "" : ", split:");
+    }
+    if (r->gpu_note[0])
+        printf("(%s)\n", r->gpu_note);
+}
+
 int cmd_devices(int argc, char **argv)
 {
     int json = 0;
@@ -79,84 +164,10 @@ int cmd_devices(int argc, char **argv)
             return cli_usage_error(NULL, "%s", err.message);
         }
     }
-    char a[32], b[32], mem[96];
-    if (json) {
-        strbuf s;
-        sb_init(&s);
-        sb_puts(&s, "{\n  \"devices\": [\n");
-        for (int i = 0; i < r->n; i++) {
-            const cohort_device_info *d = &r->dev[i].info;
-            sb_puts(&s, i ? ",\n    {\"name\": " : "    {\"name\": ");
-            sb_json_str(&s, d->name);
-            sb_puts(&s, ", \"kind\": ");
-            sb_json_str(&s, d->kind);
-            sb_puts(&s, ", \"model\": ");
-            sb_json_str(&s, d->model);
-            sb_printf(&s, ", \"threads\": %d, \"total_bytes\": %llu, \"free_bytes\": %llu, "
-                          "\"limit_bytes\": %llu, \"logical\": %s",
-                      d->threads, (unsigned long long)d->total_bytes,
-                      (unsigned long long)d->free_bytes, (unsigned long long)d->limit_bytes,
-                      d->is_logical ? "true" : "false");
-            sb_printf(&s, ", \"policy\": %s",
-                      !r->dev[i].pool                        ? "null"
-                      : d->policy == COHORT_MEM_PREALLOCATE ? "\"preallocate\""
-                                                             : "\"grow\"");
-            const device_kind *kind = r->dev[i].kind;
-            if (!kind->kernels) {
-                sb_printf(&s, ", \"compute_capability\": \"%d.%d\"", d->cc_major, d->cc_minor);
-            } else {
-                sb_printf(&s, ", \"kernels\": \"%s\", \"kernels_why\": ", kind->kernels());
-                sb_json_str(&s, kind->kernels_why());
-            }
-            sb_puts(&s, "}");
-        }
-        sb_puts(&s, "\n  ],\n  \"gpu_note\": ");
-        if (r->gpu_note[0])
-            sb_json_str(&s, r->gpu_note);
-        else
-            sb_puts(&s, "null");
-        sb_puts(&s, "\n}\n");
-        fputs(s.data ? s.data : "", stdout);
-        sb_free(&s);
-    } else {
-        for (int i = 0; i < r->n; i++) {
-            const cohort_device_info *d = &r->dev[i].info;
-            const char *policy =
-                d->policy == COHORT_MEM_PREALLOCATE ? "preallocated" : "grows on demand";
-            /* An unsplit device's settings, where the plan gave any. */
-            mem[0] = 0;
-            if (r->dev[i].pool && (d->limit_bytes != d->total_bytes ||
-                                   d->policy == COHORT_MEM_PREALLOCATE))
-                snprintf(mem, sizeof mem, "; limit %s, %s",
-                         format_bytes(d->limit_bytes, a, sizeof a), policy);
-            const device_kind *kind = r->dev[i].kind;
-            if (d->is_logical && kind->shares_cores) {
-                char cores[64] = "";
-                cpu_set_t part;
-                if (device_part_cores(r, &r->dev[i], &part) > 0)
-                    format_cores(cores, sizeof cores, &part);
-                printf("%-8s part of %s: %d core%s%s, limit %s, %s\n", d->name,
-                       r->dev[r->dev[i].parent].info.name, d->threads, d->threads == 1 ? "" : "s",
-                       cores, format_bytes(d->limit_bytes, a, sizeof a), policy);
-            }
-            else if (d->is_logical)
-                printf("%-8s part of %s: limit %s, %s\n", d->name,
-                       r->dev[r->dev[i].parent].info.name, format_bytes(d->limit_bytes, a, sizeof a),
-                       policy);
-            else if (kind->kernels)
-                printf("%-8s %s, %d core%s, %s memory (%s available), kernels %s (%s)%s%s\n",
-                       d->name, d->model, d->threads, d->threads == 1 ? "" : "s", format_bytes(d->total_bytes, a, sizeof a),
-                       format_bytes(d->free_bytes, b, sizeof b), kind->kernels(),
-                       kind->kernels_why(), mem, r->dev[i].pool ? "" : ", split:");
-            else
-                printf("%-8s %s, compute capability %d.%d, %s memory (%s free)%s%s\n", d->name,
-                       d->model, d->cc_major, d->cc_minor, format_bytes(d->total_bytes, a, sizeof a),
-                       format_bytes(d->free_bytes, b, sizeof b), mem,
-                       r->dev[i].pool ? "" : ", split:");
-        }
-        if (r->gpu_note[0])
-            printf("(%s)\n", r->gpu_note);
-    }
+    if (json)
+        print_json(r);
+    else
+        print_text(r);
     devices_free(r);
     return 0;
 }

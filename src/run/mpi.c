@@ -593,37 +593,25 @@ static void receive_text(int r, int len, strbuf *out, char *scratch)
     }
 }
 
-/* Rank 0: every rank's results (or word that it died), merged into DIR. */
-static cohort_status finish_root(cohort_mpi *m, cohort_status st, const char *text, int len,
-                                 shard_merge_info *summary, cohort_error *err)
+/* Rank 0's gathering: per rank, its header (status, length), its text,
+ * its tree, its source for the merge and, for a dead rank, why. */
+typedef struct gathering {
+    strbuf *texts;
+    int (*head)[2];
+    MPI_Request *req;
+    json_value **trees;
+    shard_source *src;
+    char *scratch;
+    char (*why)[400];
+    int worst, worst_rank, dead; /* the worst status a rank sent, and which; ranks dead */
+} gathering;
+
+/* Rank 0: wait for every other rank's results, or until it is dead. */
+static void gather_texts(cohort_mpi *m, gathering *g)
 {
     int n = m->size;
-    strbuf *texts = calloc((size_t)n, sizeof *texts);
-    int (*head)[2] = calloc((size_t)n, sizeof *head);
-    MPI_Request *req = calloc((size_t)n, sizeof *req);
-    json_value **trees = calloc((size_t)n, sizeof *trees);
-    shard_source *src = calloc((size_t)n, sizeof *src);
-    char *scratch = malloc(CHUNK);
-    char (*why)[400] = calloc((size_t)n, sizeof *why);
-    cohort_status job = COHORT_OK;
-    cohort_error local;
-    if (!texts || !head || !req || !trees || !src || !scratch || !why) {
-        /* Nothing was posted: the ranks wait for a word that rank 0 cannot
-         * give; end the job as MPI ends failed jobs. */
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    /* Now, in case the job ends before the ranks report: this rank stopped
-     * by a signal is most often the whole job stopped by mpirun. */
-    merge_live(m, st == COHORT_ERR_INTERRUPTED ? "interrupted: the job ended before its rank "
-                                                 "reported; --resume continues it"
-                                               : NULL);
-    for (int r = 0; r < n; r++)
-        sb_init(&texts[r]);
-    sb_putn(&texts[0], text, (size_t)len);
-    head[0][0] = (int)st;
-    m->peers[0].state = PEER_REPORTED;
     for (int r = 1; r < n; r++)
-        MPI_Irecv(head[r], 2, MPI_INT, r, TAG_HEAD, MPI_COMM_WORLD, &req[r]);
+        MPI_Irecv(g->head[r], 2, MPI_INT, r, TAG_HEAD, MPI_COMM_WORLD, &g->req[r]);
     int pending = n - 1;
     double last_check = now_seconds();
     while (pending > 0) {
@@ -631,10 +619,10 @@ static cohort_status finish_root(cohort_mpi *m, cohort_status st, const char *te
             int done = 0;
             if (m->peers[r].state != PEER_RUNNING)
                 continue;
-            MPI_Test(&req[r], &done, MPI_STATUS_IGNORE);
+            MPI_Test(&g->req[r], &done, MPI_STATUS_IGNORE);
             if (!done)
                 continue;
-            receive_text(r, head[r][1], &texts[r], scratch);
+            receive_text(r, g->head[r][1], &g->texts[r], g->scratch);
             m->peers[r].state = PEER_REPORTED;
             pending--;
         }
@@ -653,67 +641,118 @@ static cohort_status finish_root(cohort_mpi *m, cohort_status st, const char *te
         }
         pause_briefly();
     }
-    int worst = 0, worst_rank = 0, dead = 0;
-    for (int r = 0; r < n && !job; r++) {
-        src[r].rank = r;
-        src[r].name = "a rank's results";
+}
+
+/* Rank 0: each rank's results as a tree (a dead rank's from its directory,
+ * where it wrote any), and the worst status the ranks sent. */
+static cohort_status parse_ranks(cohort_mpi *m, gathering *g, cohort_error *err)
+{
+    cohort_status job = COHORT_OK;
+    cohort_error local;
+    for (int r = 0; r < m->size && !job; r++) {
+        g->src[r].rank = r;
+        g->src[r].name = "a rank's results";
         if (m->peers[r].state == PEER_DEAD) {
-            dead++;
-            snprintf(why[r], sizeof why[r], "rank %d died before it finished (%s); --resume "
-                     "trains it again", r, m->peers[r].why);
-            src[r].unfinished = why[r];
+            g->dead++;
+            snprintf(g->why[r], sizeof g->why[r], "rank %d died before it finished (%s); "
+                     "--resume trains it again", r, m->peers[r].why);
+            g->src[r].unfinished = g->why[r];
             char dir[COHORT_PATH_MAX + 64];
             snprintf(dir, sizeof dir, "%s/.ranks/%d", m->dir, r);
-            if (results_load(dir, &trees[r], &local))
-                trees[r] = NULL; /* none on disk: its models are missing */
+            if (results_load(dir, &g->trees[r], &local))
+                g->trees[r] = NULL; /* none on disk: its models are missing */
             continue;
         }
-        if (severity((cohort_status)head[r][0]) > worst) {
-            worst = severity((cohort_status)head[r][0]);
-            worst_rank = r;
+        if (severity((cohort_status)g->head[r][0]) > g->worst) {
+            g->worst = severity((cohort_status)g->head[r][0]);
+            g->worst_rank = r;
         }
-        if (texts[r].failed) {
+        if (g->texts[r].failed) {
             job = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory gathering the results");
-        } else if (texts[r].len > 0) {
+        } else if (g->texts[r].len > 0) {
             char jerr[128];
-            trees[r] = json_parse(texts[r].data, texts[r].len, jerr, sizeof jerr);
-            if (!trees[r])
+            g->trees[r] = json_parse(g->texts[r].data, g->texts[r].len, jerr, sizeof jerr);
+            if (!g->trees[r])
                 job = cohort_fail(err, COHORT_ERR_INTERNAL, "rank %d sent results that do not "
                                   "parse: %s", r, jerr);
         }
     }
+    return job;
+}
+
+/* Rank 0: how the job ended, from the merge (job, info) and the ranks. */
+static cohort_status job_verdict(const cohort_mpi *m, const gathering *g, cohort_status job,
+                                 const shard_merge_info *info, cohort_error *err)
+{
+    int n = m->size;
+    if (job) {
+        /* err says why */
+    } else if (g->worst >= 2) {
+        job = (cohort_status)g->head[g->worst_rank][0];
+        if (g->worst_rank != 0)
+            cohort_fail(err, job, "rank %d: %s", g->worst_rank, job == COHORT_ERR_INTERRUPTED
+                        ? "interrupted; finished models are in results.json, --resume continues"
+                        : "it failed; see its messages");
+    } else if (g->dead) {
+        int r = 1;
+        while (r < n && !g->why[r][0])
+            r++;
+        job = cohort_fail(err, COHORT_ERR_PARTIAL, "%d rank%s died; %s", g->dead,
+                          g->dead == 1 ? "" : "s", r < n ? g->why[r] : "");
+    } else if (info->not_ok || info->missing) {
+        job = cohort_fail(err, COHORT_ERR_PARTIAL, "%d of %d models did not finish",
+                          info->not_ok + info->missing,
+                          info->plan_models ? info->plan_models : info->models);
+    }
+    return job;
+}
+
+/* Rank 0: every rank's results (or word that it died), merged into DIR. */
+static cohort_status finish_root(cohort_mpi *m, cohort_status st, const char *text, int len,
+                                 shard_merge_info *summary, cohort_error *err)
+{
+    int n = m->size;
+    gathering g;
+    memset(&g, 0, sizeof g);
+    g.texts = calloc((size_t)n, sizeof *g.texts);
+    g.head = calloc((size_t)n, sizeof *g.head);
+    g.req = calloc((size_t)n, sizeof *g.req);
+    g.trees = calloc((size_t)n, sizeof *g.trees);
+    g.src = calloc((size_t)n, sizeof *g.src);
+    g.scratch = malloc(CHUNK);
+    g.why = calloc((size_t)n, sizeof *g.why);
+    cohort_error local;
+    if (!g.texts || !g.head || !g.req || !g.trees || !g.src || !g.scratch || !g.why) {
+        /* Nothing was posted: the ranks wait for a word that rank 0 cannot
+         * give; end the job as MPI ends failed jobs. */
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    /* Now, in case the job ends before the ranks report: this rank stopped
+     * by a signal is most often the whole job stopped by mpirun. */
+    merge_live(m, st == COHORT_ERR_INTERRUPTED ? "interrupted: the job ended before its rank "
+                                                 "reported; --resume continues it"
+                                               : NULL);
+    for (int r = 0; r < n; r++)
+        sb_init(&g.texts[r]);
+    sb_putn(&g.texts[0], text, (size_t)len);
+    g.head[0][0] = (int)st;
+    m->peers[0].state = PEER_REPORTED;
+    gather_texts(m, &g);
+    cohort_status job = parse_ranks(m, &g, err);
     shard_merge_info info;
     memset(&info, 0, sizeof info);
     if (!job) {
         int k = 0;
         for (int r = 0; r < n; r++)
-            if (trees[r]) {
-                src[k] = src[r];
-                src[k++].results = trees[r];
+            if (g.trees[r]) {
+                g.src[k] = g.src[r];
+                g.src[k++].results = g.trees[r];
             }
-        job = k ? write_merged_from(m, src, k, 0, &info, err) : COHORT_OK;
+        job = k ? write_merged_from(m, g.src, k, 0, &info, err) : COHORT_OK;
         if (!job && report_write(m->dir, &local) != COHORT_OK)
             cohort_log(COHORT_LOG_WARN, "no report.html: %s", local.message);
     }
-    if (job) {
-        /* err says why */
-    } else if (worst >= 2) {
-        job = (cohort_status)head[worst_rank][0];
-        if (worst_rank != 0)
-            cohort_fail(err, job, "rank %d: %s", worst_rank, job == COHORT_ERR_INTERRUPTED
-                        ? "interrupted; finished models are in results.json, --resume continues"
-                        : "it failed; see its messages");
-    } else if (dead) {
-        int r = 1;
-        while (r < n && !why[r][0])
-            r++;
-        job = cohort_fail(err, COHORT_ERR_PARTIAL, "%d rank%s died; %s", dead,
-                          dead == 1 ? "" : "s", r < n ? why[r] : "");
-    } else if (info.not_ok || info.missing) {
-        job = cohort_fail(err, COHORT_ERR_PARTIAL, "%d of %d models did not finish",
-                          info.not_ok + info.missing,
-                          info.plan_models ? info.plan_models : info.models);
-    }
+    job = job_verdict(m, &g, job, &info, err);
     if (summary)
         *summary = info;
     final_msg fin;
@@ -725,16 +764,16 @@ static cohort_status finish_root(cohort_mpi *m, cohort_status st, const char *te
         if (m->peers[r].state == PEER_REPORTED)
             MPI_Send(&fin, (int)sizeof fin, MPI_BYTE, r, TAG_FINAL, MPI_COMM_WORLD);
     for (int r = 0; r < n; r++) {
-        sb_free(&texts[r]);
-        json_free(trees[r]);
+        sb_free(&g.texts[r]);
+        json_free(g.trees[r]);
     }
-    free(texts);
-    free(head);
-    free(req);
-    free(trees);
-    free(src);
-    free(scratch);
-    free(why);
+    free(g.texts);
+    free(g.head);
+    free(g.req);
+    free(g.trees);
+    free(g.src);
+    free(g.scratch);
+    free(g.why);
     return job;
 }
 

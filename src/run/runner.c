@@ -451,14 +451,10 @@ static void choose_strategy(cohort_run *run)
     }
 }
 
-cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_options *opt,
-                                cohort_run **out, cohort_error *err)
+/* Values outside the enums and counts would be taken for something they
+ * are not (a strategy of 42 ran as auto would not): refused here. */
+static cohort_status check_options(const cohort_run_options *opt, cohort_error *err)
 {
-    if (!plan || !out)
-        return cohort_fail(err, COHORT_ERR_USAGE, "cohort_run_create: invalid arguments");
-    *out = NULL;
-    /* Values outside the enums and counts would be taken for something they
-     * are not (a strategy of 42 ran as auto would not): refused here. */
     if (opt && (opt->strategy < COHORT_STRATEGY_AUTO || opt->strategy > COHORT_STRATEGY_FUSED))
         return cohort_fail(err, COHORT_ERR_USAGE,
                            "cohort_run_create: strategy %d is not a cohort_strategy (0 to %d)",
@@ -471,34 +467,19 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         return cohort_fail(err, COHORT_ERR_USAGE,
                            "cohort_run_create: n_memory is %d but memory is %s", opt->n_memory,
                            opt->memory ? "set" : "NULL");
-    cohort_run *run = calloc(1, sizeof *run);
-    if (!run)
-        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
-    run->plan = plan;
-    run->lock_fd = -1;
-    cohort_run_options_init(&run->opt);
-    if (opt)
-        run->opt = *opt;
-    pthread_mutex_init(&run->lock, NULL);
-    run->strategy = run->opt.strategy != COHORT_STRATEGY_AUTO ? run->opt.strategy : plan->strategy;
+    return COHORT_OK;
+}
 
-    if (run->opt.out_dir)
-        str_copy(run->out_dir, sizeof run->out_dir, run->opt.out_dir);
-    cohort_status st = load_data(run, err);
-    if (!st && run->opt.devices) {
-        run->devices = run->opt.devices;
-    } else if (!st) {
-        st = devices_discover(&run->devices, err);
-        run->own_devices = !st;
-        if (!st)
-            st = devices_apply_plan(run->devices, plan, err);
-    }
-    if (!st) {
-        run->n = plan->n_models;
-        run->m = calloc((size_t)run->n, sizeof *run->m);
-        if (!run->m)
-            st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
-    }
+/* The model entries of the plan: each one's layout, its targets checked
+ * against the data, its init_from file read; errors at the plan's line. */
+static cohort_status make_entries(cohort_run *run, cohort_error *err)
+{
+    const cohort_plan *plan = run->plan;
+    run->n = plan->n_models;
+    run->m = calloc((size_t)run->n, sizeof *run->m);
+    if (!run->m)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    cohort_status st = COHORT_OK;
     for (int i = 0; !st && i < run->n; i++) {
         model_entry *e = &run->m[i];
         e->spec = &plan->models[i];
@@ -527,6 +508,97 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         if (!st && !e->res.history)
             st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     }
+    return st;
+}
+
+/* The output directory claimed and made, its earlier run's journal and
+ * checkpoints removed, or, with --resume, read back. */
+static cohort_status prepare_out_dir(cohort_run *run, cohort_error *err)
+{
+    char sub[COHORT_PATH_MAX + 16];
+    cohort_status st = dir_make(run->out_dir, err);
+    if (!st)
+        st = run_lock(run, err);
+    if (!st)
+        st = run_claim_out_dir(run, err);
+    /* A run that does not resume is no earlier share's: the CLI marks
+     * its own share again after this (shard_dir_mark). */
+    if (!st && !run->opt.resume)
+        st = shard_dir_mark(run->out_dir, 0, 0, err);
+    const char *subs[] = {"models", "history", "checkpoints", "records"};
+    for (int i = 0; !st && i < 4; i++) {
+        snprintf(sub, sizeof sub, "%s/%s", run->out_dir, subs[i]);
+        st = dir_make(sub, err);
+    }
+    /* A run that does not resume starts its journal and checkpoints
+     * afresh: an old record would pass for a model of this run on a
+     * later --resume, and an old checkpoint of a model this run has not
+     * reached yet would be resumed from, or, written under other
+     * settings, make that --resume refuse the whole run. */
+    for (int i = 0; !st && !run->opt.resume && i < run->n; i++) {
+        char rec[2 * COHORT_PATH_MAX];
+        snprintf(rec, sizeof rec, "%s/records/%s.json", run->out_dir, run->m[i].spec->name);
+        unlink(rec);
+        snprintf(rec, sizeof rec, "%s/checkpoints/%s.safetensors", run->out_dir,
+                 run->m[i].spec->name);
+        unlink(rec);
+    }
+    char journal[COHORT_PATH_MAX + 16];
+    snprintf(journal, sizeof journal, "%s/pbt.json", run->out_dir);
+    if (!st && !run->opt.resume)
+        unlink(journal);
+    /* pbt's settings as its journal left them, before any record or
+     * checkpoint is checked against them. */
+    if (!st && run->opt.resume && run->plan->scheduler.kind == PRUNE_PBT)
+        st = run_pbt_replay(run, err);
+    if (!st && run->opt.resume)
+        st = run_resume(run, err);
+    for (int i = 0; !st && run->opt.resume && i < run->n; i++) {
+        model_entry *e = &run->m[i];
+        if (e->done)
+            continue;
+        ckpt c;
+        st = ckpt_read(run, e, &c, err);
+        if (!st && c.found)
+            ckpt_start_from(e, &c);
+        ckpt_free(&c);
+    }
+    return st;
+}
+
+cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_options *opt,
+                                cohort_run **out, cohort_error *err)
+{
+    if (!plan || !out)
+        return cohort_fail(err, COHORT_ERR_USAGE, "cohort_run_create: invalid arguments");
+    *out = NULL;
+    cohort_status st = check_options(opt, err);
+    if (st)
+        return st;
+    cohort_run *run = calloc(1, sizeof *run);
+    if (!run)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    run->plan = plan;
+    run->lock_fd = -1;
+    cohort_run_options_init(&run->opt);
+    if (opt)
+        run->opt = *opt;
+    pthread_mutex_init(&run->lock, NULL);
+    run->strategy = run->opt.strategy != COHORT_STRATEGY_AUTO ? run->opt.strategy : plan->strategy;
+
+    if (run->opt.out_dir)
+        str_copy(run->out_dir, sizeof run->out_dir, run->opt.out_dir);
+    st = load_data(run, err);
+    if (!st && run->opt.devices) {
+        run->devices = run->opt.devices;
+    } else if (!st) {
+        st = devices_discover(&run->devices, err);
+        run->own_devices = !st;
+        if (!st)
+            st = devices_apply_plan(run->devices, plan, err);
+    }
+    if (!st)
+        st = make_entries(run, err);
     if (!st && plan->scheduler.kind != PRUNE_NONE)
         st = run_check_scheduler(run, err);
     if (!st)
@@ -542,56 +614,8 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
      * than models) is no error: the caller writes its empty results. */
     if (!st && run->out_dir[0] && !run->opt.resume && run->n > 0)
         st = run_check_trainable(run, err);
-    if (!st && run->out_dir[0]) {
-        char sub[COHORT_PATH_MAX + 16];
-        st = dir_make(run->out_dir, err);
-        if (!st)
-            st = run_lock(run, err);
-        if (!st)
-            st = run_claim_out_dir(run, err);
-        /* A run that does not resume is no earlier share's: the CLI marks
-         * its own share again after this (shard_dir_mark). */
-        if (!st && !run->opt.resume)
-            st = shard_dir_mark(run->out_dir, 0, 0, err);
-        const char *subs[] = {"models", "history", "checkpoints", "records"};
-        for (int i = 0; !st && i < 4; i++) {
-            snprintf(sub, sizeof sub, "%s/%s", run->out_dir, subs[i]);
-            st = dir_make(sub, err);
-        }
-        /* A run that does not resume starts its journal and checkpoints
-         * afresh: an old record would pass for a model of this run on a
-         * later --resume, and an old checkpoint of a model this run has not
-         * reached yet would be resumed from, or, written under other
-         * settings, make that --resume refuse the whole run. */
-        for (int i = 0; !st && !run->opt.resume && i < run->n; i++) {
-            char rec[2 * COHORT_PATH_MAX];
-            snprintf(rec, sizeof rec, "%s/records/%s.json", run->out_dir, run->m[i].spec->name);
-            unlink(rec);
-            snprintf(rec, sizeof rec, "%s/checkpoints/%s.safetensors", run->out_dir,
-                     run->m[i].spec->name);
-            unlink(rec);
-        }
-        char journal[COHORT_PATH_MAX + 16];
-        snprintf(journal, sizeof journal, "%s/pbt.json", run->out_dir);
-        if (!st && !run->opt.resume)
-            unlink(journal);
-        /* pbt's settings as its journal left them, before any record or
-         * checkpoint is checked against them. */
-        if (!st && run->opt.resume && plan->scheduler.kind == PRUNE_PBT)
-            st = run_pbt_replay(run, err);
-        if (!st && run->opt.resume)
-            st = run_resume(run, err);
-        for (int i = 0; !st && run->opt.resume && i < run->n; i++) {
-            model_entry *e = &run->m[i];
-            if (e->done)
-                continue;
-            ckpt c;
-            st = ckpt_read(run, e, &c, err);
-            if (!st && c.found)
-                ckpt_start_from(e, &c);
-            ckpt_free(&c);
-        }
-    }
+    if (!st && run->out_dir[0])
+        st = prepare_out_dir(run, err);
     if (st) {
         cohort_run_free(run);
         return st;

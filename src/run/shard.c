@@ -258,13 +258,13 @@ static int int_of(const json_value *v, int fallback)
     return isfinite(d) && d >= 0 && d < 1e9 && d == floor(d) ? (int)d : fallback;
 }
 
-cohort_status shard_merge(const shard_source *src, int n, int flags, const char *extra,
-                          strbuf *out, shard_merge_info *info, cohort_error *err)
+/* Every source is the results of one plan, each record named; *total
+ * gets how many records they hold. */
+static cohort_status check_sources(const shard_source *src, int n, size_t *total,
+                                   cohort_error *err)
 {
-    if (n < 1)
-        return cohort_fail(err, COHORT_ERR_USAGE, "nothing to merge");
     const json_value *first = src[0].results;
-    size_t total = 0;
+    *total = 0;
     for (int s = 0; s < n; s++) {
         const json_value *models = json_get(src[s].results, "models");
         if (!src[s].results || src[s].results->type != JSON_OBJ || !models ||
@@ -283,29 +283,35 @@ cohort_status shard_merge(const shard_source *src, int n, int flags, const char 
         if (!json_equal(json_get(first, "data"), json_get(src[s].results, "data")))
             return cohort_fail(err, COHORT_ERR_INPUT, "%s and %s are shards of different plans: "
                                "their data differ", src[0].name, src[s].name);
-        total += models->n;
+        *total += models->n;
     }
-    rec *r = calloc(total ? total : 1, sizeof *r);
-    if (!r)
-        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
-    int nr = 0, plan_models = 0, all_indexed = 1;
+    return COHORT_OK;
+}
+
+/* The records of every source into r (*nr of them), each model once: a
+ * model in two sources is an error, or with SHARD_MERGE_PREFER_ENDED the
+ * record that ended wins. *plan_models: the plan's model count where the
+ * records say; *all_indexed: every record has its plan_index. */
+static cohort_status collect_records(const shard_source *src, int n, int flags, rec *r, int *nr,
+                                     int *plan_models, int *all_indexed, cohort_error *err)
+{
     cohort_status st = COHORT_OK;
     for (int s = 0; s < n && !st; s++) {
         const json_value *models = json_get(src[s].results, "models");
         for (size_t i = 0; i < models->n && !st; i++) {
             const json_value *m = &models->items[i];
             rec x = {m, json_str(json_get(m, "name"), ""), s, int_of(json_get(m, "plan_index"), -1),
-                     nr};
-            all_indexed &= x.plan_index >= 0;
+                     *nr};
+            *all_indexed &= x.plan_index >= 0;
             int pm = int_of(json_get(m, "plan_models"), 0);
-            if (pm && plan_models && pm != plan_models)
+            if (pm && *plan_models && pm != *plan_models)
                 st = cohort_fail(err, COHORT_ERR_INPUT, "%s and %s are shards of different "
                                  "plans: of %d and of %d models", src[0].name, src[s].name,
-                                 plan_models, pm);
+                                 *plan_models, pm);
             if (pm)
-                plan_models = pm;
+                *plan_models = pm;
             int dup = -1;
-            for (int k = 0; k < nr && dup < 0 && !st; k++) {
+            for (int k = 0; k < *nr && dup < 0 && !st; k++) {
                 if (!strcmp(r[k].name, x.name))
                     dup = k;
                 else if (x.plan_index >= 0 && r[k].plan_index == x.plan_index)
@@ -329,17 +335,19 @@ cohort_status shard_merge(const shard_source *src, int n, int flags, const char 
                 }
                 continue;
             }
-            r[nr++] = x;
+            r[(*nr)++] = x;
         }
     }
-    if (st) {
-        free(r);
-        return st;
-    }
-    /* Without every plan_index, the order of appearance (r's order) stays. */
-    if (all_indexed)
-        qsort(r, (size_t)nr, sizeof *r, by_plan_index);
-    size_t old_len = out->len;
+    return st;
+}
+
+/* The merged results.json into out: the first source's keys (not how an
+ * earlier merge was made), extra, and the records; *not_ok and *pruned
+ * count them as cohort train's exit status does. */
+static void write_merged(strbuf *out, const shard_source *src, const char *extra, const rec *r,
+                         int nr, int *not_ok, int *pruned)
+{
+    const json_value *first = src[0].results;
     sb_puts(out, "{\n");
     for (size_t i = 0; i < first->n; i++) {
         /* How an earlier merge was made is not this one's. */
@@ -355,7 +363,7 @@ cohort_status shard_merge(const shard_source *src, int n, int flags, const char 
     if (extra && *extra)
         sb_printf(out, "  %s,\n", extra);
     sb_puts(out, "  \"models\": [\n");
-    int not_ok = 0, pruned = 0;
+    *not_ok = *pruned = 0;
     for (int k = 0; k < nr; k++) {
         if (k)
             sb_puts(out, ",\n");
@@ -365,10 +373,55 @@ cohort_status shard_merge(const shard_source *src, int n, int flags, const char 
         const char *s = json_str(json_get(r[k].r, "status"), "");
         int good = (!strcmp(s, "ok") || !strcmp(s, "pruned")) &&
                    !(from->unfinished && !ended(r[k].r));
-        not_ok += !good;
-        pruned += good && !strcmp(s, "pruned");
+        *not_ok += !good;
+        *pruned += good && !strcmp(s, "pruned");
     }
     sb_puts(out, "\n  ]\n}\n");
+}
+
+/* The plan's models in none of the records, into info. */
+static void note_missing(shard_merge_info *info, const rec *r, int nr, int plan_models)
+{
+    for (int p = 0; p < plan_models; p++) {
+        int found = 0;
+        for (int k = 0; k < nr && !found; k++)
+            found = r[k].plan_index == p;
+        if (found)
+            continue;
+        size_t len = strlen(info->missing_list);
+        if (len + 16 < sizeof info->missing_list)
+            snprintf(info->missing_list + len, sizeof info->missing_list - len, "%s%d",
+                     info->missing ? ", " : "", p);
+        else if (!strstr(info->missing_list, "..."))
+            str_copy(info->missing_list + len, sizeof info->missing_list - len, ", ...");
+        info->missing++;
+    }
+}
+
+cohort_status shard_merge(const shard_source *src, int n, int flags, const char *extra,
+                          strbuf *out, shard_merge_info *info, cohort_error *err)
+{
+    if (n < 1)
+        return cohort_fail(err, COHORT_ERR_USAGE, "nothing to merge");
+    size_t total;
+    cohort_status st = check_sources(src, n, &total, err);
+    if (st)
+        return st;
+    rec *r = calloc(total ? total : 1, sizeof *r);
+    if (!r)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    int nr = 0, plan_models = 0, all_indexed = 1;
+    st = collect_records(src, n, flags, r, &nr, &plan_models, &all_indexed, err);
+    if (st) {
+        free(r);
+        return st;
+    }
+    /* Without every plan_index, the order of appearance (r's order) stays. */
+    if (all_indexed)
+        qsort(r, (size_t)nr, sizeof *r, by_plan_index);
+    size_t old_len = out->len;
+    int not_ok, pruned;
+    write_merged(out, src, extra, r, nr, &not_ok, &pruned);
     if (out->failed) {
         out->len = old_len;
         free(r);
@@ -380,20 +433,7 @@ cohort_status shard_merge(const shard_source *src, int n, int flags, const char 
         info->not_ok = not_ok;
         info->pruned = pruned;
         info->plan_models = plan_models;
-        for (int p = 0; p < plan_models; p++) {
-            int found = 0;
-            for (int k = 0; k < nr && !found; k++)
-                found = r[k].plan_index == p;
-            if (found)
-                continue;
-            size_t len = strlen(info->missing_list);
-            if (len + 16 < sizeof info->missing_list)
-                snprintf(info->missing_list + len, sizeof info->missing_list - len, "%s%d",
-                         info->missing ? ", " : "", p);
-            else if (!strstr(info->missing_list, "..."))
-                str_copy(info->missing_list + len, sizeof info->missing_list - len, ", ...");
-            info->missing++;
-        }
+        note_missing(info, r, nr, plan_models);
     }
     free(r);
     return COHORT_OK;
