@@ -98,7 +98,8 @@ static void syntax(void)
     /* Its JSON (results, weight files' metadata), Keras's default for a
      * bare name, its short form in cohort plan. */
     const model_spec *a = &p->models[0], *c = &p->models[2];
-    CHECK_CONTAINS(a->config_json, "{\"dense\":8,\"activation\":\"tanh\"},{\"scaled_identity\":0.5},");
+    CHECK_CONTAINS(a->config_json,
+                   "{\"dense\":8,\"activation\":\"tanh\"},{\"scaled_identity\":0.5},");
     CHECK_CONTAINS(c->config_json, "{\"scaled_identity\":1},");
     char s[32];
     CHECK(layer_abbrev(&a->layers[1], s, sizeof s) > 0 && strcmp(s, "sid0.5") == 0);

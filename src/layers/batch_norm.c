@@ -20,23 +20,19 @@ typedef struct bn_settings {
     float momentum; /* Keras's momentum (0.99) */
     float epsilon;  /* 0.001 */
 } bn_settings;
-LAYER_SETTINGS_FIT(bn_settings);
+LAYER_SETTINGS_OF(bn_settings);
 
-static const bn_settings *settings(const layer_spec *ls)
-{
-    return LAYER_SETTINGS_C(bn_settings, ls);
-}
+static bn_settings settings(const layer_spec *ls) { return bn_settings_of(ls); }
 
 static const char *const bn_keys[] = {"momentum", "epsilon", NULL};
 
 static cohort_status bn_parse(const layer_syntax *s, layer_spec *ls)
 {
-    bn_settings *d = LAYER_SETTINGS(bn_settings, ls);
+    bn_settings d = {0.99f, 0.001f};
     const yctx *c = s->c;
     const ynode *v = s->value;
     char got[80], what[200];
-    d->momentum = 0.99f;
-    d->epsilon = 0.001f;
+    bn_settings_put(ls, &d);
     if (layer_no_settings(v))
         return COHORT_OK;
     if (v->type != YNODE_MAP)
@@ -53,23 +49,24 @@ static cohort_status bn_parse(const layer_syntax *s, layer_spec *ls)
         snprintf(what, sizeof what, "momentum of layers.%d", s->index);
         if ((st = yget_num(c, x, what, YR_UNIT, 1, &num)))
             return st;
-        d->momentum = (float)num;
+        d.momentum = (float)num;
     }
     if ((x = ymap_get(v, "epsilon"))) {
         snprintf(what, sizeof what, "epsilon of layers.%d", s->index);
         if ((st = yget_num(c, x, what, YR_POSITIVE, 1, &num)))
             return st;
-        d->epsilon = (float)num;
+        d.epsilon = (float)num;
     }
+    bn_settings_put(ls, &d);
     return COHORT_OK;
 }
 
 static void bn_json(const layer_spec *ls, strbuf *b)
 {
     sb_puts(b, "\"batch_normalization\":{\"momentum\":");
-    sb_json_float(b, settings(ls)->momentum);
+    sb_json_float(b, settings(ls).momentum);
     sb_puts(b, ",\"epsilon\":");
-    sb_json_float(b, settings(ls)->epsilon);
+    sb_json_float(b, settings(ls).epsilon);
     sb_putn(b, "}", 1);
 }
 
@@ -121,8 +118,8 @@ static void bn_forward(const layer_pass *p)
         /* A stopped model of a group trained op by op (a GPU) still runs
          * forward: momentum 1 leaves its moving statistics as they were,
          * as a model trained alone or model by model (a CPU) has them. */
-        p->host[k] = !p->active || p->active[k] ? settings(p->ls[k])->momentum : 1.0f;
-        p->host[p->count + k] = settings(p->ls[k])->epsilon;
+        p->host[k] = !p->active || p->active[k] ? settings(p->ls[k]).momentum : 1.0f;
+        p->host[p->count + k] = settings(p->ls[k]).epsilon;
     }
     bn_step o = {p->host, p->host + p->count};
     if (p->training)

@@ -26,12 +26,9 @@ typedef struct conv_settings {
     int sh, sw;     /* strides (1) */
     pad_kind pad;   /* padding (valid) */
 } conv_settings;
-LAYER_SETTINGS_FIT(conv_settings);
+LAYER_SETTINGS_OF(conv_settings);
 
-static const conv_settings *settings(const layer_spec *ls)
-{
-    return LAYER_SETTINGS_C(conv_settings, ls);
-}
+static conv_settings settings(const layer_spec *ls) { return conv_settings_of(ls); }
 
 static const char *const conv_keys[] = {"kernel_size", "strides", "padding", "activation",
                                         "use_bias", "kernel_regularizer", NULL};
@@ -43,52 +40,53 @@ static const layer_keras_arg conv_keras[] = {
 
 static cohort_status conv_parse(const layer_syntax *s, layer_spec *ls)
 {
-    conv_settings *d = LAYER_SETTINGS(conv_settings, ls);
+    conv_settings d = {0};
     char what[200];
     long long filters;
     snprintf(what, sizeof what, "conv2d filters of layers.%d", s->index);
     cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &filters);
     if (st)
         return st;
-    d->filters = (int)filters;
+    d.filters = (int)filters;
     const ynode *v = ymap_get(s->map, "kernel_size");
     if (!v)
         return ynode_fail(s->c, s->node, "layers.%d of %s: conv2d needs kernel_size (like "
                                          "{conv2d: %d, kernel_size: 3})",
-                          s->index, s->label, d->filters);
+                          s->index, s->label, d.filters);
     snprintf(what, sizeof what, "kernel_size of layers.%d", s->index);
-    if ((st = layer_get_hw(s->c, v, what, &d->kh, &d->kw)))
+    if ((st = layer_get_hw(s->c, v, what, &d.kh, &d.kw)))
         return st;
-    d->sh = d->sw = 1;
-    d->pad = PAD_VALID;
-    if ((st = layer_parse_window(s, &d->sh, &d->sw, &d->pad)) ||
-        (st = layer_parse_use_bias(s, &d->use_bias)) || (st = layer_parse_regularizer(s, ls)))
+    d.sh = d.sw = 1;
+    d.pad = PAD_VALID;
+    if ((st = layer_parse_window(s, &d.sh, &d.sw, &d.pad)) ||
+        (st = layer_parse_use_bias(s, &d.use_bias)) || (st = layer_parse_regularizer(s, ls)))
         return st;
+    conv_settings_put(ls, &d);
     return layer_parse_act(s, ls);
 }
 
 static void conv_json(const layer_spec *ls, strbuf *b)
 {
-    const conv_settings *d = settings(ls);
-    sb_printf(b, "\"conv2d\":%d", d->filters);
-    layer_json_hw(b, "kernel_size", d->kh, d->kw);
-    layer_json_hw(b, "strides", d->sh, d->sw);
-    layer_json_padding(b, d->pad);
+    const conv_settings d = settings(ls);
+    sb_printf(b, "\"conv2d\":%d", d.filters);
+    layer_json_hw(b, "kernel_size", d.kh, d.kw);
+    layer_json_hw(b, "strides", d.sh, d.sw);
+    layer_json_padding(b, d.pad);
     layer_json_act(b, ls->act);
-    layer_json_use_bias(b, d->use_bias);
+    layer_json_use_bias(b, d.use_bias);
     layer_json_regularizer(b, ls);
 }
 
 static int conv_abbrev(const layer_spec *ls, char *buf, size_t n)
 {
-    return snprintf(buf, n, "c%d%s", settings(ls)->filters,
+    return snprintf(buf, n, "c%d%s", settings(ls).filters,
                     ls->act == ACT_LINEAR ? "" : act_name(ls->act));
 }
 
 static int conv_fuse_key(const layer_spec *ls, int *key)
 {
-    const conv_settings *d = settings(ls);
-    int k[] = {d->filters, (int)ls->act, d->use_bias, d->kh, d->kw, d->sh, d->sw, (int)d->pad};
+    const conv_settings d = settings(ls);
+    int k[] = {d.filters, (int)ls->act, d.use_bias, d.kh, d.kw, d.sh, d.sw, (int)d.pad};
     memcpy(key, k, sizeof k);
     return (int)(sizeof k / sizeof k[0]);
 }
@@ -104,7 +102,10 @@ static const layer_hyper conv_hyper[] = {LAYER_HYPER_REGULARIZER, {NULL, 0, 0, 0
 /* ---- shapes, init, forward, backward, weight file ---- */
 
 /* Columns of the im2col matrix. */
-static size_t patch(const layer_plan *lp) { return (size_t)lp->kh * (size_t)lp->kw * (size_t)lp->in.c; }
+static size_t patch(const layer_plan *lp)
+{
+    return (size_t)lp->kh * (size_t)lp->kw * (size_t)lp->in.c;
+}
 
 /* Images per chunk of the backend's fused ops (forward and input gradient;
  * weight gradient), and where the weight gradient's partial sums follow
@@ -142,18 +143,18 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
                            "shape with data.input_shape: [H, W, C]", s);
         return 1;
     }
-    const conv_settings *d = settings(ls);
+    const conv_settings d = settings(ls);
     int oh, ow;
-    window_dim(lp->in.h, d->kh, d->sh, d->pad, &oh, &lp->pad_top);
-    window_dim(lp->in.w, d->kw, d->sw, d->pad, &ow, &lp->pad_left);
+    window_dim(lp->in.h, d.kh, d.sh, d.pad, &oh, &lp->pad_top);
+    window_dim(lp->in.w, d.kw, d.sw, d.pad, &ow, &lp->pad_left);
     if (oh < 1 || ow < 1) {
         snprintf(msg, len, "conv2d's %dx%d kernel is larger than its input %s; use padding: same "
-                           "or a smaller kernel_size", d->kh, d->kw, s);
+                           "or a smaller kernel_size", d.kh, d.kw, s);
         return 1;
     }
-    lp->kh = d->kh, lp->kw = d->kw, lp->sh = d->sh, lp->sw = d->sw;
-    lp->out = shape_image(oh, ow, d->filters);
-    lp->n_params = (size_t)d->filters * patch(lp) + (d->use_bias ? (size_t)d->filters : 0);
+    lp->kh = d.kh, lp->kw = d.kw, lp->sh = d.sh, lp->sw = d.sw;
+    lp->out = shape_image(oh, ow, d.filters);
+    lp->n_params = (size_t)d.filters * patch(lp) + (d.use_bias ? (size_t)d.filters : 0);
     /* Scratch (BUF_WORK), the only buffer of its own: the im2col rows, made
      * again in backward rather than kept (measured on one core: about as
      * fast, and 17 MiB less a model for the Keras convnet at batch 128), in
@@ -162,7 +163,7 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
      * input gradient's dcol reuses the col rows. */
     size_t B = (size_t)lp->batch, wc = (size_t)chunk_wgrad(lp);
     size_t need = col_floats(lp) +
-                  (B + wc - 1) / wc * ((size_t)d->filters * patch(lp) + (size_t)d->filters);
+                  (B + wc - 1) / wc * ((size_t)d.filters * patch(lp) + (size_t)d.filters);
     lp->n_work = (need + B - 1) / B;
     return 0;
 }
@@ -170,7 +171,7 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
 /* Keras: glorot_uniform over fan_in = kh*kw*c, fan_out = kh*kw*filters. */
 static void conv_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
 {
-    int filters = settings(ls)->filters;
+    int filters = settings(ls).filters;
     size_t n = (size_t)filters * patch(lp);
     float fan_in = (float)patch(lp), fan_out = (float)(lp->kh * lp->kw * filters);
     rng_state r;
@@ -179,7 +180,7 @@ static void conv_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed,
     float *W = P + lp->p_off;
     for (size_t i = 0; i < n; i++)
         W[i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
-    if (settings(ls)->use_bias)
+    if (settings(ls).use_bias)
         memset(W + n, 0, (size_t)filters * sizeof(float));
 }
 
@@ -189,7 +190,7 @@ static void conv_forward(const layer_pass *p)
     window_geom g = layer_window(lp, p->rows);
     int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
     const float *W = p->W + lp->p_off;
-    const float *b = settings(p->ls[0])->use_bias ? W + (size_t)F * (size_t)kc : NULL;
+    const float *b = settings(p->ls[0]).use_bias ? W + (size_t)F * (size_t)kc : NULL;
     if (p->count == 1 && p->be->conv_fwd) {
         /* The partial sums' region is free in forward: W transposed goes there. */
         p->be->conv_fwd(p->ctx, p->Y, p->work, partials_of(p), p->X, W, b, &g, F, p->lp->act,
@@ -209,7 +210,7 @@ static int conv_backward(const layer_pass *p)
     window_geom g = layer_window(lp, p->rows);
     int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
-    float *db = settings(p->ls[0])->use_bias ? G + (size_t)F * (size_t)kc : NULL;
+    float *db = settings(p->ls[0]).use_bias ? G + (size_t)F * (size_t)kc : NULL;
     if (p->count == 1 && be->conv_wgrad && be->conv_bwd_data) {
         be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->X, p->work, partials_of(p), &g, F,
                        p->lp->act, chunk_wgrad(lp));

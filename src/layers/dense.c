@@ -19,12 +19,9 @@ typedef struct dense_settings {
     int units;    /* output width */
     int use_bias; /* Keras's use_bias (true) */
 } dense_settings;
-LAYER_SETTINGS_FIT(dense_settings);
+LAYER_SETTINGS_OF(dense_settings);
 
-static const dense_settings *settings(const layer_spec *ls)
-{
-    return LAYER_SETTINGS_C(dense_settings, ls);
-}
+static dense_settings settings(const layer_spec *ls) { return dense_settings_of(ls); }
 
 static const char *const dense_keys[] = {"activation", "use_bias", "kernel_regularizer", NULL};
 
@@ -34,44 +31,45 @@ static const layer_keras_arg dense_keras[] = {
 
 static cohort_status dense_parse(const layer_syntax *s, layer_spec *ls)
 {
-    dense_settings *d = LAYER_SETTINGS(dense_settings, ls);
+    dense_settings d = {0};
     char what[200];
     long long units;
     snprintf(what, sizeof what, "dense units of layers.%d", s->index);
     cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &units);
     if (st)
         return st;
-    d->units = (int)units;
-    if ((st = layer_parse_use_bias(s, &d->use_bias)) || (st = layer_parse_regularizer(s, ls)))
+    d.units = (int)units;
+    if ((st = layer_parse_use_bias(s, &d.use_bias)) || (st = layer_parse_regularizer(s, ls)))
         return st;
+    dense_settings_put(ls, &d);
     return layer_parse_act(s, ls);
 }
 
 static void dense_json(const layer_spec *ls, strbuf *b)
 {
-    sb_printf(b, "\"dense\":%d", settings(ls)->units);
+    sb_printf(b, "\"dense\":%d", settings(ls).units);
     layer_json_act(b, ls->act);
-    layer_json_use_bias(b, settings(ls)->use_bias);
+    layer_json_use_bias(b, settings(ls).use_bias);
     layer_json_regularizer(b, ls);
 }
 
 static int dense_abbrev(const layer_spec *ls, char *buf, size_t n)
 {
-    return snprintf(buf, n, "%d%s", settings(ls)->units,
+    return snprintf(buf, n, "%d%s", settings(ls).units,
                     ls->act == ACT_LINEAR ? "" : act_name(ls->act));
 }
 
 static int dense_fuse_key(const layer_spec *ls, int *key)
 {
-    key[0] = settings(ls)->units;
+    key[0] = settings(ls).units;
     key[1] = (int)ls->act;
-    key[2] = settings(ls)->use_bias;
+    key[2] = settings(ls).use_bias;
     return 3;
 }
 
 static int dense_with_act(const layer_spec *ls, act_kind a, char *buf, size_t n)
 {
-    return snprintf(buf, n, "make it {dense: %d, activation: %s}", settings(ls)->units,
+    return snprintf(buf, n, "make it {dense: %d, activation: %s}", settings(ls).units,
                     act_name(a));
 }
 
@@ -88,9 +86,9 @@ static int dense_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t le
                            "before it", s);
         return 1;
     }
-    size_t in = shape_size(lp->in), units = (size_t)settings(ls)->units;
-    lp->out = shape_flat(settings(ls)->units);
-    lp->n_params = in * units + (settings(ls)->use_bias ? units : 0);
+    size_t in = shape_size(lp->in), units = (size_t)settings(ls).units;
+    lp->out = shape_flat(settings(ls).units);
+    lp->n_params = in * units + (settings(ls).use_bias ? units : 0);
     lp->n_fused = in * units;
     return 0;
 }
@@ -98,14 +96,14 @@ static int dense_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t le
 /* Keras: glorot_uniform kernel, zero bias. */
 static void dense_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
 {
-    size_t in = shape_size(lp->in), out = (size_t)settings(ls)->units;
+    size_t in = shape_size(lp->in), out = (size_t)settings(ls).units;
     rng_state r;
     rng_seed(&r, seed, 1000 + (uint64_t)lp->index);
     float limit = sqrtf(6.0f / (float)(in + out));
     float *W = P + lp->p_off;
     for (size_t i = 0; i < in * out; i++)
         W[i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
-    if (settings(ls)->use_bias)
+    if (settings(ls).use_bias)
         memset(W + in * out, 0, out * sizeof(float));
 }
 
@@ -114,7 +112,7 @@ static void dense_forward(const layer_pass *p)
     const layer_plan *lp = p->lp;
     int in = (int)shape_size(lp->in), out = lp->out.c;
     const float *W = p->W + lp->p_off;
-    const float *b = settings(p->ls[0])->use_bias ? W + (size_t)in * (size_t)out : NULL;
+    const float *b = settings(p->ls[0]).use_bias ? W + (size_t)in * (size_t)out : NULL;
     if (p->XT)
         p->be->dense_forward(p->ctx, p->Y, out, p->sY, p->XT, p->ldt, p->sXT, W, p->sP, p->rows,
                              out, in, p->count);
@@ -135,7 +133,7 @@ static int dense_backward(const layer_pass *p)
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
     be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)rows * (size_t)out,
                      p->lp->act, p->count);
-    if (settings(p->ls[0])->use_bias)
+    if (settings(p->ls[0]).use_bias)
         be->bias_grad(p->ctx, G + nw, p->sP, p->dY, p->sd, rows, out, p->count);
     if (p->dX)
         be->gemm(p->ctx, 0, 0, rows, in, out, 1.0f, p->dY, out, p->sd, W, in, p->sP, 0.0f, p->dX,

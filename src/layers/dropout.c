@@ -13,7 +13,7 @@
 typedef struct dropout_settings {
     float rate; /* fraction dropped, in [0, 1) */
 } dropout_settings;
-LAYER_SETTINGS_FIT(dropout_settings);
+LAYER_SETTINGS_OF(dropout_settings);
 
 static const layer_keras_arg dropout_keras[] = {
     {"rate", "the rate is the dropout layer's value: {dropout: 0.5} (Keras's Dropout(rate=0.5))"},
@@ -25,23 +25,27 @@ static cohort_status dropout_parse(const layer_syntax *s, layer_spec *ls)
     double d;
     snprintf(what, sizeof what, "dropout rate of layers.%d", s->index);
     cohort_status st = yget_num(s->c, s->value, what, YR_UNIT, 1, &d);
-    if (!st)
-        LAYER_SETTINGS(dropout_settings, ls)->rate = (float)d;
-    return st;
+    if (st)
+        return st;
+    dropout_settings_put(ls, &(dropout_settings){(float)d});
+    return COHORT_OK;
 }
 
 static void dropout_json(const layer_spec *ls, strbuf *b)
 {
     sb_puts(b, "\"dropout\":");
-    sb_json_float(b, LAYER_SETTINGS_C(dropout_settings, ls)->rate);
+    sb_json_float(b, dropout_settings_of(ls).rate);
 }
 
 static int dropout_abbrev(const layer_spec *ls, char *buf, size_t n)
 {
-    return snprintf(buf, n, "drop%g", (double)LAYER_SETTINGS_C(dropout_settings, ls)->rate);
+    return snprintf(buf, n, "drop%g", (double)dropout_settings_of(ls).rate);
 }
 
-static float *rate_field(layer_spec *ls) { return &LAYER_SETTINGS(dropout_settings, ls)->rate; }
+static float *rate_field(layer_spec *ls)
+{
+    return LAYER_SETTINGS_FLOAT(dropout_settings, rate, ls);
+}
 
 static const layer_hyper dropout_hyper[] = {{"dropout", 0, 1, 0, 1, rate_field},
                                             {NULL, 0, 0, 0, 0, NULL}};
@@ -69,7 +73,7 @@ static void dropout_forward(const layer_pass *p)
     }
     uint64_t key[COHORT_MAX_GROUP];
     for (int k = 0; k < p->count; k++) {
-        p->host[k] = LAYER_SETTINGS_C(dropout_settings, p->ls[k])->rate;
+        p->host[k] = dropout_settings_of(p->ls[k]).rate;
         key[k] = p->seed[k] * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(p->lp->index + 1);
     }
     p->be->dropout_fwd(p->ctx, p->Y, p->X, p->saved, s, (size_t)p->rows * w, p->host, key,

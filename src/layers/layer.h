@@ -26,7 +26,9 @@
 #include "util/util.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Keras's padding of a window (conv2d, pooling). */
 typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
@@ -153,12 +155,26 @@ typedef struct layer_ops {
     void (*convert)(const layer_plan *lp, int i, float *P, float *file, int to_file);
 } layer_ops;
 
-/* An entry's view of its settings: `LAYER_SETTINGS(dense_settings, ls)`.
- * Each entry checks that its struct fits (LAYER_SETTINGS_FIT). */
-#define LAYER_SETTINGS(type, ls) ((type *)(void *)(ls)->settings.bytes)
-#define LAYER_SETTINGS_C(type, ls) ((const type *)(const void *)(ls)->settings.bytes)
-#define LAYER_SETTINGS_FIT(type)                                                                 \
+/* An entry's settings struct `type` in layer_spec.settings: defines
+ *     type type_of(const layer_spec *ls)        a copy of them
+ *     void type_put(layer_spec *ls, const type *s)  store them
+ * and checks that the struct fits. Copies (memcpy), so that the bytes are
+ * never read through another type than they were written with. */
+#define LAYER_SETTINGS_OF(type)                                                                  \
+    static inline type type##_of(const layer_spec *ls)                                           \
+    {                                                                                            \
+        type s;                                                                                  \
+        memcpy(&s, ls->settings.bytes, sizeof s);                                                \
+        return s;                                                                                \
+    }                                                                                            \
+    static inline void type##_put(layer_spec *ls, const type *s)                                 \
+    {                                                                                            \
+        memcpy(ls->settings.bytes, s, sizeof *s);                                                \
+    }                                                                                            \
     _Static_assert(sizeof(type) <= LAYER_SETTINGS_BYTES, #type " must fit layer_spec.settings")
+/* A float member of the settings in place (a PBT setting, layer_hyper). */
+#define LAYER_SETTINGS_FLOAT(type, member, ls)                                                   \
+    (&(ls)->settings.f[offsetof(type, member) / sizeof(float)])
 
 /* ---- the table (layers/table.c) ---- */
 

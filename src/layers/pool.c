@@ -19,12 +19,9 @@ typedef struct pool_settings {
     int sh, sw;   /* strides (the pool size) */
     pad_kind pad; /* padding (valid) */
 } pool_settings;
-LAYER_SETTINGS_FIT(pool_settings);
+LAYER_SETTINGS_OF(pool_settings);
 
-static const pool_settings *settings(const layer_spec *ls)
-{
-    return LAYER_SETTINGS_C(pool_settings, ls);
-}
+static pool_settings settings(const layer_spec *ls) { return pool_settings_of(ls); }
 
 static const char *const pool_keys[] = {"strides", "padding", NULL};
 
@@ -35,37 +32,40 @@ static const layer_keras_arg pool_keras[] = {
 
 static cohort_status pool_parse(const layer_syntax *s, layer_spec *ls)
 {
-    pool_settings *d = LAYER_SETTINGS(pool_settings, ls);
+    pool_settings d = {0};
     char what[200];
     cohort_status st;
-    d->kh = d->kw = 2; /* Keras's pool_size */
+    d.kh = d.kw = 2; /* Keras's pool_size */
     snprintf(what, sizeof what, "pool size of layers.%d", s->index);
     if (s->value && !ynode_is_null(s->value) &&
-        (st = layer_get_hw(s->c, s->value, what, &d->kh, &d->kw)))
+        (st = layer_get_hw(s->c, s->value, what, &d.kh, &d.kw)))
         return st;
-    d->sh = d->kh;
-    d->sw = d->kw;
-    d->pad = PAD_VALID;
-    return layer_parse_window(s, &d->sh, &d->sw, &d->pad);
+    d.sh = d.kh;
+    d.sw = d.kw;
+    d.pad = PAD_VALID;
+    if ((st = layer_parse_window(s, &d.sh, &d.sw, &d.pad)))
+        return st;
+    pool_settings_put(ls, &d);
+    return COHORT_OK;
 }
 
 static void pool_json(const layer_spec *ls, strbuf *b)
 {
-    const pool_settings *d = settings(ls);
+    const pool_settings d = settings(ls);
     sb_json_str(b, ls->kind->name);
-    sb_printf(b, ":[%d,%d]", d->kh, d->kw);
-    layer_json_hw(b, "strides", d->sh, d->sw);
-    layer_json_padding(b, d->pad);
+    sb_printf(b, ":[%d,%d]", d.kh, d.kw);
+    layer_json_hw(b, "strides", d.sh, d.sw);
+    layer_json_padding(b, d.pad);
 }
 
 static int max_abbrev(const layer_spec *ls, char *buf, size_t n)
 {
-    return snprintf(buf, n, "mp%d", settings(ls)->kh);
+    return snprintf(buf, n, "mp%d", settings(ls).kh);
 }
 
 static int avg_abbrev(const layer_spec *ls, char *buf, size_t n)
 {
-    return snprintf(buf, n, "ap%d", settings(ls)->kh);
+    return snprintf(buf, n, "ap%d", settings(ls).kh);
 }
 
 static int gap_abbrev(const layer_spec *ls, char *buf, size_t n)
@@ -76,8 +76,8 @@ static int gap_abbrev(const layer_spec *ls, char *buf, size_t n)
 
 static int pool_fuse_key(const layer_spec *ls, int *key)
 {
-    const pool_settings *d = settings(ls);
-    int k[] = {d->kh, d->kw, d->sh, d->sw, (int)d->pad};
+    const pool_settings d = settings(ls);
+    int k[] = {d.kh, d.kw, d.sh, d.sw, (int)d.pad};
     memcpy(key, k, sizeof k);
     return (int)(sizeof k / sizeof k[0]);
 }
@@ -89,20 +89,20 @@ static int pool_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
     char s[48];
     shape_format(lp->in, s, sizeof s);
     const char *name = ls->kind->name;
-    const pool_settings *d = settings(ls);
+    const pool_settings d = settings(ls);
     if (lp->in.rank != 3) {
         snprintf(msg, len, "%s needs images, but gets flat samples %s", name, s);
         return 1;
     }
-    int sh = d->sh > 0 ? d->sh : d->kh, sw = d->sw > 0 ? d->sw : d->kw, oh, ow;
-    window_dim(lp->in.h, d->kh, sh, d->pad, &oh, &lp->pad_top);
-    window_dim(lp->in.w, d->kw, sw, d->pad, &ow, &lp->pad_left);
+    int sh = d.sh > 0 ? d.sh : d.kh, sw = d.sw > 0 ? d.sw : d.kw, oh, ow;
+    window_dim(lp->in.h, d.kh, sh, d.pad, &oh, &lp->pad_top);
+    window_dim(lp->in.w, d.kw, sw, d.pad, &ow, &lp->pad_left);
     if (oh < 1 || ow < 1) {
         snprintf(msg, len, "%s's %dx%d pool is larger than its input %s; use padding: same or a "
-                           "smaller pool size", name, d->kh, d->kw, s);
+                           "smaller pool size", name, d.kh, d.kw, s);
         return 1;
     }
-    lp->kh = d->kh, lp->kw = d->kw, lp->sh = sh, lp->sw = sw;
+    lp->kh = d.kh, lp->kw = d.kw, lp->sh = sh, lp->sw = sw;
     lp->out = shape_image(oh, ow, lp->in.c);
     return 0;
 }

@@ -66,8 +66,11 @@ typedef struct layer_spec {
     act_kind act;    /* the activation its output gets (the layout's and the loss check's);
                       * ACT_LINEAR for a kind that takes none */
     float l1, l2;    /* kernel_regularizer on the layer's first tensor (0: none) */
-    union {          /* the kind's settings, as the entry's own struct */
+    union {          /* the kind's settings: the entry's own struct, copied in and out
+                      * (layers/layer.h's LAYER_SETTINGS_OF); f: a float setting in place,
+                      * for PBT (LAYER_SETTINGS_FLOAT) */
         unsigned char bytes[LAYER_SETTINGS_BYTES];
+        float f[LAYER_SETTINGS_BYTES / sizeof(float)];
         max_align_t align;
     } settings;
 } layer_spec;

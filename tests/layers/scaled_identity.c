@@ -20,11 +20,11 @@
 typedef struct scaled_identity_settings {
     float scale; /* the gain's start */
 } scaled_identity_settings;
-LAYER_SETTINGS_FIT(scaled_identity_settings);
+LAYER_SETTINGS_OF(scaled_identity_settings);
 
 static float scale_of(const layer_spec *ls)
 {
-    return LAYER_SETTINGS_C(scaled_identity_settings, ls)->scale;
+    return scaled_identity_settings_of(ls).scale;
 }
 
 static cohort_status si_parse(const layer_syntax *s, layer_spec *ls)
@@ -36,7 +36,7 @@ static cohort_status si_parse(const layer_syntax *s, layer_spec *ls)
                            ? COHORT_OK
                            : yget_num(s->c, s->value, what, YR_POSITIVE, 1, &d);
     if (!st)
-        LAYER_SETTINGS(scaled_identity_settings, ls)->scale = (float)d;
+        scaled_identity_settings_put(ls, &(scaled_identity_settings){(float)d});
     return st;
 }
 
