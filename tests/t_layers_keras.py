@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+# pyenv: test
+"""Every layer of docs/plan.md against Keras 3's own layers (Conv2D, MaxPooling2D,
+AveragePooling2D, GlobalAveragePooling2D, Flatten, BatchNormalization, Activation, Dense,
+Dropout), built by tests/kerasref.py from the plan's layer list.
+
+Small images (9 x 8 x 2, channels last as in Keras), several convnets and MLPs from the same
+initial weights (init_from; kernels in torch's layouts, moved into Keras's [kh, kw, in, out] and
+a dense layer's columns after a flatten from torch's (C, H, W) order into Keras's (H, W, C)),
+one unshuffled epoch of batch 32 with a short last batch, validation split 0.2, Adam, in cohort
+and in Keras's fit(). Checked: every weight and batch norm moving statistic within
+2e-5 + 1e-4 |Keras|, the history's loss, accuracy, val_loss and val_accuracy to 1e-4 relative,
+and Keras's predict() on cohort's trained weights against `cohort predict` to 1e-5.
+
+Dropout draws its own masks (cohort's generator is not Keras's), so its model is compared in
+inference only: the weights cohort trained, loaded into Keras, predict what cohort predicts.
+
+Runs in scripts/pyenv's test environment (the "# pyenv: test" line above; CMakeLists.txt)."""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kerasref import (Checks, build, cohort_bin, cohort_train, compare_history,  # noqa: E402
+                      compare_weights, glorot_init, keras, keras_fit, np, read_safetensors,
+                      set_weights, write_safetensors)
+
+NAME = "t_layers_keras.py"
+check = Checks(NAME)
+H, W, C, CLASSES, N, BATCH = 9, 8, 2, 3, 150, 32
+BN = {"batch_normalization": {"momentum": 0.9, "epsilon": 1e-3}}
+SOFTMAX = {"dense": CLASSES, "activation": "softmax"}
+
+MODELS = {
+    "conv_valid_pool_flatten": [
+        {"conv2d": 4, "kernel_size": 3, "activation": "relu"},
+        {"max_pooling2d": 2},
+        "flatten", SOFTMAX],
+    "conv_same_stride_bn": [
+        {"conv2d": 4, "kernel_size": 3, "strides": 2, "padding": "same", "use_bias": False},
+        BN, {"activation": "relu"},
+        "global_average_pooling2d", SOFTMAX],
+    "conv_rect_avgpool_same": [
+        {"conv2d": 3, "kernel_size": [3, 2], "strides": [1, 2], "activation": "tanh"},
+        {"average_pooling2d": 3, "strides": 1, "padding": "same"},
+        {"conv2d": 4, "kernel_size": 2, "padding": "same", "activation": "sigmoid"},
+        {"max_pooling2d": 3, "strides": 2, "padding": "same"},
+        "flatten", {"dense": 6, "activation": "relu"}, SOFTMAX],
+    "conv_bn_flat_bn": [
+        {"conv2d": 3, "kernel_size": 3, "strides": 3, "activation": "relu"},
+        "flatten", BN,
+        {"dense": 9, "activation": "relu", "use_bias": False},
+        {"batch_normalization": {}}, {"activation": "tanh"},
+        SOFTMAX],
+    "pool_first_avg": [
+        {"average_pooling2d": [2, 3]},
+        {"conv2d": 5, "kernel_size": 2, "activation": "relu"},
+        "global_average_pooling2d", {"dense": CLASSES}, {"activation": "softmax"}],
+    "dense_on_image": [
+        {"dense": 7, "activation": "sigmoid"}, {"dense": 5, "activation": "linear"},
+        {"activation": "relu"}, SOFTMAX],
+}
+DROPOUT = {"dropout_inference": [
+    {"conv2d": 4, "kernel_size": 3, "activation": "relu"}, {"max_pooling2d": 2},
+    "flatten", {"dropout": 0.4}, SOFTMAX]}
+
+
+def cohort_predict(cohort, tmp, name):
+    """cohort predict's class probabilities for the model's weights, or None."""
+    r = subprocess.run([cohort, "predict", f"{tmp}/out/models/{name}.safetensors", "--data",
+                        f"npy:{tmp}/x.npy,{tmp}/y.npy", "--out", f"{tmp}/pred_{name}.csv"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"{name}: cohort predict exited {r.returncode}: {r.stderr}")
+    if r.returncode != 0:
+        return None
+    with open(f"{tmp}/pred_{name}.csv") as f:
+        rows = list(csv.DictReader(f))
+    return np.array([[float(row[f"p{j}"]) for j in range(CLASSES)] for row in rows])
+
+
+def main():
+    cohort = cohort_bin(NAME)
+    if not cohort:
+        return 1
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((N, H, W, C)).astype(np.float32)
+    y = (np.argmax(np.stack([x[:, :4, :, 0].mean((1, 2)), x[:, 4:, :, 1].mean((1, 2)),
+                             x[:, :, :3, :].mean((1, 2, 3))], axis=1)
+                   + 0.2 * rng.standard_normal((N, 3)), axis=1)).astype(np.int64)
+    everything = MODELS | DROPOUT
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(f"{tmp}/x.npy", x)
+        np.save(f"{tmp}/y.npy", y)
+        inits, models = {}, []
+        for i, (name, layers) in enumerate(everything.items()):
+            model, ks = build(layers, (H, W, C))
+            inits[name] = glorot_init(model, ks, layers, seed=40 + i)
+            write_safetensors(f"{tmp}/{name}.safetensors", inits[name])
+            models.append({"name": name, "layers": layers, "init_from": f"{tmp}/{name}.safetensors"})
+        plan = {"data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy", "validation_split": 0.2},
+                "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False,
+                             "optimizer": {"name": "adam", "lr": 0.01}},
+                "models": models}
+        if not cohort_train(check, cohort, plan, tmp):
+            return check.done()
+        results = {m["name"]: m for m in json.load(open(f"{tmp}/out/results.json"))["models"]}
+        for name, layers in everything.items():
+            got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
+            check(results[name]["status"] == "ok", f"{name}: status {results[name]['status']}")
+            if name in MODELS:
+                want, hist, _ = keras_fit(layers, inits[name], x, y, opt={"name": "adam", "lr": 0.01},
+                                          batch=BATCH, validation_split=0.2)
+                check(sorted(got) == sorted(want), f"{name}: tensors {sorted(got)}, Keras's {sorted(want)}")
+                rel = compare_weights(check, name, got, want, inits[name])
+                compare_history(check, name, results[name]["history"], hist,
+                                ("loss", "accuracy", "val_loss", "val_accuracy"))
+                print(f"{NAME}: {name}: max relative weight difference {rel:.3g}")
+            mine = cohort_predict(cohort, tmp, name)
+            if mine is None:
+                continue
+            keras.utils.clear_session()
+            model, ks = build(layers, (H, W, C))
+            set_weights(model, ks, layers, got)
+            theirs = np.asarray(model.predict(x, batch_size=64, verbose=0))
+            d = float(np.max(np.abs(mine - theirs)))
+            check(mine.shape == theirs.shape and d <= 1e-5,
+                  f"{name}: Keras on cohort's weights predicts up to {d:.3g} apart")
+            print(f"{NAME}: {name}: max |cohort predict - Keras predict| = {d:.3g}")
+    return check.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
