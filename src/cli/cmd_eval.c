@@ -6,10 +6,14 @@
 #include "util/json.h"
 #include "util/util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct loaded {
     saved_model m;
@@ -251,6 +255,45 @@ static void put_classes(strbuf *b, const loaded *l, const data_view *all, const 
     }
 }
 
+/* Whether path is (or links to) a FIFO or a character device: written
+ * through, as a shell's > would, where a regular file is replaced
+ * atomically. */
+static int stream_at(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode));
+}
+
+/* Write data to the FIFO or device at path (a reader of a FIFO is waited
+ * for, as any writer waits). Never creates, truncates or replaces a file. */
+static cohort_status write_through(const char *path, const char *data, size_t len,
+                                   cohort_error *err)
+{
+    int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+        close(fd);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: changed while it was opened", path);
+    }
+    while (len > 0) {
+        ssize_t w = write(fd, data, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
+            close(fd);
+            return cohort_fail(err, COHORT_ERR_IO, "%s: write failed: %s", path, strerror(e));
+        }
+        data += w;
+        len -= (size_t)w;
+    }
+    return close(fd) != 0 ? cohort_fail(err, COHORT_ERR_IO, "%s: close failed: %s", path,
+                                        strerror(errno))
+                          : COHORT_OK;
+}
+
 int cmd_predict(int argc, char **argv)
 {
     const char *weights = NULL, *data = NULL, *out = NULL;
@@ -262,7 +305,9 @@ int cmd_predict(int argc, char **argv)
                  "index,prediction,label,p0,p1,... (the class and each output unit's\n"
                  "probability; for regression, real-valued targets, index,y0,y1,...,t0,t1,...:\n"
                  "the predicted values and the targets).\n"
-                 "Written to FILE (atomically) or to standard output.\n\n"
+                 "Written to FILE (atomically: a new file replaces it; a link to one, a directory or\n"
+                 "a socket is refused), through to a FIFO or device, or to standard\n"
+                 "output (no --out, or --out -).\n\n"
                  "The data may have no labels: npy:X alone, or a CSV whose columns are only\n"
                  "the model's inputs (as many columns as it takes, none named label); the\n"
                  "label column of the output is then empty. A model trained on text labels\n"
@@ -306,11 +351,14 @@ int cmd_predict(int argc, char **argv)
     rc = 0;
     if (b.failed)
         rc = cli_usage_error("predict", "out of memory");
-    else if (out) {
+    else if (out && strcmp(out, "-") && !stream_at(out)) {
         if (file_write_atomic(out, b.data, b.len, &err))
             rc = cli_usage_error("predict", "%s", err.message);
-    } else {
-        fwrite(b.data, 1, b.len, stdout);
+    } else if (out && strcmp(out, "-")) {
+        if (write_through(out, b.data, b.len, &err))
+            rc = cli_usage_error("predict", "%s", err.message);
+    } else if (fwrite(b.data, 1, b.len, stdout) != b.len || fflush(stdout) != 0) {
+        rc = cli_usage_error("predict", "writing to standard output failed: %s", strerror(errno));
     }
     sb_free(&b);
     loaded_free(&l);

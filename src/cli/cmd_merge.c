@@ -101,28 +101,44 @@ void print_results_file_table(FILE *out, const char *dir)
 }
 
 /* dst becomes src's content: a hard link when possible, else a copy
- * (atomic: through dst.tmp). 0 on success, else errno. */
+ * (atomic: through dst.tmp). src must be a regular file (bring checked
+ * it; a link would be linked or copied as its target) and dst, where it
+ * exists, too: never replaced when it is a link, FIFO or device. 0 on
+ * success, else errno (EEXIST: dst is not a regular file). */
 static int link_or_copy(const char *src, const char *dst)
 {
     struct stat a, b;
-    if (stat(src, &a) != 0)
+    if (lstat(src, &a) != 0)
         return errno;
-    if (stat(dst, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    if (!S_ISREG(a.st_mode))
+        return EINVAL;
+    if (lstat(dst, &b) == 0 && !S_ISREG(b.st_mode))
+        return EEXIST;
+    if (lstat(dst, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         return 0;
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid());
     unlink(tmp);
     if (link(src, tmp) == 0) {
-        if (rename(tmp, dst) == 0)
+        /* link() does not follow a link: src swapped for one since the
+         * lstat above gives a link here, refused. */
+        int e = lstat(tmp, &b) != 0 ? errno : !S_ISREG(b.st_mode) ? EINVAL : 0;
+        if (!e && lstat(dst, &a) == 0 && !S_ISREG(a.st_mode))
+            e = EEXIST;
+        if (!e && rename(tmp, dst) == 0)
             return 0;
-        int e = errno;
+        e = e ? e : errno;
         unlink(tmp);
         return e;
     }
-    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int in = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (in < 0)
-        return errno;
-    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        return errno == ELOOP ? EINVAL : errno;
+    if (fstat(in, &a) != 0 || !S_ISREG(a.st_mode)) {
+        close(in);
+        return EINVAL;
+    }
+    int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (out < 0) {
         int e = errno;
         close(in);
@@ -155,6 +171,8 @@ static int link_or_copy(const char *src, const char *dst)
         e = errno;
     if (close(out) != 0 && !e)
         e = errno;
+    if (!e && lstat(dst, &b) == 0 && !S_ISREG(b.st_mode))
+        e = EEXIST;
     if (!e && rename(tmp, dst) != 0)
         e = errno;
     if (e)
@@ -168,6 +186,36 @@ static int safe_rel(const char *rel)
     return rel[0] && rel[0] != '/' && !strstr(rel, "..");
 }
 
+/* What dir/rel is, reached through real directories only: 0 a regular
+ * file, ENOENT none there, else EINVAL with `bad` the first thing on the
+ * way that is not what it should be (a link to a directory or a file, a
+ * FIFO, a device) and *mode its st_mode. */
+static int regular_under(const char *dir, const char *rel, char *bad, size_t n_bad,
+                         unsigned *mode)
+{
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/", dir);
+    if (n < 0 || (size_t)n >= sizeof path || str_copy(path + n, sizeof path - (size_t)n, rel))
+        return ENAMETOOLONG;
+    for (char *p = path + n;; p++) {
+        if (*p != '/' && *p)
+            continue;
+        char c = *p;
+        *p = 0;
+        struct stat st;
+        if (lstat(path, &st) != 0)
+            return errno;
+        if (c ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+            *mode = (unsigned)st.st_mode;
+            str_copy(bad, n_bad, path);
+            return EINVAL;
+        }
+        if (!c)
+            return 0;
+        *p = c;
+    }
+}
+
 /* Bring one file of a shard into the merged directory; a missing optional
  * file is skipped. 0 on success; else prints why and returns 2. */
 static int bring(const char *from_dir, const char *rel, const char *out, int optional)
@@ -175,14 +223,27 @@ static int bring(const char *from_dir, const char *rel, const char *out, int opt
     if (!safe_rel(rel))
         return cli_usage_error("merge", "%s/results.json: the path '%s' leaves the directory",
                                from_dir, rel);
-    char src[PATH_MAX], dst[PATH_MAX];
+    char src[PATH_MAX], dst[PATH_MAX], bad[PATH_MAX];
     snprintf(src, sizeof src, "%s/%s", from_dir, rel);
     snprintf(dst, sizeof dst, "%s/%s", out, rel);
-    if (optional && access(src, F_OK) != 0)
+    unsigned mode = 0;
+    int e = regular_under(from_dir, rel, bad, sizeof bad, &mode);
+    if (e == ENOENT && optional)
         return 0;
-    int e = link_or_copy(src, dst);
+    if (e == EINVAL)
+        return cli_usage_error("merge", "%s is %s; a shard directory holds only the regular files "
+                               "and directories cohort train made, so it is not merged",
+                               bad, file_kind_str(mode));
+    if (!e)
+        e = link_or_copy(src, dst);
+    struct stat st;
+    if (e == EEXIST && lstat(dst, &st) == 0)
+        return cli_usage_error("merge", "%s is %s, not a regular file; merge does not replace it: "
+                               "remove it, or merge into another directory",
+                               dst, file_kind_str((unsigned)st.st_mode));
     if (e)
-        return cli_usage_error("merge", "cannot bring %s into %s: %s", src, dst, strerror(e));
+        return cli_usage_error("merge", "cannot bring %s into %s: %s", src, dst,
+                               e == EINVAL ? "not a regular file" : strerror(e));
     return 0;
 }
 
@@ -191,9 +252,10 @@ static int lock_dir(const char *out)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/.lock", out);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    cohort_error err;
+    int fd = file_open_regular(path, O_RDWR | O_CREAT | O_NOFOLLOW, &err);
     if (fd < 0) {
-        cli_usage_error("merge", "%s: cannot create: %s", path, strerror(errno));
+        cli_usage_error("merge", "%s", err.message);
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -203,6 +265,31 @@ static int lock_dir(const char *out)
         return -1;
     }
     return fd;
+}
+
+/* Whether a cohort train holds dir's lock (it is writing there): its
+ * results.json and files would be of two moments. Says so when it does. */
+static int shard_in_use(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        return 0; /* no lock file: no run has it */
+    }
+    int busy = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    char pid[32] = "";
+    ssize_t n = busy ? pread(fd, pid, sizeof pid - 1, 0) : 0;
+    pid[n > 0 ? n : 0] = 0;
+    pid[strcspn(pid, "\n")] = 0;
+    close(fd);
+    if (busy)
+        cli_usage_error("merge", "%s is in use by a cohort train (pid %s), which is still "
+                        "writing it; merge once it has ended", dir, pid[0] ? pid : "unknown");
+    return busy;
 }
 
 static int merge_files(const shard_source *src, int n, const char *out)
@@ -303,6 +390,8 @@ int cmd_merge(int argc, char **argv)
                 goto done;
             }
         }
+        if (shard_in_use(dirs[s]))
+            goto done;
         if (results_load(dirs[s], &trees[s], &err)) {
             cli_usage_error("merge", "%s", err.message);
             goto done;

@@ -642,7 +642,8 @@ typedef struct csv_text {
 static cohort_status text_open(const char *path, csv_text *t, cohort_error *err)
 {
     memset(t, 0, sizeof *t);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO is not waited for; file_read_all refuses it. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     long page = sysconf(_SC_PAGESIZE);
     struct stat sb;
     if (fd >= 0 && page > 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&

@@ -192,7 +192,8 @@ void gz_cache_put(const struct stat *src, uint32_t crc, const void *data, size_t
     head_of(&h, src, crc, len);
     int ok = write_all(fd, &h, sizeof h) && write_all(fd, data, len);
     ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0)
+    /* A link or anything else not a regular file at path is left alone. */
+    if (!ok || file_check_replaceable(path, NULL) || rename(tmp, path) != 0)
         unlink(tmp);
 }
 

@@ -66,10 +66,11 @@ static cohort_status idx_read(idx_file *f, void *buf, size_t n, size_t *got, coh
             if (code == Z_ERRNO)
                 return cohort_fail(err, COHORT_ERR_IO, "%s: read failed: %s", f->path,
                                    strerror(errno));
-            /* zlib's message starts with the path: do not say it twice. */
-            size_t pl = strlen(f->path);
-            if (msg && strncmp(msg, f->path, pl) == 0 && strncmp(msg + pl, ": ", 2) == 0)
-                msg += pl + 2;
+            /* zlib's message starts with the name it was opened by, which
+             * gzdopen makes "<fd:N>": dropped, the path is said below. */
+            const char *sep = msg && !strncmp(msg, "<fd:", 4) ? strstr(msg, ">: ") : NULL;
+            if (sep)
+                msg = sep + 3;
             return cohort_fail(err, COHORT_ERR_INPUT, "%s: corrupt gzip data: %s", f->path,
                                msg ? msg : "unknown error");
         }
@@ -90,7 +91,7 @@ static cohort_status idx_read(idx_file *f, void *buf, size_t n, size_t *got, coh
  */
 static int idx_inflate_all(idx_file *f)
 {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return 0;
     unsigned char *in = NULL, *out = NULL;
@@ -186,10 +187,20 @@ static cohort_status idx_open(idx_file *f, const char *path, int labels, cohort_
     memset(f, 0, sizeof *f);
     f->path = path;
     const char *what = labels ? "label" : "image";
-    if (!idx_inflate_all(f) && !(f->gz = gzopen(path, "rb"))) {
-        if (errno == 0)
-            return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory opening", path);
-        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!idx_inflate_all(f)) {
+        /* A stream from a checked descriptor: gzopen would wait forever on
+         * a FIFO with no writer. */
+        int fd = file_open_regular(path, O_RDONLY, err);
+        if (fd < 0)
+            return COHORT_ERR_IO;
+        errno = 0;
+        if (!(f->gz = gzdopen(fd, "rb"))) {
+            int e = errno;
+            close(fd);
+            if (e == 0)
+                return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory opening", path);
+            return cohort_fail(err, COHORT_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+        }
     }
     if (f->gz)
         gzbuffer(f->gz, 1u << 20);

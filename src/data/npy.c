@@ -773,11 +773,11 @@ static cohort_status read_npy_file(const char *path, data_npy_role role, data_np
                                    cohort_error *err)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_fopen_regular(path, err);
     if (!f)
-        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return COHORT_ERR_IO;
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fileno(f), &sb) != 0) {
         fclose(f);
         return cohort_fail(err, COHORT_ERR_IO, "%s: not a regular file", path);
     }

@@ -172,11 +172,11 @@ static cohort_status zip_open(zip_archive *z, const char *path, cohort_error *er
 {
     memset(z, 0, sizeof *z);
     z->path = path;
-    z->f = fopen(path, "rb");
+    z->f = file_fopen_regular(path, err);
     if (!z->f)
-        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return COHORT_ERR_IO;
     struct stat sb;
-    if (fstat(fileno(z->f), &sb) != 0 || !S_ISREG(sb.st_mode))
+    if (fstat(fileno(z->f), &sb) != 0)
         return cohort_fail(err, COHORT_ERR_IO, "%s: not a regular file", path);
     z->size = (uint64_t)sb.st_size;
     uint64_t cd_off = 0, cd_size = 0, entries = 0;

@@ -432,9 +432,11 @@ cohort_status out_dir_lock(const char *dir, int *fd_out, cohort_error *err)
 {
     char path[COHORT_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* Not followed: a link planted at DIR/.lock would have its target
+     * truncated and overwritten with the pid. */
+    int fd = file_open_regular(path, O_RDWR | O_CREAT | O_NOFOLLOW, err);
     if (fd < 0)
-        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        return COHORT_ERR_IO;
     /* flock is released by the kernel when its holders die: a lock left by
      * a killed run is free again, and is simply taken over. */
     int locked = flock(fd, LOCK_EX | LOCK_NB) == 0, e = errno;

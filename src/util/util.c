@@ -354,16 +354,80 @@ void *mem_alloc_big(size_t bytes)
 
 /* ---- files ----------------------------------------------------------- */
 
+const char *file_kind_str(unsigned mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFLNK: return "a symbolic link";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    default: return "not a regular file";
+    }
+}
+
+int file_open_regular(const char *path, int flags, cohort_error *err)
+{
+    /* O_NONBLOCK: opening a FIFO for reading waits for a writer, forever
+     * where none comes; it is refused below instead. */
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP && (flags & O_NOFOLLOW))
+            cohort_fail(err, COHORT_ERR_IO, "%s: a symbolic link, which cohort does not follow "
+                                            "here; remove it", path);
+        else
+            cohort_fail(err, COHORT_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int is_dir = S_ISDIR(st.st_mode);
+        close(fd);
+        cohort_fail(err, COHORT_ERR_IO, "%s: not a regular file (%s)", path,
+                    is_dir ? "a directory" : file_kind_str((unsigned)st.st_mode));
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+FILE *file_fopen_regular(const char *path, cohort_error *err)
+{
+    int fd = file_open_regular(path, O_RDONLY, err);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) {
+        close(fd);
+        cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory opening", path);
+    }
+    return f;
+}
+
+cohort_status file_check_replaceable(const char *path, cohort_error *err)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return COHORT_OK;
+    return cohort_fail(err, COHORT_ERR_IO,
+                       "%s: %s, not a regular file; cohort writes a file by replacing it, and "
+                       "replaces only regular files: remove it, or give another path",
+                       path, file_kind_str((unsigned)st.st_mode));
+}
+
 cohort_status file_read_all(const char *path, size_t max_bytes, char **data, size_t *len,
                             cohort_error *err)
 {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_fopen_regular(path, err);
     if (!f)
-        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return err ? err->status : COHORT_ERR_IO;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
         fclose(f);
         return cohort_fail(err, COHORT_ERR_IO, "%s: not a regular file", path);
     }
@@ -421,9 +485,17 @@ cohort_status file_write_atomic(const char *path, const void *data, size_t len, 
 cohort_status file_write_atomic_parts(const char *path, const file_part *parts, int n_parts,
                                       cohort_error *err)
 {
+    /* A link, FIFO or device at path is refused, not replaced by a regular
+     * file (predict --out /dev/full replaced the system's /dev/full when
+     * run as root). The temporary is a new file: O_EXCL and O_NOFOLLOW, so
+     * nothing planted at its name is followed or written through. */
+    cohort_status cs = file_check_replaceable(path, err);
+    if (cs)
+        return cs;
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = errno;
         note_no_space(path, e);
@@ -468,6 +540,10 @@ cohort_status file_write_atomic_parts(const char *path, const file_part *parts, 
         note_no_space(path, e);
         unlink(tmp);
         return cohort_fail(err, COHORT_ERR_IO, "%s: close failed: %s", path, strerror(e));
+    }
+    if ((cs = file_check_replaceable(path, err))) {
+        unlink(tmp);
+        return cs;
     }
     if (rename(tmp, path) != 0) {
         int e = errno;

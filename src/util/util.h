@@ -101,8 +101,24 @@ void *mem_alloc_big(size_t bytes);
  * over max_bytes. */
 cohort_status file_read_all(const char *path, size_t max_bytes, char **data, size_t *len,
                             cohort_error *err);
+/* What a file of st_mode `mode` is, for messages ("a FIFO", "a symbolic
+ * link", ...). */
+const char *file_kind_str(unsigned mode);
+/* open(path, flags) of a regular file (flags: O_RDONLY, O_RDWR, O_CREAT
+ * (mode 0644), O_NOFOLLOW ...), never blocking in the open (a FIFO with no
+ * writer).
+ * Returns the descriptor (close-on-exec, blocking) or -1 with err naming
+ * path and what it is instead ("not a regular file (a FIFO)"). */
+int file_open_regular(const char *path, int flags, cohort_error *err);
+/* The same, read-only, as a stdio stream; NULL with err on error. */
+FILE *file_fopen_regular(const char *path, cohort_error *err);
+/* COHORT_OK when path does not exist or is a regular file (not a link to
+ * one); else err says what it is: file_write_atomic would replace it. */
+cohort_status file_check_replaceable(const char *path, cohort_error *err);
 /* Write data to path atomically: path.tmp, fsync, rename, fsync of the
- * directory. On error the old file at path is untouched. */
+ * directory. On error the old file at path is untouched. A path that is
+ * anything but a regular file (a symbolic link, FIFO, device, directory)
+ * is refused, never replaced. */
 cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err);
 /* The same, the file's bytes the parts one after another (without a copy
  * of them in one buffer). */
