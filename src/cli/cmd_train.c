@@ -291,7 +291,7 @@ static cohort_status train(train_cmd *t)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    cohort_status st = run->n || !t->ranks ? cohort_run_train(run, &t->err) : COHORT_OK;
+    cohort_status st = cohort_run_model_count(run) || !t->ranks ? cohort_run_train(run, &t->err) : COHORT_OK;
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     current_run = NULL;
@@ -305,25 +305,26 @@ static void summary(train_cmd *t, cohort_status st)
     const cohort_run *run = t->run;
     if (!t->ranks)
         print_results_table(stdout, run);
-    int pruned = 0;
-    for (int i = 0; i < run->n; i++) {
-        pruned += run->m[i].res.state == MODEL_PRUNED;
+    int pruned = 0, n = cohort_run_model_count(run);
+    for (int i = 0; i < n; i++) {
+        run_model_summary m;
+        run_model_summary_of(run, i, &m);
+        pruned += m.state == MODEL_PRUNED;
         /* A model with no reason of its own (pending: the run stopped
          * before it, and says why below) gets no line. */
-        if (run->m[i].res.state != MODEL_OK && run->m[i].res.state != MODEL_PRUNED &&
-            run->m[i].res.error[0])
-            fprintf(stderr, "cohort: model '%s' %s: %s\n", run->m[i].spec->name,
-                    model_state_str(run->m[i].res.state), run->m[i].res.error);
+        if (m.state != MODEL_OK && m.state != MODEL_PRUNED && m.error[0])
+            fprintf(stderr, "cohort: model '%s' %s: %s\n", m.name, model_state_str(m.state),
+                    m.error);
     }
     if (pruned && !t->ranks)
-        printf("the scheduler stopped %d of %d models at a rung (status pruned)\n", pruned,
-               run->n);
-    if ((run->disk_full || st == COHORT_ERR_INTERRUPTED) && !t->ranks) {
+        printf("the scheduler stopped %d of %d models at a rung (status pruned)\n", pruned, n);
+    int disk_full = run_disk_was_full(run);
+    if ((disk_full || st == COHORT_ERR_INTERRUPTED) && !t->ranks) {
         strbuf cmd;
         sb_init(&cmd);
         resume_command(&cmd, t->args.plan, t->out, t->set_words, t->shard, t->args.strategy,
                        t->args.threads);
-        fprintf(stderr, run->disk_full ? "cohort: %s: %s\n" : "cohort: %s; to go on: %s\n",
+        fprintf(stderr, disk_full ? "cohort: %s: %s\n" : "cohort: %s; to go on: %s\n",
                 t->err.message, cmd.failed || !cmd.data ? "--resume" : cmd.data + 1);
         sb_free(&cmd);
     } else if (st && st != COHORT_ERR_PARTIAL) {
@@ -375,13 +376,14 @@ int cmd_train(int argc, char **argv)
         return rc;
     }
     cohort_run *run = t.run;
+    int n = cohort_run_model_count(run);
     if (!t.quiet) {
-        fprintf(stderr, "cohort: training %d model%s of %s, strategy %s, output in %s\n", run->n,
-                run->n == 1 ? "" : "s", t.args.plan, cohort_strategy_str(run->strategy), t.out);
-        if (run->strategy_why[0])
-            fprintf(stderr, "cohort: %s\n", run->strategy_why);
+        fprintf(stderr, "cohort: training %d model%s of %s, strategy %s, output in %s\n", n,
+                n == 1 ? "" : "s", t.args.plan, cohort_strategy_str(run_strategy(run)), t.out);
+        if (run_strategy_why(run)[0])
+            fprintf(stderr, "cohort: %s\n", run_strategy_why(run));
     }
-    if (t.opt.shard_count && run->n == 0 && !t.ranks) {
+    if (t.opt.shard_count && n == 0 && !t.ranks) {
         rc = empty_shard(&t);
         train_cmd_free(&t);
         return rc;

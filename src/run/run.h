@@ -267,6 +267,31 @@ cohort_status run_check_scheduler(const cohort_run *run, cohort_error *err);
  * theirs without it (*full); returns how many rungs it has. */
 int run_scheduler_budget(const cohort_run *run, long long *epochs, long long *full);
 
+/* ---- what the command line reads of a run (runner.c) ---- */
+
+/* Model i of the run as the command's table and messages show it (after
+ * training, or before, from the thread that trains). */
+typedef struct run_model_summary {
+    const char *name;    /* its spec's */
+    model_state state;
+    const char *error;   /* "" where none */
+    const char *device;  /* "-" where it has none */
+    size_t params;
+    int epochs_run, best_epoch; /* best_epoch 1-based, 0: none */
+    int stopped_early, restored_epoch; /* restored_epoch: run_restored_epoch */
+    int pruned_rung;     /* pruned: at which rung */
+    int regression;      /* errors (mae) in place of accuracy */
+    double best_val_loss, best_val_accuracy, best_val_mae; /* NaN without a best epoch */
+    double test_accuracy, test_mae, seconds;
+} run_model_summary;
+void run_model_summary_of(const cohort_run *run, int i, run_model_summary *out);
+/* The strategy the run trains under, and why auto picked it ("" when
+ * not picked). */
+cohort_strategy run_strategy(const cohort_run *run);
+const char *run_strategy_why(const cohort_run *run);
+/* Whether the run stopped because the disk was full. */
+int run_disk_was_full(const cohort_run *run);
+
 /* A training group as run_schedule forms it: the models (indices into
  * run->m) trained as one group on one device, and the bytes it plans. */
 typedef struct run_group_info {

@@ -655,6 +655,35 @@ void cohort_run_free(cohort_run *run)
 
 int cohort_run_model_count(const cohort_run *run) { return run ? run->n : 0; }
 
+void run_model_summary_of(const cohort_run *run, int i, run_model_summary *out)
+{
+    const model_entry *e = &run->m[i];
+    int best = e->res.best_epoch != 0;
+    out->name = e->spec->name;
+    out->state = e->res.state;
+    out->error = e->res.error;
+    out->device = e->device >= 0 ? run->devices->dev[e->device].info.name : "-";
+    out->params = e->L.n_params;
+    out->epochs_run = e->res.epochs_run;
+    out->best_epoch = e->res.best_epoch;
+    out->stopped_early = e->res.stopped_early;
+    out->restored_epoch = run_restored_epoch(e);
+    out->pruned_rung = e->pruned_rung;
+    out->regression = e->L.metric == METRIC_ERRORS;
+    out->best_val_loss = best ? e->res.best.val_loss : NAN;
+    out->best_val_accuracy = best ? e->res.best.val_accuracy : NAN;
+    out->best_val_mae = best ? e->res.best.val_mae : NAN;
+    out->test_accuracy = e->test_accuracy;
+    out->test_mae = e->test_mae;
+    out->seconds = e->res.seconds;
+}
+
+cohort_strategy run_strategy(const cohort_run *run) { return run->strategy; }
+
+const char *run_strategy_why(const cohort_run *run) { return run->strategy_why; }
+
+int run_disk_was_full(const cohort_run *run) { return run->disk_full; }
+
 void cohort_run_request_stop(cohort_run *run)
 {
     if (run)
