@@ -86,4 +86,11 @@ models:
 YAML
 expect_status 1 "memory" -- "$COHORT" plan "$T/mem.yaml"
 grep -qF "no batch size fits: its parameters (1.64 MiB), their gradients (1.64 MiB) and the optimizer's state (3.28 MiB) take 6.57 MiB at any batch size" "$T/out" && ok || bad "memory: $(grep error "$T/out")"
+# Labels far apart (0 and 2147483646): not "make it {dense: 2147483647}",
+# above a layer's limit, but how to number the classes.
+printf 'a,b,label\n0.1,0.2,0\n0.3,0.1,2147483646\n0.5,0.5,1\n' > "$T/big.csv"
+printf 'data: {train: csv:%s}\nmodels: [{name: m, layers: [{dense: 3, activation: softmax}]}]\n' "$T/big.csv" > "$T/big.yaml"
+expect_status 2 "big label" -- "$COHORT" plan "$T/big.yaml"
+expect_err "big.yaml:2: model 'm': the data's largest label is 2147483646, so it has 2147483647 classes, more than the 1048576 units a layer may have; number the classes from 0" "big label"
+grep -q "dense: 2147483647" "$T/err" && bad "big label: suggests the layer: $(cat "$T/err")" || ok
 finish

@@ -1722,6 +1722,22 @@ static void test_hints(void)
                "value, so 'b.npy' became a key; quote the value: train: 'npy:a.npy,b.npy'");
     EXPECT_ERR("data: {train: csv:x, test: idx:a,b}\nmodels: [{name: m, layers: [{dense: 2}]}]\n",
                "plan.yaml:1: data.test was cut at its comma");
+    /* One sigmoid unit with the default loss is a binary classifier: the loss is the fix
+     * (it said "make it {dense: 1, activation: softmax}", which fails on 2 classes). */
+    EXPECT_ERR("data: {train: csv:x}\nmodels: [{name: m, layers: [{dense: 1, activation: "
+               "sigmoid}]}]\n",
+               "plan.yaml:2: model 'm': loss sparse_categorical_crossentropy needs the model's "
+               "output to be a softmax, but the last layer is dense with activation sigmoid; a "
+               "sigmoid output is binary classification's: for labels 0 and 1 with one unit, use "
+               "loss: binary_crossentropy; for classes 0..K-1, make it {dense: CLASSES, "
+               "activation: softmax}, one unit per class");
+    /* A softmax over one unit is constant: never suggested. */
+    EXPECT_ERR("data: {train: csv:x}\nmodels: [{name: m, layers: [{dense: 1}]}]\n",
+               "the last layer is dense with activation linear; make it {dense: CLASSES, "
+               "activation: softmax}, one unit per class");
+    EXPECT_ERR("data: {train: csv:x}\nmodels: [{name: m, layers: [{dense: 4, activation: "
+               "sigmoid}]}]\n",
+               "make it {dense: 4, activation: softmax}");
 }
 
 static char logged[2048];

@@ -69,6 +69,10 @@ static int dense_fuse_key(const layer_spec *ls, int *key)
 
 static int dense_with_act(const layer_spec *ls, act_kind a, char *buf, size_t n)
 {
+    /* A softmax over one unit is 1 whatever the input: one unit per class. */
+    if (a == ACT_SOFTMAX && settings(ls).units == 1)
+        return snprintf(buf, n, "make it {dense: CLASSES, activation: softmax}, one unit per "
+                                "class");
     return snprintf(buf, n, "make it {dense: %d, activation: %s}", settings(ls).units,
                     act_name(a));
 }

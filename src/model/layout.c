@@ -57,6 +57,15 @@ static int loss_fits(const model_spec *spec, int n_out, int n_classes, char *why
         case LOSS_SCE:
             if (n_out == n_classes)
                 break;
+            /* Labels far apart (2147483646): a layer that wide is refused anyway. */
+            if (n_classes > LAYER_UNITS_MAX) {
+                snprintf(why, len, "the data's largest label is %d, so it has %d classes, more "
+                                   "than the %d units a layer may have; number the classes from "
+                                   "0 (labels 0..K-1 for K classes), or for real-valued targets "
+                                   "use loss mse",
+                         n_classes - 1, n_classes, LAYER_UNITS_MAX);
+                return 0;
+            }
             snprintf(why, len, "the last layer has %d units but the data has %d classes; make "
                                "it {dense: %d, activation: softmax}",
                      n_out, n_classes, n_classes);

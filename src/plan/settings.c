@@ -422,6 +422,13 @@ cohort_status plan_check_output(const yctx *c, const ynode *layer, const char *l
         return ynode_fail(c, layer, "%s: loss %s with from_logits: true takes logits, but the "
                                     "last layer is %s; %s (or drop from_logits)",
                           label, loss_name(s->loss), is, fix);
+    /* A sigmoid output is a binary classifier's: its loss is the likelier fix. */
+    if (have == ACT_SIGMOID && want == ACT_SOFTMAX)
+        return ynode_fail(c, layer, "%s: loss %s needs the model's output to be a softmax, but "
+                                    "the last layer is %s; a sigmoid output is binary "
+                                    "classification's: for labels 0 and 1 with one unit, use "
+                                    "loss: binary_crossentropy; for classes 0..K-1, %s",
+                          label, loss_name(s->loss), is, fix);
     return ynode_fail(c, layer, "%s: loss %s needs the model's output to be a %s, but the last "
                                 "layer is %s; %s%s",
                       label, loss_name(s->loss), act, is, fix,

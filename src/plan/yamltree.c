@@ -718,22 +718,3 @@ const char *ysuggest(const char *word, const char *const *names, int count)
         return NULL;
     return best;
 }
-
-cohort_status ycheck_keys(const yctx *c, const ynode *map, const char *const *allowed,
-                          int count, const char *where)
-{
-    for (size_t i = 0; i < map->n; i++) {
-        const ynode *k = map->keys[i];
-        int found = 0;
-        for (int j = 0; j < count && !found; j++)
-            found = strcmp(k->str, allowed[j]) == 0;
-        if (found)
-            continue;
-        const char *near = ysuggest(k->str, allowed, count);
-        if (near)
-            return ynode_fail(c, k, "unknown key '%.100s' %s (did you mean '%s'?)", k->str, where,
-                              near);
-        return ynode_fail(c, k, "unknown key '%.100s' %s", k->str, where);
-    }
-    return COHORT_OK;
-}

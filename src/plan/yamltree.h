@@ -127,9 +127,6 @@ cohort_status yget_enum_anycase(const yctx *c, const ynode *n, const char *what,
  * other underscores ("MaxPooling2D": max_pooling2d), else the closest by edit
  * distance, when it is close enough to be a likely typo; else NULL. */
 const char *ysuggest(const char *word, const char *const *names, int count);
-/* Every key of map must be in allowed[0..count); else an error at the key:
- * "unknown key 'K' WHERE (did you mean 'X'?)". */
-cohort_status ycheck_keys(const yctx *c, const ynode *map, const char *const *allowed,
-                          int count, const char *where);
+/* A map's keys are checked by plan_check_keys (plan/keys.h). */
 
 #endif
