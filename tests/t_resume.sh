@@ -219,4 +219,29 @@ kill -9 $pid; wait $pid 2>/dev/null
 # The killed run's lock is stale now: a new run takes it over.
 "$COHORT" train "$T/plan.yaml" --out "$T/lock" --quiet --set defaults.epochs=1 >/dev/null 2>&1 && ok || bad "stale lock not taken over"
 
+# Killed after a model's best epoch, which later epochs do not beat: the
+# resumed run's results.json names its best weights (it said null, though
+# the file was there), under every strategy. es.yaml's models have their
+# best epoch at 2 and 3 of 6; a kill after the 16th file falls after both.
+blobs 11 400 3.0
+cat > "$T/es.yaml" <<YAML
+data: {train: csv:$T/train.csv, validation_split: 0.25}
+defaults: {epochs: 6, batch_size: 16, optimizer: {name: adam, lr: 0.05}, layers: [{dense: 16, activation: relu}, {dense: 3, activation: softmax}]}
+models: [{name: a}, {name: b, seed: 2}]
+YAML
+for s in sequential threads processes fused; do
+    for n in 8 16; do
+        rm -rf "$T/best"
+        COHORT_TEST_KILL_AFTER_WRITES=$n "$COHORT" train "$T/es.yaml" --out "$T/best" --strategy $s --quiet >/dev/null 2>&1
+        "$COHORT" train "$T/es.yaml" --out "$T/best" --strategy $s --resume --quiet >/dev/null 2>"$T/best.err" || bad "best weights, $s: --resume: $(cat "$T/best.err")"
+        $PY - "$T/best" <<'PY' && ok || bad "$s, killed after $n files: results.json lacks best weights that are on disk"
+import json, os, sys
+d = sys.argv[1]
+for m in json.load(open(f"{d}/results.json"))["models"]:
+    on_disk = os.path.exists(f"{d}/models/{m['name']}.best.safetensors")
+    assert m["best"]["epoch"] > 0 and on_disk and m["best_weights"] == f"models/{m['name']}.best.safetensors", (m["name"], m["best_weights"], on_disk)
+PY
+    done
+done
+
 finish "($killed runs killed with SIGKILL and resumed; reference run ${ref_seconds}s of training)"

@@ -131,8 +131,16 @@ static void metrics_from(const json_value *a, epoch_metrics *m)
         *epoch_metric(m, &epoch_metric_fields[i]) = json_num(json_at(a, (size_t)i), NAN);
 }
 
-void ckpt_start_from(model_entry *e, const ckpt *c)
+void ckpt_start_from(const cohort_run *run, model_entry *e, const ckpt *c)
 {
+    /* A model resumed after kill -9 whose best epoch came before the kill
+     * has its best weights on disk, but not yet in its entry: results.json
+     * said best_weights null, and Python's Result had none. */
+    char best[2 * COHORT_PATH_MAX];
+    snprintf(best, sizeof best, "%s/models/%s.best.safetensors", run->out_dir, e->spec->name);
+    if (c->res.best_epoch > 0 && !e->best_weights[0] && run->out_dir[0] && access(best, F_OK) == 0)
+        snprintf(e->best_weights, sizeof e->best_weights, "models/%s.best.safetensors",
+                 e->spec->name);
     e->start_epoch = c->epoch;
     e->start_step = c->step;
     e->res.epochs_run = c->epoch;

@@ -277,7 +277,7 @@ static cohort_status exploit(cohort_run *run, model_entry *e, const model_entry 
             st = cohort_fail(err, COHORT_ERR_IO, "%s: cannot link: %s", keep, strerror(errno));
     }
     if (!st) {
-        ckpt_start_from(e, &c);
+        ckpt_start_from(run, e, &c);
         e->res.seconds = seconds;
         e->res.stopped_early = 0;
         str_copy(e->best_weights, sizeof e->best_weights, rel);
@@ -532,17 +532,9 @@ cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err)
         free(live);
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     }
-    /* Live: every model not finished for good. A model resumed from its
-     * checkpoint has its best weights where the run before left them. */
-    for (int i = 0; i < run->n; i++) {
-        model_entry *e = &run->m[i];
-        live[i] = !e->done;
-        char best[2 * COHORT_PATH_MAX];
-        snprintf(best, sizeof best, "%s/models/%s.best.safetensors", run->out_dir, e->spec->name);
-        if (!e->done && e->res.best_epoch > 0 && !e->best_weights[0] && access(best, F_OK) == 0)
-            snprintf(e->best_weights, sizeof e->best_weights, "models/%s.best.safetensors",
-                     e->spec->name);
-    }
+    /* Live: every model not finished for good. */
+    for (int i = 0; i < run->n; i++)
+        live[i] = !run->m[i].done;
     cohort_status st = COHORT_OK;
     for (int k = 0; k <= n_at && !st; k++) {
         int R = k < n_at ? at[k] : top;

@@ -255,7 +255,7 @@ cohort_status run_continue_to(cohort_run *run, model_entry *e, int target, cohor
         st = cohort_fail(err, COHORT_ERR_IO, "model '%s': its checkpoint at a rung is missing",
                          e->spec->name);
     if (!st) {
-        ckpt_start_from(e, &c);
+        ckpt_start_from(run, e, &c);
         e->res.state = MODEL_PENDING;
         e->done = 0;
         e->resumed = 0;

@@ -183,8 +183,10 @@ cohort_status ckpt_read(const cohort_run *run, const model_entry *e, ckpt *c, co
  * config the checkpoint was written for (malloc'd, NULL when none). */
 cohort_status ckpt_read_any(const cohort_run *run, const model_entry *e, ckpt *c, char **config,
                             cohort_error *err);
-/* Set e to go on from checkpoint c: its start, epochs run, history, best and seconds. */
-void ckpt_start_from(model_entry *e, const ckpt *c);
+/* Set e to go on from checkpoint c: its start, epochs run, history, best and
+ * seconds, and its best weights' file (models/NAME.best.safetensors) where c
+ * has a best epoch and the run before left that file. */
+void ckpt_start_from(const cohort_run *run, model_entry *e, const ckpt *c);
 void ckpt_free(ckpt *c);
 /* --resume: take the finished models of DIR/results.json. */
 cohort_status run_resume(cohort_run *run, cohort_error *err);

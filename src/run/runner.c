@@ -560,7 +560,7 @@ static cohort_status prepare_out_dir(cohort_run *run, cohort_error *err)
         ckpt c;
         st = ckpt_read(run, e, &c, err);
         if (!st && c.found)
-            ckpt_start_from(e, &c);
+            ckpt_start_from(run, e, &c);
         ckpt_free(&c);
     }
     return st;
