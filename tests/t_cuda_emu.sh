@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Whole `cohort train` runs on the emulated GPU (tests/cuda_emu: the CUDA
+# plugin's own sources run on the CPU), each against the same plan on cpu:0:
+# a fused group of dense models with dropout; a fused group of CNNs with batch
+# normalization; a GPU split into two logical devices with preallocated slabs,
+# under threads and under processes; a model too large for the GPU. Work is
+# queued until the host waits for it (COHORT_EMU_DEFERRED=1), so a missing
+# synchronization changes the weights. Also the reasons `cohort devices` gives
+# for an old driver, no GPU and no driver, and that the core links no CUDA.
+set -u
+. "$(dirname "$0")/lib.sh"
+EMU=${COHORT_BUILD:-build}/cuda-emu
+[ -f "$EMU/libcohort_cuda.so" ] || { bad "no $EMU/libcohort_cuda.so: the CUDA emulation was not built (COHORT_CUDA_EMU=OFF?)"; finish; }
+export COHORT_PLUGIN_DIR=$EMU COHORT_EMU_DEFERRED=1
+"$PY" -c "import numpy" 2>/dev/null || { bad "numpy missing"; finish; }
+
+# compare DIR_A DIR_B TOL MODELS...: each model's weights within TOL of the
+# other run's, and each epoch's val_loss within TOL relative.
+compare() {
+    "$PY" - "$@" <<'PYEOF'
+import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["COHORT_SRC"], "tests"))
+from st_numpy import read_safetensors
+a, b, tol, models = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+ra = {m["name"]: m for m in json.load(open(f"{a}/results.json"))["models"]}
+rb = {m["name"]: m for m in json.load(open(f"{b}/results.json"))["models"]}
+bad = []
+for m in models:
+    if ra[m]["status"] != "ok" or rb[m]["status"] != "ok":
+        bad.append(f"{m}: status {ra[m]['status']} / {rb[m]['status']}")
+        continue
+    wa, wb = read_safetensors(f"{a}/models/{m}.safetensors"), read_safetensors(f"{b}/models/{m}.safetensors")
+    for k in wa:
+        d = float(abs(wa[k].astype("f8") - wb[k].astype("f8")).max())
+        if not d <= tol:
+            bad.append(f"{m}: {k} differs by {d:.3g}")
+    for la, lb in zip(ra[m]["history"]["val_loss"], rb[m]["history"]["val_loss"]):
+        if not abs(la - lb) <= tol * max(1.0, abs(la)):
+            bad.append(f"{m}: val_loss {lb} against {la}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PYEOF
+}
+
+# run WHAT DIR ARGS...: cohort train, which must succeed.
+run() {
+    local what=$1 dir=$2
+    shift 2
+    "$COHORT" train "$@" --out "$dir" --quiet >"$T/run.out" 2>"$T/run.err" && ok ||
+        bad "$what: exit $?: $(head -c 800 "$T/run.err") $(tail -5 "$T/run.out")"
+}
+
+# ---- discovery --------------------------------------------------------------------
+"$COHORT" devices >"$T/dev" 2>&1
+grep -q "^gpu:0 .*cohort CUDA emulation" "$T/dev" && ok || bad "devices: no emulated gpu:0: $(cat "$T/dev")"
+COHORT_EMU_DRIVER=12080 "$COHORT" devices >"$T/dev" 2>&1
+grep -qF "no GPU: the NVIDIA driver supports CUDA 12.8, older than the CUDA 13.0 this plugin was built with" "$T/dev" &&
+    ok || bad "devices with an old driver: $(cat "$T/dev")"
+COHORT_EMU_GPUS=0 "$COHORT" devices >"$T/dev" 2>&1
+grep -qF "no GPU: no GPU visible (CUDA_VISIBLE_DEVICES=unset)" "$T/dev" && ok || bad "devices with no GPU: $(cat "$T/dev")"
+COHORT_EMU_NO_DRIVER=1 "$COHORT" devices >"$T/dev" 2>&1
+grep -qF "no GPU: libcuda.so.1 not found: no NVIDIA driver" "$T/dev" && ok || bad "devices without a driver: $(cat "$T/dev")"
+if ldd "$COHORT" | grep -Eq 'libcuda|libcudart|libcublas|cohort_cuda'; then bad "the cohort binary links CUDA"; else ok; fi
+
+# ---- a fused group of dense models -------------------------------------------------
+awk 'BEGIN { srand(5); for (i = 0; i < 480; i++) { c = i % 3; line = "";
+    for (j = 0; j < 12; j++) { v = rand() - 0.5 + (j % 3 == c ? 0.5 : 0); line = line v "," }
+    print line c } }' >"$T/d.csv"
+head -n 96 "$T/d.csv" >"$T/t.csv"
+cat >"$T/dense.yaml" <<YAML
+data: {train: csv:$T/d.csv, test: csv:$T/t.csv, validation_split: 0.2}
+defaults: {epochs: 2, batch_size: 32, layers: [{dense: 16, activation: relu}, {dropout: 0.2}, {dense: 3, activation: softmax}]}
+models:
+  - {name: d_adam}
+  - {name: d_seed, seed: 2, optimizer: {name: adam, lr: 0.003}}
+  - {name: d_sgd, seed: 3, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+strategy: fused
+YAML
+run "dense on gpu:0" "$T/dense_gpu" "$T/dense.yaml" --set defaults.device=gpu:0
+run "dense on cpu:0" "$T/dense_cpu" "$T/dense.yaml" --set defaults.device=cpu:0
+compare "$T/dense_cpu" "$T/dense_gpu" 1e-3 d_adam d_seed d_sgd >"$T/cmp" && ok || bad "dense: gpu:0 against cpu:0: $(cat "$T/cmp")"
+grep -q '"device": "gpu:0"' "$T/dense_gpu/results.json" && ok || bad "dense: the models did not run on gpu:0"
+
+# ---- a fused group of CNNs with batch normalization ----------------------------------
+"$PY" - "$T" <<'PYEOF' || bad "making the images"
+import numpy as np, sys
+r = np.random.default_rng(3)
+y = (np.arange(192) % 4).astype(np.int32)
+x = r.normal(0, 0.5, (192, 8, 8, 1)).astype(np.float32)
+for i, c in enumerate(y):
+    a, b = divmod(int(c), 2)
+    x[i, 4 * a:4 * a + 3, 4 * b:4 * b + 3, 0] += 1.0
+np.save(f"{sys.argv[1]}/x.npy", x)
+np.save(f"{sys.argv[1]}/y.npy", y)
+PYEOF
+cat >"$T/cnn.yaml" <<YAML
+data: {train: "npy:$T/x.npy,$T/y.npy", validation_split: 0.25}
+defaults:
+  epochs: 1
+  batch_size: 32
+  layers: [{conv2d: 6, kernel_size: 3, padding: same, use_bias: false}, batch_normalization,
+           {activation: relu}, {max_pooling2d: 2}, flatten, {dropout: 0.25}, {dense: 4, activation: softmax}]
+models:
+  - {name: c_adam}
+  - {name: c_sgd, seed: 2, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+strategy: fused
+YAML
+run "cnn on gpu:0" "$T/cnn_gpu" "$T/cnn.yaml" --set defaults.device=gpu:0
+run "cnn on cpu:0" "$T/cnn_cpu" "$T/cnn.yaml" --set defaults.device=cpu:0
+compare "$T/cnn_cpu" "$T/cnn_gpu" 1e-3 c_adam c_sgd >"$T/cmp" && ok || bad "cnn: gpu:0 against cpu:0: $(cat "$T/cmp")"
+
+# ---- a GPU split in two, preallocated, under threads and processes ---------------------
+cat >"$T/split.yaml" <<YAML
+data: {train: csv:$T/d.csv, test: csv:$T/t.csv, validation_split: 0.2}
+defaults: {epochs: 2, batch_size: 32, layers: [{dense: 16, activation: relu}, {dense: 3, activation: softmax}]}
+models:
+  - {name: s_a, device: "gpu:0/0"}
+  - {name: s_b, seed: 2, device: "gpu:0/1"}
+  - {name: s_c, seed: 3, device: "gpu:0/0", optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+  - {name: s_d, seed: 4, device: "gpu:0/1", layers: [{dense: 32, activation: tanh}, {dense: 3, activation: softmax}]}
+devices:
+  gpu:0: {split: [16MiB, 16MiB], memory: preallocate}
+YAML
+sed 's/"gpu:0\/[01]"/"cpu:0"/; /^devices:/,$d' "$T/split.yaml" >"$T/split_cpu.yaml"
+run "split on cpu:0" "$T/split_cpu" "$T/split_cpu.yaml" --strategy sequential
+for s in threads processes; do
+    run "split gpu:0 under $s" "$T/split_$s" "$T/split.yaml" --strategy $s
+    compare "$T/split_cpu" "$T/split_$s" 1e-3 s_a s_b s_c s_d >"$T/cmp" && ok || bad "split under $s: against cpu:0: $(cat "$T/cmp")"
+done
+
+# ---- out of memory -------------------------------------------------------------------------
+# 6 MiB, 4 of them the context's: a model of about 4 MiB does not fit, and
+# the plan says so before anything trains.
+cat >"$T/big.yaml" <<YAML
+data: {train: csv:$T/d.csv, validation_split: 0.2}
+defaults: {epochs: 1, batch_size: 32, device: "gpu:0"}
+models:
+  - {name: big, layers: [{dense: 256, activation: relu}, {dense: 1024, activation: relu}, {dense: 3, activation: softmax}]}
+YAML
+COHORT_EMU_GPU_MEM=6M expect_status 2 "a model larger than the GPU" -- "$COHORT" train "$T/big.yaml" --out "$T/big" --quiet
+expect_err "model 'big' needs" "a model larger than the GPU"
+expect_err "but gpu:0 has a limit of 2.00 MiB" "a model larger than the GPU"
+
+finish
