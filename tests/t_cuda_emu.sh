@@ -3,7 +3,10 @@
 # plugin's own sources run on the CPU), each against the same plan on cpu:0:
 # a fused group of dense models with dropout; a fused group of CNNs with batch
 # normalization; a GPU split into two logical devices with preallocated slabs,
-# under threads and under processes; a model too large for the GPU. Work is
+# under threads and under processes; a preallocated slab at the default limit
+# beside three contexts (the headroom kept out of a GPU's limit); a
+# memory_limit above the free memory, lowered with a warning; a model too
+# large for the GPU. Work is
 # queued until the host waits for it (COHORT_EMU_DEFERRED=1), so a missing
 # synchronization changes the weights. Also the reasons `cohort devices` gives
 # for an old driver, no GPU and no driver, and that the core links no CUDA.
@@ -128,8 +131,30 @@ for s in threads processes; do
     compare "$T/split_cpu" "$T/split_$s" 1e-3 s_a s_b s_c s_d >"$T/cmp" && ok || bad "split under $s: against cpu:0: $(cat "$T/cmp")"
 done
 
+# ---- preallocate at the default limit ---------------------------------------------------
+# The slab takes the whole default limit; three contexts (threads) then take
+# their cuBLAS workspaces and byte buffers beside it: the headroom kept out of
+# the limit is what lets them start.
+cat >"$T/prealloc.yaml" <<YAML
+data: {train: csv:$T/d.csv, validation_split: 0.2}
+defaults: {epochs: 1, batch_size: 32, device: "gpu:0", layers: [{dense: 16, activation: relu}, {dense: 3, activation: softmax}]}
+models:
+  - {name: p_a}
+  - {name: p_b, seed: 2}
+  - {name: p_c, seed: 3}
+devices:
+  gpu:0: {memory: preallocate}
+YAML
+run "preallocate at the default limit, threads" "$T/prealloc" "$T/prealloc.yaml" --strategy threads
+# A memory_limit above what the GPU can give is lowered to it, saying so.
+sed 's/{memory: preallocate}/{memory: preallocate, memory_limit: 120MiB}/' "$T/prealloc.yaml" >"$T/limit.yaml"
+expect_status 0 "memory_limit above the free memory" -- "$COHORT" train "$T/limit.yaml" --out "$T/limit" --strategy threads --quiet
+expect_err "gpu:0: memory_limit 120.00 MiB is more than the 108.50 MiB it can give (124.00 MiB free at discovery, less 15.50 MiB for CUDA's own use)" \
+    "memory_limit above the free memory"
+
 # ---- out of memory -------------------------------------------------------------------------
-# 6 MiB, 4 of them the context's: a model of about 4 MiB does not fit, and
+# 6 MiB, 4 of them the context's and an eighth of the rest kept out of the limit: a model
+# of about 4.5 MiB does not fit in the 1.75 MiB left, and
 # the plan says so before anything trains.
 cat >"$T/big.yaml" <<YAML
 data: {train: csv:$T/d.csv, validation_split: 0.2}
@@ -139,6 +164,6 @@ models:
 YAML
 COHORT_EMU_GPU_MEM=6M expect_status 2 "a model larger than the GPU" -- "$COHORT" train "$T/big.yaml" --out "$T/big" --quiet
 expect_err "model 'big' needs" "a model larger than the GPU"
-expect_err "but gpu:0 has a limit of 2.00 MiB" "a model larger than the GPU"
+expect_err "but gpu:0 has a limit of 1.75 MiB" "a model larger than the GPU"
 
 finish

@@ -214,6 +214,20 @@ cohort_status devices_set_policy(device_registry *r, const char *name, cohort_me
     if (limit > have)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: memory_limit %s is more than its %s", name,
                            format_bytes(limit, a, sizeof a), format_bytes(have, b, sizeof b));
+    /* A GPU's memory is what was free at discovery, less what CUDA itself
+     * takes (gpu_headroom): a limit above it would fail at run time. */
+    uint64_t usable = d->info.free_bytes - gpu_headroom(d->info.free_bytes);
+    if (!d->info.is_logical && !strcmp(d->info.kind, "cuda") && limit > usable) {
+        char c[32], h[32];
+        cohort_log(COHORT_LOG_WARN,
+                   "%s: memory_limit %s is more than the %s it can give (%s free at discovery, "
+                   "less %s for CUDA's own use); the limit is %s",
+                   name, format_bytes(limit, a, sizeof a), format_bytes(usable, b, sizeof b),
+                   format_bytes(d->info.free_bytes, c, sizeof c),
+                   format_bytes(gpu_headroom(d->info.free_bytes), h, sizeof h),
+                   format_bytes(usable, b, sizeof b));
+        limit = usable;
+    }
     if (limit == 0)
         limit = pool_limit(d->pool);
     if (pool_in_use(d->pool))

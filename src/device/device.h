@@ -114,9 +114,13 @@ typedef struct cohort_devices device_registry;
  * this process never initializes CUDA). */
 cohort_status devices_discover(device_registry **out, cohort_error *err);
 /* Append a "gpu:N" device (kind "cuda", a grow pool limited to the memory
- * free at discovery) for each GPU the CUDA plugin sees, asked in a child
+ * free at discovery less gpu_headroom) for each GPU the CUDA plugin sees, asked in a child
  * process; with none, set r->gpu_note to why. Never fails. (discover_gpu.c) */
 void devices_discover_gpus(device_registry *r);
+/* Device memory a GPU's default limit keeps out of its pool, of `free_bytes`
+ * free at discovery: what a training process takes beside its pools (see
+ * discover_gpu.c). */
+uint64_t gpu_headroom(uint64_t free_bytes);
 void devices_free(device_registry *r);
 /* The device named `name` ("cpu:0", "gpu:1/0"), or NULL. */
 cohort_device *devices_find(device_registry *r, const char *name);

@@ -121,6 +121,23 @@ static int query_in_child(gpu_report *rep)
     return -1;
 }
 
+/*
+ * What a training process takes on a GPU beside its pools, kept out of the
+ * default limit: the kernels CUDA loads lazily on first launch (cuBLAS's and
+ * cuBLASLt's that the run's GEMMs use, and the plugin's own: tens to a few
+ * hundred MB), each context's cuBLAS workspace (32 MiB on Hopper) and buffer of
+ * byte batches, and cudaMalloc's 2 MiB granules under a grow pool (one per
+ * group). Packed to the free memory, a preallocated slab or the last group
+ * failed at run time. The process's own CUDA context is not in it: discovery's
+ * child measured the free memory with a context of its own, and the training
+ * process's takes its place. 512 MiB, at most an eighth of what is free.
+ */
+uint64_t gpu_headroom(uint64_t free_bytes)
+{
+    uint64_t h = (uint64_t)512 << 20;
+    return h < free_bytes / 8 ? h : free_bytes / 8;
+}
+
 void devices_discover_gpus(device_registry *r)
 {
     char path[4096], why[512];
@@ -149,13 +166,14 @@ void devices_discover_gpus(device_registry *r)
         d->info.cc_minor = g->cc_minor;
         d->info.total_bytes = g->total_bytes;
         d->info.free_bytes = g->free_bytes;
-        d->info.limit_bytes = g->free_bytes;
+        d->info.limit_bytes = g->free_bytes - gpu_headroom(g->free_bytes);
         d->info.policy = COHORT_MEM_GROW;
         d->be = backend_cuda_lazy();
         d->be_dev = i;
         d->parent = r->n;
         cohort_error err;
-        if (pool_create(d->info.name, d->be, i, g->free_bytes, COHORT_MEM_GROW, &d->pool, &err)) {
+        if (pool_create(d->info.name, d->be, i, d->info.limit_bytes, COHORT_MEM_GROW, &d->pool,
+                        &err)) {
             snprintf(r->gpu_note, sizeof r->gpu_note, "%.500s", err.message);
             break;
         }

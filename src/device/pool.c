@@ -157,11 +157,19 @@ void *pool_alloc(cohort_pool *p, size_t bytes, pool_account *acct, const char *w
             p->blocks[p->n_blocks++] = (block){0, n, ptr, 1};
     }
     if (!ptr) {
+        int no_slab = p->policy == COHORT_MEM_PREALLOCATE && !p->slab;
+        char slab[32];
         pthread_mutex_unlock(&p->lock);
-        cohort_fail(err, COHORT_ERR_NOMEM, "%s: the device %s could not give %s (%s)", who, p->name,
-                    format_bytes(n, need, sizeof need),
-                    p->policy == COHORT_MEM_PREALLOCATE ? "its slab is fragmented"
-                                                        : "the device is out of memory");
+        if (no_slab)
+            cohort_fail(err, COHORT_ERR_NOMEM,
+                        "%s: the device %s could not give its preallocated slab of %s (the "
+                        "device is out of memory: lower its memory_limit)",
+                        who, p->name, format_bytes(p->limit, slab, sizeof slab));
+        else
+            cohort_fail(err, COHORT_ERR_NOMEM, "%s: the device %s could not give %s (%s)", who,
+                        p->name, format_bytes(n, need, sizeof need),
+                        p->policy == COHORT_MEM_PREALLOCATE ? "its slab is fragmented"
+                                                            : "the device is out of memory");
         return NULL;
     }
     p->in_use += n;

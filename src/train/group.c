@@ -264,10 +264,13 @@ void group_free(train_group *g)
 {
     if (!g)
         return;
-    if (g->slab)
-        pool_release(g->dev->pool, g->slab, &g->acct);
+    /* The context first: ctx_free waits for the work it queued, which may
+     * still write the slab; released before, a preallocated block could be
+     * another group's (another thread's) while that work ran. */
     if (g->ctx)
         g->be->ctx_free(g->ctx);
+    if (g->slab)
+        pool_release(g->dev->pool, g->slab, &g->acct);
     free(g->order);
     free(g->host);
     free(g);
