@@ -17,6 +17,7 @@
 #include "check.h"
 #include "layer_text.h"
 #include "device/device.h"
+#include "optim/optim.h"
 #include "train/train.h"
 #include "util/util.h"
 
@@ -962,7 +963,7 @@ static void spec_small(model_spec *s, uint64_t seed, opt_kind opt)
     s->seed = seed;
     s->batch_size = 32;
     s->epochs = 1;
-    s->opt.kind = opt;
+    optim_defaults(&s->opt, opt); /* Keras's rho, betas, eps of this optimizer */
     s->opt.lr = opt == OPT_SGD ? 0.05f : 0.01f;
     s->opt.momentum = opt == OPT_SGD ? 0.9f : 0.0f;
     s->opt.weight_decay = opt == OPT_ADAMW ? 0.004f : 0.0f;

@@ -739,6 +739,8 @@ __global__ void k_avgpool_bwd(float *DX, size_t sdX, const float *DY, size_t sdY
 
 /* Row phases of a batch-norm block, whose shape is (32, BN_PHASES). */
 const int BN_PHASES = 16;
+/* Channels whose inference scales a block keeps in shared memory (16 KiB). */
+const int BN_SCALES = 4096;
 
 /* Where a thread of a batch-norm block works. The block takes channels
  * blockIdx.x * cw + j, j < cw = min(C, 32); lane l takes channel j = l % cw
@@ -843,11 +845,23 @@ __global__ void k_bn_fwd_infer(float *Y, size_t sY, const float *X, size_t sX,
     const float *x = X + k * sX;
     float eps = a.eps[k];
     size_t n = (size_t)rows * (size_t)C;
+    /* kern_bn_fwd_infer's scale, in double, rounded once: worked out once per
+     * channel by each block (not a double sqrt and division per element)
+     * when the channels fit BN_SCALES, else per element. */
+    __shared__ float scales[BN_SCALES];
+    bool cached = C <= BN_SCALES;
+    if (cached) {
+        for (int c = (int)threadIdx.x; c < C; c += (int)blockDim.x) {
+            size_t p = k * sp + (size_t)c;
+            scales[c] = (float)((double)GAMMA[p] / sqrt((double)MV[p] + (double)eps));
+        }
+        __syncthreads();
+    }
     ELEMENTS(i, n)
     {
-        size_t p = k * sp + i % (size_t)C;
-        /* kern_bn_fwd_infer's scale, in double, rounded once. */
-        float scale = (float)((double)GAMMA[p] / sqrt((double)MV[p] + (double)eps));
+        size_t c = i % (size_t)C, p = k * sp + c;
+        float scale =
+            cached ? scales[c] : (float)((double)GAMMA[p] / sqrt((double)MV[p] + (double)eps));
         y[i] = (x[i] - MM[p]) * scale + BETA[p];
     }
 }
