@@ -1126,6 +1126,39 @@ static void test_pools(cohort_device *dg)
         CHECK(pool_in_use(d.pool) == 0);
         pool_free(d.pool);
     }
+    /* A grow pool on a GPU keeps a released block for the next request of its
+     * size (cudaMalloc and cudaFree synchronize the whole device): its bytes
+     * are still there, where a fresh cudaMalloc's would not be (the
+     * emulation fills them with NaN). A larger request frees it for room. */
+    if (dg->be->host_memory)
+        return;
+    cohort_pool *gp = NULL;
+    const size_t blk = 4096;
+    CHECK(pool_create("gpu:0/keep", dg->be, dg->be_dev, 3 * blk, COHORT_MEM_GROW, &gp, &err) ==
+          COHORT_OK);
+    if (!gp)
+        return;
+    float mark[4] = {1.5f, -2.0f, 3.25f, 7.0f}, back[4] = {0};
+    void *a = pool_alloc(gp, blk, NULL, "a", &err);
+    CHECK(a != NULL);
+    if (a) {
+        gpu->copy_h2d(gc, a, mark, sizeof mark);
+        pool_release(gp, a, NULL);
+        CHECK(pool_in_use(gp) == 0);
+        void *b = pool_alloc(gp, blk, NULL, "b", &err);
+        CHECK_MSG(b == a, "a grow pool on %s did not reuse a released block", dg->info.name);
+        if (b) {
+            gpu->copy_d2h(gc, back, b, sizeof back);
+            CHECK_MSG(memcmp(back, mark, sizeof mark) == 0,
+                      "the block was freed and allocated again, not kept");
+            pool_release(gp, b, NULL);
+        }
+        void *c = pool_alloc(gp, 3 * blk, NULL, "c", &err);
+        CHECK_MSG(c != NULL && pool_in_use(gp) == 3 * blk,
+                  "a kept block left no room for a larger one: %s", err.message);
+        pool_release(gp, c, NULL);
+    }
+    pool_free(gp);
 }
 
 /* ---- without a GPU ---------------------------------------------------------- */

@@ -16,6 +16,7 @@ struct cohort_pool {
     const backend_ops *be;
     int dev;
     uint64_t limit, in_use, peak;
+    uint64_t kept;    /* GROW on a device: bytes of freed blocks kept for reuse */
     cohort_mem_policy policy;
     char *slab;       /* PREALLOCATE only */
     block *blocks;    /* GROW: live allocations; PREALLOCATE: the slab's blocks in order */
@@ -100,6 +101,51 @@ void pool_free(cohort_pool *p)
     free(p);
 }
 
+/* GROW on a device: free the kept block i (the pool's lock held). */
+static void kept_drop(cohort_pool *p, int i)
+{
+    p->be->mem_free(p->dev, p->blocks[i].ptr);
+    p->kept -= p->blocks[i].size;
+    p->blocks[i] = p->blocks[--p->n_blocks];
+}
+
+/*
+ * GROW: a block of n bytes from the backend. On a device (CUDA) a released
+ * block is kept for reuse, since cudaMalloc and cudaFree synchronize the
+ * whole device and stall every other group's stream: a kept block of exactly
+ * n bytes is taken again (groups of one plan ask for the same size, and the
+ * peak stays the plan's), else kept blocks are freed, the largest first, until
+ * n has room under the limit beside the blocks in use and those still kept.
+ */
+static void *grow_take(cohort_pool *p, size_t n)
+{
+    for (int i = 0; i < p->n_blocks; i++)
+        if (!p->blocks[i].used && p->blocks[i].size == n) {
+            p->blocks[i].used = 1;
+            p->kept -= n;
+            return p->blocks[i].ptr;
+        }
+    while (p->kept && p->in_use + p->kept + n > p->limit) {
+        int big = -1;
+        for (int i = 0; i < p->n_blocks; i++)
+            if (!p->blocks[i].used && (big < 0 || p->blocks[i].size > p->blocks[big].size))
+                big = i;
+        kept_drop(p, big);
+    }
+    if (blocks_reserve(p, 1))
+        return NULL;
+    void *ptr = p->be->mem_alloc(p->dev, n);
+    if (!ptr && p->kept) { /* the device itself is short: give back what is kept */
+        for (int i = p->n_blocks - 1; i >= 0; i--)
+            if (!p->blocks[i].used)
+                kept_drop(p, i);
+        ptr = p->be->mem_alloc(p->dev, n);
+    }
+    if (ptr)
+        p->blocks[p->n_blocks++] = (block){0, n, ptr, 1};
+    return ptr;
+}
+
 /* First fit in the slab; splits the block it takes. Returns the pointer or NULL. */
 static void *slab_take(cohort_pool *p, size_t n)
 {
@@ -151,6 +197,8 @@ void *pool_alloc(cohort_pool *p, size_t bytes, pool_account *acct, const char *w
                 p->blocks[i].ptr = p->slab + p->blocks[i].off;
         }
         ptr = p->slab ? slab_take(p, n) : NULL;
+    } else if (!p->be->host_memory) {
+        ptr = grow_take(p, n);
     } else if (blocks_reserve(p, 1) == 0) {
         ptr = p->be->mem_alloc(p->dev, n);
         if (ptr)
@@ -196,7 +244,10 @@ void pool_release(cohort_pool *p, void *ptr, pool_account *acct)
         p->in_use -= b->size;
         if (acct)
             acct->current -= b->size;
-        if (p->policy == COHORT_MEM_GROW) {
+        if (p->policy == COHORT_MEM_GROW && !p->be->host_memory) {
+            b->used = 0; /* kept for the next group of its size (grow_take) */
+            p->kept += b->size;
+        } else if (p->policy == COHORT_MEM_GROW) {
             p->be->mem_free(p->dev, ptr);
             p->blocks[i] = p->blocks[--p->n_blocks];
         } else {
