@@ -1,3 +1,8 @@
+/*
+ * The device registry (device.h): discovery of the CPU (the GPUs in
+ * discover_gpu.c), the device kinds, splits into logical devices with
+ * their memory policies, and binding a thread to a CPU part's cores.
+ */
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu.h"
 #include "device/device.h"

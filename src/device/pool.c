@@ -1,3 +1,8 @@
+/*
+ * A device's memory pool (device.h): every byte a group takes on a device,
+ * from the backend's allocator, under a hard limit, grown per allocation or
+ * carved from one preallocated slab.
+ */
 #include "backend/backend_impl.h"
 #include "device/device.h"
 #include "util/util.h"

@@ -1,4 +1,6 @@
-/* cohort_run: datasets, memory plans, placement and the sequential strategy. */
+/* cohort_run: its creation (datasets, devices, the model entries, memory plans,
+ * placement, the auto strategy, the output directory), its results read back, and its
+ * release. Training is schedule.c's (run/jobs.h). */
 #include "run/run.h"
 #include "run/shard.h"
 #include "util/util.h"

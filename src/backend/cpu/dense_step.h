@@ -10,19 +10,10 @@
 #ifndef COHORT_DENSE_STEP_H
 #define COHORT_DENSE_STEP_H
 
+#include "backend/cpu/isa.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-/* Which kernels: AVX-512, AVX2 (with FMA), or none (OpenBLAS and the
- * separate optimizer pass). */
-typedef enum { ISA_NONE, ISA_AVX2, ISA_AVX512 } cpu_isa;
-
-/* The best the processor has, or what COHORT_CPU_KERNELS asks for
- * ("avx512", "avx2", "blas"), never more than the processor has; an
- * unknown value is ignored. cpu_isa_why says why, in a phrase. */
-cpu_isa cpu_isa_detect(void);
-const char *cpu_isa_why(void);
-const char *cpu_isa_name(cpu_isa isa);
 
 /* Rows of W per register tile of both kernels: a split of the rows between
  * threads on multiples of it changes no sum. */
