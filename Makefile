@@ -5,7 +5,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup build demo test test-asan test-tsan bench clean
+.PHONY: all setup build demo test test-asan test-tsan bench bench-peers clean
 
 all: build
 
@@ -40,6 +40,10 @@ test-tsan:
 
 bench: setup build
 	bench/run
+
+# cohort beside TensorFlow/Keras, PyTorch 2.x, Optuna and Ray Tune (scripts/pyenv peers: a few GB).
+bench-peers: setup build
+	bench/peers/run
 
 # libFuzzer on every reader, FUZZ_SECONDS (default 60) each; fails on a finding.
 fuzz:

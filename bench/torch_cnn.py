@@ -51,6 +51,9 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_seed import read_idx, reset_peak_rss, status_kib  # noqa: E402  (the same readers and RSS measurement)
 
+# --compile: each model through torch.compile (main sets it).
+COMPILE = False
+
 MODEL_NAMES = ["mnist_convnet", "convnet_bn"]  # as in examples/cnn.yaml
 VALIDATION_SPLIT = 0.1
 LR = 0.001
@@ -200,6 +203,8 @@ def train_one(name, data, epochs, batch, seed, reset_ok, max_batches, progress=F
     torch.manual_seed(seed)  # seeds the GPU's generators too (dropout masks there)
     gen = torch.Generator().manual_seed(seed)  # the shuffles: on the CPU for every device
     model = make_model(name)
+    if COMPILE:
+        model = torch.compile(model)  # torch 2.x: the Inductor's C++ kernels on a CPU
     macs = layer_macs(model, x_train.shape[1:])
     per_sample = flops_per_sample(macs)
     if cuda:
@@ -337,12 +342,19 @@ def main():
                                                       "/usr/share/datasets/fashion-mnist"))
     ap.add_argument("--progress", action="store_true",
                     help="one line per epoch (and the test result) on stderr")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile each model (torch 2.x; PyTorch eager without it)")
     ap.add_argument("--flush-denormal", action="store_true",
                     help="torch.set_flush_denormal(True), as cohort trains")
     ap.add_argument("--device", default="cpu",
                     help="cpu (the default), or cuda / cuda:N: train on that GPU, the data "
                          "resident there, cuDNN deterministic, TF32 off")
     args = ap.parse_args()
+    if args.compile and not hasattr(torch, "compile"):
+        ap.error(f"--compile needs torch 2.x (this is {torch.__version__}): run it with "
+                 "scripts/pyenv peers -- python ...")
+    global COMPILE
+    COMPILE = args.compile
     if args.epochs < 1 or args.batch < 1:
         ap.error("--epochs and --batch must be at least 1")
     if args.max_batches is not None and args.max_batches < 1:
@@ -406,6 +418,7 @@ def main():
 
     out = {
         "torch_version": torch.__version__,
+        "compiled": COMPILE,
         "device": str(dev),
         "threads_requested": args.threads,
         "torch_default_threads": default_threads,

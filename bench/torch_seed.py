@@ -27,6 +27,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+# --compile: each model through torch.compile (main sets it).
+COMPILE = False
+
 MODELS = [  # name, hidden units, learning rate: as in examples/seed.yaml
     ("small_model", 128, 0.001),
     ("large_model", 512, 0.0005),
@@ -113,6 +116,8 @@ def train_one(name, hidden, lr, data, epochs, batch, seed, reset_ok):
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = make_model(hidden)
+    if COMPILE:
+        model = torch.compile(model)  # torch 2.x: the Inductor's C++ kernels on a CPU
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     n = x_train.shape[0]
@@ -171,10 +176,17 @@ def main():
                                                       "/usr/share/datasets/fashion-mnist"))
     ap.add_argument("--out", help="write the JSON here (default: stdout)")
     ap.add_argument("--models", help="comma-separated subset of model names (for testing)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile each model (torch 2.x; PyTorch eager without it)")
     ap.add_argument("--flush-denormal", action="store_true",
                     help="torch.set_flush_denormal(True): denormals flushed to zero, as cohort "
                          "trains")
     args = ap.parse_args()
+    if args.compile and not hasattr(torch, "compile"):
+        ap.error(f"--compile needs torch 2.x (this is {torch.__version__}): run it with "
+                 "scripts/pyenv peers -- python ...")
+    global COMPILE
+    COMPILE = args.compile
     if args.epochs < 1 or args.batch < 1:
         ap.error("--epochs and --batch must be at least 1")
 
@@ -210,6 +222,7 @@ def main():
 
     out = {
         "torch_version": torch.__version__,
+        "compiled": COMPILE,
         "threads_requested": args.threads,
         "torch_default_threads": default_threads,
         "torch_threads": torch.get_num_threads(),
