@@ -4,7 +4,8 @@
 # a fused group of dense models with dropout; a fused group of CNNs with batch
 # normalization; a GPU split into two logical devices with preallocated slabs,
 # under threads and under processes; a preallocated slab at the default limit
-# beside three contexts (the headroom kept out of a GPU's limit); a
+# beside three contexts (the headroom kept out of a GPU's limit), and under
+# processes a slab per worker of its group's size; a
 # memory_limit above the free memory, lowered with a warning; a model too
 # large for the GPU. Work is
 # queued until the host waits for it (COHORT_EMU_DEFERRED=1), so a missing
@@ -14,7 +15,8 @@ set -u
 . "$(dirname "$0")/lib.sh"
 EMU=${COHORT_BUILD:-build}/cuda-emu
 [ -f "$EMU/libcohort_cuda.so" ] || { bad "no $EMU/libcohort_cuda.so: the CUDA emulation was not built (COHORT_CUDA_EMU=OFF?)"; finish; }
-export COHORT_PLUGIN_DIR=$EMU COHORT_EMU_DEFERRED=1
+# The processes of a run share the emulated GPUs' memory, as on a real GPU.
+export COHORT_PLUGIN_DIR=$EMU COHORT_EMU_DEFERRED=1 COHORT_EMU_SHARED_MEM=$T/gpu.mem
 "$PY" -c "import numpy" 2>/dev/null || { bad "numpy missing"; finish; }
 
 # compare DIR_A DIR_B TOL MODELS...: each model's weights within TOL of the
@@ -146,6 +148,9 @@ devices:
   gpu:0: {memory: preallocate}
 YAML
 run "preallocate at the default limit, threads" "$T/prealloc" "$T/prealloc.yaml" --strategy threads
+# Under processes each worker takes its own slab: of its group's size, not the
+# whole limit again (two of the three workers ran out of memory).
+run "preallocate at the default limit, processes" "$T/prealloc_p" "$T/prealloc.yaml" --strategy processes
 # A memory_limit above what the GPU can give is lowered to it, saying so.
 sed 's/{memory: preallocate}/{memory: preallocate, memory_limit: 120MiB}/' "$T/prealloc.yaml" >"$T/limit.yaml"
 expect_status 0 "memory_limit above the free memory" -- "$COHORT" train "$T/limit.yaml" --out "$T/limit" --strategy threads --quiet

@@ -121,6 +121,13 @@ void devices_discover_gpus(device_registry *r);
  * free at discovery: what a training process takes beside its pools (see
  * discover_gpu.c). */
 uint64_t gpu_headroom(uint64_t free_bytes);
+/* Device memory a worker process (strategy processes) takes on a GPU of
+ * total_bytes beside its group: its CUDA context and cuBLAS workspace. */
+uint64_t gpu_worker_bytes(uint64_t total_bytes);
+/* A worker process's copy of a preallocated GPU pool, lowered to the one
+ * job it trains (nothing in use, no slab taken yet): each worker takes a
+ * slab of its own. */
+void pool_shrink(cohort_pool *p, uint64_t limit);
 void devices_free(device_registry *r);
 /* The device named `name` ("cpu:0", "gpu:1/0"), or NULL. */
 cohort_device *devices_find(device_registry *r, const char *name);

@@ -138,6 +138,15 @@ uint64_t gpu_headroom(uint64_t free_bytes)
     return h < free_bytes / 8 ? h : free_bytes / 8;
 }
 
+/* A CUDA context takes some 500 MB of a GPU, and cuBLAS's workspace 32 MiB
+ * on Hopper: 544 MiB, at most a sixteenth of the GPU (the emulation's GPUs are
+ * small, and so are its contexts). */
+uint64_t gpu_worker_bytes(uint64_t total_bytes)
+{
+    uint64_t w = (uint64_t)544 << 20;
+    return w < total_bytes / 16 ? w : total_bytes / 16;
+}
+
 void devices_discover_gpus(device_registry *r)
 {
     char path[4096], why[512];

@@ -276,6 +276,17 @@ void pool_release(cohort_pool *p, void *ptr, pool_account *acct)
     pthread_mutex_unlock(&p->lock);
 }
 
+void pool_shrink(cohort_pool *p, uint64_t limit)
+{
+    pthread_mutex_lock(&p->lock);
+    if (!p->in_use && !p->slab && limit < p->limit) {
+        p->limit = limit;
+        if (p->policy == COHORT_MEM_PREALLOCATE && p->n_blocks == 1)
+            p->blocks[0].size = (size_t)limit;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 uint64_t pool_in_use(const cohort_pool *p) { return p->in_use; }
 uint64_t pool_peak(const cohort_pool *p) { return p->peak; }
 uint64_t pool_limit(const cohort_pool *p) { return p->limit; }

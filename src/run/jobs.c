@@ -120,21 +120,33 @@ static cohort_status split_groups_over_cores(sched *s, int cores, cohort_error *
  * another job on the device has yet to take its block (where that lands
  * decides what is left), and then until the largest free block holds it.
  */
+/* The bytes job j takes on its device while it runs: its group's, and under
+ * processes on a device whose workers each open a context of their own (a
+ * GPU's CUDA context and cuBLAS workspace), that context's. */
+static uint64_t job_room(const sched *s, const job *j)
+{
+    const cohort_device *d = &s->run->devices->dev[j->device];
+    if (s->run->strategy == COHORT_STRATEGY_PROCESSES && d->kind->visible_env)
+        return j->bytes + gpu_worker_bytes(d->info.total_bytes);
+    return j->bytes;
+}
+
 int job_reserve(sched *s, job *j)
 {
     cohort_pool *pool = s->run->devices->dev[j->device].pool;
+    uint64_t room = job_room(s, j);
     if (s->reserved[j->device] > 0) {
-        if (s->reserved[j->device] + j->bytes > pool_limit(pool))
+        if (s->reserved[j->device] + room > pool_limit(pool))
             return 0;
         if (pool_policy(pool) == COHORT_MEM_PREALLOCATE &&
             (s->starting[j->device] > 0 || pool_largest_free(pool) < pool_charge(j->bytes)))
             return 0;
     }
-    s->reserved[j->device] += j->bytes;
+    s->reserved[j->device] += room;
     return 1;
 }
 
-void job_unreserve(sched *s, job *j) { s->reserved[j->device] -= j->bytes; }
+void job_unreserve(sched *s, job *j) { s->reserved[j->device] -= job_room(s, j); }
 
 /* The threads job j may take now, want at most: on a CPU part, no more than
  * its cores leave free (0 when they are all taken). */

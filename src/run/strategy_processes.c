@@ -66,6 +66,10 @@ static int launch(sched *s, job *j, int threads)
             setenv(d->kind->visible_env, vis, 1);
             d->be_dev = 0;
             pool_rebind(d->pool, 0);
+            /* A preallocated slab is taken here, by each worker on the GPU:
+             * it holds this job's group, not the whole limit again. */
+            if (pool_policy(d->pool) == COHORT_MEM_PREALLOCATE)
+                pool_shrink(d->pool, pool_charge(j->bytes));
         }
         j->threads = threads;
         backend_cpu_set_blas_threads(backend_cpu_blas_threads(threads));

@@ -6,7 +6,8 @@
  *   bytes (default 128M); CUDA_VISIBLE_DEVICES picks and renumbers them as the
  *   driver does. The first call that needs a device in a process creates its
  *   context, which takes COHORT_EMU_CTX_MEM (default 4M) of its memory, as a
- *   real context takes some 500 MB of a GPU's. Accounting is per process.
+ *   real context takes some 500 MB of a GPU's. Accounting is per process, or
+ *   with COHORT_EMU_SHARED_MEM=FILE shared by the processes that name FILE.
  * - Memory: cudaMalloc is host memory (256-byte aligned, the exact size, so
  *   that AddressSanitizer sees an overrun) filled with 0xff bytes, a NaN as
  *   float or double, so that an element no kernel wrote shows. A registry of
@@ -31,8 +32,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <map>
@@ -138,6 +143,86 @@ size_t used[MAX_DEVS];
 bool have_ctx[MAX_DEVS];
 std::atomic<int> sticky{0};
 
+/* ---- memory shared between processes -------------------------------------------
+ * With COHORT_EMU_SHARED_MEM=FILE, the processes that name the same file see
+ * one another's device memory, as processes on one GPU do: each keeps what it
+ * uses in a slot of the mapped file (its pid, its bytes per GPU), and a slot
+ * whose process is gone counts for nothing. Without it, each process has the
+ * GPUs to itself. Call with mem_lock held. */
+
+const int SLOTS = 256;
+
+struct shared_slot {
+    int32_t pid, pad;
+    uint64_t used[MAX_DEVS];
+};
+
+shared_slot *shared;  /* the mapped file, or NULL */
+int shared_fd = -1, shared_pid;
+shared_slot *my_slot; /* this process's, or NULL until it uses memory */
+
+void shared_open()
+{
+    static bool tried;
+    if (tried && shared_pid == getpid())
+        return;
+    tried = true;
+    shared_pid = getpid();
+    my_slot = nullptr;
+    const char *path = getenv("COHORT_EMU_SHARED_MEM");
+    if (!path || !*path)
+        return;
+    if (shared) { /* a forked child: the parent's mapping is shared already */
+        return;
+    }
+    shared_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (shared_fd < 0 || ftruncate(shared_fd, (off_t)(SLOTS * sizeof(shared_slot))) != 0) {
+        fprintf(stderr, "cuda_emu: COHORT_EMU_SHARED_MEM=%s: %s\n", path, strerror(errno));
+        return;
+    }
+    void *m = mmap(nullptr, SLOTS * sizeof(shared_slot), PROT_READ | PROT_WRITE, MAP_SHARED,
+                   shared_fd, 0);
+    shared = m == MAP_FAILED ? nullptr : static_cast<shared_slot *>(m);
+}
+
+/* Bytes of GPU dev that the other live processes use. */
+uint64_t others_used(int dev)
+{
+    shared_open();
+    if (!shared)
+        return 0;
+    flock(shared_fd, LOCK_EX);
+    uint64_t sum = 0;
+    for (int i = 0; i < SLOTS; i++) {
+        shared_slot *sl = &shared[i];
+        if (sl->pid && sl->pid != shared_pid && (kill(sl->pid, 0) == 0 || errno != ESRCH))
+            sum += sl->used[dev];
+    }
+    flock(shared_fd, LOCK_UN);
+    return sum;
+}
+
+/* This process now uses `bytes` of GPU dev. */
+void publish(int dev, uint64_t bytes)
+{
+    shared_open();
+    if (!shared)
+        return;
+    flock(shared_fd, LOCK_EX);
+    if (!my_slot)
+        for (int i = 0; i < SLOTS && !my_slot; i++) {
+            shared_slot *sl = &shared[i];
+            if (!sl->pid || sl->pid == shared_pid || (kill(sl->pid, 0) != 0 && errno == ESRCH)) {
+                memset(sl, 0, sizeof *sl);
+                sl->pid = shared_pid;
+                my_slot = sl;
+            }
+        }
+    if (my_slot)
+        my_slot->used[dev] = bytes;
+    flock(shared_fd, LOCK_UN);
+}
+
 std::mutex streams_lock;
 std::set<emu_stream *> streams;
 std::set<emu_event *> events;
@@ -165,9 +250,10 @@ cudaError_t touch(int dev)
     std::lock_guard<std::mutex> g(mem_lock);
     if (have_ctx[dev])
         return cudaSuccess;
-    if (used[dev] + cfg().ctx_mem > cfg().total)
+    if (used[dev] + others_used(dev) + cfg().ctx_mem > cfg().total)
         return cudaErrorMemoryAllocation;
     used[dev] += cfg().ctx_mem;
+    publish(dev, used[dev]);
     have_ctx[dev] = true;
     return cudaSuccess;
 }
@@ -725,7 +811,8 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
         return ret(e);
     std::lock_guard<std::mutex> g(emu::mem_lock);
     *total_b = cfg().total;
-    *free_b = cfg().total - emu::used[emu::cur_dev];
+    uint64_t taken = emu::used[emu::cur_dev] + emu::others_used(emu::cur_dev);
+    *free_b = taken < cfg().total ? cfg().total - taken : 0;
     return cudaSuccess;
 }
 
@@ -766,14 +853,17 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     size_t charge = (bytes + 255) / 256 * 256;
     {
         std::lock_guard<std::mutex> g(emu::mem_lock);
-        if (!bytes || charge > cfg().total - emu::used[dev])
+        uint64_t taken = emu::used[dev] + emu::others_used(dev);
+        if (!bytes || taken > cfg().total || charge > cfg().total - taken)
             return ret(bytes ? cudaErrorMemoryAllocation : cudaErrorInvalidValue);
         emu::used[dev] += charge;
+        emu::publish(dev, emu::used[dev]);
     }
     void *m = nullptr;
     if (posix_memalign(&m, 256, bytes) != 0) {
         std::lock_guard<std::mutex> g(emu::mem_lock);
         emu::used[dev] -= charge;
+        emu::publish(dev, emu::used[dev]);
         return ret(cudaErrorMemoryAllocation);
     }
     memset(m, 0xff, bytes); /* NaN, as float and as double */
@@ -801,6 +891,7 @@ cudaError_t cudaFree(void *p)
         std::lock_guard<std::mutex> g(emu::mem_lock);
         emu::allocs.erase((uintptr_t)p);
         emu::used[r.dev] -= r.charge;
+        emu::publish(r.dev, emu::used[r.dev]);
     }
     free(p);
     return emu::sticky.load() ? ret(emu::sticky_err()) : cudaSuccess;
