@@ -194,8 +194,10 @@ typedef void (*cohort_event_fn)(const cohort_event *ev, void *user);
  * targets float32 [n, target_dim] real-valued targets, or neither (inputs
  * only: predict). Every value of x and targets must be finite: NaN or inf is
  * COHORT_ERR_INPUT naming the element ("memory:NAME: x[3, 2] is nan"). The
- * arrays are read in place, never copied or changed, and must stay alive and
- * unchanged until cohort_run_free.
+ * labels are copied when the dataset is loaded (they index memory: a label
+ * changed later could not be checked); x and targets are read in place,
+ * never copied or changed, and must stay alive until cohort_run_free (a
+ * change to them meanwhile changes the numbers trained on, nothing else).
  */
 typedef struct cohort_data {
     const char *name;             /* NAME of memory:NAME */
@@ -206,6 +208,11 @@ typedef struct cohort_data {
     const int32_t *labels;        /* NULL: none */
     const float *targets;         /* NULL: none */
     int64_t target_dim;
+    /* NULL, or the classes' names (text labels, as a CSV's): label i is
+     * class_names[i]; n_class_names of them, sorted by strcmp, each 1 to 200
+     * bytes of UTF-8. Copied when the dataset is loaded. */
+    const char *const *class_names;
+    int64_t n_class_names;
 } cohort_data;
 
 typedef struct cohort_run_options {

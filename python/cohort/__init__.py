@@ -17,6 +17,7 @@ import signal
 import sys
 import tempfile
 import threading
+import warnings
 
 import numpy as np
 
@@ -92,7 +93,8 @@ class _Data(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("x", ctypes.POINTER(ctypes.c_float)),
                 ("n", ctypes.c_int64), ("sample_rank", ctypes.c_int),
                 ("sample_shape", ctypes.c_int64 * 3), ("labels", ctypes.POINTER(ctypes.c_int32)),
-                ("targets", ctypes.POINTER(ctypes.c_float)), ("target_dim", ctypes.c_int64)]
+                ("targets", ctypes.POINTER(ctypes.c_float)), ("target_dim", ctypes.c_int64),
+                ("class_names", ctypes.POINTER(ctypes.c_char_p)), ("n_class_names", ctypes.c_int64)]
 
 
 class _RunOptions(ctypes.Structure):
@@ -162,13 +164,52 @@ def _message(err):
 
 # ---- arrays in, plans in ---------------------------------------------------
 
+_UINT8_WARNED = []
+
+
+def _checked_array(name, what, a):
+    """a as a plain ndarray of numbers (or, for y, of text), refusing what
+    numpy would convert with a loss the CLI's readers refuse: complex values
+    (the imaginary part dropped), structured records, dates and times, masked
+    values (the mask dropped), and for x text."""
+    if isinstance(a, np.ma.MaskedArray):
+        if np.ma.is_masked(a):
+            raise DataError(f"data['{name}']: {what} is a masked array with "
+                            f"{int(np.ma.count_masked(a))} masked values, which cohort would "
+                            "train on as they are; fill them (a.filled(v)) or drop their rows",
+                            _INPUT)
+        a = a.data
+    a = np.asarray(a)
+    if a.dtype.kind == "O" and a.size and not all(isinstance(v, str) for v in a.flat):
+        try:  # numbers held as Python objects (a pandas column of dtype object)
+            a = np.asarray(a.tolist())
+        except (TypeError, ValueError):
+            pass
+    kind = a.dtype.kind
+    text = kind in "US" or (kind == "O" and a.size and all(isinstance(v, str) for v in a.flat))
+    if kind in "fiub" or (what == "y" and text):
+        return a
+    what_is = {"c": "complex", "V": "structured (records)", "M": "dates (datetime64)",
+               "m": "time spans (timedelta64)", "U": "text", "S": "bytes", "O": "Python objects"}
+    raise DataError(f"data['{name}']: {what} is {what_is.get(kind, kind)} ({a.dtype}); cohort "
+                    f"takes {'numbers' if what == 'x' else 'numbers or text class labels'}",
+                    _INPUT)
+
+
 def _as_data(name, pair, keep):
     """cohort_data over (x, y) or (x,): x float32 [n, d] or [n, H, W(, C)];
-    y int labels [n] or float targets [n] / [n, k]. The arrays converted are
-    kept alive in `keep` for as long as the run needs them."""
+    y int labels [n], text labels [n] (classes: the names sorted) or float
+    targets [n] / [n, k]. The arrays converted are kept alive in `keep` for
+    as long as the run needs them."""
     if not isinstance(pair, (tuple, list)) or not 1 <= len(pair) <= 2:
         raise DataError(f"data['{name}'] must be (x, y) or (x,), got {type(pair).__name__}", _INPUT)
-    x = np.ascontiguousarray(pair[0], dtype=np.float32)
+    x0 = _checked_array(name, "x", pair[0])
+    if x0.dtype == np.uint8 and not _UINT8_WARNED:
+        _UINT8_WARNED.append(True)
+        warnings.warn(f"data['{name}']: x is uint8 and is trained on as it is (0 to 255); "
+                      "cohort's file readers (IDX, NPY) scale such images to [0, 1]: pass "
+                      "x / 255 (float32) to train on what the CLI does", stacklevel=3)
+    x = np.ascontiguousarray(x0, dtype=np.float32)
     if x.ndim < 2:
         raise DataError(f"data['{name}']: x has shape {x.shape}; expected [n, features] or "
                         "[n, H, W, C]", _INPUT)
@@ -186,10 +227,28 @@ def _as_data(name, pair, keep):
         d.sample_shape[i] = int(v)
     keep.append(x)
     if len(pair) == 2 and pair[1] is not None:
-        y = np.asarray(pair[1])
+        y = _checked_array(name, "y", pair[1])
+        if y.ndim == 0:
+            raise DataError(f"data['{name}']: y is a single value ({y!r}); give one label or "
+                            f"target per row of x ({len(x)} rows)", _INPUT)
         if len(y) != len(x):
             raise DataError(f"data['{name}']: x has {len(x)} rows, y has {len(y)}", _INPUT)
-        if y.dtype.kind in "iu" and (y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1)):
+        if y.dtype.kind in "USO":
+            # Text labels, as a CSV's: the classes are the names sorted (by
+            # code point, which is strcmp's order of their UTF-8).
+            if not (y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1)):
+                raise DataError(f"data['{name}']: text labels must be one a row, got shape "
+                                f"{y.shape}", _INPUT)
+            flat = [v.decode() if isinstance(v, bytes) else str(v) for v in y.reshape(-1)]
+            names, inverse = np.unique(np.array(flat, dtype=str), return_inverse=True)
+            labels = np.ascontiguousarray(inverse, dtype=np.int32)
+            d.labels = labels.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+            enc = [n.encode() for n in names.tolist()]
+            arr = (ctypes.c_char_p * max(1, len(enc)))(*enc)
+            d.class_names = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
+            d.n_class_names = len(enc)
+            keep.extend([labels, enc, arr])
+        elif y.dtype.kind in "iu" and (y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1)):
             if y.size and (y.min() < 0 or y.max() > 2 ** 31 - 2):
                 raise DataError(f"data['{name}']: labels must be integers in [0, 2147483646], "
                                 f"found {y.min()}..{y.max()}", _INPUT)
@@ -280,7 +339,12 @@ class _Prepared:
             raise CohortError(f"strategy must be one of {', '.join(_STRATEGIES)}, got {strategy!r}",
                               _USAGE)
         opt.strategy = _STRATEGIES[strategy]
-        opt.threads = threads
+        # ctypes keeps an int's low 32 bits: 2**40 became 0, every core.
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or \
+                not 0 <= threads <= 2 ** 31 - 1:
+            raise CohortError(f"threads must be a whole number from 0 (every core) to "
+                              f"2147483647, got {threads!r}", _USAGE)
+        opt.threads = int(threads)
         opt.resume = int(resume)
         opt.overwrite = int(overwrite)
         self.out = os.fspath(out).encode() if out is not None else None
@@ -397,7 +461,8 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
     "sweep": ...}), or the path of a plan file. data: {"train": (x, y),
     "test": (x, y), "validation": (x, y)} of numpy arrays, read in place
     where they are float32 and C-ordered (x [n, features] or [n, H, W, C];
-    y integer class labels [n], or float targets [n] / [n, k]); it replaces
+    y integer class labels [n], copied as the run starts, or float targets
+    [n] / [n, k]); it replaces
     the plan's data files. out: the output directory (results.json, weights,
     history, report.html); None: a temporary one, removed after. strategy:
     auto, sequential, threads, processes or fused. on_epoch(model, epoch,
@@ -452,6 +517,8 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
                       file=sys.stderr, flush=True)
             if on_epoch:
                 on_epoch(name, epoch, m)
+        except KeyboardInterrupt:  # Ctrl-C inside on_epoch: as anywhere else
+            on_sigint(signal.SIGINT, None)
         except Exception as e:  # noqa: BLE001 - one callback must not end the run
             print(f"cohort: on_epoch raised {e!r}; training goes on", file=sys.stderr)
         finally:

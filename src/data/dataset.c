@@ -4,6 +4,7 @@
  * "csv:FILE" into a call of the matching reader.
  */
 #include "data/data_impl.h"
+#include "util/json.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -482,6 +483,38 @@ static cohort_status load_npz(const char *spec, const char *rest, const data_opt
 }
 
 /* The reader for spec; fills *out without touching its source. */
+/* The class names of m (text labels), copied into ds, which then has as
+ * many classes as names; checked as a CSV's text labels are. */
+static cohort_status memory_class_names(const cohort_data *m, const char *label,
+                                        cohort_dataset *ds, cohort_error *err)
+{
+    if (!m->class_names)
+        return COHORT_OK;
+    int64_t n = m->n_class_names;
+    if (!m->labels || n < 1 || n > DATA_MAX_LABEL + 1 || n < ds->n_classes)
+        return cohort_fail(err, COHORT_ERR_INPUT,
+                           "%s: %lld class names for labels of %d classes", label, (long long)n,
+                           ds->n_classes);
+    if (!(ds->class_names = calloc((size_t)n, sizeof *ds->class_names)))
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", label);
+    ds->n_classes = (int32_t)n;
+    for (int64_t i = 0; i < n; i++) {
+        const char *c = m->class_names[i];
+        size_t len = c ? strlen(c) : 0;
+        if (len < 1 || len > 200 || !json_utf8_valid(c, len))
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s: class name %lld is not 1 to 200 bytes of UTF-8", label,
+                               (long long)i);
+        if (i && strcmp(m->class_names[i - 1], c) >= 0)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "%s: class names must be sorted and distinct ('%s' before '%s')",
+                               label, m->class_names[i - 1], c);
+        if (!(ds->class_names[i] = strdup(c)))
+            return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", label);
+    }
+    return COHORT_OK;
+}
+
 cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohort_error *err)
 {
     *out = NULL;
@@ -525,18 +558,27 @@ cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohor
     ds->borrowed = DATA_BORROW_X;
     ds->has_labels = m->labels || m->targets;
     if (m->labels) {
-        ds->y = (int32_t *)m->labels;
-        ds->borrowed |= DATA_BORROW_Y;
+        /* A copy, checked: labels index memory (the loss's class, the
+         * confusion matrix), and the caller's array may change while the run
+         * reads it (Python's on_epoch writing yt[:] = 5 made the test's
+         * confusion matrix write out of bounds). x and the targets are read
+         * in place: a change to them changes numbers, never an index. */
+        if (!(ds->y = malloc((size_t)m->n * sizeof *ds->y))) {
+            data_free(ds);
+            return cohort_fail(err, COHORT_ERR_NOMEM, "memory:%s: out of memory", name);
+        }
+        memcpy(ds->y, m->labels, (size_t)m->n * sizeof *ds->y);
         for (int64_t i = 0; i < m->n; i++) {
-            if (m->labels[i] < 0 || m->labels[i] > DATA_MAX_LABEL) {
+            if (ds->y[i] < 0 || ds->y[i] > DATA_MAX_LABEL) {
+                int bad = ds->y[i];
                 data_free(ds);
                 return cohort_fail(err, COHORT_ERR_INPUT,
                                    "memory:%s: label %lld is %d; labels must be integers in [0, "
                                    "%d]",
-                                   name, (long long)i, (int)m->labels[i], DATA_MAX_LABEL);
+                                   name, (long long)i, bad, DATA_MAX_LABEL);
             }
-            if (m->labels[i] + 1 > ds->n_classes)
-                ds->n_classes = m->labels[i] + 1;
+            if (ds->y[i] + 1 > ds->n_classes)
+                ds->n_classes = ds->y[i] + 1;
         }
     } else if (!(ds->y = calloc((size_t)m->n, sizeof *ds->y))) {
         data_free(ds);
@@ -546,6 +588,11 @@ cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohor
         ds->t = (float *)m->targets;
         ds->t_dim = m->target_dim;
         ds->borrowed |= DATA_BORROW_T;
+    }
+    cohort_status st = memory_class_names(m, label, ds, err);
+    if (st) {
+        data_free(ds);
+        return st;
     }
     *out = ds;
     return COHORT_OK;

@@ -180,7 +180,7 @@ static void confusion_count(int64_t *conf, int C, const int32_t *pk, const data_
 {
     memset(conf, 0, (size_t)C * (size_t)C * sizeof *conf);
     for (int64_t i = 0; i < test->n; i++)
-        if (pk[i] >= 0 && pk[i] < C)
+        if (pk[i] >= 0 && pk[i] < C && test->y[i] >= 0 && test->y[i] < C)
             conf[test->y[i] * C + pk[i]]++;
 }
 
