@@ -255,6 +255,40 @@ with zipfile.ZipFile(path("npz_nosuffix.npz"), "w") as z:
 assert set(np.load(path("npz_nosuffix.npz")).files) == {"x", "y"}
 ok("npz_nosuffix", "npz:DIR/npz_nosuffix.npz", base.astype(np.float32), labels)
 
+# Two members of one name: numpy reads the last, so a reader that takes the
+# first trains on other data; refused (issue 41 item 11). x.npy twice, and x
+# beside x.npy (np.load's one key "x").
+import warnings  # noqa: E402
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # zipfile's "Duplicate name"
+    with zipfile.ZipFile(path("npz_dup.npz"), "w") as z:
+        z.writestr("x.npy", member(base.astype("<f4")))
+        z.writestr("y.npy", member(labels))
+        z.writestr("x.npy", member(base.astype("<f4") + 1))
+assert np.array_equal(np.load(path("npz_dup.npz"))["x"], base.astype("<f4") + 1)
+err("npz_dup", "npz:DIR/npz_dup.npz", "npz_dup.npz: two members are named x.npy")
+with zipfile.ZipFile(path("npz_dup_key.npz"), "w") as z:
+    z.writestr("x", member(base.astype("<f4")))
+    z.writestr("x.npy", member(base.astype("<f4") + 1))
+    z.writestr("y.npy", member(labels))
+err("npz_dup_key", "npz:DIR/npz_dup_key.npz", "npz_dup_key.npz: two members are named x and x.npy")
+
+# A descr without a byte order ('f4') or with the host's ('=f4'), as other
+# writers than numpy's leave it: numpy reads both as the host's order.
+for name, descr in (("npy_descr_noorder", "'f4'"), ("npy_descr_native", "'=f4'")):
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, base.astype("<f4"))
+    raw = buf.getvalue()
+    head = raw[10:10 + struct.unpack("<H", raw[8:10])[0]]
+    new = head.replace(b"'<f4'", descr.encode())
+    new = new[:-1] + b" " * (len(head) - len(new)) + b"\n"
+    with open(path(f"{name}_x.npy"), "wb") as f:
+        f.write(raw[:10] + new + raw[10 + len(head):])
+    np.save(path(f"{name}_y.npy"), labels)
+    xl = np.load(path(f"{name}_x.npy"))
+    assert xl.dtype == np.float32 and np.array_equal(xl, base.astype("<f4"))
+    ok(name, f"npy:DIR/{name}_x.npy,DIR/{name}_y.npy", xl, labels)
+
 
 class Unseekable(io.RawIOBase):
     """A pipe: zipfile then writes data descriptors after each member."""

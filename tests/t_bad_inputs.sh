@@ -252,4 +252,26 @@ for v in "4, kernel_size: 5, padding: same|[4, 2, 5, 5]" "6, kernel_size: 3|[6, 
     [ ! -e "$T/out/models/dst.safetensors" ] && ok || bad "init_from $want: weights were written"
 done
 
+# init_from weights that are not finite: refused at plan time, naming the
+# tensor and the element (the model had "diverged", and the advice was to
+# lower the learning rate).
+for v in "nan|layers.3.bias|1" "inf|layers.0.weight|7" "-inf|layers.1.weight|0"; do
+    IFS='|' read -r val tensor at <<<"$v"
+    $PY - "$T/src/models/src.safetensors" "$T/nonfinite.safetensors" "$tensor" "$at" "$val" <<'PY'
+import json, struct, sys
+src, dst, name, at, val = sys.argv[1:6]
+b = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+off = 8 + n + json.loads(b[8:8 + n])[name]["data_offsets"][0] + 4 * int(at)
+b[off:off + 4] = struct.pack("<f", float(val))
+open(dst, "wb").write(b)
+PY
+    init_yaml dst "$T/nonfinite.safetensors" "4, kernel_size: 3"
+    timeout 30 "$COHORT" plan "$T/init.yaml" >/dev/null 2>"$T/err"
+    prc=$?
+    [ $prc -eq 2 ] && grep -qE "init.yaml:[0-9]+: model 'dst': init_from .*nonfinite.safetensors: $tensor\[$at\] is $val; a model cannot start from weights that are not finite" "$T/err" &&
+        ok || bad "init_from with $tensor[$at] = $val: cohort plan exit $prc: $(head -c 400 "$T/err")"
+    n_cases=$((n_cases + 1))
+done
+
 finish "($n_cases malformed inputs)"

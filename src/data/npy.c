@@ -177,7 +177,7 @@ typedef enum npy_kind { NPY_F16, NPY_F32, NPY_F64, NPY_INT, NPY_UINT, NPY_BOOL }
 typedef struct npy_header {
     char descr[64];
     int fortran;
-    int swap; /* big-endian items of more than a byte */
+    int swap; /* items of more than a byte in the other order than the host's */
     int ndim;
     uint64_t shape[NPY_MAX_DIMS];
     int have_descr, have_fortran, have_shape;
@@ -321,17 +321,24 @@ static cohort_status parse_dict(const char *name, const char *text, size_t len, 
 static int parse_descr(npy_header *h)
 {
     const char *d = h->descr;
-    if (strlen(d) < 3)
+    /* The byte order: '<', '>', '|' (none), or '=' or nothing for the
+     * host's, as numpy reads 'f4' and '=f4' (other writers than numpy's own
+     * leave it out). */
+    char order = *d == '<' || *d == '>' || *d == '|' || *d == '=' ? *d++ : '=';
+    if (strlen(d) < 2)
         return 0;
-    char order = d[0], kind = d[1];
+    char kind = d[0];
     char *end;
-    long size = strtol(d + 2, &end, 10);
-    if (*end || size <= 0)
+    long size = strtol(d + 1, &end, 10);
+    if (*end || size <= 0 || d[1] < '0' || d[1] > '9')
         return 0;
-    if (order != '<' && order != '|' && order != '>')
-        return 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    int host_big = 1;
+#else
+    int host_big = 0;
+#endif
     h->itemsize = (size_t)size;
-    h->swap = order == '>' && size > 1;
+    h->swap = size > 1 && (order == '>' ? !host_big : order == '<' ? host_big : 0);
     switch (kind) {
     case 'f':
         h->kind = size == 2 ? NPY_F16 : size == 4 ? NPY_F32 : NPY_F64;

@@ -168,6 +168,51 @@ static int apply_zip64(zip_entry *ze, const unsigned char *extra, size_t len)
     return ze->usize != 0xffffffffu && ze->csize != 0xffffffffu && ze->offset != 0xffffffffu;
 }
 
+/* A member's name as a key: without its ".npy", as numpy's np.load names it. */
+static size_t key_len(const zip_entry *e)
+{
+    size_t n = e->name_len;
+    return n >= 4 && memcmp(e->name + n - 4, ".npy", 4) == 0 ? n - 4 : n;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const zip_entry *x = *(const zip_entry *const *)a, *y = *(const zip_entry *const *)b;
+    size_t xl = key_len(x), yl = key_len(y);
+    int c = memcmp(x->name, y->name, xl < yl ? xl : yl);
+    return c ? c : (xl > yl) - (xl < yl);
+}
+
+static void entry_name(const zip_entry *e, char *buf, size_t n);
+
+/* No two members with one name (x.npy twice, or x and x.npy): cohort would
+ * read the first, numpy the last. Sorted, so that a directory of millions of
+ * entries costs n log n. */
+static cohort_status check_unique(const zip_archive *z, const char *path, cohort_error *err)
+{
+    if (z->n < 2)
+        return COHORT_OK;
+    const zip_entry **order = malloc((size_t)z->n * sizeof *order);
+    if (!order)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", path);
+    for (uint64_t i = 0; i < z->n; i++)
+        order[i] = &z->entries[i];
+    qsort(order, (size_t)z->n, sizeof *order, by_key);
+    cohort_status st = COHORT_OK;
+    for (uint64_t i = 1; i < z->n && !st; i++)
+        if (by_key(&order[i - 1], &order[i]) == 0) {
+            char a[256], b[256];
+            entry_name(order[i - 1], a, sizeof a);
+            entry_name(order[i], b, sizeof b);
+            st = cohort_fail(err, COHORT_ERR_INPUT,
+                             "%s: two members are named %s%s%s (numpy reads the last, other "
+                             "readers the first); write the archive again with one of each",
+                             path, a, strcmp(a, b) ? " and " : "", strcmp(a, b) ? b : "");
+        }
+    free(order);
+    return st;
+}
+
 static cohort_status zip_open(zip_archive *z, const char *path, cohort_error *err)
 {
     memset(z, 0, sizeof *z);
@@ -217,7 +262,7 @@ static cohort_status zip_open(zip_archive *z, const char *path, cohort_error *er
         p += 46 + nl + el + cl;
         z->n++;
     }
-    return COHORT_OK;
+    return check_unique(z, path, err);
 }
 
 static void zip_close(zip_archive *z)

@@ -44,6 +44,19 @@ static void shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
                  (long long)shape[i]);
 }
 
+/* The index of the first of n floats at p (any alignment) that is NaN or
+ * infinite, or -1. */
+static int64_t first_not_finite(const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, (const char *)p + i * sizeof v, sizeof v);
+        if (!isfinite(v))
+            return (int64_t)i;
+    }
+    return -1;
+}
+
 cohort_status model_load_params(const model_spec *spec, const model_layout *L, const char *path,
                                 float *host, cohort_error *err)
 {
@@ -65,10 +78,21 @@ cohort_status model_load_params(const model_spec *spec, const model_layout *L, c
             int ok = ft && ft->ndim == t[j].ndim;
             for (int d = 0; ok && d < t[j].ndim; d++)
                 ok = ft->shape[d] == t[j].shape[d];
+            int64_t bad = ok ? first_not_finite(ft->data, t[j].n) : -1;
             if (!ft) {
                 st = cohort_fail(err, COHORT_ERR_INPUT,
                                  "model '%s': init_from %s has no tensor %s", spec->name, path,
                                  name);
+            } else if (bad >= 0) {
+                /* Else the model "diverged" at its first step, and the advice
+                 * was to lower the learning rate. */
+                float v;
+                memcpy(&v, (const char *)ft->data + (size_t)bad * sizeof v, sizeof v);
+                st = cohort_fail(err, COHORT_ERR_INPUT,
+                                 "model '%s': init_from %s: %s[%lld] is %s; a model cannot start "
+                                 "from weights that are not finite",
+                                 spec->name, path, name, (long long)bad,
+                                 isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
             } else if (!ok) {
                 char have[64], want[64];
                 shape_str(ft->shape, ft->ndim, have, sizeof have);
