@@ -313,6 +313,15 @@ cohort_status cohort_run_model_result(const cohort_run *run, int i, cohort_model
 cohort_status cohort_predict(const char *weights, const cohort_data *x, float *out,
                              int64_t out_len, int *n_out, cohort_error *err);
 
+/*
+ * The model saved in `weights` as an ONNX model (opset 17) in the file
+ * `out` (written atomically): input `input` [N, H, W, C] (channels last) or
+ * [N, features] as the model's data were, output `output` [N, outputs],
+ * what cohort_predict gives. A layer ONNX has no form for is
+ * COHORT_ERR_INPUT naming it.
+ */
+cohort_status cohort_export_onnx(const char *weights, const char *out, cohort_error *err);
+
 #ifdef __cplusplus
 }
 #endif

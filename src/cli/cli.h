@@ -22,6 +22,7 @@ int cmd_predict(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 /* The table of results of DIR/results.json, in its order (cmd_merge.c). */
 void print_results_file_table(FILE *out, const char *dir);
 

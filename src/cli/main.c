@@ -21,6 +21,7 @@ static const char *usage =
     "  report DIR      write DIR/report.html again from DIR/results.json\n"
     "  compare DIR...  one table of the models of several output directories\n"
     "  merge DIR...    join the output directories of a plan's shards (--out DIR)\n"
+    "  export WEIGHTS  saved weights as an ONNX model (--format onnx --out FILE)\n"
     "\n"
     "options:\n"
     "  -h, --help      show help (also: cohort <command> --help)\n"
@@ -156,7 +157,7 @@ int main(int argc, char **argv)
     } cmds[] = {{"train", cmd_train},     {"plan", cmd_plan},       {"devices", cmd_devices},
                 {"eval", cmd_eval},       {"predict", cmd_predict},
                 {"report", cmd_report},   {"compare", cmd_compare},
-                {"merge", cmd_merge}};
+                {"merge", cmd_merge},     {"export", cmd_export}};
     enum { N_CMDS = sizeof cmds / sizeof cmds[0] };
     const char *names[N_CMDS];
     for (int i = 0; i < N_CMDS; i++) {

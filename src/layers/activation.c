@@ -4,6 +4,7 @@
  * softmax leaves the logits to the loss, as a dense layer's does. Its one
  * setting is the spec's act, which every kind with an activation shares.
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 
 #include <stdio.h>
@@ -60,6 +61,17 @@ static int activation_backward(const layer_pass *p)
     return 0;
 }
 
+/* ---- export: the activation's node ---- */
+
+static int activation_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp,
+                           const char *x, char *y, char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    onnx_activation(g, ls->act, x, y, lp->index);
+    return 0;
+}
+
 const layer_ops layer_activation_ops = {
     .name = "activation",
     .example = "{activation: relu}",
@@ -76,4 +88,5 @@ const layer_ops layer_activation_ops = {
     .keeps_order = 1,
     .reads_output = 1,
     .may_overwrite_input = 1,
+    .onnx = activation_onnx,
 };

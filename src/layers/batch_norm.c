@@ -7,6 +7,7 @@
  * statistics are the layer's state, which no optimizer touches. Saved for
  * backward: each channel's batch mean and 1/sqrt(var + epsilon).
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 #include "plan/keys.h"
 
@@ -171,6 +172,27 @@ static void bn_convert(const layer_plan *lp, int i, float *P, float *file, int t
         }
 }
 
+/* ---- export: BatchNormalization with the moving statistics; an image's
+ * per channel (NCHW), flat features per feature, in their file's order ((C,
+ * H, W) after a flatten, as the graph's) ---- */
+
+static int bn_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                   char *y, char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    char out[ONNX_NAME_MAX];
+    const char *in[5] = {x};
+    if (!onnx_weights(g, lp, 4, in + 1))
+        return 1;
+    onnx_value_name(out, lp->index, "bn");
+    onnx_node_begin(g, "BatchNormalization", in, 5, out);
+    onnx_attr_float(g, "epsilon", settings(ls).epsilon);
+    onnx_node_end(g);
+    str_copy(y, ONNX_NAME_MAX, out);
+    return 0;
+}
+
 const layer_ops layer_batch_norm_ops = {
     .name = "batch_normalization",
     .inner = bn_keys,
@@ -186,4 +208,5 @@ const layer_ops layer_batch_norm_ops = {
     .keeps_order = 1,
     .tensors = bn_tensors,
     .convert = bn_convert,
+    .onnx = bn_onnx,
 };

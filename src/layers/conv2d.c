@@ -9,6 +9,7 @@
  * W as torch.nn.Conv2d does: [filters, c, kh, kw].
  */
 #include "backend/cpu/cpu.h"
+#include "io/onnx.h"
 #include "layers/pass.h"
 #include "util/util.h"
 
@@ -271,6 +272,27 @@ static double conv_macs(const layer_plan *lp)
     return (double)lp->out.h * lp->out.w * lp->out.c * (double)patch(lp);
 }
 
+/* ---- export: Conv on NCHW with the file's [F, C, kh, kw] kernel and
+ * TensorFlow's padding as explicit pads, then the activation ---- */
+
+static int conv_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                     char *y, char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    char out[ONNX_NAME_MAX];
+    const char *in[3] = {x, NULL, NULL};
+    int n = settings(ls).use_bias ? 2 : 1;
+    if (!onnx_weights(g, lp, n, in + 1))
+        return 1;
+    onnx_value_name(out, lp->index, "conv");
+    onnx_node_begin(g, "Conv", in, n + 1, out);
+    onnx_window_attrs(g, lp);
+    onnx_node_end(g);
+    onnx_activation(g, ls->act, out, y, lp->index);
+    return 0;
+}
+
 const layer_ops layer_conv2d_ops = {
     .name = "conv2d",
     .keys = conv_keys,
@@ -291,4 +313,5 @@ const layer_ops layer_conv2d_ops = {
     .tensors = conv_tensors,
     .convert = conv_convert,
     .macs = conv_macs,
+    .onnx = conv_onnx,
 };

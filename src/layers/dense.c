@@ -6,6 +6,7 @@
  * transposed (dense_forward). On an image as the first layer it flattens it,
  * as cohort always has; elsewhere an image needs a Flatten first.
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 #include "util/util.h"
 
@@ -190,6 +191,32 @@ static void dense_convert(const layer_plan *lp, int i, float *P, float *file, in
 
 static double dense_macs(const layer_plan *lp) { return (double)shape_size(lp->in) * lp->out.c; }
 
+/* ---- export: Gemm with transB (W [out, in], as torch.nn.Linear), then the
+ * activation; a first layer on an image flattens it, in the (C, H, W) order
+ * of its file's columns ---- */
+
+static int dense_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                      char *y, char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    char flat[ONNX_NAME_MAX], out[ONNX_NAME_MAX];
+    const char *in[3] = {x, NULL, NULL};
+    int n = settings(ls).use_bias ? 2 : 1;
+    if (lp->in.rank == 3) {
+        onnx_flatten(g, x, flat, lp->index);
+        in[0] = flat;
+    }
+    if (!onnx_weights(g, lp, n, in + 1))
+        return 1;
+    onnx_value_name(out, lp->index, "gemm");
+    onnx_node_begin(g, "Gemm", in, n + 1, out);
+    onnx_attr_int(g, "transB", 1);
+    onnx_node_end(g);
+    onnx_activation(g, ls->act, out, y, lp->index);
+    return 0;
+}
+
 const layer_ops layer_dense_ops = {
     .name = "dense",
     .keys = dense_keys,
@@ -211,4 +238,5 @@ const layer_ops layer_dense_ops = {
     .tensors = dense_tensors,
     .convert = dense_convert,
     .macs = dense_macs,
+    .onnx = dense_onnx,
 };

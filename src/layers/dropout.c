@@ -4,6 +4,7 @@
  * and scales it by 1 / (1 - rate); inference passes the input on. Its rate
  * may differ between the models of a group, and PBT may change it.
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 
 #include <stdio.h>
@@ -87,6 +88,20 @@ static int dropout_backward(const layer_pass *p)
     return 0;
 }
 
+/* ---- export: nothing at inference ---- */
+
+static int dropout_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp,
+                        const char *x, char *y, char *msg, size_t len)
+{
+    (void)g;
+    (void)ls;
+    (void)lp;
+    (void)msg;
+    (void)len;
+    str_copy(y, ONNX_NAME_MAX, x);
+    return 0;
+}
+
 const layer_ops layer_dropout_ops = {
     .name = "dropout",
     .example = "{dropout: RATE}",
@@ -100,4 +115,5 @@ const layer_ops layer_dropout_ops = {
     .backward = dropout_backward,
     .grad_in_place = 1,
     .keeps_order = 1,
+    .onnx = dropout_onnx,
 };

@@ -4,6 +4,7 @@
  * its passes do nothing; a dense or batch-norm layer after it keeps the
  * image's order in its weight file (keeps_order).
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 
 #include <stdio.h>
@@ -31,6 +32,22 @@ static int flatten_backward(const layer_pass *p)
     return 0;
 }
 
+/* ---- export: an image (NCHW) to [N, C*H*W] in the (C, H, W) order its
+ * dense layer's file reads; flat data as they are ---- */
+
+static int flatten_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp,
+                        const char *x, char *y, char *msg, size_t len)
+{
+    (void)ls;
+    (void)msg;
+    (void)len;
+    if (lp->in.rank == 3)
+        onnx_flatten(g, x, y, lp->index);
+    else
+        str_copy(y, ONNX_NAME_MAX, x);
+    return 0;
+}
+
 const layer_ops layer_flatten_ops = {
     .name = "flatten",
     .abbrev = flatten_abbrev,
@@ -40,4 +57,5 @@ const layer_ops layer_flatten_ops = {
     .grad_in_place = 1,
     .keeps_order = 1,
     .shares_input = 1,
+    .onnx = flatten_onnx,
 };

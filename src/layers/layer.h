@@ -34,6 +34,7 @@
 typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
 
 struct layer_pass;
+struct onnx_graph;
 
 /* A tensor of a weight file: layers.{index}.{suffix}. */
 typedef struct layer_tensor {
@@ -153,6 +154,15 @@ typedef struct layer_ops {
      * the file's: to_file 1 copies P's n floats at t->off into file, 0 the
      * other way. NULL: the same order. */
     void (*convert)(const layer_plan *lp, int i, float *P, float *file, int to_file);
+
+    /* ---- export (io/onnx.h) ---- */
+    /* Its ONNX nodes (cohort export), from value x (an image is NCHW there)
+     * into value y, whose name it writes (x's own for a layer that does
+     * nothing at inference); its tensors go in as the weights file has them.
+     * Non-zero with the reason in msg when it cannot. NULL: ONNX has no form
+     * for the kind, an error naming it. */
+    int (*onnx)(struct onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                char *y, char *msg, size_t len);
 } layer_ops;
 
 /* An entry's settings struct `type` in layer_spec.settings: defines

@@ -6,6 +6,7 @@
  * TensorFlow's `same`) and GlobalAveragePooling2D (one h x w window; its
  * output is flat, one value per channel, as Keras's).
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 
 #include <stdio.h>
@@ -131,6 +132,32 @@ static int max_backward(const layer_pass *p)
     return 0;
 }
 
+/* ---- export: MaxPool and AveragePool with TensorFlow's padding as explicit
+ * pads (the average over the real pixels only, as Keras), GlobalAveragePool
+ * then Flatten to [N, C] ---- */
+
+static int pool_onnx(onnx_graph *g, const layer_plan *lp, const char *op, const char *x, char *y)
+{
+    char out[ONNX_NAME_MAX];
+    onnx_value_name(out, lp->index, op);
+    onnx_node_begin(g, op, &x, 1, out);
+    onnx_window_attrs(g, lp);
+    if (!strcmp(op, "AveragePool"))
+        onnx_attr_int(g, "count_include_pad", 0);
+    onnx_node_end(g);
+    str_copy(y, ONNX_NAME_MAX, out);
+    return 0;
+}
+
+static int max_pool_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp,
+                         const char *x, char *y, char *msg, size_t len)
+{
+    (void)ls;
+    (void)msg;
+    (void)len;
+    return pool_onnx(g, lp, "MaxPool", x, y);
+}
+
 const layer_ops layer_max_pool_ops = {
     .name = "max_pooling2d",
     .keys = pool_keys,
@@ -143,6 +170,7 @@ const layer_ops layer_max_pool_ops = {
     .forward = max_forward,
     .backward = max_backward,
     .shares_input = 1,
+    .onnx = max_pool_onnx,
 };
 
 static void avg_forward(const layer_pass *p)
@@ -159,6 +187,15 @@ static int avg_backward(const layer_pass *p)
     return 0;
 }
 
+static int avg_pool_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp,
+                         const char *x, char *y, char *msg, size_t len)
+{
+    (void)ls;
+    (void)msg;
+    (void)len;
+    return pool_onnx(g, lp, "AveragePool", x, y);
+}
+
 const layer_ops layer_avg_pool_ops = {
     .name = "average_pooling2d",
     .keys = pool_keys,
@@ -171,6 +208,7 @@ const layer_ops layer_avg_pool_ops = {
     .forward = avg_forward,
     .backward = avg_backward,
     .shares_input = 1,
+    .onnx = avg_pool_onnx,
 };
 
 static int global_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
@@ -187,6 +225,20 @@ static int global_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t l
     return 0;
 }
 
+static int global_avg_pool_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp,
+                                const char *x, char *y, char *msg, size_t len)
+{
+    (void)ls;
+    (void)msg;
+    (void)len;
+    char out[ONNX_NAME_MAX];
+    onnx_value_name(out, lp->index, "gap");
+    onnx_node_begin(g, "GlobalAveragePool", &x, 1, out);
+    onnx_node_end(g);
+    onnx_flatten(g, out, y, lp->index); /* [N, C, 1, 1] to [N, C] */
+    return 0;
+}
+
 const layer_ops layer_global_avg_pool_ops = {
     .name = "global_average_pooling2d",
     .abbrev = gap_abbrev,
@@ -194,4 +246,5 @@ const layer_ops layer_global_avg_pool_ops = {
     .forward = avg_forward,
     .backward = avg_backward,
     .shares_input = 1,
+    .onnx = global_avg_pool_onnx,
 };

@@ -1,0 +1,301 @@
+/* onnx: a saved model as an ONNX model (see onnx.h). */
+#include "io/onnx.h"
+#include "io/protobuf.h"
+#include "util/util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Field numbers of onnx.proto (ONNX's IR version 8, opset 17). */
+enum {
+    MODEL_IR_VERSION = 1, MODEL_PRODUCER_NAME = 2, MODEL_PRODUCER_VERSION = 3,
+    MODEL_GRAPH = 7, MODEL_OPSET_IMPORT = 8, MODEL_METADATA_PROPS = 14,
+    OPSET_DOMAIN = 1, OPSET_VERSION = 2,
+    ENTRY_KEY = 1, ENTRY_VALUE = 2,
+    GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INITIALIZER = 5, GRAPH_INPUT = 11, GRAPH_OUTPUT = 12,
+    NODE_INPUT = 1, NODE_OUTPUT = 2, NODE_NAME = 3, NODE_OP_TYPE = 4, NODE_ATTRIBUTE = 5,
+    ATTR_NAME = 1, ATTR_F = 2, ATTR_I = 3, ATTR_INTS = 8, ATTR_TYPE = 20,
+    TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8, TENSOR_RAW_DATA = 9,
+    VALUE_NAME = 1, VALUE_TYPE = 2,
+    TYPE_TENSOR = 1, TYPE_TENSOR_ELEM_TYPE = 1, TYPE_TENSOR_SHAPE = 2,
+    SHAPE_DIM = 1, DIM_VALUE = 1, DIM_PARAM = 2
+};
+enum { ATTR_TYPE_FLOAT = 1, ATTR_TYPE_INT = 2, ATTR_TYPE_INTS = 7 };
+enum { ONNX_FLOAT = 1 };
+/* The IR version of opset 17's release (ONNX 1.12). */
+#define ONNX_IR_VERSION 8
+
+struct onnx_graph {
+    pb_writer w;
+    const st_file *file;
+    int in_node;       /* a node is open: initializers must wait */
+    int n_nodes;
+    int failed;        /* msg says why */
+    char msg[512];
+    char names[4 * COHORT_MAX_LAYERS][ONNX_NAME_MAX + 32]; /* the initializers' names */
+    int n_names;
+};
+
+static void graph_fail(onnx_graph *g, const char *fmt, ...) COHORT_PRINTF(2, 3);
+static void graph_fail(onnx_graph *g, const char *fmt, ...)
+{
+    if (g->failed)
+        return;
+    g->failed = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    str_vformat(g->msg, sizeof g->msg, fmt, ap);
+    va_end(ap);
+}
+
+void onnx_value_name(char *name, int index, const char *what)
+{
+    snprintf(name, ONNX_NAME_MAX, "layers.%d.%s", index, what);
+}
+
+static const char *weight(onnx_graph *g, const layer_plan *lp, const char *suffix)
+{
+    if (g->failed)
+        return NULL;
+    if (g->in_node || g->n_names == (int)(sizeof g->names / sizeof g->names[0])) {
+        graph_fail(g, "layer %d: an initializer inside a node (an internal error)", lp->index);
+        return NULL;
+    }
+    /* The shape the layer plans for it. */
+    layer_tensor t[4];
+    int n = lp->kind->tensors ? lp->kind->tensors(lp, t) : 0, k = 0;
+    while (k < n && strcmp(t[k].suffix, suffix) != 0)
+        k++;
+    char *name = g->names[g->n_names];
+    snprintf(name, sizeof g->names[0], "layers.%d.%s", lp->index, suffix);
+    const st_tensor *f = st_find(g->file, name);
+    if (k == n || !f) {
+        graph_fail(g, "the weights have no tensor %s", name);
+        return NULL;
+    }
+    int same = f->ndim == t[k].ndim;
+    for (int d = 0; same && d < f->ndim; d++)
+        same = f->shape[d] == t[k].shape[d];
+    if (!same) {
+        graph_fail(g, "the weights' tensor %s is not of the shape its layer plans", name);
+        return NULL;
+    }
+    size_t count = 1;
+    for (int d = 0; d < f->ndim; d++)
+        count *= (size_t)f->shape[d];
+    pb_writer *w = &g->w;
+    pb_begin(w, GRAPH_INITIALIZER);
+    for (int d = 0; d < f->ndim; d++)
+        pb_varint(w, TENSOR_DIMS, f->shape[d]);
+    pb_varint(w, TENSOR_DATA_TYPE, ONNX_FLOAT);
+    pb_string(w, TENSOR_NAME, name);
+    pb_floats_raw(w, TENSOR_RAW_DATA, f->data, count);
+    pb_end(w);
+    g->n_names++;
+    return name;
+}
+
+void onnx_node_begin(onnx_graph *g, const char *op, const char *const *in, int n_in,
+                     const char *out)
+{
+    pb_writer *w = &g->w;
+    pb_begin(w, GRAPH_NODE);
+    for (int i = 0; i < n_in; i++)
+        pb_string(w, NODE_INPUT, in[i]);
+    pb_string(w, NODE_OUTPUT, out);
+    char name[32];
+    snprintf(name, sizeof name, "n%d_%s", g->n_nodes++, op);
+    pb_string(w, NODE_NAME, name);
+    pb_string(w, NODE_OP_TYPE, op);
+    g->in_node = 1;
+}
+
+void onnx_attr_int(onnx_graph *g, const char *name, int64_t v)
+{
+    pb_writer *w = &g->w;
+    pb_begin(w, NODE_ATTRIBUTE);
+    pb_string(w, ATTR_NAME, name);
+    pb_varint(w, ATTR_I, v);
+    pb_varint(w, ATTR_TYPE, ATTR_TYPE_INT);
+    pb_end(w);
+}
+
+void onnx_attr_float(onnx_graph *g, const char *name, float v)
+{
+    pb_writer *w = &g->w;
+    pb_begin(w, NODE_ATTRIBUTE);
+    pb_string(w, ATTR_NAME, name);
+    pb_float(w, ATTR_F, v);
+    pb_varint(w, ATTR_TYPE, ATTR_TYPE_FLOAT);
+    pb_end(w);
+}
+
+void onnx_attr_ints(onnx_graph *g, const char *name, const int64_t *v, int n)
+{
+    pb_writer *w = &g->w;
+    pb_begin(w, NODE_ATTRIBUTE);
+    pb_string(w, ATTR_NAME, name);
+    pb_packed_varints(w, ATTR_INTS, v, n);
+    pb_varint(w, ATTR_TYPE, ATTR_TYPE_INTS);
+    pb_end(w);
+}
+
+void onnx_node_end(onnx_graph *g)
+{
+    pb_end(&g->w);
+    g->in_node = 0;
+}
+
+void onnx_activation(onnx_graph *g, act_kind a, const char *x, char *y, int index)
+{
+    const char *op = NULL;
+    switch (a) {
+    case ACT_LINEAR: break;
+    case ACT_RELU: op = "Relu"; break;
+    case ACT_SIGMOID: op = "Sigmoid"; break;
+    case ACT_TANH: op = "Tanh"; break;
+    case ACT_SOFTMAX: op = "Softmax"; break;
+    }
+    if (!op) {
+        if (y != x)
+            memmove(y, x, strlen(x) + 1);
+        return;
+    }
+    char out[ONNX_NAME_MAX];
+    onnx_value_name(out, index, act_name(a));
+    onnx_node_begin(g, op, &x, 1, out);
+    if (a == ACT_SOFTMAX)
+        onnx_attr_int(g, "axis", -1); /* over the outputs of each sample, as Keras */
+    onnx_node_end(g);
+    memcpy(y, out, sizeof out);
+}
+
+void onnx_window_attrs(onnx_graph *g, const layer_plan *lp)
+{
+    int64_t k[2] = {lp->kh, lp->kw}, s[2] = {lp->sh, lp->sw};
+    int64_t bottom = (int64_t)(lp->out.h - 1) * lp->sh + lp->kh - lp->in.h - lp->pad_top;
+    int64_t right = (int64_t)(lp->out.w - 1) * lp->sw + lp->kw - lp->in.w - lp->pad_left;
+    int64_t pads[4] = {lp->pad_top, lp->pad_left, bottom > 0 ? bottom : 0, right > 0 ? right : 0};
+    onnx_attr_ints(g, "kernel_shape", k, 2);
+    onnx_attr_ints(g, "strides", s, 2);
+    onnx_attr_ints(g, "pads", pads, 4);
+}
+
+void onnx_flatten(onnx_graph *g, const char *x, char *y, int index)
+{
+    char out[ONNX_NAME_MAX];
+    onnx_value_name(out, index, "flatten");
+    onnx_node_begin(g, "Flatten", &x, 1, out);
+    onnx_attr_int(g, "axis", 1);
+    onnx_node_end(g);
+    memcpy(y, out, sizeof out);
+}
+
+int onnx_weights(onnx_graph *g, const layer_plan *lp, int n, const char **names)
+{
+    layer_tensor t[4];
+    int have = lp->kind->tensors ? lp->kind->tensors(lp, t) : 0;
+    for (int k = 0; k < n; k++)
+        names[k] = k < have ? weight(g, lp, t[k].suffix) : NULL;
+    if (!g->failed && have < n)
+        graph_fail(g, "layer %d plans %d tensors, not %d (an internal error)", lp->index, have, n);
+    return !g->failed;
+}
+
+static void value_info(pb_writer *w, int field, const char *name, const int64_t *dims, int n)
+{
+    pb_begin(w, field);
+    pb_string(w, VALUE_NAME, name);
+    pb_begin(w, VALUE_TYPE);
+    pb_begin(w, TYPE_TENSOR);
+    pb_varint(w, TYPE_TENSOR_ELEM_TYPE, ONNX_FLOAT);
+    pb_begin(w, TYPE_TENSOR_SHAPE);
+    for (int d = 0; d < n; d++) {
+        pb_begin(w, SHAPE_DIM);
+        if (dims[d] < 0)
+            pb_string(w, DIM_PARAM, "N"); /* the batch: any number of samples */
+        else
+            pb_varint(w, DIM_VALUE, dims[d]);
+        pb_end(w);
+    }
+    pb_end(w);
+    pb_end(w);
+    pb_end(w);
+    pb_end(w);
+}
+
+cohort_status onnx_model(const model_spec *spec, const model_layout *L, const st_file *weights,
+                         const char *const *meta_kv, int n_meta, char **data, size_t *len,
+                         cohort_error *err)
+{
+    onnx_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
+    g->file = weights;
+    pb_writer *w = &g->w;
+    pb_init(w);
+    pb_varint(w, MODEL_IR_VERSION, ONNX_IR_VERSION);
+    pb_string(w, MODEL_PRODUCER_NAME, "cohort");
+    pb_string(w, MODEL_PRODUCER_VERSION, COHORT_VERSION);
+    pb_begin(w, MODEL_OPSET_IMPORT);
+    pb_string(w, OPSET_DOMAIN, "");
+    pb_varint(w, OPSET_VERSION, ONNX_OPSET);
+    pb_end(w);
+
+    pb_begin(w, MODEL_GRAPH);
+    pb_string(w, GRAPH_NAME, spec->name);
+    sample_shape s = L->in_shape;
+    int image = s.rank == 3;
+    int64_t in_dims[4] = {-1, s.h, s.w, s.c}, flat_dims[2] = {-1, (int64_t)shape_size(s)};
+    char cur[ONNX_NAME_MAX] = "input";
+    if (image) {
+        /* NHWC, as the data are, to NCHW, as ONNX's Conv and pools take them. */
+        const char *in = "input";
+        int64_t perm[4] = {0, 3, 1, 2};
+        str_copy(cur, sizeof cur, "input.nchw");
+        onnx_node_begin(g, "Transpose", &in, 1, cur);
+        onnx_attr_ints(g, "perm", perm, 4);
+        onnx_node_end(g);
+    }
+    cohort_status st = COHORT_OK;
+    for (int i = 0; i < L->n_layers && !st; i++) {
+        const layer_spec *ls = &spec->layers[i];
+        char next[ONNX_NAME_MAX], why[512] = "";
+        if (!ls->kind->onnx)
+            snprintf(why, sizeof why, "ONNX has no form for the layer kind %s", ls->kind->name);
+        else if (ls->kind->onnx(g, ls, &L->layers[i], cur, next, why, sizeof why) || g->failed)
+            str_copy(why, sizeof why, g->failed ? g->msg : why[0] ? why : "it has no ONNX form");
+        else
+            memcpy(cur, next, sizeof cur);
+        if (why[0])
+            st = cohort_fail(err, COHORT_ERR_INPUT, "layer %d (%s) of model '%s': %s", i,
+                             ls->kind->name, spec->name, why);
+    }
+    if (!st) {
+        const char *last = cur;
+        onnx_node_begin(g, "Identity", &last, 1, "output");
+        onnx_node_end(g);
+        value_info(w, GRAPH_INPUT, "input", image ? in_dims : flat_dims, image ? 4 : 2);
+        int64_t out_dims[2] = {-1, L->n_out};
+        value_info(w, GRAPH_OUTPUT, "output", out_dims, 2);
+        pb_end(w); /* graph */
+        for (int i = 0; i + 1 < 2 * n_meta; i += 2) {
+            pb_begin(w, MODEL_METADATA_PROPS);
+            pb_string(w, ENTRY_KEY, meta_kv[i]);
+            pb_string(w, ENTRY_VALUE, meta_kv[i + 1]);
+            pb_end(w);
+        }
+        if (w->b.failed)
+            st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory writing the ONNX model");
+    }
+    if (st) {
+        pb_free(w);
+    } else {
+        *data = w->b.data;
+        *len = w->b.len;
+    }
+    free(g);
+    return st;
+}

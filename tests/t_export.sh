@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# cohort export WEIGHTS --format onnx: the ONNX files of an MLP of flat data and of a CNN with
+# every layer kind pass onnx.checker and predict in onnxruntime (scripts/pyenv test) what
+# `cohort predict` prints, to 1e-5; bad input is exit status 2 naming what, nothing written.
+# Runs under the sanitizers too (the writer is C; Python only reads the files).
+set -u
+. "$(dirname "$0")/lib.sh"
+SRC=${COHORT_SRC:-$(dirname "$0")/..}
+
+blobs 3 400 0.8
+"$PY" - "$T" <<'PYEOF'
+import sys, numpy as np
+rng = np.random.default_rng(7)
+y = rng.integers(0, 3, 300)
+x = rng.normal(0, 0.3, (300, 9, 8, 2)).astype(np.float32)
+for c in range(3):  # class c: a bright square in its own place
+    x[y == c, 2 * c:2 * c + 3, c:c + 3, c % 2] += 1.0
+np.save(f"{sys.argv[1]}/x.npy", x)
+np.save(f"{sys.argv[1]}/y.npy", y.astype(np.int64))
+PYEOF
+cat > "$T/plan.yaml" <<YAML
+defaults: {epochs: 2, batch_size: 30}
+models:
+  - name: cnn
+    layers:
+      - {conv2d: 4, kernel_size: 3, padding: same, activation: relu}
+      - batch_normalization
+      - {max_pooling2d: 2, strides: 1, padding: same}
+      - {conv2d: 5, kernel_size: [3, 2], strides: 2, use_bias: false}
+      - {activation: tanh}
+      - {average_pooling2d: 2, padding: same}
+      - flatten
+      - batch_normalization
+      - {dropout: 0.2}
+      - {dense: 3, activation: softmax}
+  - name: gap
+    layers: [{conv2d: 3, kernel_size: 3, activation: sigmoid}, global_average_pooling2d,
+             {dense: 3, activation: softmax}]
+data: {train: "npy:$T/x.npy,$T/y.npy"}
+YAML
+cat > "$T/mlp.yaml" <<YAML
+data: {train: csv:$T/train.csv}
+defaults: {epochs: 2, batch_size: 20}
+models:
+  - {name: mlp, layers: [{dense: 8, activation: relu}, batch_normalization, {dense: 3, activation: softmax}]}
+  - {name: logits, loss: {name: sparse_categorical_crossentropy, from_logits: true},
+     layers: [{dense: 6, activation: sigmoid}, {dense: 3}]}
+YAML
+expect_status 0 "train the CNNs" -- "$COHORT" train "$T/plan.yaml" --out "$T/img" --quiet
+expect_status 0 "train the MLPs" -- "$COHORT" train "$T/mlp.yaml" --out "$T/flat" --quiet
+
+ONNXPY=$("$SRC/scripts/pyenv" test) || { bad "scripts/pyenv test"; finish; }
+check_model() { # WEIGHTS DATA X_NPY: export, then onnx.checker and onnxruntime against cohort predict
+    local w=$1 data=$2 x=$3 m
+    m=$(basename "$w" .safetensors)
+    expect_status 0 "export $m" -- "$COHORT" export "$w" --format onnx --out "$T/$m.onnx"
+    expect_status 0 "predict $m" -- "$COHORT" predict "$w" --data "$data" --out "$T/$m.csv"
+    expect_status 0 "onnx $m" -- "$ONNXPY" - "$T/$m.onnx" "$T/$m.csv" "$x" <<'PYEOF'
+import sys, numpy as np, onnx, onnxruntime as ort
+path, csv, xs = sys.argv[1:]
+model = onnx.load(path)
+onnx.checker.check_model(model, full_check=True)
+assert model.opset_import[0].version >= 17
+x = np.load(xs).astype(np.float32)
+s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+if len(s.get_inputs()[0].shape) == 2:
+    x = x.reshape(len(x), -1)
+got = s.run(["output"], {"input": x})[0]
+head = open(csv).readline().strip().split(",")
+cols = [i for i, h in enumerate(head) if h[:1] == "p" and h[1:].isdigit()]
+want = np.loadtxt(csv, delimiter=",", skiprows=1, usecols=cols, ndmin=2)
+err = np.abs(got - want).max()
+print(f"{path}: onnxruntime vs cohort predict: {err:.2e}")
+assert got.shape == want.shape and err <= 1e-5, (got.shape, want.shape, err)
+PYEOF
+}
+"$PY" -c "import numpy as np, sys; d = np.loadtxt(sys.argv[1], delimiter=',', skiprows=1); np.save(sys.argv[2], d[:, :4].astype(np.float32))" "$T/train.csv" "$T/xflat.npy"
+check_model "$T/img/models/cnn.safetensors" "npy:$T/x.npy" "$T/x.npy"
+check_model "$T/img/models/gap.safetensors" "npy:$T/x.npy" "$T/x.npy"
+check_model "$T/flat/models/mlp.safetensors" "csv:$T/train.csv" "$T/xflat.npy"
+check_model "$T/flat/models/logits.safetensors" "csv:$T/train.csv" "$T/xflat.npy"
+
+# Bad input: a usage error (2) that names what, and no file.
+expect_status 2 "format" -- "$COHORT" export "$T/flat/models/mlp.safetensors" --format tflite --out "$T/x.onnx"
+expect_err "unknown format 'tflite'; the formats are: onnx" "format"
+expect_status 2 "checkpoint" -- "$COHORT" export "$T/flat/checkpoints/mlp.safetensors" --out "$T/x.onnx"
+expect_err "is a checkpoint" "checkpoint"
+expect_status 2 "not a file" -- "$COHORT" export "$T/none.safetensors" --out "$T/x.onnx"
+expect_err "none.safetensors" "not a file"
+expect_status 2 "no weights" -- "$COHORT" export
+expect_err "needs WEIGHTS" "no weights"
+[ ! -e "$T/x.onnx" ] && ok || bad "a failed export wrote $T/x.onnx"
+# Default output name: WEIGHTS with .onnx.
+expect_status 0 "default name" -- "$COHORT" export "$T/flat/models/logits.safetensors"
+[ -s "$T/flat/models/logits.onnx" ] && ok || bad "no $T/flat/models/logits.onnx"
+finish
