@@ -5,8 +5,10 @@
 
 Every number comes from the C library: this package converts arrays and
 results, and draws progress. It needs only Python 3 and numpy; the library
-is found through COHORT_LIB (a path to libcohort.so), else the build folder
-of this source tree (build/libcohort.so), else the system's library path.
+is found through COHORT_LIB (a path to libcohort.so), else inside this
+package (where `pip install` puts it), else the build folder of the source
+tree the package sits in (build/libcohort.so), else the system's library
+path.
 See docs/python.md.
 """
 import ctypes
@@ -21,10 +23,13 @@ import warnings
 
 import numpy as np
 
+from cohort._convert import ConversionError, from_keras, from_torch, to_keras, to_torch
+from cohort import _convert
 from cohort._safetensors import read as _read_safetensors
 
-__all__ = ["train", "plan", "devices", "predict", "load", "Result", "CohortError",
-           "PlanError", "DataError", "Interrupted"]
+__all__ = ["train", "plan", "devices", "predict", "load", "export_onnx", "from_keras",
+           "from_torch", "to_keras", "to_torch", "Result", "CohortError", "PlanError",
+           "DataError", "Interrupted", "ConversionError"]
 
 # cohort_status (include/cohort.h)
 _OK, _USAGE, _INPUT, _NOMEM, _IO, _DEVICE, _DIVERGED, _INTERRUPTED, _PARTIAL, _INTERNAL = range(10)
@@ -113,9 +118,10 @@ def _find_library():
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    built = os.path.join(here, "..", "..", "build", "libcohort.so")
-    if os.path.exists(built):
-        return os.path.normpath(built)
+    for path in (os.path.join(here, "libcohort.so"),                       # pip install
+                 os.path.join(here, "..", "..", "build", "libcohort.so")):  # a source tree
+        if os.path.exists(path):
+            return os.path.normpath(path)
     return "libcohort.so"
 
 
@@ -127,7 +133,8 @@ def _lib():
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
-        raise CohortError(f"cannot load the cohort library {path}: {e}; build it with `make` "
+        raise CohortError(f"cannot load the cohort library {path}: {e}; install the package "
+                          "with `pip install` from a clone of cohort, build it with `make`, "
                           "or point COHORT_LIB at libcohort.so", _USAGE) from None
     vp, cp, ip, e = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_Error)
     sig = {
@@ -150,6 +157,7 @@ def _lib():
         "cohort_devices_note": (cp, [vp]),
         "cohort_predict": (ip, [cp, ctypes.POINTER(_Data), ctypes.POINTER(ctypes.c_float),
                                 ctypes.c_int64, ctypes.POINTER(ip), e]),
+        "cohort_export_onnx": (ip, [cp, cp, e]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -381,9 +389,11 @@ class Result:
     metrics), test (loss, accuracy or mae/rmse; None without test data),
     seconds, planned_bytes, peak_bytes, config (the model's expanded spec),
     weights (tensor name -> numpy array, the safetensors names; None when the
-    model wrote none) and best_weights (restore_best_weights' file)."""
+    model wrote none), best_weights (restore_best_weights' file) and meta
+    (the weights file's metadata: input_shape, classes, ...). to_keras() and
+    to_torch() give the trained model in those frameworks."""
 
-    def __init__(self, rec, weights, best_weights):
+    def __init__(self, rec, weights, best_weights, meta=None):
         self.name = rec["name"]
         self.status = rec["status"]
         self.error = rec.get("error")
@@ -400,6 +410,15 @@ class Result:
         self.config = rec.get("config")
         self.weights = weights
         self.best_weights = best_weights
+        self.meta = meta or {}
+
+    def to_keras(self, compile=True):
+        """The trained model as a keras.Sequential (see cohort.to_keras)."""
+        return to_keras(self, compile=compile)
+
+    def to_torch(self):
+        """The trained model as a torch.nn.Sequential (see cohort.to_torch)."""
+        return to_torch(self)
 
     def __repr__(self):
         m = self.test or self.best or {}
@@ -417,9 +436,9 @@ def _results(out_dir):
     for rec in recs:
         w = rec.get("weights")
         bw = rec.get("best_weights")
-        weights = _read_safetensors(os.path.join(out_dir, w))[0] if w else None
+        weights, meta = _read_safetensors(os.path.join(out_dir, w)) if w else (None, None)
         best = _read_safetensors(os.path.join(out_dir, bw))[0] if bw else None
-        res.append(Result(rec, weights, best))
+        res.append(Result(rec, weights, best, meta))
     return res
 
 
@@ -453,9 +472,73 @@ def _metrics_of(ev):
 
 # ---- the API ---------------------------------------------------------------------
 
-def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=None, threads=0,
-          resume=False, overwrite=False, overrides=None):
+def _framework_models(plan):
+    """plan as a list of Keras models or torch modules, or None when it is a plan."""
+    items = plan if isinstance(plan, (list, tuple)) else [plan]
+    kinds = [type(m).__module__.split(".")[0] for m in items]
+    if items and all(k in ("keras", "torch", "tf_keras", "tensorflow") for k in kinds):
+        return list(items)
+    return None
+
+
+def _models_plan(models, x, y, epochs, batch_size, validation_split, validation_data, test_data,
+                 optimizer, loss, shuffle, seed):
+    """The plan and data of model.fit's arguments over Keras models and torch modules."""
+    if x is None or y is None:
+        raise DataError("training Keras or torch models takes x and y, as model.fit", _INPUT)
+    xs = np.shape(x)
+    entries, names = [], set()
+    for m in models:
+        if type(m).__module__.split(".")[0] == "torch":
+            # cohort's data are channels last: (H, W, C) samples are torch's (C, H, W)
+            shape = xs[1:] if len(xs) == 2 else (xs[3] if len(xs) == 4 else 1, xs[1], xs[2])
+            e = from_torch(m, shape)
+        else:
+            e = from_keras(m)
+        name, n = e["name"], 1
+        while name in names:
+            name, n = f"{e['name']}_{n}", n + 1
+        e["name"] = name
+        names.add(name)
+        if optimizer is not None:
+            e["optimizer"] = _convert._keras_optimizer(optimizer)
+        if loss is not None:
+            e["loss"] = _convert._keras_loss(loss)
+        entries.append(e)
+    # model.fit's defaults: one epoch, batches of 32, shuffled.
+    defaults = {"epochs": 1 if epochs is None else epochs,
+                "batch_size": 32 if batch_size is None else batch_size,
+                "shuffle": True if shuffle is None else bool(shuffle)}
+    if seed is not None:
+        defaults["seed"] = seed
+    plan = {"defaults": defaults, "models": entries}
+    data = {"train": (x, y)}
+    if validation_split:
+        plan["data"] = {"validation_split": validation_split}
+    if validation_data is not None:
+        data["validation"] = tuple(validation_data)[:2]
+    if test_data is not None:
+        data["test"] = tuple(test_data)[:2]
+    return plan, data
+
+
+def train(plan, data=None, y=None, *, out=None, strategy="auto", on_epoch=None, progress=None,
+          threads=0, resume=False, overwrite=False, overrides=None, epochs=None, batch_size=None,
+          validation_split=None, validation_data=None, test_data=None, optimizer=None, loss=None,
+          shuffle=None, seed=None):
     """Train every model of `plan` and return a list of Result, one per model.
+
+    plan may also be a list of Keras models (built Sequential or chain
+    functional models) or torch.nn.Sequential modules, trained as
+    model.fit trains one: cohort.train([m1, m2], x, y, epochs=10,
+    batch_size=32, validation_split=0.2, validation_data=(xv, yv),
+    test_data=(xt, yt), optimizer=..., loss=...). Each starts from its
+    current weights; a compile()d Keras model brings its optimizer and
+    loss (optimizer= and loss=, a name, a Keras object or the plan's map,
+    override them for every model); batch_size 32 and one epoch unless
+    given, as fit. x is in cohort's layout, channels last. Each Result's
+    to_keras() or to_torch() gives the trained model back. Every argument
+    after y is a keyword.
 
     plan: a dict with the YAML's keys ({"defaults": ..., "models": [...],
     "sweep": ...}), or the path of a plan file. data: {"train": (x, y),
@@ -472,6 +555,17 @@ def train(plan, data=None, out=None, strategy="auto", on_epoch=None, progress=No
     stderr is a terminal or a notebook). A model that fails is a Result with
     status "failed" (or "diverged"), not an exception; a bad plan raises
     PlanError, bad data DataError, Ctrl-C Interrupted (with .results)."""
+    models = _framework_models(plan)
+    if models is not None:
+        plan, data = _models_plan(models, data, y, epochs, batch_size, validation_split,
+                                  validation_data, test_data, optimizer, loss, shuffle, seed)
+    elif y is not None or any(v is not None for v in (epochs, batch_size, validation_split,
+                                                      validation_data, test_data, optimizer,
+                                                      loss, shuffle, seed)):
+        raise PlanError("y, epochs, batch_size, validation_split, validation_data, test_data, "
+                        "optimizer, loss, shuffle and seed are arguments for Keras or torch "
+                        "models; a plan's data come in data={...} and its settings are its keys",
+                        _INPUT)
     if progress is None:
         progress = on_epoch is None and (sys.stderr.isatty() or _in_notebook())
     tmp = None
@@ -642,3 +736,17 @@ def load(path):
         except ValueError:
             pass
     return tensors, meta
+
+
+def export_onnx(weights, out):
+    """Write the model saved in `weights` (a .safetensors path that cohort
+    wrote) as an ONNX model (opset 17) to `out`, as `cohort export` does:
+    input "input" [N, H, W, C] or [N, features] as the model's data were,
+    output "output" [N, outputs], what predict gives. Returns out."""
+    lib = _lib()
+    err = _Error()
+    st = lib.cohort_export_onnx(os.fspath(weights).encode(), os.fspath(out).encode(),
+                                ctypes.byref(err))
+    if st:
+        raise (DataError if st in (_INPUT, _IO) else CohortError)(_message(err), st)
+    return out

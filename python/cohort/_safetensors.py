@@ -1,6 +1,7 @@
 """Safetensors files (F32) as numpy arrays: an 8-byte little-endian header
 length, the JSON header (with "__metadata__"), then the tensors' bytes."""
 import json
+import os
 import struct
 
 import numpy as np
@@ -23,3 +24,25 @@ def read(path):
         a, b = info["data_offsets"]
         out[name] = np.frombuffer(data[8 + n + a:8 + n + b], dtype="<f4").reshape(info["shape"])
     return out, meta
+
+
+def write(path, tensors, metadata=None):
+    """Write name -> array (as float32, C order) with __metadata__ (strings),
+    to path.tmp and then renamed over path, so that a reader never sees half a file."""
+    header, blobs, off = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name], dtype="<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
+        blobs.append(a.tobytes())
+        off += a.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the tensors start 8-byte aligned
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)

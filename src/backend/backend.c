@@ -40,23 +40,35 @@ int cuda_plugin_path(char *path, size_t n, char *why, size_t why_len)
         snprintf(why, why_len, "no CUDA plugin at %s (from COHORT_PLUGIN_DIR)", path);
         return -1;
     }
-    char exe[4096], tried[1024] = "";
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    /* Beside the program (the cohort command), then beside the library
+     * that holds this code (libcohort.so inside an installed Python
+     * package: the interpreter is the program there), then the build tree. */
+    char dirs[2][4096], tried[1024] = "";
+    int n_dirs = 0;
+    ssize_t len = readlink("/proc/self/exe", dirs[0], sizeof dirs[0] - 1);
     if (len > 0) {
-        exe[len] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(path, n, "%s/%s", exe, CUDA_PLUGIN_FILE);
-            if (file_exists(path))
-                return 0;
-            snprintf(tried, sizeof tried, "%s", path);
-        }
+        dirs[0][len] = 0;
+        n_dirs = 1;
+    }
+    Dl_info info;
+    if (dladdr((void *)cuda_plugin_path, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
+        (!n_dirs || strcmp(info.dli_fname, dirs[0]) != 0))
+        n_dirs += str_copy(dirs[n_dirs], sizeof dirs[n_dirs], info.dli_fname) == 0;
+    for (int i = 0; i < n_dirs; i++) {
+        char *slash = strrchr(dirs[i], '/');
+        if (!slash)
+            continue;
+        *slash = 0;
+        snprintf(path, n, "%s/%s", dirs[i], CUDA_PLUGIN_FILE);
+        if (file_exists(path))
+            return 0;
+        size_t used = strlen(tried);
+        snprintf(tried + used, sizeof tried - used, "%s%s", used ? ", " : "", path);
     }
     snprintf(path, n, "%s/%s", COHORT_PLUGIN_DIR, CUDA_PLUGIN_FILE);
     if (file_exists(path))
         return 0;
-    if (tried[0] && strcmp(tried, path) != 0)
+    if (tried[0] && !strstr(tried, path))
         snprintf(why, why_len, "no CUDA plugin at %s or %s: cohort was built without nvcc",
                  tried, path);
     else
