@@ -3,8 +3,8 @@
  *   fwd   Y[64,H] = X[64,N]·Wᵀ: kern_transpose + kern_dense_fwd, against
  *         cblas_sgemm(NoTrans, Trans);
  *   step  the weight gradient G[H,N] = dZᵀ·X with Adam on W: kern_dense_step,
- *         against cblas_sgemm(Trans, NoTrans) into G and then kern_step over
- *         W (what COHORT_CPU_KERNELS=blas runs);
+ *         against cblas_sgemm(Trans, NoTrans) into G and then kern_optimize
+ *         over W (what COHORT_CPU_KERNELS=blas runs);
  *   dX    the input gradient dX[64,N] = dZ·W of a layer past the first:
  *         kern_gemm_own against cblas_sgemm(NoTrans, NoTrans), for N a
  *         multiple of 16 (else "-");
@@ -18,12 +18,13 @@
  *   multiply-adds that cohort's kernels do not compute).
  * Usage: kernels [--quick] [--isa avx2|avx512|all] [--rounds N] [--shape NAME]
  *        [--opt adam|sgd|grad]   (the step's optimizer: Adam, SGD with momentum,
- *        or none: STEP_GRAD, the weight gradient alone against the sgemm alone,
+ *        or none: FUSE_GRAD, the weight gradient alone against the sgemm alone,
  *        as convolutions use it; shape conv2 is the convnet's second one)
  * prints a markdown table; more rounds find the machine's quiet moments.
  */
 #define _POSIX_C_SOURCE 199309L
 #include "backend/cpu/dense_step.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/window.h"
 
 #include <cblas.h>
@@ -67,7 +68,9 @@ typedef struct bufs {
     cpu_isa isa;
     float *X, *XT, *W, *Y, *dZ, *G, *m, *v;
     int ldt;
-    step_scalars o;
+    opt_kind kind;
+    optim_scalars sc; /* the optimizer's scalars, for kern_optimize */
+    dense_update o;   /* the same for the fused step (or FUSE_GRAD) */
 } bufs;
 
 static double min_seconds;
@@ -117,8 +120,8 @@ static void blas_step(bufs *b)
     const shape *s = b->s;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->n_out, s->n_in, s->rows, 1.0f, b->dZ,
                 s->n_out, b->X, s->n_in, 0.0f, b->G, s->n_in);
-    if (b->o.kind != STEP_GRAD)
-        kern_step(b->W, b->G, b->m, b->v, (size_t)s->n_out * (size_t)s->n_in, &b->o);
+    if (b->o.kind != FUSE_GRAD)
+        kern_optimize(b->kind, b->W, b->G, b->m, b->v, (size_t)s->n_out * (size_t)s->n_in, &b->sc);
 }
 
 static void own_dx(bufs *b)
@@ -206,12 +209,16 @@ int main(int argc, char **argv)
             b.v = filled(nw, 8, 0.001f);
             for (size_t j = 0; j < nw; j++)
                 b.v[j] = b.v[j] * b.v[j];
+            if (sgd) {
+                b.kind = OPT_SGD;
+                b.sc.sgd = (sgd_scalars){0.01f, 0.9f, SGD_MOMENTUM};
+            } else {
+                b.kind = OPT_ADAM;
+                adam_scalars_at(1e-3f, 0.9f, 0.999f, 1e-7f, 0.0f, 10, &b.sc.adam);
+            }
+            b.o = dense_update_of(b.kind, &b.sc);
             if (grad)
-                b.o = (step_scalars){.kind = STEP_GRAD};
-            else if (sgd)
-                sgd_scalars(0.01f, 0.9f, 0, 1, &b.o);
-            else
-                adam_scalars(1e-3f, 0.9f, 0.999f, 1e-7f, 0.0f, 10, &b.o);
+                b.o.kind = FUSE_GRAD;
             double flops = 2.0 * s->rows * s->n_in * s->n_out;
             double fo = best_of(own_fwd, &b, rounds), fb = best_of(blas_fwd, &b, rounds);
             double so = best_of(own_step, &b, rounds), sb = best_of(blas_step, &b, rounds);

@@ -378,67 +378,52 @@ static void test_loss(loss_kind kind, metric_kind metric, act_kind out_act, int 
     buf_free(&T);
 }
 
+/* Every optimizer of the table, CPU against GPU: each model's own settings
+ * (model 0 plain, 1 centered or with weight decay, 2 with momentum or
+ * nesterov) at step 5 of its schedule-free rate. */
 static void test_optimizers(int count)
 {
     const size_t n = 1000, s = 1010;
-    float lr[3] = {0.1f, 0.01f, 0.05f}, mom[3] = {0.0f, 0.9f, 0.8f}, b1[3] = {0.9f, 0.8f, 0.95f};
+    float lr[3] = {0.1f, 0.01f, 0.05f}, mom[3] = {0.0f, 0.0f, 0.8f}, b1[3] = {0.9f, 0.8f, 0.95f};
     float b2[3] = {0.999f, 0.99f, 0.9999f}, eps[3] = {1e-7f, 1e-6f, 1e-8f};
-    float wd[3] = {0.0f, 0.004f, 0.01f};
-    int nest[3] = {0, 0, 1};
+    float wd[3] = {0.0f, 0.004f, 0.01f}, rho[3] = {0.9f, 0.8f, 0.95f};
+    int nest[3] = {0, 0, 1}, centered[3] = {0, 1, 0};
     unsigned char active[3] = {1, 1, 1};
     if (count == 3)
         active[1] = 0; /* an inactive model must stay as it is */
-    float rho[3] = {0.9f, 0.8f, 0.95f}, nm[3] = {0.5f, 0.4f, 0.6f}, ng[3] = {0.1f, 0.2f, 0.05f};
-    float nv[3] = {1.5f, 2.0f, 1.1f};
-    int centered[3] = {0, 1, 0};
-    optim_step o = {lr, mom, b1, b2, eps, wd, nest, rho, centered, nm, ng, nv, active, 5};
     char what[64];
-    for (int with_v = 0; with_v < 2; with_v++) {
+    for (int kind = 0; kind < OPT_KIND_COUNT; kind++) {
+        const optim_entry *e = optim_entry_of((opt_kind)kind);
+        optim_scalars sc[3];
+        int slots = 0;
+        for (int k = 0; k < count; k++) {
+            optim_spec os;
+            optim_defaults(&os, (opt_kind)kind);
+            os.lr = lr[k], os.momentum = mom[k], os.beta1 = b1[k], os.beta2 = b2[k];
+            os.eps = eps[k], os.rho = rho[k], os.nesterov = nest[k], os.centered = centered[k];
+            os.weight_decay = kind == OPT_ADAMW ? wd[k] : 0.0f;
+            optim_memo memo = {0, 0};
+            e->scalars(&os, os.lr, 5, &memo, &sc[k]);
+            if (e->slots(&os) > slots)
+                slots = e->slots(&os);
+        }
+        optim_step o = {sc, active};
         buf w = buf_make(s * (size_t)count, -1, 1), g = buf_make(s * (size_t)count, -1, 1);
-        buf v = buf_make(s * (size_t)count, -0.1f, 0.1f);
-        cpu->sgd(cc, w.h, g.h, with_v ? v.h : NULL, s, n, &o, count);
-        gpu->sgd(gc, w.d, g.d, with_v ? v.d : NULL, s, n, &o, count);
-        snprintf(what, sizeof what, "sgd count %d%s", count, with_v ? " momentum" : "");
+        buf s1 = buf_make(s * (size_t)count, 0.5f, 1.0f), s2 = buf_make(s * (size_t)count, 0, 0.01f);
+        cpu->optimize(cc, (opt_kind)kind, w.h, g.h, slots > 0 ? s1.h : NULL,
+                      slots > 1 ? s2.h : NULL, s, n, &o, count);
+        gpu->optimize(gc, (opt_kind)kind, w.d, g.d, slots > 0 ? s1.d : NULL,
+                      slots > 1 ? s2.d : NULL, s, n, &o, count);
+        snprintf(what, sizeof what, "%s count %d", e->name, count);
         check_close(what, &w, 1e-5);
-        check_close(what, &v, 1e-5);
+        check_close(what, &s1, 1e-5);
+        check_close(what, &s2, 1e-5);
+        check_no_error(what);
         buf_free(&w);
         buf_free(&g);
-        buf_free(&v);
+        buf_free(&s1);
+        buf_free(&s2);
     }
-    buf w = buf_make(s * (size_t)count, -1, 1), g = buf_make(s * (size_t)count, -1, 1);
-    buf m = buf_make(s * (size_t)count, -0.1f, 0.1f), v = buf_make(s * (size_t)count, 0, 0.01f);
-    cpu->adam(cc, w.h, g.h, m.h, v.h, s, n, &o, count);
-    gpu->adam(gc, w.d, g.d, m.d, v.d, s, n, &o, count);
-    snprintf(what, sizeof what, "adam count %d", count);
-    check_close(what, &w, 1e-5);
-    check_close(what, &m, 1e-5);
-    check_close(what, &v, 1e-5);
-    cpu->nadam(cc, w.h, g.h, m.h, v.h, s, n, &o, count);
-    gpu->nadam(gc, w.d, g.d, m.d, v.d, s, n, &o, count);
-    snprintf(what, sizeof what, "nadam count %d", count);
-    check_close(what, &w, 1e-5);
-    check_close(what, &m, 1e-5);
-    check_close(what, &v, 1e-5);
-    /* rmsprop below: model 0 plain, 1 centered, 2 with momentum */
-    cpu->adagrad(cc, w.h, g.h, v.h, s, n, &o, count);
-    gpu->adagrad(gc, w.d, g.d, v.d, s, n, &o, count);
-    snprintf(what, sizeof what, "adagrad count %d", count);
-    check_close(what, &w, 1e-5);
-    check_close(what, &v, 1e-5);
-    buf vel = buf_make(s * (size_t)count, 0.5f, 1.0f), s2 = buf_make(s * (size_t)count, -0.1f, 0.1f);
-    cpu->rmsprop(cc, w.h, g.h, vel.h, s2.h, s, n, &o, count);
-    gpu->rmsprop(gc, w.d, g.d, vel.d, s2.d, s, n, &o, count);
-    snprintf(what, sizeof what, "rmsprop count %d", count);
-    check_close(what, &w, 1e-5);
-    check_close(what, &vel, 1e-5);
-    check_close(what, &s2, 1e-5);
-    check_no_error(what);
-    buf_free(&vel);
-    buf_free(&s2);
-    buf_free(&w);
-    buf_free(&g);
-    buf_free(&m);
-    buf_free(&v);
 }
 
 /* The clipping and regularizer ops: the norms' sums in double, the same on

@@ -1,7 +1,9 @@
 /*
  * The fused weight-gradient and optimizer step (kern_dense_step) against
  * the two-pass reference: G = dZᵀ·X summed over the rows in order with one
- * fused multiply-add each, then kern_sgd or kern_adam over G. Every vector
+ * fused multiply-add each, then the optimizer's own per-weight function
+ * (optim/sgd.h, optim/adam.h, through kern_optimize) over G, with the
+ * scalars its table entry makes. Every vector
  * width the processor has must give the reference bit for bit, for every
  * optimizer, over shapes with and without vector tails, for row ranges
  * split anywhere on a tile boundary, over several steps. The reference G
@@ -13,6 +15,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/window.h"
 #include "check.h"
+#include "optim/optim.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -21,15 +24,15 @@
 
 typedef struct opt_case {
     const char *name;
-    int adam;
+    opt_kind kind;
     float lr, momentum, weight_decay;
     int nesterov;
 } opt_case;
 
 static const opt_case cases[] = {
-    {"sgd", 0, 0.05f, 0.0f, 0.0f, 0},     {"momentum", 0, 0.05f, 0.9f, 0.0f, 0},
-    {"nesterov", 0, 0.05f, 0.9f, 0.0f, 1}, {"adam", 1, 0.01f, 0.0f, 0.0f, 0},
-    {"adamw", 1, 0.01f, 0.0f, 0.004f, 0},
+    {"sgd", OPT_SGD, 0.05f, 0.0f, 0.0f, 0},      {"momentum", OPT_SGD, 0.05f, 0.9f, 0.0f, 0},
+    {"nesterov", OPT_SGD, 0.05f, 0.9f, 0.0f, 1}, {"adam", OPT_ADAM, 0.01f, 0.0f, 0.0f, 0},
+    {"adamw", OPT_ADAMW, 0.01f, 0.0f, 0.004f, 0},
 };
 
 static void fill(float *p, size_t n, rng_state *r, float scale)
@@ -47,12 +50,19 @@ static size_t bits_differ(const float *a, const float *b, size_t n)
     return bad;
 }
 
-static void scalars_of(const opt_case *c, int64_t t, step_scalars *o)
+/* The case's scalars of step t, from its optimizer's entry. */
+static optim_scalars scalars_of(const opt_case *c, int64_t t)
 {
-    if (c->adam)
-        adam_scalars(c->lr, 0.9f, 0.999f, 1e-7f, c->weight_decay, t, o);
-    else
-        sgd_scalars(c->lr, c->momentum, c->nesterov, 1, o);
+    optim_spec o;
+    optim_defaults(&o, c->kind);
+    o.lr = c->lr;
+    o.momentum = c->momentum;
+    o.nesterov = c->nesterov;
+    o.weight_decay = c->weight_decay;
+    optim_memo memo = {0, 0};
+    optim_scalars s;
+    optim_entry_of(c->kind)->scalars(&o, o.lr, t, &memo, &s);
+    return s;
 }
 
 /* Three steps of one shape, optimizer and vector width; 0 when every
@@ -92,19 +102,16 @@ static int run_case(cpu_isa isa, const opt_case *c, int rows, int n_out, int n_i
                 double e = fabs(g - exact);
                 worst_g = e > worst_g ? e : worst_g;
             }
-        if (c->adam)
-            kern_adam(w[0], G, s1[0], s2[0], nw, c->lr, 0.9f, 0.999f, 1e-7f, c->weight_decay, t);
-        else
-            kern_sgd(w[0], G, c->momentum != 0.0f ? s1[0] : NULL, nw, c->lr, c->momentum,
-                     c->nesterov);
-        step_scalars o;
-        memset(&o, 0, sizeof o);
-        scalars_of(c, t, &o);
+        int adam = c->kind != OPT_SGD;
+        optim_scalars sc = scalars_of(c, t);
+        kern_optimize(c->kind, w[0], G, c->momentum != 0.0f || adam ? s1[0] : NULL,
+                      adam ? s2[0] : NULL, nw, &sc);
+        dense_update o = dense_update_of(c->kind, &sc);
         /* The fused step, its rows cut at `split` (a multiple of DENSE_TILE_ROWS). */
         int cut = split < n_out ? split : n_out;
-        kern_dense_step(isa, w[1], s1[1], c->adam ? s2[1] : NULL, dZ, (size_t)n_out, X,
+        kern_dense_step(isa, w[1], s1[1], adam ? s2[1] : NULL, dZ, (size_t)n_out, X,
                         (size_t)n_in, rows, n_in, 0, cut, &o);
-        kern_dense_step(isa, w[1], s1[1], c->adam ? s2[1] : NULL, dZ, (size_t)n_out, X,
+        kern_dense_step(isa, w[1], s1[1], adam ? s2[1] : NULL, dZ, (size_t)n_out, X,
                         (size_t)n_in, rows, n_in, cut, n_out, &o);
         bad = memcmp(w[0], w[1], nw * sizeof(float)) != 0 ||
               memcmp(s1[0], s1[1], nw * sizeof(float)) != 0 ||
@@ -138,7 +145,7 @@ static void ref_grad(float *G, const float *dZ, const float *X, int rows, int n_
         }
 }
 
-/* STEP_GRAD: W receives G itself (a convolution's weight gradient), every
+/* FUSE_GRAD: W receives G itself (a convolution's weight gradient), every
  * element written (W starts as NaNs), its rows cut at split; 0 when G
  * equals the sums in row order bit for bit. */
 static int run_grad(cpu_isa isa, int rows, int n_out, int n_in, int split)
@@ -154,7 +161,7 @@ static int run_grad(cpu_isa isa, int rows, int n_out, int n_in, int split)
     ref_grad(ref, dZ, X, rows, n_out, n_in);
     for (size_t i = 0; i < nw; i++)
         G[i] = NAN;
-    const step_scalars grad = {.kind = STEP_GRAD};
+    const dense_update grad = {.kind = FUSE_GRAD};
     int cut = split < n_out ? split : n_out;
     kern_dense_step(isa, G, NULL, NULL, dZ, (size_t)n_out, X, (size_t)n_in, rows, n_in, 0, cut,
                     &grad);

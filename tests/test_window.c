@@ -15,6 +15,7 @@
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu.h"
 #include "check.h"
+#include "optim/optim.h"
 #include "util/util.h"
 
 #include <cblas.h>
@@ -676,8 +677,9 @@ static void test_pool_denormals(void)
     fill(X, (size_t)ROWS * IN, -1.0f, 1.0f);
     for (size_t i = 0; i < (size_t)ROWS * OUT; i++)
         dZ[i] = 0.0f;
-    float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-7f, wd = 0.0f;
-    int nesterov = 0;
+    optim_spec os;
+    optim_defaults(&os, OPT_ADAM); /* lr 1e-3, betas 0.9, 0.999, epsilon 1e-7 */
+    optim_memo memo = {0, 0};
     unsigned char active = 1;
     unsigned fp = fp_flush_denormals();
     size_t differ = 0, denormal = 0;
@@ -689,8 +691,9 @@ static void test_pool_denormals(void)
             W[c][i] = 0.5f;
     }
     for (int64_t t = 1; t <= STEPS; t++) {
-        optim_step o = {.lr = &lr, .beta1 = &b1, .beta2 = &b2, .eps = &eps, .weight_decay = &wd,
-                        .nesterov = &nesterov, .active = &active, .t = t};
+        optim_scalars sc;
+        optim_entry_of(OPT_ADAM)->scalars(&os, os.lr, t, &memo, &sc);
+        optim_step o = {&sc, &active};
         for (int c = 0; c < 2; c++) {
             for (size_t i = 0; i < n; i++) {
                 m[c][i] = 1.2e-38f;

@@ -12,28 +12,21 @@
 
 #include "cohort.h"
 #include "model/model.h"
+#include "optim/update.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 9 /* never reused: 8 was briefly taken (2026-12-05) */
+#define COHORT_BACKEND_API_VERSION 10 /* never reused: 8 was briefly taken (2026-12-05) */
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
-/* Per-model optimizer settings of one step, host memory, [count] each. */
+/* One optimizer step of `count` models: each model's scalars of this step
+ * (its optimizer's entry makes them: optim/optim.h), host memory [count]. */
 typedef struct optim_step {
-    const float *lr, *momentum, *beta1, *beta2, *eps, *weight_decay;
-    const int *nesterov;
-    const float *rho;            /* rmsprop */
-    const int *centered;         /* rmsprop */
-    /* nadam's factors at step t, from Keras's momentum schedule u_i =
-     * beta1 (1 - 0.5 * 0.96^i) and their products P_t = u_1...u_t (the host
-     * computes them in double): nm = u_{t+1} / (1 - P_{t+1}) for m,
-     * ng = (1 - u_t) / (1 - P_t) for the gradient, nv = 1 / (1 - beta2^t) */
-    const float *nm, *ng, *nv;
-    const unsigned char *active; /* 0: leave this model's parameters alone */
-    int64_t t;                   /* 1-based step number (Adam bias correction) */
+    const optim_scalars *sc;
+    const unsigned char *active; /* [count]; 0: leave this model's parameters alone */
 } optim_step;
 
 /*
@@ -170,24 +163,12 @@ typedef struct backend_ops {
     void (*loss)(backend_ctx *ctx, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
                  size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
                  int rows, int cols, float grad_scale, int count);
-    /* Optimizer updates over n parameters per model, strides s (floats). */
-    void (*sgd)(backend_ctx *ctx, float *w, const float *g, float *v, size_t s, size_t n,
-                const optim_step *o, int count);
-    void (*adam)(backend_ctx *ctx, float *w, const float *g, float *m, float *v, size_t s,
-                 size_t n, const optim_step *o, int count); /* adam and adamw */
-    /* Keras's RMSprop: vel = rho vel + (1-rho) g^2; centered: avg = rho avg +
-     * (1-rho) g and d = vel - avg^2 + eps, else d = vel + eps; inc = lr g /
-     * sqrt(d); momentum > 0: mom = momentum mom + inc, w -= mom; else w -= inc.
-     * s2 is the momentum or the average gradient (NULL where no model needs one). */
-    void (*rmsprop)(backend_ctx *ctx, float *w, const float *g, float *vel, float *s2, size_t s,
-                    size_t n, const optim_step *o, int count);
-    /* Keras's Adagrad: acc += g^2; w -= lr g / sqrt(acc + eps). */
-    void (*adagrad)(backend_ctx *ctx, float *w, const float *g, float *acc, size_t s, size_t n,
-                    const optim_step *o, int count);
-    /* Keras's Nadam: m += (g-m)(1-beta1), v += (g^2-v)(1-beta2),
-     * w -= lr (nm m + ng g) / (sqrt(v nv) + eps). */
-    void (*nadam)(backend_ctx *ctx, float *w, const float *g, float *m, float *v, size_t s,
-                  size_t n, const optim_step *o, int count);
+    /* The update of optimizer `kind` (its entry's per-weight function,
+     * optim/NAME.h) over n parameters w of each active model from their
+     * gradients g, with its slots s1 and s2 (NULL where no model of the group
+     * keeps one); strides s (floats). */
+    void (*optimize)(backend_ctx *ctx, opt_kind kind, float *w, const float *g, float *s1,
+                     float *s2, size_t s, size_t n, const optim_step *o, int count);
 
     /* -- gradient clipping and regularizers; every per-model setting is
      * host memory [count], and 0 turns it off for that model -- */
@@ -286,16 +267,17 @@ typedef struct backend_ops {
     void (*conv_bwd_data)(backend_ctx *ctx, float *dX, float *scratch, const float *dY,
                           const float *W, const window_geom *g, int F, int chunk);
 
-    /* Optional (NULL, or a return of 0: gemm into the gradients, then sgd
-     * or adam): the weight gradient of a dense layer taken by the optimizer
+    /* Optional (NULL, or a return of 0: gemm into the gradients, then
+     * optimize): the weight gradient of a dense layer taken by the optimizer
      * at once; returns 1 when done, the same answer for every call on one
      * context (the trainer then steps only the biases itself). For
      * each active model k, G = dZᵀ·X (dZ rows x n_out, leading dimension ldd;
      * X rows x n_in, ldx) updates W (n_out x n_in) and its optimizer slots s1
-     * (velocity or Adam's m) and s2 (Adam's v; NULL for SGD) exactly as sgd or
-     * adam would from G, without storing G. Strides: sW for W, s1 and s2.
-     * kind is sgd, adam or adamw: the trainer never asks for another, nor
-     * for a model whose gradient must be whole first (clipping, regularizers). */
+     * and s2 (NULL where the group keeps none) exactly as optimize would from
+     * G, without storing G. Strides: sW for W, s1 and s2. kind is one that
+     * fuses says it takes: the trainer never asks for another, nor for a
+     * model whose gradient must be whole first (clipping, regularizers). */
+    int (*fuses)(backend_ctx *ctx, opt_kind kind); /* with dense_step */
     int (*dense_step)(backend_ctx *ctx, opt_kind kind, float *W, float *s1, float *s2, size_t sW,
                       const float *dZ, int ldd, size_t sdZ, const float *X, int ldx, size_t sX,
                       int rows, int n_out, int n_in, const optim_step *o, int count);

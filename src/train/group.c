@@ -134,8 +134,7 @@ static void group_configure(train_group *g, const model_spec *const *specs, int 
     for (int k = 1; k < K; k++)
         if (!model_same_order(specs[0], specs[k]))
             g->shared = 0;
-    opt_kind kind = specs[0]->opt.kind;
-    g->fuse_step = kind == OPT_SGD || kind == OPT_ADAM || kind == OPT_ADAMW;
+    g->fuse_step = g->be->dense_step && g->be->fuses && g->be->fuses(g->ctx, specs[0]->opt.kind);
     for (int k = 0; k < K; k++)
         if (model_needs_full_grads(specs[k]))
             g->fuse_step = 0;
@@ -193,15 +192,6 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
         const model_spec *s = specs[k];
         g->spec[k] = s;
         g->lr[k] = s->opt.lr;
-        g->momentum[k] = s->opt.momentum;
-        g->nesterov[k] = s->opt.nesterov;
-        g->beta1[k] = s->opt.beta1;
-        g->beta2[k] = s->opt.beta2;
-        g->eps[k] = s->opt.eps;
-        g->wd[k] = s->opt.kind == OPT_ADAMW ? s->opt.weight_decay : 0.0f;
-        g->rho[k] = s->opt.rho;
-        g->centered[k] = s->opt.centered;
-        g->uprod[k] = 1.0;
         g->clipnorm[k] = s->opt.clipnorm;
         g->global_clipnorm[k] = s->opt.global_clipnorm;
         g->clipvalue[k] = s->opt.clipvalue;

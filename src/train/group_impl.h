@@ -10,6 +10,7 @@
 #define COHORT_GROUP_IMPL_H
 
 #include "layers/pass.h"
+#include "optim/optim.h"
 #include "train/train.h"
 
 struct train_group {
@@ -29,25 +30,18 @@ struct train_group {
     double *stats;
     double *norms; /* [K] device scratch: a sum of squares per model (clipping) */
     /* host-side, [K] each */
-    float lr[COHORT_MAX_GROUP], momentum[COHORT_MAX_GROUP], beta1[COHORT_MAX_GROUP],
-        beta2[COHORT_MAX_GROUP], eps[COHORT_MAX_GROUP], wd[COHORT_MAX_GROUP];
-    int nesterov[COHORT_MAX_GROUP];
-    float rho[COHORT_MAX_GROUP];
-    int centered[COHORT_MAX_GROUP];
     /* lr is each model's learning rate (reduce_lr_on_plateau lowers it);
      * lr_step the rate of the step being taken (under a schedule, the
-     * schedule's); nm, ng, nv: nadam's factors of that step (optim_step) */
-    float lr_step[COHORT_MAX_GROUP], nm[COHORT_MAX_GROUP], ng[COHORT_MAX_GROUP],
-        nv[COHORT_MAX_GROUP];
-    /* nadam: the momentum schedule's product u_1...u_i of model k, i = uprod_t[k] */
-    double uprod[COHORT_MAX_GROUP];
-    int64_t uprod_t[COHORT_MAX_GROUP];
+     * schedule's); sc the optimizer's scalars of that step (its entry's,
+     * optim/optim.h), memo what its entry keeps between a model's steps */
+    float lr[COHORT_MAX_GROUP], lr_step[COHORT_MAX_GROUP];
+    optim_scalars sc[COHORT_MAX_GROUP];
+    optim_memo memo[COHORT_MAX_GROUP];
     float clipnorm[COHORT_MAX_GROUP], global_clipnorm[COHORT_MAX_GROUP],
         clipvalue[COHORT_MAX_GROUP];
     /* Dense layers may take their weights' step inside backward (the
-     * backend's dense_step): the optimizer is one it implements (sgd, adam,
-     * adamw) and no member's gradient must be whole first (a clip or a
-     * kernel regularizer). */
+     * backend's dense_step): the optimizer is one it fuses and no member's
+     * gradient must be whole first (a clip or a kernel regularizer). */
     int fuse_step;
     float smoothing[COHORT_MAX_GROUP], huber_delta[COHORT_MAX_GROUP]; /* the loss's */
     unsigned char active[COHORT_MAX_GROUP];

@@ -153,43 +153,18 @@ float group_lr_at(const train_group *g, int k, int64_t step)
     return (float)model_lr_at(&g->spec[k]->opt, (double)g->lr[k], step);
 }
 
-/* Keras's Nadam momentum factor u_i = beta1 (1 - 0.5 * 0.96^i). */
-static double nadam_u(double beta1, int64_t i) { return beta1 * (1.0 - 0.5 * pow(0.96, (double)i)); }
-
-/* u_1...u_t of model k: one factor more than the last call's, or (a
- * resumed fit) the product over again. */
-static double nadam_product(train_group *g, int k, int64_t t)
-{
-    double b1 = (double)g->beta1[k];
-    if (g->uprod_t[k] > t || g->uprod_t[k] < t - 1) {
-        g->uprod[k] = 1.0;
-        g->uprod_t[k] = 0;
-    }
-    while (g->uprod_t[k] < t)
-        g->uprod[k] *= nadam_u(b1, ++g->uprod_t[k]);
-    return g->uprod[k];
-}
-
 /* The optimizer settings of models r for the step that makes the count t:
- * each model's learning rate at step t - 1 of its schedule, and nadam's
- * factors of step t. */
+ * each model's learning rate at step t - 1 of its schedule, and its
+ * optimizer's scalars at that rate (none for t = 0: no step). */
 static optim_step optim_of(train_group *g, krange r, int64_t t)
 {
-    int k0 = r.k0;
-    for (int k = k0; k < k0 + r.count; k++) {
+    const optim_entry *e = optim_entry_of(g->spec[0]->opt.kind);
+    for (int k = r.k0; k < r.k0 + r.count; k++) {
         g->lr_step[k] = group_lr_at(g, k, t > 0 ? t - 1 : 0);
-        if (g->spec[k]->opt.kind != OPT_NADAM || t <= 0)
-            continue;
-        double b1 = (double)g->beta1[k], p = nadam_product(g, k, t);
-        double u = nadam_u(b1, t), u_next = nadam_u(b1, t + 1);
-        g->nm[k] = (float)(u_next / (1.0 - p * u_next));
-        g->ng[k] = (float)((1.0 - u) / (1.0 - p));
-        g->nv[k] = (float)(1.0 / (1.0 - pow((double)g->beta2[k], (double)t)));
+        if (t > 0)
+            e->scalars(&g->spec[k]->opt, g->lr_step[k], t, &g->memo[k], &g->sc[k]);
     }
-    optim_step o = {g->lr_step + k0, g->momentum + k0, g->beta1 + k0, g->beta2 + k0,
-                    g->eps + k0,     g->wd + k0,       g->nesterov + k0, g->rho + k0,
-                    g->centered + k0, g->nm + k0,      g->ng + k0,       g->nv + k0,
-                    g->active + k0,  t};
+    optim_step o = {g->sc + r.k0, g->active + r.k0};
     return o;
 }
 
@@ -242,26 +217,8 @@ static void optimize(train_group *g, krange r, int64_t t, const unsigned char *s
         size_t n = any ? lp->p_off + lp->n_params - off : L->n_trained;
         if (n == 0)
             continue;
-        switch (g->spec[0]->opt.kind) {
-        case OPT_SGD:
-            g->be->sgd(g->ctx, w + off, gr + off, m ? m + off : NULL, P, n, &o, r.count);
-            break;
-        case OPT_ADAM:
-        case OPT_ADAMW:
-            g->be->adam(g->ctx, w + off, gr + off, m + off, v + off, P, n, &o, r.count);
-            break;
-        case OPT_RMSPROP:
-            g->be->rmsprop(g->ctx, w + off, gr + off, m + off, v ? v + off : NULL, P, n, &o,
-                           r.count);
-            break;
-        case OPT_ADAGRAD:
-            g->be->adagrad(g->ctx, w + off, gr + off, m + off, P, n, &o, r.count);
-            break;
-        case OPT_NADAM:
-            g->be->nadam(g->ctx, w + off, gr + off, m + off, v + off, P, n, &o, r.count);
-            break;
-        case OPT_KIND_COUNT: break;
-        }
+        g->be->optimize(g->ctx, g->spec[0]->opt.kind, w + off, gr + off, m ? m + off : NULL,
+                        v ? v + off : NULL, P, n, &o, r.count);
     }
 }
 

@@ -647,57 +647,14 @@ static void cpu_loss(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, co
     }
 }
 
-static void cpu_sgd(backend_ctx *c, float *w, const float *g, float *v, size_t s, size_t n,
-                    const optim_step *o, int count)
-{
-    (void)c;
-    for (int k = 0; k < count; k++) {
-        if (!o->active[k])
-            continue;
-        kern_sgd(w + k * s, g + k * s, v ? v + k * s : NULL, n, o->lr[k], o->momentum[k],
-                 o->nesterov[k]);
-    }
-}
-
-static void cpu_adam(backend_ctx *c, float *w, const float *g, float *m, float *v, size_t s,
-                     size_t n, const optim_step *o, int count)
-{
-    (void)c;
-    for (int k = 0; k < count; k++) {
-        if (!o->active[k])
-            continue;
-        kern_adam(w + k * s, g + k * s, m + k * s, v + k * s, n, o->lr[k], o->beta1[k],
-                  o->beta2[k], o->eps[k], o->weight_decay[k], o->t);
-    }
-}
-
-static void cpu_rmsprop(backend_ctx *c, float *w, const float *g, float *vel, float *s2,
-                        size_t s, size_t n, const optim_step *o, int count)
+static void cpu_optimize(backend_ctx *c, opt_kind kind, float *w, const float *g, float *s1,
+                         float *s2, size_t s, size_t n, const optim_step *o, int count)
 {
     (void)c;
     for (int k = 0; k < count; k++)
         if (o->active[k])
-            kern_rmsprop(w + k * s, g + k * s, vel + k * s, s2 ? s2 + k * s : NULL, n, o->lr[k],
-                         o->rho[k], o->momentum[k], o->centered[k], o->eps[k]);
-}
-
-static void cpu_adagrad(backend_ctx *c, float *w, const float *g, float *acc, size_t s,
-                        size_t n, const optim_step *o, int count)
-{
-    (void)c;
-    for (int k = 0; k < count; k++)
-        if (o->active[k])
-            kern_adagrad(w + k * s, g + k * s, acc + k * s, n, o->lr[k], o->eps[k]);
-}
-
-static void cpu_nadam(backend_ctx *c, float *w, const float *g, float *m, float *v, size_t s,
-                      size_t n, const optim_step *o, int count)
-{
-    (void)c;
-    for (int k = 0; k < count; k++)
-        if (o->active[k])
-            kern_nadam(w + k * s, g + k * s, m + k * s, v + k * s, n, o->lr[k], o->beta1[k],
-                       o->beta2[k], o->eps[k], o->nm[k], o->ng[k], o->nv[k]);
+            kern_optimize(kind, w + k * s, g + k * s, s1 ? s1 + k * s : NULL,
+                          s2 ? s2 + k * s : NULL, n, &o->sc[k]);
 }
 
 static void cpu_sum_sq(backend_ctx *c, double *acc, const float *x, size_t s, size_t n, int add,
@@ -793,7 +750,7 @@ typedef struct dense_job {
     int rows, n_out, n_in, count;
     const unsigned char *active;
     _Atomic int next[POOL_MAX + 1]; /* per part: row groups of its share taken (deal) */
-    step_scalars o[COHORT_MAX_GROUP];
+    dense_update o[COHORT_MAX_GROUP];
 } dense_job;
 
 /* Row groups of W, of every active model, as long as there are any. */
@@ -816,6 +773,12 @@ static void dense_part(void *p, int part, int parts)
         }
 }
 
+static int cpu_fuses(backend_ctx *c, opt_kind kind)
+{
+    (void)c;
+    return dense_fuses(kind);
+}
+
 static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, float *s2,
                           size_t sW, const float *dZ, int ldd, size_t sdZ, const float *X, int ldx,
                           size_t sX, int rows, int n_out, int n_in, const optim_step *o, int count)
@@ -824,13 +787,8 @@ static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, fl
         return 0;
     dense_job j = {c->isa, W, s1, s2, sW, sdZ, sX, (size_t)ldd, (size_t)ldx, dZ, X, rows,
                    n_out, n_in, count, o->active, {0}, {{0}}};
-    for (int k = 0; k < count; k++) {
-        if (kind == OPT_SGD)
-            sgd_scalars(o->lr[k], o->momentum[k], o->nesterov[k], s1 != NULL, &j.o[k]);
-        else
-            adam_scalars(o->lr[k], o->beta1[k], o->beta2[k], o->eps[k], o->weight_decay[k], o->t,
-                         &j.o[k]);
-    }
+    for (int k = 0; k < count; k++)
+        j.o[k] = dense_update_of(kind, &o->sc[k]);
     pool_run(c, dense_part, &j, (double)rows * n_out * n_in * count);
     return 1;
 }
@@ -986,7 +944,7 @@ typedef struct conv_job {
     int own;          /* own kernels instead of sgemm: kern_gemm_own (gemm_own_ok of the
                        * product's N) for the forward and input gradient; the weight
                        * gradient's long inner dimension (a chunk's rows) goes through the
-                       * dense step's sums (STEP_GRAD), whose register tile holds its sums
+                       * dense step's sums (FUSE_GRAD), whose register tile holds its sums
                        * over every row, where kern_gemm_own had run at half OpenBLAS's
                        * rate (45 against 85 GFLOP/s on an AVX2 Zen 3) */
     act_kind act;
@@ -1086,7 +1044,7 @@ static void wgrad_chunk(const conv_job *j, int ch, int i0, int i1, float *col)
     if (j->small) {
         kern_conv_small_wgrad(j->isa, out, dY, col, rows, j->F, j->kc);
     } else if (j->own) {
-        const step_scalars grad = {.kind = STEP_GRAD};
+        const dense_update grad = {.kind = FUSE_GRAD};
         kern_dense_step(j->isa, out, NULL, NULL, dY, F, col, (size_t)j->kc, rows, j->kc, 0, j->F,
                         &grad);
     } else {
@@ -1278,11 +1236,7 @@ static const backend_ops cpu_ops = {
     .mul = cpu_mul,
     .copy = cpu_copyf,
     .loss = cpu_loss,
-    .sgd = cpu_sgd,
-    .adam = cpu_adam,
-    .rmsprop = cpu_rmsprop,
-    .adagrad = cpu_adagrad,
-    .nadam = cpu_nadam,
+    .optimize = cpu_optimize,
     .sum_sq = cpu_sum_sq,
     .clip_norm = cpu_clip_norm,
     .clip_value = cpu_clip_value,
@@ -1297,6 +1251,7 @@ static const backend_ops cpu_ops = {
     .bn_fwd_train = cpu_bn_fwd_train,
     .bn_fwd_infer = cpu_bn_fwd_infer,
     .bn_bwd = cpu_bn_bwd,
+    .fuses = cpu_fuses,
     .dense_step = cpu_dense_step,
     .xt_ld = cpu_xt_ld,
     .transpose = cpu_transpose,

@@ -5,19 +5,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-void adam_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
-                  step_scalars *s)
+int dense_fuses(opt_kind kind) { return kind == OPT_SGD || kind == OPT_ADAM || kind == OPT_ADAMW; }
+
+dense_update dense_update_of(opt_kind kind, const optim_scalars *s)
 {
-    double b1t = pow((double)beta1, (double)t), b2t = pow((double)beta2, (double)t);
-    s->kind = STEP_ADAM;
-    s->alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
-    /* 1 - beta in double, then rounded once, as Keras computes it. */
-    s->c1 = (float)(1.0 - (double)beta1);
-    s->c2 = (float)(1.0 - (double)beta2);
-    s->eps = eps;
-    s->decay = weight_decay != 0.0f ? weight_decay * lr : 0.0f;
-    s->lr = lr;
-    s->momentum = 0.0f;
+    dense_update u = {FUSE_ADAM, *s};
+    if (kind == OPT_SGD)
+        u.kind = s->sgd.mode == SGD_PLAIN      ? FUSE_SGD
+                 : s->sgd.mode == SGD_NESTEROV ? FUSE_NESTEROV
+                                               : FUSE_MOMENTUM;
+    return u;
+}
+
+void kern_dense_update(float *w, const float *g, float *s1, float *s2, size_t n,
+                       const dense_update *u)
+{
+    /* The scalars copied here: stores to w cannot change a local. */
+    const optim_scalars c = u->s;
+    switch (u->kind) {
+    case FUSE_GRAD:
+        memcpy(w, g, n * sizeof *w);
+        break;
+    case FUSE_SGD:
+        for (size_t i = 0; i < n; i++)
+            sgd_update(w + i, g[i], NULL, NULL, &c.sgd);
+        break;
+    case FUSE_MOMENTUM:
+    case FUSE_NESTEROV:
+        for (size_t i = 0; i < n; i++)
+            sgd_update(w + i, g[i], s1 + i, NULL, &c.sgd);
+        break;
+    case FUSE_ADAM:
+        for (size_t i = 0; i < n; i++)
+            adam_update(w + i, g[i], s1 + i, s2 + i, &c.adam);
+        break;
+    }
 }
 
 void part_range(int n, int unit, int part, int parts, int *a, int *b)
@@ -28,19 +50,11 @@ void part_range(int n, int unit, int part, int parts, int *a, int *b)
     *b = end < n ? end : n;
 }
 
-void sgd_scalars(float lr, float momentum, int nesterov, int has_slot, step_scalars *s)
-{
-    memset(s, 0, sizeof *s);
-    s->kind = !has_slot || momentum == 0.0f ? STEP_SGD : nesterov ? STEP_NESTEROV : STEP_MOMENTUM;
-    s->lr = lr;
-    s->momentum = momentum;
-}
-
 /* Columns [c0, n_in) of rows [j0, j1): G a chunk of columns at a time, then
- * kern_step over the chunk. */
+ * kern_dense_update over the chunk. */
 static void dense_step_scalar(float *W, float *s1, float *s2, const float *dZ, size_t ldd,
                               const float *X, size_t ldx, int rows, int n_in, int c0, int j0,
-                              int j1, const step_scalars *o)
+                              int j1, const dense_update *o)
 {
     enum { CHUNK = 64 };
     float g[CHUNK];
@@ -55,7 +69,7 @@ static void dense_step_scalar(float *W, float *s1, float *s2, const float *dZ, s
                 g[c] = acc;
             }
             size_t i = (size_t)j * (size_t)n_in + (size_t)c1;
-            kern_step(W + i, g, s1 ? s1 + i : NULL, s2 ? s2 + i : NULL, (size_t)n, o);
+            kern_dense_update(W + i, g, s1 ? s1 + i : NULL, s2 ? s2 + i : NULL, (size_t)n, o);
         }
 }
 
@@ -117,7 +131,7 @@ static void dense_step_scalar(float *W, float *s1, float *s2, const float *dZ, s
 
 void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *dZ, size_t ldd,
                      const float *X, size_t ldx, int rows, int n_in, int j0, int j1,
-                     const step_scalars *o)
+                     const dense_update *o)
 {
     int done = 0;
 #if defined(__x86_64__) && defined(__GNUC__)

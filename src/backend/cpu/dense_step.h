@@ -3,14 +3,16 @@
  * weights, for the CPU: G = dZᵀ·X is computed one register tile at a time
  * and each tile goes straight into the update of W and the optimizer state,
  * so G is never written to memory, nor zeroed, nor read back. Per element,
- * the update is exactly kern_sgd's or kern_adam's (same operations, same
- * order, no contraction); G's sums run over the rows in order, one fused
- * multiply-add per row, whatever the vector width.
+ * the update is exactly the optimizer's own function's (optim/sgd.h,
+ * optim/adam.h: same operations, same order, no contraction); G's sums run
+ * over the rows in order, one fused multiply-add per row, whatever the
+ * vector width.
  */
 #ifndef COHORT_DENSE_STEP_H
 #define COHORT_DENSE_STEP_H
 
 #include "backend/cpu/isa.h"
+#include "optim/update.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -40,30 +42,31 @@ int kern_dense_stripe(int rows, int nvec, int vl, int tile_v);
  * of a transpose by its 8 x 8 blocks, batch rows one by one. */
 void part_range(int n, int unit, int part, int parts, int *a, int *b);
 
-/* STEP_GRAD is no step: W receives the gradient G itself (a convolution's
- * weight gradient, whose chunks' partial sums are added afterwards). */
-typedef enum { STEP_SGD, STEP_MOMENTUM, STEP_NESTEROV, STEP_ADAM, STEP_GRAD } step_kind;
+/* What kern_dense_step does with each element of G: store it in W (no
+ * step: a convolution's weight gradient, whose chunks' partial sums are
+ * added afterwards), or one of the updates it fuses, each the vector form
+ * of its optimizer's per-weight function (optim/sgd.h, optim/adam.h). */
+typedef enum { FUSE_SGD, FUSE_MOMENTUM, FUSE_NESTEROV, FUSE_ADAM, FUSE_GRAD } fuse_kind;
 
-/* One model's optimizer step as scalars, computed once per step. */
-typedef struct step_scalars {
-    step_kind kind;
-    float lr, momentum;        /* SGD */
-    float alpha, c1, c2, eps;  /* Adam: alpha = lr sqrt(1-b2^t)/(1-b1^t), c = 1 - beta */
-    float decay;               /* AdamW: w -= w * decay before the step; else 0 */
-} step_scalars;
+/* One model's update in the fused step: its form and its optimizer's
+ * scalars of this step. */
+typedef struct dense_update {
+    fuse_kind kind;
+    optim_scalars s;
+} dense_update;
 
-/* Adam's scalars at step t, exactly as kern_adam computes them. */
-void adam_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
-                  step_scalars *s);
+/* Whether kern_dense_step fuses optimizer `kind` (sgd, adam, adamw). */
+int dense_fuses(opt_kind kind);
+/* The fused update of one model of optimizer `kind` (one dense_fuses
+ * takes) from its scalars s. */
+dense_update dense_update_of(opt_kind kind, const optim_scalars *s);
 
-/* SGD's scalars: plain, with momentum or Nesterov, as kern_sgd picks them
- * (has_slot: there is a velocity buffer). */
-void sgd_scalars(float lr, float momentum, int nesterov, int has_slot, step_scalars *s);
-
-/* The step of n weights w from their gradients g, slots s1 and s2 as in
- * kern_dense_step: the element-wise arithmetic of kern_sgd and kern_adam,
- * which call it, and of every vector width of kern_dense_step. */
-void kern_step(float *w, const float *g, float *s1, float *s2, size_t n, const step_scalars *o);
+/* The update of n weights w from their gradients g, slots s1 and s2 as in
+ * kern_dense_step, one weight at a time by the optimizer's own function:
+ * the scalar columns of kern_dense_step, and the reference its vectors are
+ * tested against. */
+void kern_dense_update(float *w, const float *g, float *s1, float *s2, size_t n,
+                       const dense_update *u);
 
 /*
  * Rows [j0, j1) of one dense layer: G[j][c] = sum over r < rows of
@@ -72,7 +75,7 @@ void kern_step(float *w, const float *g, float *s1, float *s2, size_t n, const s
  */
 void kern_dense_step(cpu_isa isa, float *W, float *s1, float *s2, const float *dZ, size_t ldd,
                      const float *X, size_t ldx, int rows, int n_in, int j0, int j1,
-                     const step_scalars *o);
+                     const dense_update *u);
 
 /* The vector width, in floats, that the choices between paths count in
  * under every ISA (AVX-512's): the same shapes take the same paths, and so

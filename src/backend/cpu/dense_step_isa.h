@@ -24,46 +24,50 @@
 #define PF_DIST 2
 #endif
 
-/* The optimizer step of VL consecutive weights from their gradient g; kind
+/* The optimizer step of VL consecutive weights from their gradient g: the
+ * vector form of sgd_update (optim/sgd.h) and adam_update (optim/adam.h),
+ * the same operations in the same order, so the same bits per lane. kind
  * is o->kind, passed apart so that a caller can make it a constant, and so
- * is decay (0: Adam without weight decay, 1: o->decay decides). */
+ * is decay (0: Adam without weight decay, 1: o's decay decides). */
 static inline __attribute__((always_inline)) TGT void FN(update)(float *w, float *s1, float *s2,
-                                                                VT g, const step_scalars *o,
-                                                                const step_kind kind,
+                                                                VT g, const dense_update *o,
+                                                                const fuse_kind kind,
                                                                 const int decay)
 {
-    if (kind == STEP_GRAD) {
+    if (kind == FUSE_GRAD) {
         VSTORE(w, g);
         return;
     }
     VT W = VLOAD(w);
+    const sgd_scalars *sg = &o->s.sgd;
+    const adam_scalars *ad = &o->s.adam;
     switch (kind) {
-    case STEP_GRAD: break;
-    case STEP_SGD:
-        W = VSUB(W, VMUL(VSET1(o->lr), g));
+    case FUSE_GRAD: break;
+    case FUSE_SGD:
+        W = VSUB(W, VMUL(VSET1(sg->lr), g));
         break;
-    case STEP_MOMENTUM: {
-        VT v = VSUB(VMUL(VSET1(o->momentum), VLOAD(s1)), VMUL(VSET1(o->lr), g));
+    case FUSE_MOMENTUM: {
+        VT v = VSUB(VMUL(VSET1(sg->momentum), VLOAD(s1)), VMUL(VSET1(sg->lr), g));
         VSTORE(s1, v);
         W = VADD(W, v);
         break;
     }
-    case STEP_NESTEROV: {
-        VT mom = VSET1(o->momentum), lg = VMUL(VSET1(o->lr), g);
+    case FUSE_NESTEROV: {
+        VT mom = VSET1(sg->momentum), lg = VMUL(VSET1(sg->lr), g);
         VT v = VSUB(VMUL(mom, VLOAD(s1)), lg);
         VSTORE(s1, v);
         W = VADD(W, VSUB(VMUL(mom, v), lg));
         break;
     }
-    case STEP_ADAM: {
-        if (decay && o->decay != 0.0f)
-            W = VSUB(W, VMUL(W, VSET1(o->decay)));
+    case FUSE_ADAM: {
+        if (decay && ad->decay != 0.0f)
+            W = VSUB(W, VMUL(W, VSET1(ad->decay)));
         VT m = VLOAD(s1), v = VLOAD(s2);
-        m = VADD(m, VMUL(VSUB(g, m), VSET1(o->c1)));
-        v = VADD(v, VMUL(VSUB(VMUL(g, g), v), VSET1(o->c2)));
+        m = VADD(m, VMUL(VSUB(g, m), VSET1(ad->c1)));
+        v = VADD(v, VMUL(VSUB(VMUL(g, g), v), VSET1(ad->c2)));
         VSTORE(s1, m);
         VSTORE(s2, v);
-        W = VSUB(W, VDIV(VMUL(VSET1(o->alpha), m), VADD(VSQRT(v), VSET1(o->eps))));
+        W = VSUB(W, VDIV(VMUL(VSET1(ad->alpha), m), VADD(VSQRT(v), VSET1(ad->eps))));
         break;
     }
     }
@@ -82,11 +86,11 @@ typedef struct {
 
 /* The update of the pending tile's vector u. */
 static inline __attribute__((always_inline)) TGT void FN(pend_one)(FN(pending) *p, int u,
-                                                                  size_t ldw, const step_scalars *o,
-                                                                  const step_kind kind,
+                                                                  size_t ldw, const dense_update *o,
+                                                                  const fuse_kind kind,
                                                                   const int decay)
 {
-    const int has1 = kind == STEP_ADAM || p->s1, has2 = kind == STEP_ADAM || p->s2;
+    const int has1 = kind == FUSE_ADAM || p->s1, has2 = kind == FUSE_ADAM || p->s2;
     size_t off = (size_t)(u / TILE_V) * ldw + (size_t)(u % TILE_V) * VL;
     FN(update)(p->w + off, has1 ? p->s1 + off : NULL, has2 ? p->s2 + off : NULL,
                VLOAD(p->g + u * VL), o, kind, decay);
@@ -112,12 +116,12 @@ static inline __attribute__((always_inline)) TGT void FN(pend_one)(FN(pending) *
  */
 static inline __attribute__((always_inline)) TGT void
 FN(tile)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd, const float *X,
-         size_t ldx, int rows, const step_scalars *o, const int nj, const int nv,
-         const step_kind kind, const int decay, FN(pending) *pend)
+         size_t ldx, int rows, const dense_update *o, const int nj, const int nv,
+         const fuse_kind kind, const int decay, FN(pending) *pend)
 {
     int u = 0;
     /* Adam always has both slots: with kind a constant, no test of them. */
-    const int has1 = kind == STEP_ADAM || s1, has2 = kind == STEP_ADAM || s2;
+    const int has1 = kind == FUSE_ADAM || s1, has2 = kind == FUSE_ADAM || s2;
     VT acc[TILE_J][TILE_V];
     for (int a = 0; a < nj; a++)
         for (int q = 0; q < nv; q++)
@@ -186,7 +190,7 @@ FN(tile)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd
 /* Rows [j, j + nj) over the vector columns [0, nvec * VL), nj a constant. */
 static inline __attribute__((always_inline)) TGT void
 FN(rows)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd, const float *X,
-         size_t ldx, int rows, int nvec, const step_scalars *o, const int nj, const step_kind kind,
+         size_t ldx, int rows, int nvec, const dense_update *o, const int nj, const fuse_kind kind,
          const int decay)
 {
     int q = 0;
@@ -195,7 +199,7 @@ FN(rows)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd
     FN(pending) *pp = NULL;
 #ifdef PIPE_UPDATE
     FN(pending) pend;
-    if (nvec >= 2 * TILE_V && kind != STEP_GRAD) {
+    if (nvec >= 2 * TILE_V && kind != FUSE_GRAD) {
         pend.n = 0;
         pp = &pend;
     }
@@ -218,12 +222,12 @@ FN(rows)(float *W, float *s1, float *s2, size_t ldw, const float *dZ, size_t ldd
  * floats apart. */
 static TGT void FN(dense_step_cols)(float *W, float *s1, float *s2, const float *dZ, size_t ldd,
                                     const float *X, size_t ldx, int rows, int nvec, size_t ldw,
-                                    int j0, int j1, const step_scalars *o)
+                                    int j0, int j1, const dense_update *o)
 {
     float pack[DENSE_PACK_ROWS * TILE_J];
     /* The scalars copied here: stores to W cannot change a local, so they
      * stay in registers instead of being loaded again after every store. */
-    const step_scalars sc = *o;
+    const dense_update sc = *o;
     o = &sc;
     for (int j = j0; j < j1;) {
         int nj = j1 - j < TILE_J ? j1 - j : TILE_J;
@@ -247,12 +251,12 @@ static TGT void FN(dense_step_cols)(float *W, float *s1, float *s2, const float 
         case 6:
             /* Full row groups with Adam, most of the work, get the update
              * without its switch (the kind a constant) */
-            if (o->kind == STEP_ADAM && o->decay == 0.0f)
-                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_ADAM, 0);
-            else if (o->kind == STEP_ADAM)
-                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_ADAM, 1);
-            else if (o->kind == STEP_GRAD)
-                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, STEP_GRAD, 0);
+            if (o->kind == FUSE_ADAM && o->s.adam.decay == 0.0f)
+                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, FUSE_ADAM, 0);
+            else if (o->kind == FUSE_ADAM)
+                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, FUSE_ADAM, 1);
+            else if (o->kind == FUSE_GRAD)
+                FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, FUSE_GRAD, 0);
             else
                 FN(rows)(w, a, b, ldw, d, ld, X, ldx, rows, nvec, o, 6, o->kind, 1);
             break;
@@ -275,7 +279,7 @@ static TGT void FN(dense_step_cols)(float *W, float *s1, float *s2, const float 
  * groups; each element of G is the same sum. */
 static TGT void FN(dense_step)(float *W, float *s1, float *s2, const float *dZ, size_t ldd,
                                const float *X, size_t ldx, int rows, int n_in, size_t ldw,
-                               int j0, int j1, const step_scalars *o)
+                               int j0, int j1, const dense_update *o)
 {
     int nvec = n_in / VL, stripe = kern_dense_stripe(rows, nvec, VL, TILE_V);
     for (int v0 = 0; v0 < nvec; v0 += stripe) {

@@ -269,102 +269,35 @@ void kern_loss(const loss_params *p, float *Z, const int32_t *y, const float *t,
     stats[STAT_SQ_SUM] += sq;
 }
 
-void kern_step(float *w, const float *g, float *s1, float *s2, size_t n, const step_scalars *o)
+/* The loops of kern_optimize: `update` over n weights with the scalars c, a
+ * local copy (stores to w cannot change it), one loop for each set of slots
+ * so that none tests a slot per weight. */
+#define OPTIMIZE_LOOP(update, c)                                                              \
+    do {                                                                                      \
+        if (s2)                                                                               \
+            for (size_t i = 0; i < n; i++)                                                    \
+                update(w + i, g[i], s1 + i, s2 + i, c);                                       \
+        else if (s1)                                                                          \
+            for (size_t i = 0; i < n; i++)                                                    \
+                update(w + i, g[i], s1 + i, NULL, c);                                         \
+        else                                                                                  \
+            for (size_t i = 0; i < n; i++)                                                    \
+                update(w + i, g[i], NULL, NULL, c);                                           \
+    } while (0)
+
+void kern_optimize(opt_kind kind, float *w, const float *g, float *s1, float *s2, size_t n,
+                   const optim_scalars *s)
 {
-    float lr = o->lr, momentum = o->momentum;
-    switch (o->kind) {
-    case STEP_GRAD:
-        memcpy(w, g, n * sizeof *w);
-        break;
-    case STEP_SGD:
-        for (size_t i = 0; i < n; i++)
-            w[i] -= lr * g[i];
-        break;
-    case STEP_MOMENTUM:
-        for (size_t i = 0; i < n; i++) {
-            s1[i] = momentum * s1[i] - lr * g[i];
-            w[i] += s1[i];
-        }
-        break;
-    case STEP_NESTEROV:
-        for (size_t i = 0; i < n; i++) {
-            s1[i] = momentum * s1[i] - lr * g[i];
-            w[i] += momentum * s1[i] - lr * g[i];
-        }
-        break;
-    case STEP_ADAM: {
-        float alpha = o->alpha, c1 = o->c1, c2 = o->c2, eps = o->eps;
-        if (o->decay != 0.0f) {
-            float d = o->decay;
-            for (size_t i = 0; i < n; i++)
-                w[i] -= w[i] * d;
-        }
-        for (size_t i = 0; i < n; i++) {
-            float gi = g[i];
-            s1[i] += (gi - s1[i]) * c1;
-            s2[i] += (gi * gi - s2[i]) * c2;
-            w[i] -= alpha * s1[i] / (sqrtf(s2[i]) + eps);
-        }
-        break;
+    switch (kind) {
+#define OPTIMIZE_CASE(KIND, member, update)                                                   \
+    case OPT_##KIND: {                                                                        \
+        const optim_scalars c = *s;                                                           \
+        OPTIMIZE_LOOP(update, &c.member);                                                     \
+        break;                                                                                \
     }
-    }
-}
-
-void kern_sgd(float *w, const float *g, float *v, size_t n, float lr, float momentum, int nesterov)
-{
-    step_scalars o;
-    sgd_scalars(lr, momentum, nesterov, v != NULL, &o);
-    kern_step(w, g, v, NULL, n, &o);
-}
-
-void kern_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-               float beta2, float eps, float weight_decay, int64_t t)
-{
-    step_scalars o;
-    adam_scalars(lr, beta1, beta2, eps, weight_decay, t, &o);
-    kern_step(w, g, m, v, n, &o);
-}
-
-void kern_rmsprop(float *w, const float *g, float *vel, float *s2, size_t n, float lr, float rho,
-                  float momentum, int centered, float eps)
-{
-    /* 1 - rho in double, then rounded once, as Keras computes it. */
-    float c = (float)(1.0 - (double)rho);
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        vel[i] = rho * vel[i] + c * (gi * gi);
-        float d = vel[i] + eps;
-        if (centered) {
-            s2[i] = rho * s2[i] + c * gi;
-            d = vel[i] - s2[i] * s2[i] + eps;
-        }
-        float inc = lr * gi / sqrtf(d);
-        if (momentum > 0.0f) {
-            s2[i] = momentum * s2[i] + inc;
-            inc = s2[i];
-        }
-        w[i] -= inc;
-    }
-}
-
-void kern_adagrad(float *w, const float *g, float *acc, size_t n, float lr, float eps)
-{
-    for (size_t i = 0; i < n; i++) {
-        acc[i] += g[i] * g[i];
-        w[i] -= lr * g[i] / sqrtf(acc[i] + eps);
-    }
-}
-
-void kern_nadam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                float beta2, float eps, float nm, float ng, float nv)
-{
-    float c1 = (float)(1.0 - (double)beta1), c2 = (float)(1.0 - (double)beta2);
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        m[i] += (gi - m[i]) * c1;
-        v[i] += (gi * gi - v[i]) * c2;
-        float mhat = nm * m[i] + ng * gi;
-        w[i] -= lr * mhat / (sqrtf(v[i] * nv) + eps);
+        OPTIM_UPDATES(OPTIMIZE_CASE)
+#undef OPTIMIZE_CASE
+    case OPT_KIND_COUNT: break;
     }
 }
 

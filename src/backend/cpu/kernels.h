@@ -7,6 +7,7 @@
 #define COHORT_KERNELS_H
 
 #include "model/model.h"
+#include "optim/update.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,21 +38,12 @@ typedef struct loss_params {
  * [2] = the batch's mean loss, [3] += summed mean e^2. */
 void kern_loss(const loss_params *p, float *Z, const int32_t *y, const float *t, float *dZ,
                double *stats, int rows, int cols, float grad_scale);
-/* Keras SGD: v = momentum*v - lr*g; w += v (nesterov: w += momentum*v - lr*g).
- * v may be NULL when momentum is 0: w -= lr*g. */
-void kern_sgd(float *w, const float *g, float *v, size_t n, float lr, float momentum, int nesterov);
-/* Keras Adam(W): decoupled decay w -= w*wd*lr, then
- * m += (g-m)(1-b1), v += (g^2-v)(1-b2), w -= lr*sqrt(1-b2^t)/(1-b1^t) * m/(sqrt(v)+eps). */
-void kern_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-               float beta2, float eps, float weight_decay, int64_t t);
-/* Keras's RMSprop over n weights (s2: momentum or average gradient). */
-void kern_rmsprop(float *w, const float *g, float *vel, float *s2, size_t n, float lr, float rho,
-                  float momentum, int centered, float eps);
-/* Keras's Adagrad: acc += g^2; w -= lr g / sqrt(acc + eps). */
-void kern_adagrad(float *w, const float *g, float *acc, size_t n, float lr, float eps);
-/* Keras's Nadam with the step's factors nm, ng, nv (optim_step). */
-void kern_nadam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                float beta2, float eps, float nm, float ng, float nv);
+/* The update of optimizer `kind` over n weights w from their gradients g,
+ * with its slots s1 and s2 (NULL where it keeps none) and one model's
+ * scalars of this step: its per-weight function (optim/NAME.h) a weight at a
+ * time. */
+void kern_optimize(opt_kind kind, float *w, const float *g, float *s1, float *s2, size_t n,
+                   const optim_scalars *s);
 /* Sums in double, in index order. */
 double kern_sum_sq(const float *x, size_t n);
 double kern_sum_abs(const float *x, size_t n);

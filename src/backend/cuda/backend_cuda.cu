@@ -568,113 +568,22 @@ void cu_loss_op(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, const i
     }
 }
 
-void cu_sgd_op(backend_ctx *c, float *w, const float *g, float *v, size_t s, size_t n,
-               const optim_step *o, int count)
+void cu_optimize_op(backend_ctx *c, opt_kind kind, float *w, const float *g, float *s1,
+                    float *s2, size_t s, size_t n, const optim_step *o, int count)
 {
     on(c);
     for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
         int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
-        cu_sgd_args a;
+        cu_optim_args a;
         memset(&a, 0, sizeof a);
         for (int k = 0; k < m; k++) {
-            a.lr[k] = o->lr[k0 + k];
-            a.momentum[k] = o->momentum[k0 + k];
-            a.nesterov[k] = o->nesterov[k0 + k];
+            a.sc[k] = o->sc[k0 + k];
             a.active[k] = o->active[k0 + k];
         }
         size_t off = (size_t)k0 * s;
-        note(c, "sgd", cu_sgd(c->stream, w + off, g + off, v ? v + off : nullptr, s, n, &a, m));
-    }
-}
-
-void cu_adam_op(backend_ctx *c, float *w, const float *g, float *m, float *v, size_t s, size_t n,
-                const optim_step *o, int count)
-{
-    on(c);
-    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
-        int cnt = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
-        cu_adam_args a;
-        memset(&a, 0, sizeof a);
-        for (int k = 0; k < cnt; k++) {
-            int i = k0 + k;
-            /* The scalars exactly as kern_adam computes them. */
-            double b1t = pow((double)o->beta1[i], (double)o->t);
-            double b2t = pow((double)o->beta2[i], (double)o->t);
-            a.alpha[k] = (float)((double)o->lr[i] * sqrt(1.0 - b2t) / (1.0 - b1t));
-            a.c1[k] = (float)(1.0 - (double)o->beta1[i]);
-            a.c2[k] = (float)(1.0 - (double)o->beta2[i]);
-            a.eps[k] = o->eps[i];
-            a.decay[k] = o->weight_decay[i] != 0.0f ? o->weight_decay[i] * o->lr[i] : 0.0f;
-            a.active[k] = o->active[i];
-        }
-        size_t off = (size_t)k0 * s;
-        note(c, "adam", cu_adam(c->stream, w + off, g + off, m + off, v + off, s, n, &a, cnt));
-    }
-}
-
-void cu_rmsprop_op(backend_ctx *c, float *w, const float *g, float *vel, float *s2, size_t s,
-                   size_t n, const optim_step *o, int count)
-{
-    on(c);
-    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
-        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
-        cu_rmsprop_args a;
-        memset(&a, 0, sizeof a);
-        for (int k = 0; k < m; k++) {
-            int i = k0 + k;
-            a.lr[k] = o->lr[i];
-            a.rho[k] = o->rho[i];
-            a.c[k] = (float)(1.0 - (double)o->rho[i]); /* as kern_rmsprop */
-            a.momentum[k] = o->momentum[i];
-            a.eps[k] = o->eps[i];
-            a.centered[k] = o->centered[i];
-            a.active[k] = o->active[i];
-        }
-        size_t off = (size_t)k0 * s;
-        note(c, "rmsprop", cu_rmsprop(c->stream, w + off, g + off, vel + off,
-                                      s2 ? s2 + off : nullptr, s, n, &a, m));
-    }
-}
-
-void cu_adagrad_op(backend_ctx *c, float *w, const float *g, float *acc, size_t s, size_t n,
-                   const optim_step *o, int count)
-{
-    on(c);
-    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
-        int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
-        cu_adagrad_args a;
-        memset(&a, 0, sizeof a);
-        for (int k = 0; k < m; k++) {
-            a.lr[k] = o->lr[k0 + k];
-            a.eps[k] = o->eps[k0 + k];
-            a.active[k] = o->active[k0 + k];
-        }
-        size_t off = (size_t)k0 * s;
-        note(c, "adagrad", cu_adagrad(c->stream, w + off, g + off, acc + off, s, n, &a, m));
-    }
-}
-
-void cu_nadam_op(backend_ctx *c, float *w, const float *g, float *m, float *v, size_t s,
-                 size_t n, const optim_step *o, int count)
-{
-    on(c);
-    for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
-        int cnt = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
-        cu_nadam_args a;
-        memset(&a, 0, sizeof a);
-        for (int k = 0; k < cnt; k++) {
-            int i = k0 + k;
-            a.lr[k] = o->lr[i];
-            a.c1[k] = (float)(1.0 - (double)o->beta1[i]); /* as kern_nadam */
-            a.c2[k] = (float)(1.0 - (double)o->beta2[i]);
-            a.eps[k] = o->eps[i];
-            a.nm[k] = o->nm[i];
-            a.ng[k] = o->ng[i];
-            a.nv[k] = o->nv[i];
-            a.active[k] = o->active[i];
-        }
-        size_t off = (size_t)k0 * s;
-        note(c, "nadam", cu_nadam(c->stream, w + off, g + off, m + off, v + off, s, n, &a, cnt));
+        note(c, "optimize",
+             cu_optimize(c->stream, kind, w + off, g + off, s1 ? s1 + off : nullptr,
+                         s2 ? s2 + off : nullptr, s, n, &a, m));
     }
 }
 
@@ -871,11 +780,7 @@ backend_ops make_ops()
     o.mul = cu_mul_op;
     o.copy = cu_copy_op;
     o.loss = cu_loss_op;
-    o.sgd = cu_sgd_op;
-    o.adam = cu_adam_op;
-    o.rmsprop = cu_rmsprop_op;
-    o.adagrad = cu_adagrad_op;
-    o.nadam = cu_nadam_op;
+    o.optimize = cu_optimize_op;
     o.sum_sq = cu_sum_sq_op;
     o.clip_norm = cu_clip_norm_op;
     o.clip_value = cu_clip_value_op;

@@ -329,123 +329,25 @@ __global__ void k_loss(cu_loss_args a, float *Z, size_t sZ, const int32_t *Y, si
     stats_finish(stats + STATS_PER_MODEL * k, wl, wr, wsq, rows);
 }
 
-__global__ void k_sgd(float *W, const float *G, float *V, size_t st, size_t n, cu_sgd_args a)
+/* Each model's weights through its optimizer's per-weight function, the
+ * one the CPU runs (optim/NAME.h). */
+__global__ void k_optimize(opt_kind kind, float *W, const float *G, float *S1, float *S2,
+                           size_t st, size_t n, cu_optim_args a)
 {
     int k = blockIdx.y;
     if (!a.active[k])
         return;
-    float *w = W + k * st;
+    float *w = W + k * st, *s1 = S1 ? S1 + k * st : nullptr, *s2 = S2 ? S2 + k * st : nullptr;
     const float *g = G + k * st;
-    float lr = a.lr[k], mom = a.momentum[k];
-    if (!V || mom == 0.0f) {
-        ELEMENTS(i, n) { w[i] -= lr * g[i]; }
-        return;
-    }
-    float *v = V + k * st;
-    if (a.nesterov[k]) {
-        ELEMENTS(i, n)
-        {
-            v[i] = mom * v[i] - lr * g[i];
-            w[i] += mom * v[i] - lr * g[i];
-        }
-    } else {
-        ELEMENTS(i, n)
-        {
-            v[i] = mom * v[i] - lr * g[i];
-            w[i] += v[i];
-        }
-    }
-}
-
-__global__ void k_adam(float *W, const float *G, float *M, float *V, size_t st, size_t n,
-                       cu_adam_args a)
-{
-    int k = blockIdx.y;
-    if (!a.active[k])
-        return;
-    float *w = W + k * st, *m = M + k * st, *v = V + k * st;
-    const float *g = G + k * st;
-    float alpha = a.alpha[k], c1 = a.c1[k], c2 = a.c2[k], eps = a.eps[k], d = a.decay[k];
-    ELEMENTS(i, n)
-    {
-        float wi = w[i];
-        if (d != 0.0f)
-            wi -= wi * d;
-        float gi = g[i];
-        float mi = m[i] + (gi - m[i]) * c1;
-        float vi = v[i] + (gi * gi - v[i]) * c2;
-        m[i] = mi;
-        v[i] = vi;
-        w[i] = wi - alpha * mi / (sqrtf(vi) + eps);
-    }
-}
-
-__global__ void k_rmsprop(float *W, const float *G, float *VEL, float *S2, size_t st, size_t n,
-                          cu_rmsprop_args a)
-{
-    int k = blockIdx.y;
-    if (!a.active[k])
-        return;
-    float *w = W + k * st, *vel = VEL + k * st, *s2 = S2 ? S2 + k * st : nullptr;
-    const float *g = G + k * st;
-    float lr = a.lr[k], rho = a.rho[k], c = a.c[k], mom = a.momentum[k], eps = a.eps[k];
-    int centered = a.centered[k];
-    ELEMENTS(i, n)
-    {
-        float gi = g[i];
-        float vi = rho * vel[i] + c * (gi * gi);
-        vel[i] = vi;
-        float d = vi + eps;
-        if (centered) {
-            float ai = rho * s2[i] + c * gi;
-            s2[i] = ai;
-            d = vi - ai * ai + eps;
-        }
-        float inc = lr * gi / sqrtf(d);
-        if (mom > 0.0f) {
-            inc = mom * s2[i] + inc;
-            s2[i] = inc;
-        }
-        w[i] -= inc;
-    }
-}
-
-__global__ void k_adagrad(float *W, const float *G, float *ACC, size_t st, size_t n,
-                          cu_adagrad_args a)
-{
-    int k = blockIdx.y;
-    if (!a.active[k])
-        return;
-    float *w = W + k * st, *acc = ACC + k * st;
-    const float *g = G + k * st;
-    float lr = a.lr[k], eps = a.eps[k];
-    ELEMENTS(i, n)
-    {
-        float ai = acc[i] + g[i] * g[i];
-        acc[i] = ai;
-        w[i] -= lr * g[i] / sqrtf(ai + eps);
-    }
-}
-
-__global__ void k_nadam(float *W, const float *G, float *M, float *V, size_t st, size_t n,
-                        cu_nadam_args a)
-{
-    int k = blockIdx.y;
-    if (!a.active[k])
-        return;
-    float *w = W + k * st, *m = M + k * st, *v = V + k * st;
-    const float *g = G + k * st;
-    float lr = a.lr[k], c1 = a.c1[k], c2 = a.c2[k], eps = a.eps[k];
-    float nm = a.nm[k], ng = a.ng[k], nv = a.nv[k];
-    ELEMENTS(i, n)
-    {
-        float gi = g[i];
-        float mi = m[i] + (gi - m[i]) * c1;
-        float vi = v[i] + (gi * gi - v[i]) * c2;
-        m[i] = mi;
-        v[i] = vi;
-        float mhat = nm * mi + ng * gi;
-        w[i] -= lr * mhat / (sqrtf(vi * nv) + eps);
+    const optim_scalars sc = a.sc[k];
+    switch (kind) {
+#define K_OPTIMIZE_CASE(KIND, member, update)                                                 \
+    case OPT_##KIND:                                                                          \
+        ELEMENTS(i, n) { update(w + i, g[i], s1 ? s1 + i : nullptr, s2 ? s2 + i : nullptr, &sc.member); } \
+        break;
+        OPTIM_UPDATES(K_OPTIMIZE_CASE)
+#undef K_OPTIMIZE_CASE
+    case OPT_KIND_COUNT: break;
     }
 }
 
@@ -989,48 +891,12 @@ cudaError_t cu_loss(cudaStream_t s, const cu_loss_args *a, float *Z, size_t sZ, 
     return cudaGetLastError();
 }
 
-cudaError_t cu_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t st, size_t n,
-                   const cu_sgd_args *a, int count)
+cudaError_t cu_optimize(cudaStream_t s, opt_kind kind, float *w, const float *g, float *s1,
+                        float *s2, size_t st, size_t n, const cu_optim_args *a, int count)
 {
     if (count <= 0 || n == 0)
         return cudaSuccess;
-    k_sgd<<<grid_for(n, count), THREADS, 0, s>>>(w, g, v, st, n, *a);
-    return cudaGetLastError();
-}
-
-cudaError_t cu_adam(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t st,
-                    size_t n, const cu_adam_args *a, int count)
-{
-    if (count <= 0 || n == 0)
-        return cudaSuccess;
-    k_adam<<<grid_for(n, count), THREADS, 0, s>>>(w, g, m, v, st, n, *a);
-    return cudaGetLastError();
-}
-
-cudaError_t cu_rmsprop(cudaStream_t s, float *w, const float *g, float *vel, float *s2,
-                       size_t st, size_t n, const cu_rmsprop_args *a, int count)
-{
-    if (count <= 0 || n == 0)
-        return cudaSuccess;
-    k_rmsprop<<<grid_for(n, count), THREADS, 0, s>>>(w, g, vel, s2, st, n, *a);
-    return cudaGetLastError();
-}
-
-cudaError_t cu_adagrad(cudaStream_t s, float *w, const float *g, float *acc, size_t st,
-                       size_t n, const cu_adagrad_args *a, int count)
-{
-    if (count <= 0 || n == 0)
-        return cudaSuccess;
-    k_adagrad<<<grid_for(n, count), THREADS, 0, s>>>(w, g, acc, st, n, *a);
-    return cudaGetLastError();
-}
-
-cudaError_t cu_nadam(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t st,
-                     size_t n, const cu_nadam_args *a, int count)
-{
-    if (count <= 0 || n == 0)
-        return cudaSuccess;
-    k_nadam<<<grid_for(n, count), THREADS, 0, s>>>(w, g, m, v, st, n, *a);
+    k_optimize<<<grid_for(n, count), THREADS, 0, s>>>(kind, w, g, s1, s2, st, n, *a);
     return cudaGetLastError();
 }
 

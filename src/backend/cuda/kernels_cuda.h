@@ -23,12 +23,6 @@ typedef struct cu_dropout_args {
     uint64_t key[CU_CHUNK];
 } cu_dropout_args;
 
-typedef struct cu_sgd_args {
-    float lr[CU_CHUNK], momentum[CU_CHUNK];
-    int nesterov[CU_CHUNK];
-    unsigned char active[CU_CHUNK];
-} cu_sgd_args;
-
 typedef struct cu_loss_args {
     loss_kind kind;
     act_kind out_act;
@@ -38,29 +32,11 @@ typedef struct cu_loss_args {
     int n_cw;
 } cu_loss_args;
 
-typedef struct cu_adam_args {
-    float alpha[CU_CHUNK], c1[CU_CHUNK], c2[CU_CHUNK], eps[CU_CHUNK], decay[CU_CHUNK];
+/* The optimizer's scalars of each model (its entry's, made on the host). */
+typedef struct cu_optim_args {
+    optim_scalars sc[CU_CHUNK];
     unsigned char active[CU_CHUNK];
-} cu_adam_args;
-
-/* RMSprop: c = 1 - rho, rounded once on the host. */
-typedef struct cu_rmsprop_args {
-    float lr[CU_CHUNK], rho[CU_CHUNK], c[CU_CHUNK], momentum[CU_CHUNK], eps[CU_CHUNK];
-    int centered[CU_CHUNK];
-    unsigned char active[CU_CHUNK];
-} cu_rmsprop_args;
-
-typedef struct cu_adagrad_args {
-    float lr[CU_CHUNK], eps[CU_CHUNK];
-    unsigned char active[CU_CHUNK];
-} cu_adagrad_args;
-
-/* Nadam: c = 1 - beta, and the step's factors nm, ng, nv (optim_step). */
-typedef struct cu_nadam_args {
-    float lr[CU_CHUNK], c1[CU_CHUNK], c2[CU_CHUNK], eps[CU_CHUNK], nm[CU_CHUNK], ng[CU_CHUNK],
-        nv[CU_CHUNK];
-    unsigned char active[CU_CHUNK];
-} cu_nadam_args;
+} cu_optim_args;
 
 /* One or two per-model settings of a clip or regularizer op (0: off). */
 typedef struct cu_pair_args {
@@ -94,19 +70,11 @@ cudaError_t cu_copy(cudaStream_t s, float *dst, const float *src, size_t st, siz
 cudaError_t cu_loss(cudaStream_t s, const cu_loss_args *a, float *Z, size_t sZ, const int32_t *y,
                     size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
                     int rows, int cols, float grad_scale, int count);
-/* count <= CU_CHUNK; v may be NULL (plain SGD). */
-cudaError_t cu_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t st, size_t n,
-                   const cu_sgd_args *a, int count);
-/* count <= CU_CHUNK. */
-cudaError_t cu_adam(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t st,
-                    size_t n, const cu_adam_args *a, int count);
-/* count <= CU_CHUNK each; s2 may be NULL (no model has momentum or centered). */
-cudaError_t cu_rmsprop(cudaStream_t s, float *w, const float *g, float *vel, float *s2,
-                       size_t st, size_t n, const cu_rmsprop_args *a, int count);
-cudaError_t cu_adagrad(cudaStream_t s, float *w, const float *g, float *acc, size_t st,
-                       size_t n, const cu_adagrad_args *a, int count);
-cudaError_t cu_nadam(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t st,
-                     size_t n, const cu_nadam_args *a, int count);
+/* The optimize op of backend_impl.h: optimizer kind's per-weight function
+ * (optim/NAME.h) over n weights of each model, count <= CU_CHUNK; s1, s2 may
+ * be NULL where the optimizer keeps no such slot. */
+cudaError_t cu_optimize(cudaStream_t s, opt_kind kind, float *w, const float *g, float *s1,
+                        float *s2, size_t st, size_t n, const cu_optim_args *a, int count);
 /* The clip and regularizer ops of backend_impl.h, count <= CU_CHUNK; the
  * sums are one block per model, in a fixed order (no atomics). a.a is the
  * clip (clip_norm, clip_value) or l1, a.b is l2. */
