@@ -97,19 +97,20 @@ typedef struct lr_schedule {
     double values[COHORT_MAX_PIECES + 1];
 } lr_schedule;
 
-/* An optimizer's settings: the fields its entry's keys name (optim/NAME.c),
- * the others zero; lr, the clips and the schedule are every optimizer's. */
+/* An optimizer's settings: the fields its entry's keys name (optim/NAME.c:
+ * the plan's key, its default and range), the others zero; lr, the clips
+ * and the schedule are every optimizer's. */
 typedef struct optim_spec {
     opt_kind kind;
     float lr;
-    float momentum;     /* sgd, rmsprop */
-    int nesterov;       /* sgd */
-    float beta1, beta2; /* adam, adamw, nadam */
-    float eps;          /* adam, adamw, nadam, rmsprop, adagrad: Keras's epsilon (1e-7) */
-    float weight_decay; /* adamw (Keras default 0.004); sgd/adam: 0 */
-    float rho;          /* rmsprop (0.9) */
-    int centered;       /* rmsprop */
-    float init_accum;   /* adagrad: initial_accumulator_value (0.1) */
+    float momentum;
+    int nesterov;
+    float beta1, beta2; /* beta_1, beta_2 */
+    float eps;          /* epsilon */
+    float weight_decay;
+    float rho;
+    int centered;
+    float init_accum;   /* initial_accumulator_value */
     /* At most one of the three clips (Keras's rule); 0: not set. */
     float clipnorm;        /* each variable's gradient to this L2 norm */
     float global_clipnorm; /* all of the model's gradients together */

@@ -48,7 +48,7 @@ void model_spec_defaults(model_spec *spec)
     spec->batch_size = 32;
     spec->shuffle = 1;
     spec->seed = 1;
-    optim_defaults(&spec->opt, OPT_ADAM);
+    optim_defaults(&spec->opt, OPT_DEFAULT);
     spec->loss = LOSS_SCE;
     spec->huber_delta = 1.0f;
     str_copy(spec->early_stop.monitor, sizeof spec->early_stop.monitor, "val_loss");

@@ -17,4 +17,7 @@ typedef enum opt_kind {
     OPT_KIND_COUNT
 } opt_kind;
 
+/* The optimizer of a model whose plan names none. */
+#define OPT_DEFAULT OPT_ADAM
+
 #endif

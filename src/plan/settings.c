@@ -234,7 +234,7 @@ cohort_status plan_build_optimizer(const yctx *c, const ynode *o, const char *la
         return ynode_fail(c, o, "optimizer of %s must be a name (%s) or a map like {name: adam, "
                                 "lr: 0.001}, got %s",
                           label, list, ynode_describe(o, got, sizeof got));
-    int kind = OPT_ADAM;
+    int kind = OPT_DEFAULT;
     cohort_status st;
     if (name && !(o->type == YNODE_SCALAR && ynode_is_null(o)) &&
         (st = yget_enum_anycase(c, name, "optimizer", names, OPT_KIND_COUNT, &kind)))
