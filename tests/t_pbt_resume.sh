@@ -13,7 +13,9 @@
 #   message (it was exit 2, "write failed", the --resume command glued to it);
 # - kill -9 after the N-th file written and the disk full after N writes, at
 #   points spread over the run (COHORT_TEST_KILL_AFTER_WRITES,
-#   COHORT_TEST_DISK_FULL_AFTER).
+#   COHORT_TEST_DISK_FULL_AFTER);
+# - --resume of the finished fused run keeps its planned_bytes (issue 41
+#   item 13).
 set -u
 . "$(dirname "$0")/lib.sh"
 needs_test_hooks
@@ -56,6 +58,13 @@ for s in $strategies; do
         cmp -s "$x" "$T/ref-$s/${x#$T/ref/}" || f="$f ${x#$T/ref/}"; done
     [ -z "$f" ] && ok || bad "$s differs from sequential:$f"
 done
+
+# --resume of a finished fused run keeps what it planned (a fused group's
+# share): it wrote each model's plan alone (22080 bytes became 22144).
+cp -r "$T/ref-fused" "$T/again"
+train "$T/again" fused --resume && ok || bad "--resume of a finished fused run: exit $?"
+[ "$(grep -o '"planned_bytes": [0-9]*' "$T/ref-fused/results.json")" = "$(grep -o '"planned_bytes": [0-9]*' "$T/again/results.json")" ] &&
+    ok || bad "--resume of a finished fused run changed planned_bytes: $(grep -o '"planned_bytes": [0-9]*' "$T/again/results.json" | head -1)"
 
 for s in $strategies; do
     COHORT_PBT_TEST=crash train "$T/crash-$s" "$s"

@@ -329,6 +329,11 @@ static int resume_record(cohort_run *run, model_entry *e, const json_value *r, c
     e->test_mae = json_num(json_get(t, "mae"), NAN);
     e->test_rmse = json_num(json_get(t, "rmse"), NAN);
     e->res.seconds = json_num(json_get(r, "seconds"), 0);
+    /* What the run that trained it planned: a fused group's share, which a
+     * model alone (its layout, what e holds now) plans otherwise. */
+    const json_value *planned = json_get(r, "planned_bytes");
+    if (planned && planned->type == JSON_NUM && planned->num > 0)
+        e->planned_bytes = (uint64_t)planned->num;
     const json_value *peak = json_get(r, "peak_bytes");
     e->peak_bytes = peak && peak->type == JSON_NULL ? RUN_PEAK_UNKNOWN
                                                     : (uint64_t)json_num(peak, 0);
