@@ -35,8 +35,8 @@
 #define MAX_GROUP COHORT_MAX_GROUP
 #define MAX_CONFUSION_CLASSES 256
 
-#define MAX_CONFUSION_CLASSES 256
-
+/* A job: the models (indices into run->m) trained as one group on one
+ * device, and where it stands. */
 typedef struct job {
     int n;
     int idx[MAX_GROUP];
@@ -53,6 +53,8 @@ typedef struct job {
     train_group *live; /* the group while it exists (not in a worker process), under run->lock */
 } job;
 
+/* The runner's state: the jobs of a run, what they hold of each device
+ * (bytes, cores), and how many run side by side. */
 typedef struct sched {
     cohort_run *run;
     job *jobs;
@@ -68,6 +70,8 @@ typedef struct sched {
     pthread_cond_t cond;
 } sched;
 
+/* One report of a job on one model: its start, a step, an epoch, or its
+ * outcome (MSG_FINAL, followed in a pipe by n_confusion int64s). */
 enum { MSG_START = 1, MSG_STEP, MSG_EPOCH, MSG_FINAL };
 
 typedef struct msg {
