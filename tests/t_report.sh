@@ -174,7 +174,9 @@ expect_status 0 "report with markup in a name" -- "$COHORT" report "$T/esc"
 grep -qF '&lt;b&gt;x&lt;/b&gt;&amp;&#39;&quot;' "$T/esc/report.html" && ok || bad "model name not escaped"
 ! grep -qF '<b>x</b>' "$T/esc/report.html" && ok || bad "model name written as markup"
 
-# compare: a second run with other accuracies; best first, by test accuracy.
+# compare: a second run with other accuracies; best first, by test accuracy
+# where asked (--by test), else by validation accuracy (the default: the
+# test set judges a choice, it does not make it; issue 41 item 18).
 mkdir -p "$T/run2"
 "$PY" - "$T/run/results.json" "$T/run2/results.json" <<'PY'
 import json, sys
@@ -189,7 +191,7 @@ r["models"][0]["pruned_at"] = {"epoch": 3, "rung": 1}
 r["models"][1]["lineage"] = [{"epoch": 2, "from": "x", "values": {}}, {"epoch": 4, "from": "b_donor", "values": {}}]
 json.dump(r, open(sys.argv[2], "w"))
 PY
-expect_status 0 "compare" -- "$COHORT" compare "$T/run" "$T/run2"
+expect_status 0 "compare --by test" -- "$COHORT" compare --by test "$T/run" "$T/run2"
 "$PY" - "$T/out" "$T/run" "$T/run2" <<'PY' && ok || bad "compare table"
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
@@ -218,7 +220,7 @@ for r in rows:
 assert acc == sorted(acc, reverse=True), acc
 assert acc[-2:] == [-1, -1] and {r[1] for r in rows[-2:]} == {"wild_model", "b_wild_model"}, rows
 PY
-expect_status 0 "compare --json --by val" -- "$COHORT" compare --json --by val "$T/run" "$T/run2"
+expect_status 0 "compare --json (by val)" -- "$COHORT" compare --json "$T/run" "$T/run2"
 "$PY" - "$T/out" <<'PY' && ok || bad "compare --json"
 import json, sys
 rows = json.load(open(sys.argv[1]))["models"]
@@ -247,7 +249,59 @@ for order in "c b a" "b a c" "a c b"; do
         && ok || bad "compare of ties in the order $order: $(cat "$T/out" "$T/err")"
 done
 
+# The best model is picked on validation data, never by the test set (issue
+# 41 item 18): the model with the best test accuracy but the worse val_loss
+# is not it; a scheduler's metric is the one picked by; the test set picks
+# only where no model has a validation figure. The KPI says by what, and
+# whose weights its test score is.
+pick() { # WHAT WANT_MODEL WANT_BY EDIT_PYTHON
+    rm -rf "$T/pick"; mkdir -p "$T/pick"
+    "$PY" - "$T/run/results.json" "$T/pick/results.json" "$4" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ms = r["models"]
+for k, m in enumerate(ms):
+    m.update(name=f"p{k}", status="ok")
+    m["best"] = dict(m.get("best") or {"epoch": 1}, val_loss=[0.9, 0.1, 0.5][k % 3],
+                     val_accuracy=[0.2, 0.3, 0.8][k % 3])
+    m["test"] = dict(m.get("test") or {}, accuracy=[0.99, 0.5, 0.6][k % 3])
+exec(sys.argv[3])
+json.dump(r, open(sys.argv[2], "w"))
+PY
+    "$COHORT" report "$T/pick" > /dev/null 2>&1
+    grep -o '<div class="k">best model</div><div class="v">.\{0,300\}' "$T/pick/report.html" > "$T/kpi"
+    grep -q "</span>$2</div><div class=\"s\">by $3 " "$T/kpi" && ok || bad "$1: best model: $(cat "$T/kpi")"
+}
+pick "by val_loss" p1 val_loss "pass"
+pick "by the scheduler's metric" p2 val_accuracy "r['scheduler'] = {'name': 'asha', 'metric': 'val_accuracy', 'mode': 'max'}"
+pick "by early stopping's monitor" p2 val_accuracy "ms[0]['config']['early_stopping'] = {'monitor': 'val_accuracy'}"
+pick "by the test set without validation" p0 "test accuracy" "[m['best'].update(val_loss=None, val_accuracy=None) for m in ms]"
+grep -q "test accuracy 99.00% (final weights)" "$T/kpi" && ok || bad "the KPI does not say whose test score it shows: $(cat "$T/kpi")"
+
+# A regression run's report names its best model, by val_loss, with its
+# test mae, and has no accuracy columns (issue 41 item 19: "no model has a
+# score yet", and empty accuracy columns).
+"$PY" - "$T" <<'PY'
+import numpy as np, sys
+rng = np.random.default_rng(1)
+x = rng.normal(size=(200, 4)).astype(np.float32)
+np.save(f"{sys.argv[1]}/rx.npy", x)
+np.save(f"{sys.argv[1]}/ry.npy", (x @ np.array([1, -2, 0.5, 3], dtype=np.float32)).astype(np.float32))
+PY
+cat > "$T/reg.yaml" <<YAML
+data: {train: "npy:$T/rx.npy,$T/ry.npy", test: "npy:$T/rx.npy,$T/ry.npy", validation_split: 0.2}
+defaults: {epochs: 3, batch_size: 16, loss: mse, layers: [{dense: 8, activation: relu}, {dense: 1}]}
+models: [{name: r1}, {name: r2, seed: 2}]
+YAML
+expect_status 0 "regression run" -- "$COHORT" train "$T/reg.yaml" --out "$T/reg" --quiet
+grep -q "no model has a score yet" "$T/reg/report.html" && bad "regression report: no best model" || ok
+grep -qE '</span>r[12]</div><div class="s">by val_loss [0-9.]+ at its best epoch [0-9]+ &middot; test mae [0-9.]+ \(final weights\)' "$T/reg/report.html" &&
+    ok || bad "regression report's best model: $(grep -o '<div class="k">best model</div>.\{0,300\}' "$T/reg/report.html")"
+grep -q '>val acc</th>\|>test acc</th>' "$T/reg/report.html" && bad "regression report has accuracy columns" || ok
+grep -q '>val mae</th>' "$T/reg/report.html" && ok || bad "regression report lacks val mae"
+
 # Errors: exit 2 and a message naming the file.
+
 expect_status 2 "report of a missing dir" -- "$COHORT" report "$T/nope"
 expect_err "$T/nope/results.json: cannot open" "report of a missing dir"
 mkdir -p "$T/garbage" "$T/nomodels"

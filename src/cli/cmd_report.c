@@ -189,16 +189,19 @@ static void print_table(const cmp_row *r, size_t n)
 int cmd_compare(int argc, char **argv)
 {
     int json = 0, n_dirs = 0;
-    sort_by_val = 0;
+    sort_by_val = 1;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            puts("usage: cohort compare DIR... [--by test|val] [--json]\n\n"
+            puts("usage: cohort compare DIR... [--by val|test] [--json]\n\n"
                  "One table of the models of several output directories of cohort train:\n"
                  "dir, model, status, params, epochs trained, best epoch, its val loss, best\n"
                  "val accuracy, test accuracy (for regression also val and test mae) and\n"
-                 "seconds, best first. --by test (the default) sorts by test accuracy, then\n"
-                 "val accuracy; --by val the other way round. --json prints the rows as JSON.");
+                 "seconds, best first. --by val (the default) sorts by the best epoch's val\n"
+                 "accuracy, then test accuracy: a model is chosen on validation data, and the\n"
+                 "test set judges the choice. --by test the other way round. test_acc is the\n"
+                 "final weights' (the best epoch's where early stopping restored them).\n"
+                 "--json prints the rows as JSON.");
             return 0;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;

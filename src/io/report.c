@@ -24,6 +24,7 @@ typedef struct rctx {
     int n;
     int max_epochs;
     int best;
+    const char *best_by; /* the metric it was picked by */
     int clip_id;
 } rctx;
 
@@ -196,22 +197,51 @@ static void put_swatch(strbuf *b, const char *color)
     sb_printf(b, "<span class=\"sw\" style=\"background:%s\"></span>", color);
 }
 
-int report_best_model(const json_value *results)
+/* The validation metric the run watched: its scheduler's, else the first
+ * model's early-stopping monitor where it is a validation one; NULL: none. */
+static const char *watched_metric(const json_value *results)
 {
+    const char *m = json_str(json_get(json_get(results, "scheduler"), "metric"), NULL);
     const json_value *models = json_get(results, "models");
-    int best = -1;
-    double best_v = -INFINITY;
-    for (int pass = 0; pass < 2 && best < 0; pass++) {
-        for (size_t i = 0; models && i < models->n; i++) {
-            const json_value *m = &models->items[i];
-            double v = pass == 0 ? jnum(json_get(json_get(m, "test"), "accuracy"))
-                                 : jnum(json_get(json_get(m, "best"), "val_accuracy"));
-            if (isfinite(v) && v > best_v) {
-                best_v = v;
-                best = (int)i;
-            }
+    for (size_t i = 0; !m && models && i < models->n; i++)
+        m = json_str(json_get(json_get(json_get(&models->items[i], "config"), "early_stopping"),
+                              "monitor"),
+                     NULL);
+    return m && !strncmp(m, "val_", 4) ? m : NULL;
+}
+
+/* The index of the model best by obj[key] (obj: "best" or "test" of each
+ * record), higher better where the key is an accuracy; -1 when none has it. */
+static int best_by(const json_value *models, const char *obj, const char *key)
+{
+    int best = -1, up = strstr(key, "accuracy") != NULL;
+    double best_v = 0;
+    for (size_t i = 0; models && i < models->n; i++) {
+        double v = jnum(json_get(json_get(&models->items[i], obj), key));
+        if (isfinite(v) && (best < 0 || (up ? v > best_v : v < best_v))) {
+            best_v = v;
+            best = (int)i;
         }
     }
+    return best;
+}
+
+int report_best_model(const json_value *results, const char **by)
+{
+    static const char *const val[] = {"val_loss"}, *const test[] = {"accuracy", "mae", "loss"};
+    static const char *const test_by[] = {"test accuracy", "test mae", "test loss"};
+    const json_value *models = json_get(results, "models");
+    const char *w = watched_metric(results);
+    int best = w ? best_by(models, "best", w) : -1;
+    const char *how = w;
+    for (int k = 0; best < 0 && k < 1; k++)
+        if ((best = best_by(models, "best", val[k])) >= 0)
+            how = val[k];
+    for (int k = 0; best < 0 && k < 3; k++)
+        if ((best = best_by(models, "test", test[k])) >= 0)
+            how = test_by[k];
+    if (by)
+        *by = best >= 0 ? how : NULL;
     return best;
 }
 
@@ -496,13 +526,20 @@ static void section_header(rctx *c)
         put_swatch(b, c->color[m->index]);
         html_esc(b, m->name);
         sb_puts(b, "</div><div class=\"s\">");
-        if (isfinite(m->test_acc)) {
-            sb_printf(b, "test accuracy %.2f%%", 100 * m->test_acc);
-        } else {
-            sb_printf(b, "val accuracy %.2f%%", 100 * m->best_val_acc);
-        }
-        if (isfinite(m->best_epoch))
-            sb_printf(b, " &middot; best epoch %.0f", m->best_epoch);
+        double v = strncmp(c->best_by, "test ", 5)
+                       ? jnum(json_get(json_get(m->j, "best"), c->best_by))
+                       : jnum(json_get(json_get(m->j, "test"), c->best_by + 5));
+        sb_printf(b, "by %s %.4f", c->best_by, v);
+        if (isfinite(m->best_epoch) && strncmp(c->best_by, "test ", 5))
+            sb_printf(b, " at its best epoch %.0f", m->best_epoch);
+        /* The test score of the weights the pick stands for: the final
+         * ones, which are the best epoch's where early stopping restored
+         * them. */
+        const char *whose = isfinite(m->restored_epoch) ? "restored best weights" : "final weights";
+        if (isfinite(m->test_acc))
+            sb_printf(b, " &middot; test accuracy %.2f%% (%s)", 100 * m->test_acc, whose);
+        else if (isfinite(m->test_mae))
+            sb_printf(b, " &middot; test mae %.4f (%s)", m->test_mae, whose);
     } else {
         sb_puts(b, "&ndash;</div><div class=\"s\">no model has a score yet");
     }
@@ -550,9 +587,20 @@ static void section_table(rctx *c)
         if (isfinite(c->m[i].test_acc))
             top_test = fmax(top_test, c->m[i].test_acc);
     }
+    int any_cls = 0;
+    for (int i = 0; i < c->n; i++)
+        any_cls |= !c->m[i].reg;
     sb_puts(b, "<section class=\"card\"><h2>Models</h2><p class=\"hint\">Click a column to sort. "
-               "Validation figures are those of the best epoch.</p><div class=\"scroll\">"
-               "<table class=\"models sortable\" id=\"models\"><thead><tr>");
+               "Validation figures are those of the best epoch; test figures those of the final "
+               "weights (the best epoch's where early stopping restored them). The best model is "
+               "picked ");
+    if (c->best >= 0 && strncmp(c->best_by, "test ", 5))
+        sb_printf(b, "by %s, never by the test set.", c->best_by);
+    else if (c->best >= 0)
+        sb_printf(b, "by %s: no model has a validation figure.", c->best_by);
+    else
+        sb_puts(b, "once a model has a score.");
+    sb_puts(b, "</p><div class=\"scroll\"><table class=\"models sortable\" id=\"models\"><thead><tr>");
     th(b, "#", 1, "order in the plan");
     th(b, "model", 0, NULL);
     th(b, "status", 0, NULL);
@@ -563,9 +611,13 @@ static void section_table(rctx *c)
     th(b, "epochs", 1, "epochs run");
     th(b, "best epoch", 1, NULL);
     th(b, "val loss", 1, "validation loss at the best epoch");
-    th(b, "val acc", 1, "validation accuracy at the best epoch");
-    th(b, "test loss", 1, NULL);
-    th(b, "test acc", 1, NULL);
+    if (any_cls)
+        th(b, "val acc", 1, "validation accuracy at the best epoch");
+    th(b, "test loss", 1, "test loss of the final weights (restored best weights where early "
+                          "stopping restored them)");
+    if (any_cls)
+        th(b, "test acc", 1, "test accuracy of the final weights (restored best weights where "
+                             "early stopping restored them)");
     int any_reg = 0;
     for (int i = 0; i < c->n; i++)
         any_reg |= c->m[i].reg;
@@ -643,9 +695,11 @@ static void section_table(rctx *c)
         }
         td_num(b, m->best_epoch, 0, 0);
         td_num(b, m->best_val_loss, 4, 0);
-        td_num(b, m->best_val_acc, 4, m->best_val_acc == top_val);
+        if (any_cls)
+            td_num(b, m->best_val_acc, 4, m->best_val_acc == top_val);
         td_num(b, m->test_loss, 4, 0);
-        td_num(b, m->test_acc, 4, m->test_acc == top_test);
+        if (any_cls)
+            td_num(b, m->test_acc, 4, m->test_acc == top_test);
         if (any_reg) {
             td_num(b, m->best_val_mae, 4, 0);
             td_num(b, m->test_mae, 4, 0);
@@ -784,7 +838,8 @@ static void section_confusion(rctx *c)
     }
     sb_puts(b, " &middot; ");
     html_esc(b, m->name);
-    sb_puts(b, "</h2><p class=\"hint\">The best model on the test set");
+    sb_printf(b, "</h2><p class=\"hint\">The best model (by %s), its final weights on the test "
+                 "set", c->best_by);
     if (isfinite(m->test_acc))
         sb_printf(b, " (test accuracy %.4f)", m->test_acc);
     sb_puts(b, ". Rows are the true class, columns the predicted one; the shade is the share of the "
@@ -1156,7 +1211,7 @@ cohort_status report_render(const json_value *results, const char *plan_text, st
             c.max_epochs = c.m[i].n_epochs;
         running |= is_status(&c.m[i], "running") || is_status(&c.m[i], "pending");
     }
-    c.best = report_best_model(results);
+    c.best = report_best_model(results, &c.best_by);
 
     sb_puts(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">");

@@ -10,10 +10,14 @@
 #include "util/json.h"
 #include "util/util.h"
 
-/* Index in results' "models" of the best model: the highest test accuracy,
- * else (when no model has one) the highest best-epoch val_accuracy; the
- * first wins a tie. -1 when no model has either. */
-int report_best_model(const json_value *results);
+/* Index in results' "models" of the best model, picked on validation data as
+ * a model is chosen (the test set judges the choice, it does not make it):
+ * by the metric the run watched (its scheduler's, else the first model's
+ * early-stopping monitor), else val_loss, each at the model's best epoch;
+ * only where no model has that figure, by the test set (accuracy, else mae,
+ * else loss). The first wins a tie. -1 when no model has any. *by (may be
+ * NULL) receives the metric picked by ("val_loss", "test accuracy", ...). */
+int report_best_model(const json_value *results, const char **by);
 
 /* Append the HTML page for results (a tree that results_load
  * accepted) to out. plan_text (may be NULL) is the plan file's text, shown
