@@ -51,6 +51,10 @@ resume_same() {
 }
 
 train "$T/ref" sequential && ok || bad "the uninterrupted run"
+# The console's table has a note column for the exploited (issue 41 item 20).
+"$COHORT" train "$T/pbt1.yaml" --out "$T/ref-table" --strategy sequential --quiet 2> /dev/null > "$T/table"
+head -n 1 "$T/table" | grep -q "  note$" && grep -q "  pbt: 1 exploit, the last at epoch 2 from m-seed=[0-9]$" "$T/table" &&
+    ok || bad "the pbt table lacks its notes: $(cat "$T/table")"
 [ "$(grep -c '"epoch": 2, "from"' "$T/ref/pbt.json")" = 2 ] && ok || bad "the reference made no two exploits"
 for s in $strategies; do
     train "$T/ref-$s" "$s" && ok || bad "$s: the uninterrupted run"

@@ -277,6 +277,14 @@ pick "by the scheduler's metric" p2 val_accuracy "r['scheduler'] = {'name': 'ash
 pick "by early stopping's monitor" p2 val_accuracy "ms[0]['config']['early_stopping'] = {'monitor': 'val_accuracy'}"
 pick "by the test set without validation" p0 "test accuracy" "[m['best'].update(val_loss=None, val_accuracy=None) for m in ms]"
 grep -q "test accuracy 99.00% (final weights)" "$T/kpi" && ok || bad "the KPI does not say whose test score it shows: $(cat "$T/kpi")"
+# The models card counts the pruned (issue 41 item 20: "1 ok, none failed"
+# beside them), and a scheduler's note wraps under its number, not widening
+# the table.
+pick "pruned" p1 val_loss "[m.update(status='pruned', pruned_at={'epoch': 1, 'rung': 1}) for m in ms[2:]]; ms[0]['lineage'] = [{'epoch': 2, 'from': 'p1', 'values': {}}]"
+n_pruned=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["models"]) - 2)' "$T/run/results.json")
+grep -q "<div class=\"s\">$n_pruned pruned &middot; " "$T/pick/report.html" && ok || bad "the models card does not count $n_pruned pruned: $(grep -o '<div class="k">models</div>.\{0,200\}' "$T/pick/report.html")"
+grep -q '<span class="hint note">pbt: 1 exploit' "$T/pick/report.html" && grep -q '.models td .note{display:block;white-space:normal' "$T/pick/report.html" &&
+    ok || bad "the pbt note is not a wrapping block"
 
 # A regression run's report names its best model, by val_loss, with its
 # test mae, and has no accuracy columns (issue 41 item 19: "no model has a

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CSV labels given as text (cat, dog) are classes in sorted order: the
 # training set's names number the test set's, results.json and the weights'
-# metadata state them, and eval and predict (whose output names the classes)
-# read them back; a label the training data lacks is refused.
+# metadata state them, and eval and predict (whose output names the classes,
+# its columns too) read them back, as does the report's confusion matrix; a label the training data lacks is refused.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -37,6 +37,11 @@ expect_status 0 "eval of dogs only" -- "$COHORT" eval "$W" --data "csv:$T/dogs.c
 $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["samples"] == 25 and r["accuracy"] > 0.9, r' "$T/out" && ok || bad "eval of dogs: $(cat "$T/out")"
 expect_status 0 "predict names the classes" -- "$COHORT" predict "$W" --data "csv:$T/dogs.csv"
 [ "$(awk -F, 'NR > 1 && $3 == "dog" && $2 == "dog"' "$T/out" | wc -l)" -ge 23 ] && ok || bad "predict: $(head -3 "$T/out")"
+# Its probability columns are named for the classes, and so are the report's
+# confusion matrix's rows and columns (issue 41 item 20: p0, p1, p2 and 0, 1, 2).
+[ "$(head -n 1 "$T/out")" = "index,prediction,label,cat,dog,emu" ] && ok || bad "predict's header: $(head -n 1 "$T/out")"
+grep -q '<th class="col" title="class 1">dog</th>' "$T/run/report.html" && ok ||
+    bad "the report's confusion matrix does not name the classes"
 # A label the training data lacks.
 printf 'f0,f1,f2,f3,label\n0,0,0,0,gnu\n' > "$T/gnu.csv"
 expect_status 2 "eval of an unknown label" -- "$COHORT" eval "$W" --data "csv:$T/gnu.csv"

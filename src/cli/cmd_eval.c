@@ -233,8 +233,13 @@ static void put_classes(strbuf *b, const loaded *l, const data_view *all, const 
                         int n_out)
 {
     sb_puts(b, "index,prediction,label");
-    for (int j = 0; j < n_out; j++)
-        sb_printf(b, ",p%d", j);
+    for (int j = 0; j < n_out; j++) {
+        sb_puts(b, ",");
+        if (l->m.names && j < l->m.n_names)
+            put_csv_field(b, l->m.names[j]); /* the class's name (text labels) */
+        else
+            sb_printf(b, "p%d", j);
+    }
     sb_puts(b, "\n");
     for (int64_t i = 0; i < all->n; i++) {
         const float *row = p + i * n_out;
@@ -303,7 +308,8 @@ int cmd_predict(int argc, char **argv)
             puts("usage: cohort predict WEIGHTS --data SPEC [--out FILE]\n\n"
                  "Predictions of the model saved in WEIGHTS for every sample of SPEC, as CSV:\n"
                  "index,prediction,label,p0,p1,... (the class and each output unit's\n"
-                 "probability; for regression, real-valued targets, index,y0,y1,...,t0,t1,...:\n"
+                 "probability, each column named for its class where the model was trained\n"
+                 "on text labels; for regression, real-valued targets, index,y0,y1,...,t0,t1,...:\n"
                  "the predicted values and the targets).\n"
                  "Written to FILE (atomically: a new file replaces it; a link to one, a directory or\n"
                  "a socket is refused), through to a FIFO or device, or to standard\n"

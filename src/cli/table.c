@@ -28,7 +28,8 @@ void print_results_table(FILE *out, const cohort_run *run)
     }
     int notes = 0, cls = 0, reg = 0;
     for (int i = 0; i < n; i++) {
-        notes |= (m[i].state == MODEL_OK && m[i].stopped_early) || m[i].state == MODEL_PRUNED;
+        notes |= (m[i].state == MODEL_OK && m[i].stopped_early) || m[i].state == MODEL_PRUNED ||
+                 m[i].exploits > 0;
         reg |= m[i].regression;
         cls |= !m[i].regression;
     }
@@ -50,7 +51,7 @@ void print_results_table(FILE *out, const cohort_run *run)
         cell_num(tm, sizeof tm, e->test_mae, "%.4f");
         cell_num(sec, sizeof sec, e->seconds, "%.1f");
         cell_num(be, sizeof be, e->best_epoch ? (double)e->best_epoch : NAN, "%.0f");
-        char note[96] = "";
+        char note[COHORT_NAME_MAX + 96] = "";
         if (e->state == MODEL_OK && e->stopped_early && e->restored_epoch)
             snprintf(note, sizeof note, "  stopped early at %d, restored %d", e->epochs_run,
                      e->restored_epoch);
@@ -59,6 +60,10 @@ void print_results_table(FILE *out, const cohort_run *run)
         else if (e->state == MODEL_PRUNED)
             snprintf(note, sizeof note, "  pruned at epoch %d (rung %d)", e->epochs_run,
                      e->pruned_rung);
+        else if (e->exploits > 0)
+            snprintf(note, sizeof note, "  pbt: %d exploit%s, the last at epoch %d from %s",
+                     e->exploits, e->exploits == 1 ? "" : "s", e->exploit_epoch,
+                     e->exploit_from);
         fprintf(out, "%-*s  %-11s  %-7s  %9zu  %6d  %8s  %8s", w, e->name,
                 model_state_str(e->state), e->device, e->params, e->epochs_run, be, vl);
         if (cls)

@@ -547,6 +547,11 @@ static void section_header(rctx *c)
     sb_printf(b, "<div class=\"kpi\"><div class=\"k\">models</div><div class=\"v\">%d ok</div>"
                  "<div class=\"s\">",
               ok);
+    int pruned = 0;
+    for (int i = 0; i < c->n; i++)
+        pruned += is_status(&c->m[i], "pruned");
+    if (pruned)
+        sb_printf(b, "%d pruned &middot; ", pruned);
     if (bad)
         sb_printf(b, "<span class=\"badtxt\">%d failed</span>", bad);
     else
@@ -671,7 +676,7 @@ static void section_table(rctx *c)
             put_data_v(b, m->epochs_run);
             sb_puts(b, ">");
             put_fixed(b, m->epochs_run, 0);
-            sb_puts(b, " <span class=\"hint\">stopped early");
+            sb_puts(b, " <span class=\"hint note\">stopped early");
             if (isfinite(m->restored_epoch))
                 sb_printf(b, ", restored %.0f", m->restored_epoch);
             sb_puts(b, "</span></td>");
@@ -680,13 +685,13 @@ static void section_table(rctx *c)
             put_data_v(b, m->epochs_run);
             sb_puts(b, ">");
             put_fixed(b, m->epochs_run, 0);
-            sb_printf(b, " <span class=\"hint\">pruned at rung %.0f</span></td>", m->pruned_rung);
+            sb_printf(b, " <span class=\"hint note\">pruned at rung %.0f</span></td>", m->pruned_rung);
         } else if (m->exploits > 0) {
             sb_puts(b, "<td class=\"num\"");
             put_data_v(b, m->epochs_run);
             sb_puts(b, ">");
             put_fixed(b, m->epochs_run, 0);
-            sb_printf(b, " <span class=\"hint\">pbt: %d exploit%s, the last at epoch %.0f from ",
+            sb_printf(b, " <span class=\"hint note\">pbt: %d exploit%s, the last at epoch %.0f from ",
                       m->exploits, m->exploits == 1 ? "" : "s", m->exploit_epoch);
             html_esc(b, m->exploit_from);
             sb_puts(b, "</span></td>");
@@ -848,6 +853,16 @@ static void section_confusion(rctx *c)
     const char *train = json_str(json_get(d, "train"), "");
     const char *const *names =
         C == 10 && !strncmp(train, "fashion-mnist:", 14) ? fashion_mnist_classes : NULL;
+    /* The run's own class names (text labels) where results.json has them. */
+    const json_value *cn = json_get(d, "class_names");
+    const char **own = cn && cn->type == JSON_ARR && cn->n == C ? calloc(C, sizeof *own) : NULL;
+    for (size_t i = 0; own && i < C; i++)
+        if (!(own[i] = json_str(&cn->items[i], NULL))) {
+            free(own);
+            own = NULL;
+        }
+    if (own)
+        names = own;
     double *colsum = calloc(C, sizeof *colsum);
     double total = 0, right = 0;
     sb_puts(b, "<div class=\"scroll\"><table class=\"cm\"><thead><tr><th colspan=\"2\" "
@@ -919,6 +934,7 @@ static void section_confusion(rctx *c)
         sb_printf(b, "<b>%.1f%%</b>", 100 * right / total);
     sb_puts(b, "</td></tr></tbody></table></div></section>\n");
     free(colsum);
+    free(own);
 }
 
 /* ---- the plan: pretty-printed configs ---------------------------------- */
@@ -1107,6 +1123,10 @@ static const char page_css[] =
     ".models tr:hover td{background:#f9fafb}"
     ".models tr.best td{background:#f0f6ff}"
     ".num{text-align:right!important;white-space:nowrap}"
+    /* A scheduler's note under a number wraps in a narrow block: a pbt note
+     * on one line pushed the test columns off a 1400 px page. */
+    ".models td .note{display:block;white-space:normal;max-width:11em;margin-left:auto;"
+    "font-size:12px;line-height:1.3}"
     "td.name{font-weight:600}"
     ".star{color:#e0a800}"
     ".err{color:var(--bad);font-weight:400;font-size:12.5px;margin-top:3px;max-width:520px;"

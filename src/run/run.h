@@ -285,6 +285,9 @@ typedef struct run_model_summary {
     int regression;      /* errors (mae) in place of accuracy */
     double best_val_loss, best_val_accuracy, best_val_mae; /* NaN without a best epoch */
     double test_accuracy, test_mae, seconds;
+    int exploits;        /* pbt: entries of its lineage; the last one's epoch and donor */
+    int exploit_epoch;
+    const char *exploit_from;
 } run_model_summary;
 void run_model_summary_of(const cohort_run *run, int i, run_model_summary *out);
 /* The strategy the run trains under, and why auto picked it ("" when

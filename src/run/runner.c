@@ -678,6 +678,9 @@ void run_model_summary_of(const cohort_run *run, int i, run_model_summary *out)
     out->test_accuracy = e->test_accuracy;
     out->test_mae = e->test_mae;
     out->seconds = e->res.seconds;
+    out->exploits = e->n_lineage;
+    out->exploit_epoch = e->n_lineage ? e->lineage[e->n_lineage - 1].epoch : 0;
+    out->exploit_from = e->n_lineage ? run->m[e->lineage[e->n_lineage - 1].from].spec->name : "";
 }
 
 cohort_strategy run_strategy(const cohort_run *run) { return run->strategy; }
