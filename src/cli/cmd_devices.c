@@ -92,12 +92,13 @@ static void print_text(const device_registry *r)
                                d->policy == COHORT_MEM_PREALLOCATE))
             snprintf(mem, sizeof mem, "; limit %s, %s",
                      format_bytes(d->limit_bytes, a, sizeof a), policy);
-        if (r->dev[i].pool && !strcmp(d->kind, "cuda") && !d->is_logical &&
-            d->limit_bytes == d->free_bytes - gpu_headroom(d->free_bytes))
-            snprintf(mem, sizeof mem, "; limit %s (%s kept for CUDA's own use), %s",
-                     format_bytes(d->limit_bytes, a, sizeof a),
-                     format_bytes(gpu_headroom(d->free_bytes), b, sizeof b), policy);
         const device_kind *kind = r->dev[i].kind;
+        uint64_t keep = kind->headroom ? kind->headroom(d->free_bytes) : 0;
+        if (r->dev[i].pool && kind->headroom && !d->is_logical &&
+            d->limit_bytes == d->free_bytes - keep)
+            snprintf(mem, sizeof mem, "; limit %s (%s kept for CUDA's own use), %s",
+                     format_bytes(d->limit_bytes, a, sizeof a), format_bytes(keep, b, sizeof b),
+                     policy);
         if (d->is_logical && kind->shares_cores) {
             char cores[64] = "";
             cpu_set_t part;

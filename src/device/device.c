@@ -29,6 +29,7 @@ const device_kind device_kind_cuda = {
     .flops = 2e13,
     .auto_fuse = 1,
     .dealt_to_ranks = 1,
+    .headroom = gpu_headroom,
 };
 
 static void cpu_model_name(char *buf, size_t n)
@@ -221,15 +222,16 @@ cohort_status devices_set_policy(device_registry *r, const char *name, cohort_me
                            format_bytes(limit, a, sizeof a), format_bytes(have, b, sizeof b));
     /* A GPU's memory is what was free at discovery, less what CUDA itself
      * takes (gpu_headroom): a limit above it would fail at run time. */
-    uint64_t usable = d->info.free_bytes - gpu_headroom(d->info.free_bytes);
-    if (!d->info.is_logical && !strcmp(d->info.kind, "cuda") && limit > usable) {
+    uint64_t keep = d->kind->headroom ? d->kind->headroom(d->info.free_bytes) : 0;
+    uint64_t usable = d->info.free_bytes - keep;
+    if (!d->info.is_logical && d->kind->headroom && limit > usable) {
         char c[32], h[32];
         cohort_log(COHORT_LOG_WARN,
                    "%s: memory_limit %s is more than the %s it can give (%s free at discovery, "
                    "less %s for CUDA's own use); the limit is %s",
                    name, format_bytes(limit, a, sizeof a), format_bytes(usable, b, sizeof b),
                    format_bytes(d->info.free_bytes, c, sizeof c),
-                   format_bytes(gpu_headroom(d->info.free_bytes), h, sizeof h),
+                   format_bytes(keep, h, sizeof h),
                    format_bytes(usable, b, sizeof b));
         limit = usable;
     }

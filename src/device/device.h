@@ -80,6 +80,10 @@ typedef struct device_kind {
     /* Under MPI, the node's devices of this kind are dealt out among its
      * ranks, each rank training on its own. */
     int dealt_to_ranks;
+    /* Device memory the default limit keeps out of the pool, of free_bytes
+     * free at discovery: what the runtime takes beside the pools (NULL:
+     * none; a GPU: gpu_headroom). */
+    uint64_t (*headroom)(uint64_t free_bytes);
     /* What runs a device's models, for `cohort devices`: the backend's own
      * kernels and why (NULL where the kind has no such choice). */
     const char *(*kernels)(void);
