@@ -152,4 +152,21 @@ assert sum(map(sum, conf)) == 200, conf
 right = sum(int(r["prediction"]) == int(r["label"]) for r in rows)
 assert conf[0][0] + conf[1][1] == right == round(m["test"]["accuracy"] * 200), (conf, right, m["test"])
 PY
+
+# A CSV whose label is its first column, named y (issue 41 item 21): eval and
+# predict read the column training read (the weights record it), or the one
+# --label-column names; they took the last column, and could not be told.
+awk 'BEGIN { srand(3); print "y,f0,f1,f2"; for (i = 0; i < 300; i++) { c = i % 3; printf "%d", c;
+    for (j = 0; j < 3; j++) printf ",%.3f", rand() + (j == c ? 2 : 0); print "" } }' > "$T/lc.csv"
+printf 'data: {train: csv:%s/lc.csv, label_column: y, validation_split: 0.2}\ndefaults: {epochs: 4, layers: [{dense: 3, activation: softmax}]}\nmodels: [{name: m}]\n' "$T" > "$T/lc.yaml"
+expect_status 0 "train with label_column y" -- "$COHORT" train "$T/lc.yaml" --out "$T/lc" --quiet
+expect_status 0 "eval: the label column training read" -- "$COHORT" eval "$T/lc/models/m.safetensors" --data "csv:$T/lc.csv" --json
+cp "$T/out" "$T/lc-default.json"
+expect_status 0 "eval --label-column 0" -- "$COHORT" eval "$T/lc/models/m.safetensors" --data "csv:$T/lc.csv" --json --label-column 0
+cmp -s "$T/out" "$T/lc-default.json" && $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["samples"] == 300, r' "$T/out" &&
+    ok || bad "eval by the recorded label column and by --label-column differ: $(cat "$T/out" "$T/lc-default.json")"
+expect_status 0 "predict --label-column y" -- "$COHORT" predict "$T/lc/models/m.safetensors" --data "csv:$T/lc.csv" --label-column y
+[ "$(awk -F, 'NR > 1 { print $3 }' "$T/out" | head -n 4 | tr '\n' ' ')" = "0 1 2 0 " ] && ok || bad "predict's labels are not column y: $(head -n 3 "$T/out")"
+expect_status 2 "eval --label-column of no column" -- "$COHORT" eval "$T/lc/models/m.safetensors" --data "csv:$T/lc.csv" --label-column zz
+expect_err "no column named 'zz' in the header" "eval --label-column zz"
 finish

@@ -51,7 +51,7 @@ static void loaded_free(loaded *l)
  * exit status; on 0, l holds everything until loaded_free.
  */
 static int load_model(const char *cmd, const char *weights, const char *data,
-                      int labels_optional, loaded *l)
+                      const char *label_column, int labels_optional, loaded *l)
 {
     memset(l, 0, sizeof *l);
     cohort_error err;
@@ -63,6 +63,9 @@ static int load_model(const char *cmd, const char *weights, const char *data,
      * is known to be unlabeled. */
     data_options dopt = {.unlabeled_dim = n_in ? n_in : -1,
                          .label_columns = l->m.label_columns[0] ? l->m.label_columns : NULL};
+    /* A CSV's label column: --label-column, else the one training read. */
+    dopt.label_column = label_column ? label_column
+                        : l->m.label_column[0] ? l->m.label_column : NULL;
     if (data_load(data, &dopt, &l->ds, &err)) {
         loaded_free(l);
         return cli_usage_error(cmd, "%s", err.message);
@@ -129,25 +132,31 @@ static int load_model(const char *cmd, const char *weights, const char *data,
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *weights = NULL, *data = NULL;
+    const char *weights = NULL, *data = NULL, *label_column = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            puts("usage: cohort eval WEIGHTS --data SPEC [--json]\n\n"
+            puts("usage: cohort eval WEIGHTS --data SPEC [--label-column COL] [--json]\n\n"
                  "Loss and accuracy (regression: mae and rmse) of the model saved in WEIGHTS\n"
                  "(a .safetensors file that cohort wrote) on the dataset SPEC, e.g.\n"
                  "fashion-mnist:test or csv:file.csv. The model is rebuilt from what WEIGHTS\n"
                  "stores (layers, input shape); its classes are its last layer's units, so\n"
                  "the data may hold fewer of them. "
-                 "Paths are relative to the current directory.");
+                 "Paths are relative to the current directory.\n\n"
+                 "--label-column COL: a CSV's label column, by name or 0-based index, as\n"
+                 "data.label_column; by default the one the model was trained on where its\n"
+                 "plan named one, else the column named label, else the last.");
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--data", &v)) {
             data = v;
+        } else if (cli_opt_value(argc, argv, &i, "--label-column", &v)) {
+            label_column = v;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (argv[i][0] == '-') {
-            static const char *const opts[] = {"--data", "--json", "--help", NULL};
+            static const char *const opts[] = {"--data", "--label-column", "--json", "--help",
+                                               NULL};
             return cli_unknown_option("eval", argv[i], NULL, opts, 0);
         } else if (!weights) {
             weights = argv[i];
@@ -158,7 +167,7 @@ int cmd_eval(int argc, char **argv)
     if (!weights || !data)
         return cli_usage_error("eval", "needs WEIGHTS and --data SPEC (see cohort eval --help)");
     loaded l;
-    int rc = load_model("eval", weights, data, 0, &l);
+    int rc = load_model("eval", weights, data, label_column, 0, &l);
     if (rc)
         return rc;
     eval_metrics m;
@@ -301,11 +310,11 @@ static cohort_status write_through(const char *path, const char *data, size_t le
 
 int cmd_predict(int argc, char **argv)
 {
-    const char *weights = NULL, *data = NULL, *out = NULL;
+    const char *weights = NULL, *data = NULL, *out = NULL, *label_column = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            puts("usage: cohort predict WEIGHTS --data SPEC [--out FILE]\n\n"
+            puts("usage: cohort predict WEIGHTS --data SPEC [--out FILE] [--label-column COL]\n\n"
                  "Predictions of the model saved in WEIGHTS for every sample of SPEC, as CSV:\n"
                  "index,prediction,label,p0,p1,... (the class and each output unit's\n"
                  "probability, each column named for its class where the model was trained\n"
@@ -317,14 +326,19 @@ int cmd_predict(int argc, char **argv)
                  "The data may have no labels: npy:X alone, or a CSV whose columns are only\n"
                  "the model's inputs (as many columns as it takes, none named label); the\n"
                  "label column of the output is then empty. A model trained on text labels\n"
-                 "(cat, dog) gives its predictions and labels as those names.");
+                 "(cat, dog) gives its predictions and labels as those names.\n\n"
+                 "--label-column COL: a CSV's label column, as for cohort eval (by default\n"
+                 "the one the model was trained on where its plan named one).");
             return 0;
         } else if (cli_opt_value(argc, argv, &i, "--data", &v)) {
             data = v;
         } else if (cli_opt_value(argc, argv, &i, "--out", &v)) {
             out = v;
+        } else if (cli_opt_value(argc, argv, &i, "--label-column", &v)) {
+            label_column = v;
         } else if (argv[i][0] == '-') {
-            static const char *const opts[] = {"--data", "--out", "--help", NULL};
+            static const char *const opts[] = {"--data", "--out", "--label-column", "--help",
+                                               NULL};
             return cli_unknown_option("predict", argv[i], NULL, opts, 0);
         } else if (!weights) {
             weights = argv[i];
@@ -335,7 +349,7 @@ int cmd_predict(int argc, char **argv)
     if (!weights || !data)
         return cli_usage_error("predict", "needs WEIGHTS and --data SPEC (see --help)");
     loaded l;
-    int rc = load_model("predict", weights, data, 1, &l);
+    int rc = load_model("predict", weights, data, label_column, 1, &l);
     if (rc)
         return rc;
     data_view all = l.all;

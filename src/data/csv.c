@@ -198,7 +198,8 @@ static cohort_status find_label(const char *path, const csv_line *header, uint64
             next_field(&p, header->e, &fs, &fe);
         cohort_log(COHORT_LOG_WARN,
                    "%s: the header names no column 'label', so the last, column %llu ('%.*s'), "
-                   "is taken as the label; set data.label_column to say which",
+                   "is taken as the label; set data.label_column (cohort eval and predict: "
+                   "--label-column) to say which",
                    path, (unsigned long long)(nf - 1), fe - fs > 60 ? 60 : (int)(fe - fs), fs);
     }
     return COHORT_OK;

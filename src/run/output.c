@@ -316,6 +316,12 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
         meta[2 * n_meta] = "label_columns";
         meta[2 * n_meta++ + 1] = run->plan->data.label_columns;
     }
+    /* The label column, where the plan named one: eval and predict read
+     * the same column of a CSV by default. */
+    if (run->plan->data.label_column[0]) {
+        meta[2 * n_meta] = "label_column";
+        meta[2 * n_meta++ + 1] = run->plan->data.label_column;
+    }
     snprintf(rel, COHORT_PATH_MAX, "models/%s%s.safetensors", e->spec->name, best ? ".best" : "");
     char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", run->out_dir, rel);

@@ -120,6 +120,7 @@ typedef struct saved_model {
     int64_t n_in;            /* values per sample, 0 when not stored */
     int on_classes;          /* trained on class labels */
     char label_columns[512]; /* the CSV target columns it was trained on, "" = none */
+    char label_column[64];   /* the CSV label column it was trained on, "" = the default */
 } saved_model;
 
 /* Read the spec, shapes and class names of `weights` (COHORT_ERR_INPUT or

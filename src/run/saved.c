@@ -130,6 +130,9 @@ cohort_status saved_model_open(const char *weights, saved_model *m, cohort_error
     free(format);
     str_copy(m->label_columns, sizeof m->label_columns, tcols ? tcols : "");
     free(tcols);
+    char *lcol = st_meta_get(&f, "label_column");
+    str_copy(m->label_column, sizeof m->label_column, lcol ? lcol : "");
+    free(lcol);
     /* Trained on class labels: a model of several outputs scores classes
      * (mse on one-hot labels) rather than errors. */
     m->on_classes = classes && strtol(classes, NULL, 10) > 0;
