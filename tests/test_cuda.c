@@ -242,15 +242,18 @@ static void test_act_backward(act_kind act, int count)
     buf_free(&Y);
 }
 
-static void test_bias_grad(int count)
+/* rows 70: one stage; 2600: the GPU's two stages (chunks of rows, then their
+ * sums in order). */
+static void test_bias_grad(int count, int rows)
 {
-    const int rows = 70, cols = 45;
+    const int cols = 45;
     size_t sdb = cols + 5, sdZ = (size_t)rows * cols + 13;
     buf db = buf_make(sdb * (size_t)count, 50, 60), dZ = buf_make(sdZ * (size_t)count, -1, 1);
     cpu->bias_grad(cc, db.h, sdb, dZ.h, sdZ, rows, cols, count);
     gpu->bias_grad(gc, db.d, sdb, dZ.d, sdZ, rows, cols, count);
     /* A float sum of n terms is off by at most about n * 2^-24 * sum |terms| in
-     * any order: 1e-5 * sum |terms| covers two orders of 70 terms. */
+     * any order: 1e-5 * sum |terms| covers two orders of 70 terms (and the
+     * chunked sums' error of 2600, below sqrt(rows) * 2^-24 in practice). */
     float *g = buf_back(&db);
     int bad = 0;
     for (int k = 0; k < count; k++)
@@ -261,8 +264,8 @@ static void test_bias_grad(int count)
             size_t i = (size_t)k * sdb + j;
             bad += !(fabs((double)g[i] - (double)db.h[i]) <= 1e-5 * mass);
         }
-    CHECK_MSG(bad == 0, "bias_grad count %d: %d sums off by more than 1e-5 of their mass", count,
-              bad);
+    CHECK_MSG(bad == 0, "bias_grad count %d rows %d: %d sums off by more than 1e-5 of their mass",
+              count, rows, bad);
     free(g);
     buf_free(&db);
     buf_free(&dZ);
@@ -428,9 +431,10 @@ static void test_optimizers(int count)
 
 /* The clipping and regularizer ops: the norms' sums in double, the same on
  * both (to rounding), and each model's own setting (0: off). */
-static void test_clip_reg(int count)
+/* n 3000: the sums in one block per model; 70000: the GPU's two stages. */
+static void test_clip_reg(int count, size_t n)
 {
-    const size_t n = 3000, s = 3011;
+    const size_t s = n + 11;
     float c[3] = {0.5f, 0.0f, 100.0f}, l1[3] = {0.01f, 0.0f, 0.0f}, l2[3] = {0.02f, 0.0f, 0.5f};
     char what[64];
     buf w = buf_make(s * (size_t)count, -1, 1), g = buf_make(s * (size_t)count, -1, 1);
@@ -484,7 +488,8 @@ static void test_ops(void)
             test_bias_act((act_kind)a, c);
             test_act_backward((act_kind)a, c);
         }
-        test_bias_grad(c);
+        test_bias_grad(c, 70);
+        test_bias_grad(c, 2600);
         test_dropout(c);
         for (int grad = 0; grad < 2; grad++) {
             test_loss(LOSS_SCE, METRIC_ARGMAX, ACT_SOFTMAX, 0, 0, 10, c, grad);
@@ -498,7 +503,8 @@ static void test_ops(void)
             test_loss(LOSS_HUBER, METRIC_ERRORS, ACT_LINEAR, 1, 0, 40, c, grad);
         }
         test_optimizers(c);
-        test_clip_reg(c);
+        test_clip_reg(c, 3000);
+        test_clip_reg(c, 70000);
     }
     test_load(3, 1);
     test_gemm(0, 1, 3, 1, 0.0f); /* the forward pass's shape, one shared weight matrix */

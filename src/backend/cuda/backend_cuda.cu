@@ -31,6 +31,10 @@
  * one never waits for the copy of the one before. */
 #define STAGES 4
 
+/* Device bytes a context keeps for the partial sums of its reductions: 64
+ * chunks of 4096 columns of one model's bias gradient. */
+#define REDUCE_SCRATCH ((size_t)1 << 20)
+
 typedef struct stage {
     void *host;
     size_t cap;
@@ -51,6 +55,9 @@ struct backend_ctx {
      * as cuBLAS's workspace is: a batch's bytes, not counted in the pool. */
     uint8_t *bytes;
     size_t bytes_cap;
+    /* Partial sums of the two-stage reductions (bias_grad, sum_sq,
+     * reg_penalty), REDUCE_SCRATCH bytes; NULL: they run in one stage. */
+    void *scratch;
     char error[512]; /* the first error an op met */
 };
 
@@ -195,6 +202,8 @@ void ctx_release(backend_ctx *c)
     }
     if (c->bytes)
         cudaFree(c->bytes);
+    if (c->scratch)
+        cudaFree(c->scratch);
     if (c->blas)
         blas.destroy(c->blas);
     if (c->stream)
@@ -236,6 +245,10 @@ cohort_status cu_ctx_create(int device, int threads, backend_ctx **out, cohort_e
         ctx_release(c);
         return fail(err, COHORT_ERR_DEVICE, "gpu:%d: cuBLAS setup failed: %s", device,
                     blas.status_string(s));
+    }
+    if (cudaMalloc(&c->scratch, REDUCE_SCRATCH) != cudaSuccess) {
+        (void)cudaGetLastError();
+        c->scratch = nullptr; /* the reductions run in one stage */
     }
     *out = c;
     return COHORT_OK;
@@ -508,7 +521,8 @@ void cu_bias_grad_op(backend_ctx *c, float *db, size_t sdb, const float *dZ, siz
                      int cols, int count)
 {
     on(c);
-    note(c, "bias_grad", cu_bias_grad(c->stream, db, sdb, dZ, sdZ, rows, cols, count));
+    note(c, "bias_grad",
+         cu_bias_grad(c->stream, db, sdb, dZ, sdZ, rows, cols, count, c->scratch, REDUCE_SCRATCH));
 }
 
 void cu_dropout_fwd_op(backend_ctx *c, float *Y, const float *X, float *mask, size_t s, size_t n,
@@ -605,7 +619,8 @@ void cu_sum_sq_op(backend_ctx *c, double *acc, const float *x, size_t s, size_t 
     on(c);
     for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
         int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
-        note(c, "sum_sq", cu_sum_sq(c->stream, acc + k0, x + (size_t)k0 * s, s, n, add, m));
+        note(c, "sum_sq", cu_sum_sq(c->stream, acc + k0, x + (size_t)k0 * s, s, n, add, m,
+                                    c->scratch, REDUCE_SCRATCH));
     }
 }
 
@@ -649,8 +664,9 @@ void cu_reg_penalty_op(backend_ctx *c, double *stats, const float *w, size_t s, 
     for (int k0 = 0; k0 < count; k0 += CU_CHUNK) {
         int m = count - k0 < CU_CHUNK ? count - k0 : CU_CHUNK;
         cu_pair_args a = pair_args(l1, l2, k0, m);
-        note(c, "reg_penalty", cu_reg_penalty(c->stream, stats + STATS_PER_MODEL * k0, w + (size_t)k0 * s, s, n,
-                                              &a, rows, m));
+        note(c, "reg_penalty",
+             cu_reg_penalty(c->stream, stats + STATS_PER_MODEL * k0, w + (size_t)k0 * s, s, n, &a,
+                            rows, m, c->scratch, REDUCE_SCRATCH));
     }
 }
 

@@ -74,15 +74,20 @@ __global__ void k_act_backward(float *D, size_t sd, const float *Y, size_t sY, s
 }
 
 /* dZ is (rows, cols) per model, db (cols): column sums. Block (32, 8): 32
- * columns, 8 row phases summed in a fixed order. */
-__global__ void k_bias_grad(float *DB, size_t sdb, const float *DZ, size_t sdZ, int rows, int cols)
+ * columns, 8 row phases summed in a fixed order. Block z takes rows
+ * [z * rpc, (z + 1) * rpc): with one chunk (PART NULL) the sums go to DB,
+ * else chunk z's to PART[(k * chunks + z) * cols + j] and
+ * k_bias_grad_finish adds the chunks in order. */
+__global__ void k_bias_grad(float *DB, size_t sdb, const float *DZ, size_t sdZ, int rows, int cols,
+                            int rpc, float *PART)
 {
     __shared__ float part[8][33];
     const float *dz = DZ + blockIdx.y * sdZ;
     int j = blockIdx.x * 32 + threadIdx.x;
+    int r0 = (int)blockIdx.z * rpc, r1 = rows - r0 < rpc ? rows : r0 + rpc;
     float s = 0.0f;
     if (j < cols)
-        for (int r = threadIdx.y; r < rows; r += 8)
+        for (int r = r0 + (int)threadIdx.y; r < r1; r += 8)
             s += dz[(size_t)r * (size_t)cols + (size_t)j];
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
@@ -90,8 +95,24 @@ __global__ void k_bias_grad(float *DB, size_t sdb, const float *DZ, size_t sdZ, 
         float t = part[0][threadIdx.x];
         for (int p = 1; p < 8; p++)
             t += part[p][threadIdx.x];
-        DB[blockIdx.y * sdb + (size_t)j] = t;
+        if (PART)
+            PART[((size_t)blockIdx.y * gridDim.z + blockIdx.z) * (size_t)cols + (size_t)j] = t;
+        else
+            DB[blockIdx.y * sdb + (size_t)j] = t;
     }
+}
+
+/* DB[k, j] = the chunks' column sums of k_bias_grad, chunk 0 first. */
+__global__ void k_bias_grad_finish(float *DB, size_t sdb, const float *PART, int cols, int chunks)
+{
+    int j = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (j >= cols)
+        return;
+    const float *p = PART + (size_t)blockIdx.y * (size_t)chunks * (size_t)cols + (size_t)j;
+    float t = p[0];
+    for (int c = 1; c < chunks; c++)
+        t += p[(size_t)c * (size_t)cols];
+    DB[blockIdx.y * sdb + (size_t)j] = t;
 }
 
 /* rng_hash_uniform of src/util/util.c, bit for bit. */
@@ -376,18 +397,43 @@ __device__ double block_sum(double v)
     return r;
 }
 
-/* One block per model: acc[k] (+)= sum of x^2, each thread over a fixed
- * stride of elements, then the block's tree. */
-__global__ void k_sum_sq(double *acc, const float *X, size_t st, size_t n, int add)
+/* Block x of model k sums its chunk [x * per, (x + 1) * per) of the n
+ * elements: each thread over a fixed stride, then the block's tree. */
+__device__ __forceinline__ void chunk_of(size_t n, size_t per, size_t &i0, size_t &i1)
+{
+    i0 = (size_t)blockIdx.x * per;
+    i1 = n - i0 < per ? n : i0 + per;
+}
+
+/* acc[k] (+)= sum of x^2. One chunk (PART NULL): into acc; else chunk x's
+ * sum to PART[k * chunks + x] and k_sum_finish adds them in order. */
+__global__ void k_sum_sq(double *acc, const float *X, size_t st, size_t n, int add, size_t per,
+                         double *PART)
 {
     int k = blockIdx.y;
     const float *x = X + k * st;
+    size_t i0, i1;
+    chunk_of(n, per, i0, i1);
     double v = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += SUM_THREADS)
+    for (size_t i = i0 + threadIdx.x; i < i1; i += SUM_THREADS)
         v += (double)x[i] * (double)x[i];
     v = block_sum(v);
-    if (threadIdx.x == 0)
-        acc[k] = (add ? acc[k] : 0.0) + v;
+    if (threadIdx.x == 0) {
+        if (PART)
+            PART[(size_t)k * gridDim.x + blockIdx.x] = v;
+        else
+            acc[k] = (add ? acc[k] : 0.0) + v;
+    }
+}
+
+__global__ void k_sum_finish(double *acc, const double *PART, int chunks, int add)
+{
+    int k = blockIdx.y;
+    const double *p = PART + (size_t)k * (size_t)chunks;
+    double v = p[0];
+    for (int c = 1; c < chunks; c++)
+        v += p[c];
+    acc[k] = (add ? acc[k] : 0.0) + v;
 }
 
 __global__ void k_clip_norm(float *X, size_t st, size_t n, const double *acc, cu_pair_args a)
@@ -428,16 +474,30 @@ __global__ void k_reg_grad(float *G, const float *W, size_t st, size_t n, cu_pai
     }
 }
 
+/* The penalty of model k's weights into its stats. */
+__device__ __forceinline__ void penalty_add(double *stats, int k, float l1, float l2, double sq,
+                                            double ab, int rows)
+{
+    double p = (double)l2 * sq + (double)l1 * ab;
+    stats[STATS_PER_MODEL * k + STAT_LOSS_SUM] += (double)rows * p;
+    stats[STATS_PER_MODEL * k + STAT_BATCH_LOSS] += p;
+}
+
+/* Sums of w^2 and |w| over chunks as k_sum_sq's: one chunk (PART NULL)
+ * adds the penalty to stats; else chunk x's two sums go to
+ * PART[(k * chunks + x) * 2] and k_reg_penalty_finish adds them in order. */
 __global__ void k_reg_penalty(double *stats, const float *W, size_t st, size_t n,
-                              cu_pair_args a, int rows)
+                              cu_pair_args a, int rows, size_t per, double *PART)
 {
     int k = blockIdx.y;
     float l1 = a.a[k], l2 = a.b[k];
     if (l1 == 0.0f && l2 == 0.0f)
         return;
     const float *w = W + k * st;
+    size_t i0, i1;
+    chunk_of(n, per, i0, i1);
     double sq = 0.0, ab = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += SUM_THREADS) {
+    for (size_t i = i0 + threadIdx.x; i < i1; i += SUM_THREADS) {
         double x = (double)w[i];
         sq += x * x;
         ab += fabs(x);
@@ -445,10 +505,45 @@ __global__ void k_reg_penalty(double *stats, const float *W, size_t st, size_t n
     sq = block_sum(sq);
     ab = block_sum(ab);
     if (threadIdx.x == 0) {
-        double p = (double)l2 * sq + (double)l1 * ab;
-        stats[STATS_PER_MODEL * k + STAT_LOSS_SUM] += (double)rows * p;
-        stats[STATS_PER_MODEL * k + STAT_BATCH_LOSS] += p;
+        if (PART) {
+            PART[((size_t)k * gridDim.x + blockIdx.x) * 2] = sq;
+            PART[((size_t)k * gridDim.x + blockIdx.x) * 2 + 1] = ab;
+        } else {
+            penalty_add(stats, k, l1, l2, sq, ab, rows);
+        }
     }
+}
+
+__global__ void k_reg_penalty_finish(double *stats, const double *PART, int chunks,
+                                     cu_pair_args a, int rows)
+{
+    int k = blockIdx.y;
+    float l1 = a.a[k], l2 = a.b[k];
+    if (l1 == 0.0f && l2 == 0.0f)
+        return;
+    const double *p = PART + (size_t)k * (size_t)chunks * 2;
+    double sq = p[0], ab = p[1];
+    for (int c = 1; c < chunks; c++) {
+        sq += p[2 * c];
+        ab += p[2 * c + 1];
+    }
+    penalty_add(stats, k, l1, l2, sq, ab, rows);
+}
+
+/* Chunks of a two-stage sum over n items (at least `least` each, at most
+ * MAX_CHUNKS) whose partial sums, `part` bytes a chunk, fit the scratch;
+ * 1: one stage. A function of the shapes alone, so the sums' order, and so
+ * their bits, are the same every run. */
+const int MAX_CHUNKS = 64;
+
+int chunks_for(size_t n, size_t least, size_t part, size_t scratch)
+{
+    size_t c = n / least;
+    if (c > (size_t)MAX_CHUNKS)
+        c = MAX_CHUNKS;
+    while (c > 1 && c * part > scratch)
+        c /= 2;
+    return c > 1 ? (int)c : 1;
 }
 
 /* ---- image windows (NHWC) ------------------------------------------------ */
@@ -836,12 +931,21 @@ cudaError_t cu_act_backward(cudaStream_t s, float *d, size_t sd, const float *Y,
 }
 
 cudaError_t cu_bias_grad(cudaStream_t s, float *db, size_t sdb, const float *dZ, size_t sdZ,
-                         int rows, int cols, int count)
+                         int rows, int cols, int count, void *scratch, size_t scratch_bytes)
 {
     if (count <= 0 || cols <= 0)
         return cudaSuccess;
-    dim3 grid((unsigned)((cols + 31) / 32), (unsigned)count);
-    k_bias_grad<<<grid, dim3(32, 8), 0, s>>>(db, sdb, dZ, sdZ, rows, cols);
+    int r = rows > 0 ? rows : 0;
+    int chunks = chunks_for((size_t)r, 512, (size_t)cols * (size_t)count * sizeof(float),
+                            scratch ? scratch_bytes : 0);
+    int rpc = chunks > 1 ? (r + chunks - 1) / chunks : (r > 0 ? r : 1);
+    chunks = chunks > 1 ? (r + rpc - 1) / rpc : 1; /* no empty chunk */
+    float *part = chunks > 1 ? static_cast<float *>(scratch) : nullptr;
+    dim3 grid((unsigned)((cols + 31) / 32), (unsigned)count, (unsigned)chunks);
+    k_bias_grad<<<grid, dim3(32, 8), 0, s>>>(db, sdb, dZ, sdZ, r, cols, rpc, part);
+    if (part)
+        k_bias_grad_finish<<<dim3((unsigned)((cols + THREADS - 1) / THREADS), (unsigned)count),
+                             THREADS, 0, s>>>(db, sdb, part, cols, chunks);
     return cudaGetLastError();
 }
 
@@ -900,12 +1004,22 @@ cudaError_t cu_optimize(cudaStream_t s, opt_kind kind, float *w, const float *g,
     return cudaGetLastError();
 }
 
+/* Elements a chunk of a two-stage sum takes at least: 32 per thread. */
+const size_t SUM_CHUNK = 32 * 256;
+
 cudaError_t cu_sum_sq(cudaStream_t s, double *acc, const float *x, size_t st, size_t n, int add,
-                      int count)
+                      int count, void *scratch, size_t scratch_bytes)
 {
     if (count <= 0)
         return cudaSuccess;
-    k_sum_sq<<<dim3(1, (unsigned)count), SUM_THREADS, 0, s>>>(acc, x, st, n, add);
+    int chunks = chunks_for(n, SUM_CHUNK, (size_t)count * sizeof(double), scratch ? scratch_bytes : 0);
+    size_t per = chunks > 1 ? (n + (size_t)chunks - 1) / (size_t)chunks : (n ? n : 1);
+    chunks = chunks > 1 ? (int)((n + per - 1) / per) : 1;
+    double *part = chunks > 1 ? static_cast<double *>(scratch) : nullptr;
+    k_sum_sq<<<dim3((unsigned)chunks, (unsigned)count), SUM_THREADS, 0, s>>>(acc, x, st, n, add,
+                                                                             per, part);
+    if (part)
+        k_sum_finish<<<dim3(1, (unsigned)count), 1, 0, s>>>(acc, part, chunks, add);
     return cudaGetLastError();
 }
 
@@ -937,11 +1051,20 @@ cudaError_t cu_reg_grad(cudaStream_t s, float *g, const float *w, size_t st, siz
 }
 
 cudaError_t cu_reg_penalty(cudaStream_t s, double *stats, const float *w, size_t st, size_t n,
-                           const cu_pair_args *a, int rows, int count)
+                           const cu_pair_args *a, int rows, int count, void *scratch,
+                           size_t scratch_bytes)
 {
     if (count <= 0)
         return cudaSuccess;
-    k_reg_penalty<<<dim3(1, (unsigned)count), SUM_THREADS, 0, s>>>(stats, w, st, n, *a, rows);
+    int chunks =
+        chunks_for(n, SUM_CHUNK, (size_t)count * 2 * sizeof(double), scratch ? scratch_bytes : 0);
+    size_t per = chunks > 1 ? (n + (size_t)chunks - 1) / (size_t)chunks : (n ? n : 1);
+    chunks = chunks > 1 ? (int)((n + per - 1) / per) : 1;
+    double *part = chunks > 1 ? static_cast<double *>(scratch) : nullptr;
+    k_reg_penalty<<<dim3((unsigned)chunks, (unsigned)count), SUM_THREADS, 0, s>>>(
+        stats, w, st, n, *a, rows, per, part);
+    if (part)
+        k_reg_penalty_finish<<<dim3(1, (unsigned)count), 1, 0, s>>>(stats, part, chunks, *a, rows);
     return cudaGetLastError();
 }
 

@@ -54,8 +54,12 @@ cudaError_t cu_bias_act(cudaStream_t s, float *Y, size_t sY, const float *bias, 
                         int rows, int cols, int act, int count);
 cudaError_t cu_act_backward(cudaStream_t s, float *d, size_t sd, const float *Y, size_t sY,
                             size_t n, int act, int count);
+/* Column sums over the rows in a fixed order: in one stage, or where the
+ * rows are many, in up to 64 chunks of rows side by side whose partial sums
+ * (in scratch, scratch_bytes of device memory; NULL: one stage) a second
+ * launch adds in chunk order. The same shapes give the same bits. */
 cudaError_t cu_bias_grad(cudaStream_t s, float *db, size_t sdb, const float *dZ, size_t sdZ,
-                         int rows, int cols, int count);
+                         int rows, int cols, int count, void *scratch, size_t scratch_bytes);
 /* count <= CU_CHUNK. */
 cudaError_t cu_dropout_fwd(cudaStream_t s, float *Y, const float *X, float *mask, size_t st,
                            size_t n, const cu_dropout_args *a, uint64_t counter0, int count);
@@ -76,10 +80,12 @@ cudaError_t cu_loss(cudaStream_t s, const cu_loss_args *a, float *Z, size_t sZ, 
 cudaError_t cu_optimize(cudaStream_t s, opt_kind kind, float *w, const float *g, float *s1,
                         float *s2, size_t st, size_t n, const cu_optim_args *a, int count);
 /* The clip and regularizer ops of backend_impl.h, count <= CU_CHUNK; the
- * sums are one block per model, in a fixed order (no atomics). a.a is the
+ * sums are in a fixed order (no atomics): one block per model, or where the
+ * elements are many, up to 64 blocks per model whose partial sums (in
+ * scratch, as cu_bias_grad's) a second launch adds in order. a.a is the
  * clip (clip_norm, clip_value) or l1, a.b is l2. */
 cudaError_t cu_sum_sq(cudaStream_t s, double *acc, const float *x, size_t st, size_t n, int add,
-                      int count);
+                      int count, void *scratch, size_t scratch_bytes);
 cudaError_t cu_clip_norm(cudaStream_t s, float *x, size_t st, size_t n, const double *acc,
                          const cu_pair_args *a, int count);
 cudaError_t cu_clip_value(cudaStream_t s, float *x, size_t st, size_t n, const cu_pair_args *a,
@@ -87,7 +93,8 @@ cudaError_t cu_clip_value(cudaStream_t s, float *x, size_t st, size_t n, const c
 cudaError_t cu_reg_grad(cudaStream_t s, float *g, const float *w, size_t st, size_t n,
                         const cu_pair_args *a, int count);
 cudaError_t cu_reg_penalty(cudaStream_t s, double *stats, const float *w, size_t st, size_t n,
-                           const cu_pair_args *a, int rows, int count);
+                           const cu_pair_args *a, int rows, int count, void *scratch,
+                           size_t scratch_bytes);
 
 /* The image ops of backend_impl.h (NHWC, g: one model's geometry, passed by
  * value to the kernels). The backward ops are gathers: each input pixel
