@@ -316,6 +316,18 @@ static void table(void)
     CHECK(!layer_can_fuse(&c1, &c2) && layer_can_fuse(&c1, &c3));
     layer_spec d1 = layer_dropout(0.1f), d2 = layer_dropout(0.4f);
     CHECK(layer_can_fuse(&d1, &d2));
+    /* A kind that gives no fusion key fuses only equal settings: one that
+     * forgot its key never puts different shapes in one group. */
+    static layer_ops strict;
+    strict = layer_scaled_identity_ops;
+    strict.name = "strict_identity";
+    strict.fuse_key = NULL;
+    CHECK(layer_register(&strict) == 0);
+    layer_spec s1 = layer_text("{strict_identity: 0.5}"), s2 = layer_text("{strict_identity: 2}");
+    layer_spec s3 = layer_text("{strict_identity: 0.5}");
+    CHECK(!layer_can_fuse(&s1, &s2) && layer_can_fuse(&s1, &s3));
+    layer_spec i1 = layer_text("{scaled_identity: 0.5}"), i2 = layer_text("{scaled_identity: 2}");
+    CHECK(layer_can_fuse(&i1, &i2));
 }
 
 int main(void)

@@ -200,6 +200,7 @@ const layer_ops layer_batch_norm_ops = {
     .parse = bn_parse,
     .to_json = bn_json,
     .abbrev = bn_abbrev,
+    .fuse_key = layer_fuse_any,
     .plan = bn_plan,
     .init = bn_init,
     .forward = bn_forward,

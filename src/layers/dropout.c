@@ -110,6 +110,7 @@ const layer_ops layer_dropout_ops = {
     .to_json = dropout_json,
     .abbrev = dropout_abbrev,
     .hyper = dropout_hyper,
+    .fuse_key = layer_fuse_any,
     .plan = dropout_plan,
     .forward = dropout_forward,
     .backward = dropout_backward,

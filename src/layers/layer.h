@@ -97,8 +97,10 @@ typedef struct layer_ops {
     int (*abbrev)(const layer_spec *ls, char *buf, size_t n);
     /* The settings that decide shapes and kernels, which the models of one
      * fused group share, into key (at most LAYER_FUSE_KEY_MAX); returns how
-     * many. Other settings (a rate, a momentum) may differ per model. NULL:
-     * the kind alone decides. */
+     * many. Other settings (a rate, a momentum) may differ per model: a kind
+     * whose settings all may returns 0 (layer_fuse_any). NULL: two layers
+     * fuse only where all their settings and act are the same, so that a
+     * kind that forgets its key never fuses models of different shapes. */
     int (*fuse_key)(const layer_spec *ls, int *key);
     /* The settings PBT may mutate, ended by {NULL}; NULL: none. */
     const layer_hyper *hyper;
@@ -215,6 +217,8 @@ cohort_status layer_parse_text(const char *text, layer_spec *ls, cohort_error *e
 void layer_to_json(const layer_spec *ls, strbuf *b);
 /* Two layers may train in one fused group: same kind, same fusion key. */
 int layer_can_fuse(const layer_spec *a, const layer_spec *b);
+/* A fusion key of nothing: every setting of the kind may differ per model. */
+int layer_fuse_any(const layer_spec *ls, int *key);
 /* The layer as `cohort plan` abbreviates it ("c32relu"), snprintf's result. */
 int layer_abbrev(const layer_spec *ls, char *buf, size_t n);
 /* What the last layer is and how to make its activation `want`, for the

@@ -116,6 +116,7 @@ const layer_ops layer_scaled_identity_ops = {
     .parse = si_parse,
     .to_json = si_json,
     .abbrev = si_abbrev,
+    .fuse_key = layer_fuse_any,
     .plan = si_plan,
     .shares_input = 1,
     .keeps_order = 1,
