@@ -74,7 +74,10 @@ static void test_table(void)
                 listed |= strcmp(keys[j], k->name) == 0;
             CHECK_MSG(listed, "%s: key %s not in the plan's list", e->name, k->name);
             CHECK(optim_key_of((opt_kind)kind, k->name) == k);
-            CHECK(optim_key_any(k->name) && optim_key_any(k->name)->range == k->range);
+            /* A name means one setting: the same range and PBT rule wherever. */
+            const optim_key *any = optim_key_any(k->name);
+            CHECK_MSG(any && any->range == k->range && any->pbt == k->pbt && any->offset == k->offset,
+                      "%s: key %s differs from another optimizer's", e->name, k->name);
             if (k->range == OPTIM_BOOL)
                 CHECK(*(const int *)optim_field_c(&o, k) == (k->def != 0.0f));
             else
