@@ -55,7 +55,7 @@ static inline layer_spec layer_conv(int filters, int k, int stride, pad_kind pad
                       use_bias ? "true" : "false");
 }
 
-static inline layer_spec layer_pool(const char *kind, int k, int stride, pad_kind pad)
+static inline layer_spec layer_pooling(const char *kind, int k, int stride, pad_kind pad)
 {
     return layer_text("{%s: %d, strides: %d, padding: %s}", kind, k, stride, pad_text(pad));
 }

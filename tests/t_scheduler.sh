@@ -177,17 +177,17 @@ assert differs, "the search does not tell the two rules apart"
 PY
 
 # Bad settings, at their line.
-bad_sched() { # WHAT MESSAGE SCHEDULER
+bad_scheduler() { # WHAT MESSAGE SCHEDULER
     printf 'data: {train: csv:%s/train.csv, validation_split: 0.25}\nmodels: [{name: m, layers: [{dense: 3, activation: softmax}]}]\nscheduler: %s\n' "$T" "$3" > "$T/bad.yaml"
     expect_status 2 "$1" -- "$COHORT" plan "$T/bad.yaml"
     expect_err "$2" "$1"
 }
-bad_sched "pbt" "bad.yaml:3: scheduler pbt needs perturbation_interval, the epochs between two exploits" "{name: pbt}"
-bad_sched "typo" "bad.yaml:3: scheduler.name must be one of none, asha, median, hyperband, pbt, got 'ashaa' (did you mean 'asha'?)" "{name: ashaa}"
-bad_sched "grace" "bad.yaml:3: scheduler.grace_period (5) is more than max_t (3): no model could be stopped" "{name: asha, grace_period: 5, max_t: 3}"
-bad_sched "regression metric" "bad.yaml:3: the scheduler watches val_mae, but model 'm' records accuracy" "{name: asha, metric: val_mae}"
-bad_sched "median's eta" "bad.yaml:3: scheduler.reduction_factor is a setting of asha and hyperband, not of scheduler median" "{name: median, reduction_factor: 3}"
-bad_sched "unknown key" "bad.yaml:3: unknown key 'grace' in scheduler (did you mean 'grace_period'?)" "{name: asha, grace: 1}"
+bad_scheduler "pbt" "bad.yaml:3: scheduler pbt needs perturbation_interval, the epochs between two exploits" "{name: pbt}"
+bad_scheduler "typo" "bad.yaml:3: scheduler.name must be one of none, asha, median, hyperband, pbt, got 'ashaa' (did you mean 'asha'?)" "{name: ashaa}"
+bad_scheduler "grace" "bad.yaml:3: scheduler.grace_period (5) is more than max_t (3): no model could be stopped" "{name: asha, grace_period: 5, max_t: 3}"
+bad_scheduler "regression metric" "bad.yaml:3: the scheduler watches val_mae, but model 'm' records accuracy" "{name: asha, metric: val_mae}"
+bad_scheduler "median's eta" "bad.yaml:3: scheduler.reduction_factor is a setting of asha and hyperband, not of scheduler median" "{name: median, reduction_factor: 3}"
+bad_scheduler "unknown key" "bad.yaml:3: unknown key 'grace' in scheduler (did you mean 'grace_period'?)" "{name: asha, grace: 1}"
 printf 'data: {train: csv:%s/train.csv}\nmodels: [{name: m, layers: [{dense: 3, activation: softmax}]}]\nscheduler: {name: median, metric: val_loss}\n' "$T" > "$T/bad.yaml"
 expect_status 2 "no validation" -- "$COHORT" plan "$T/bad.yaml"
 expect_err "bad.yaml:3: the scheduler watches val_loss, but the plan has no validation data" "no validation"

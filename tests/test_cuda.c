@@ -620,7 +620,7 @@ static void ref_col2im(float *dx, const float *col, const window_geom *g)
 }
 
 /* Max pooling (avg = 0) or average pooling (avg = 1) forward. */
-static void ref_pool_fwd(float *y, int32_t *arg, const float *x, const window_geom *g, int avg)
+static void ref_pooling_fwd(float *y, int32_t *arg, const float *x, const window_geom *g, int avg)
 {
     size_t o = 0;
     for (int i = 0; i < g->n; i++)
@@ -653,7 +653,7 @@ static void ref_pool_fwd(float *y, int32_t *arg, const float *x, const window_ge
 }
 
 /* Max pooling backward (arg != NULL) or average pooling backward. */
-static void ref_pool_bwd(float *dx, const float *dy, const int32_t *arg, const window_geom *g)
+static void ref_pooling_bwd(float *dx, const float *dy, const int32_t *arg, const window_geom *g)
 {
     double *acc = calloc(geom_in(g), sizeof *acc);
     size_t o = 0;
@@ -721,7 +721,7 @@ static void test_windows(const geom_case *t, int shared)
     int32_t *argd = dev_alloc(sY * COUNT * sizeof *argd);
     gpu->copy_h2d(gc, argd, arg, sY * COUNT * sizeof *arg);
     for (int k = 0; k < COUNT; k++)
-        ref_pool_fwd(Y.h + k * sY, arg + k * sY, X.h + k * sX, &g, 0);
+        ref_pooling_fwd(Y.h + k * sY, arg + k * sY, X.h + k * sX, &g, 0);
     gpu->maxpool_fwd(gc, Y.d, sY, argd, sY, X.d, sX, &g, COUNT);
     snprintf(what, sizeof what, "maxpool_fwd %s", geo);
     check_same(what, &Y);
@@ -731,15 +731,15 @@ static void test_windows(const geom_case *t, int shared)
     buf dY = buf_make(sY * COUNT, -1, 1), dXm = buf_make(sdX * COUNT, 50, 60);
     gpu->copy_h2d(gc, argd, arg, sY * COUNT * sizeof *arg);
     for (int k = 0; k < COUNT; k++)
-        ref_pool_bwd(dXm.h + k * sdX, dY.h + k * sY, arg + k * sY, &g);
+        ref_pooling_bwd(dXm.h + k * sdX, dY.h + k * sY, arg + k * sY, &g);
     gpu->maxpool_bwd(gc, dXm.d, sdX, dY.d, sY, argd, sY, &g, COUNT);
     snprintf(what, sizeof what, "maxpool_bwd %s", geo);
     check_close(what, &dXm, 1e-5);
 
     buf Ya = buf_make(sY * COUNT, 50, 60), dXa = buf_make(sdX * COUNT, 50, 60);
     for (int k = 0; k < COUNT; k++) {
-        ref_pool_fwd(Ya.h + k * sY, NULL, X.h + k * sX, &g, 1);
-        ref_pool_bwd(dXa.h + k * sdX, dY.h + k * sY, NULL, &g);
+        ref_pooling_fwd(Ya.h + k * sY, NULL, X.h + k * sX, &g, 1);
+        ref_pooling_bwd(dXa.h + k * sdX, dY.h + k * sY, NULL, &g);
     }
     gpu->avgpool_fwd(gc, Ya.d, sY, X.d, sX, &g, COUNT);
     gpu->avgpool_bwd(gc, dXa.d, sdX, dY.d, sY, &g, COUNT);
@@ -987,7 +987,7 @@ static void spec_cnn(model_spec *s, uint64_t seed, opt_kind opt)
     s->layers[0] = layer_conv(6, 3, 1, PAD_SAME, ACT_LINEAR, 0);
     s->layers[1] = layer_bnorm(0.9f, 1e-3f);
     s->layers[2] = layer_act(ACT_RELU);
-    s->layers[3] = layer_pool("max_pooling2d", 2, 2, PAD_SAME);
+    s->layers[3] = layer_pooling("max_pooling2d", 2, 2, PAD_SAME);
     s->layers[4] = layer_text("flatten");
     s->layers[5] = layer_dropout(0.2f);
     s->layers[6] = layer_dense(TCLASSES, ACT_SOFTMAX);
@@ -1034,7 +1034,7 @@ static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt, int 
     CHECK_MSG(group_peak_bytes(ggpu) == L->total_bytes,
               "%s: planned %zu bytes, the pool's peak is %llu", dg->info.name, L->total_bytes,
               (unsigned long long)group_peak_bytes(ggpu));
-    CHECK(pool_in_use(dg->pool) == L->total_bytes * (dg == dc ? 2 : 1));
+    CHECK(mem_pool_in_use(dg->mem_pool) == L->total_bytes * (dg == dc ? 2 : 1));
     train_result rc[3], rg[3];
     memset(rc, 0, sizeof rc);
     memset(rg, 0, sizeof rg);
@@ -1078,13 +1078,13 @@ static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt, int 
     free(pg);
     group_free(gcpu);
     group_free(ggpu);
-    CHECK_MSG(pool_in_use(dg->pool) == 0 && pool_in_use(dc->pool) == 0,
+    CHECK_MSG(mem_pool_in_use(dg->mem_pool) == 0 && mem_pool_in_use(dc->mem_pool) == 0,
               "%s: %llu bytes still in use after group_free", dg->info.name,
-              (unsigned long long)pool_in_use(dg->pool));
+              (unsigned long long)mem_pool_in_use(dg->mem_pool));
 }
 
 /* Hard limits and both policies on a GPU pool. */
-static void test_pools(cohort_device *dg)
+static void test_mem_pools(cohort_device *dg)
 {
     model_spec s;
     spec_small(&s, 5, OPT_ADAM);
@@ -1095,27 +1095,27 @@ static void test_pools(cohort_device *dg)
     cohort_device d = *dg;
     train_group *g = NULL;
     /* One alignment unit short: refused before anything trains. */
-    CHECK(pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes - 64, COHORT_MEM_GROW, &d.pool,
+    CHECK(mem_pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes - 64, COHORT_MEM_GROW, &d.mem_pool,
                       &err) == COHORT_OK);
     cohort_status st = group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err);
     CHECK(st == COHORT_ERR_NOMEM && g == NULL);
     CHECK_CONTAINS(err.message, "only");
-    CHECK(pool_in_use(d.pool) == 0);
-    pool_free(d.pool);
+    CHECK(mem_pool_in_use(d.mem_pool) == 0);
+    mem_pool_free(d.mem_pool);
     for (int policy = 0; policy < 2; policy++) {
         cohort_mem_policy pol = policy ? COHORT_MEM_PREALLOCATE : COHORT_MEM_GROW;
-        CHECK(pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes, pol, &d.pool, &err) ==
+        CHECK(mem_pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes, pol, &d.mem_pool, &err) ==
               COHORT_OK);
         st = group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err);
         CHECK_MSG(st == COHORT_OK, "%s pool of exactly the plan: %s", policy ? "preallocate" : "grow",
                   err.message);
-        CHECK(pool_in_use(d.pool) == L.total_bytes && pool_peak(d.pool) == L.total_bytes);
+        CHECK(mem_pool_in_use(d.mem_pool) == L.total_bytes && mem_pool_peak(d.mem_pool) == L.total_bytes);
         if (g)
             CHECK(group_peak_bytes(g) == L.total_bytes);
         group_free(g);
         g = NULL;
-        CHECK(pool_in_use(d.pool) == 0);
-        pool_free(d.pool);
+        CHECK(mem_pool_in_use(d.mem_pool) == 0);
+        mem_pool_free(d.mem_pool);
     }
     /* A grow pool on a GPU keeps a released block for the next request of its
      * size (cudaMalloc and cudaFree synchronize the whole device): its bytes
@@ -1123,33 +1123,33 @@ static void test_pools(cohort_device *dg)
      * emulation fills them with NaN). A larger request frees it for room. */
     if (dg->be->host_memory)
         return;
-    cohort_pool *gp = NULL;
+    mem_pool *gp = NULL;
     const size_t blk = 4096;
-    CHECK(pool_create("gpu:0/keep", dg->be, dg->be_dev, 3 * blk, COHORT_MEM_GROW, &gp, &err) ==
+    CHECK(mem_pool_create("gpu:0/keep", dg->be, dg->be_dev, 3 * blk, COHORT_MEM_GROW, &gp, &err) ==
           COHORT_OK);
     if (!gp)
         return;
     float mark[4] = {1.5f, -2.0f, 3.25f, 7.0f}, back[4] = {0};
-    void *a = pool_alloc(gp, blk, NULL, "a", &err);
+    void *a = mem_pool_alloc(gp, blk, NULL, "a", &err);
     CHECK(a != NULL);
     if (a) {
         gpu->copy_h2d(gc, a, mark, sizeof mark);
-        pool_release(gp, a, NULL);
-        CHECK(pool_in_use(gp) == 0);
-        void *b = pool_alloc(gp, blk, NULL, "b", &err);
+        mem_pool_release(gp, a, NULL);
+        CHECK(mem_pool_in_use(gp) == 0);
+        void *b = mem_pool_alloc(gp, blk, NULL, "b", &err);
         CHECK_MSG(b == a, "a grow pool on %s did not reuse a released block", dg->info.name);
         if (b) {
             gpu->copy_d2h(gc, back, b, sizeof back);
             CHECK_MSG(memcmp(back, mark, sizeof mark) == 0,
                       "the block was freed and allocated again, not kept");
-            pool_release(gp, b, NULL);
+            mem_pool_release(gp, b, NULL);
         }
-        void *c = pool_alloc(gp, 3 * blk, NULL, "c", &err);
-        CHECK_MSG(c != NULL && pool_in_use(gp) == 3 * blk,
+        void *c = mem_pool_alloc(gp, 3 * blk, NULL, "c", &err);
+        CHECK_MSG(c != NULL && mem_pool_in_use(gp) == 3 * blk,
                   "a kept block left no room for a larger one: %s", err.message);
-        pool_release(gp, c, NULL);
+        mem_pool_release(gp, c, NULL);
     }
-    pool_free(gp);
+    mem_pool_free(gp);
 }
 
 /* ---- without a GPU ---------------------------------------------------------- */
@@ -1208,7 +1208,7 @@ static void run_all(device_registry *reg, cohort_device *dg)
         test_fit(reg, dg, OPT_ADAGRAD, 0);
         test_fit(reg, dg, OPT_NADAM, 0);
     }
-    test_pools(dg);
+    test_mem_pools(dg);
     check_no_error("the end");
     gpu->ctx_free(gc);
     cpu->ctx_free(cc);
@@ -1255,7 +1255,7 @@ int main(void)
            (unsigned long long)(dg->info.free_bytes >> 20));
     CHECK(!strcmp(dg->info.kind, "cuda") && dg->info.cc_major >= 1);
     CHECK(dg->info.total_bytes > 0 && dg->info.free_bytes <= dg->info.total_bytes);
-    CHECK(pool_limit(dg->pool) == dg->info.free_bytes - gpu_headroom(dg->info.free_bytes));
+    CHECK(mem_pool_limit(dg->mem_pool) == dg->info.free_bytes - gpu_headroom(dg->info.free_bytes));
     CHECK(strcmp(gpu->name, "cuda") == 0 && gpu->api_version == COHORT_BACKEND_API_VERSION);
     image_ops_required = 1;
     run_all(reg, dg);

@@ -137,7 +137,7 @@ static layer_spec conv(int filters, int k, int stride, pad_kind pad, act_kind ac
 }
 static layer_spec pool(const char *kind, int k, int stride, pad_kind pad)
 {
-    return layer_pool(kind, k, stride, pad);
+    return layer_pooling(kind, k, stride, pad);
 }
 static layer_spec plain(const char *kind) { return layer_text("%s", kind); }
 static layer_spec bnorm(void) { return layer_bnorm(0.9f, 1e-3f); }

@@ -67,8 +67,8 @@ static void planned_equals_peak(void)
                 model_layout L;
                 cohort_error err;
                 CHECK(model_layout_make(&s, shape_flat(20), 10, K, &L, &err) == COHORT_OK);
-                cohort_pool *pool = reg->dev[0].pool;
-                uint64_t before = pool_in_use(pool);
+                mem_pool *pool = reg->dev[0].mem_pool;
+                uint64_t before = mem_pool_in_use(pool);
                 train_group *g;
                 cohort_status st = group_create(specs, K, shape_flat(20), 10, &reg->dev[0], 1, &g, &err);
                 CHECK_MSG(st == COHORT_OK, "%s: %s", what, err.message);
@@ -77,9 +77,9 @@ static void planned_equals_peak(void)
                 CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
                           "%s, batch %d, K %d: planned %zu, pool gave %llu", what, batches[b], K,
                           L.total_bytes, (unsigned long long)group_peak_bytes(g));
-                CHECK(pool_in_use(pool) - before == L.total_bytes);
+                CHECK(mem_pool_in_use(pool) - before == L.total_bytes);
                 group_free(g);
-                CHECK_MSG(pool_in_use(pool) == before, "%s: pool not back to where it was", what);
+                CHECK_MSG(mem_pool_in_use(pool) == before, "%s: pool not back to where it was", what);
             }
         }
     }
@@ -92,7 +92,7 @@ static layer_spec conv(int filters, int k, int stride, pad_kind pad, act_kind ac
 }
 static layer_spec pool2(const char *kind, int k, int stride, pad_kind pad)
 {
-    return layer_pool(kind, k, stride, pad);
+    return layer_pooling(kind, k, stride, pad);
 }
 static layer_spec plain(const char *kind) { return layer_text("%s", kind); }
 static layer_spec bnorm(void) { return layer_bnorm(0.9f, 1e-3f); }
@@ -227,8 +227,8 @@ static void cnn_planned_equals_peak(void)
                 CHECK_MSG(st == COHORT_OK, "%s: layout: %s", c.what, err.message);
                 if (st)
                     continue;
-                cohort_pool *pool = reg->dev[0].pool;
-                uint64_t before = pool_in_use(pool);
+                mem_pool *pool = reg->dev[0].mem_pool;
+                uint64_t before = mem_pool_in_use(pool);
                 train_group *g;
                 st = group_create(specs, K, c.in, 4, &reg->dev[0], 1, &g, &err);
                 CHECK_MSG(st == COHORT_OK, "%s: %s", c.what, err.message);
@@ -237,9 +237,9 @@ static void cnn_planned_equals_peak(void)
                 CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
                           "%s, batch %d, K %d: planned %zu, pool gave %llu", c.what, batches[b], K,
                           L.total_bytes, (unsigned long long)group_peak_bytes(g));
-                CHECK(pool_in_use(pool) - before == L.total_bytes);
+                CHECK(mem_pool_in_use(pool) - before == L.total_bytes);
                 group_free(g);
-                CHECK_MSG(pool_in_use(pool) == before, "%s: pool not back to where it was", c.what);
+                CHECK_MSG(mem_pool_in_use(pool) == before, "%s: pool not back to where it was", c.what);
             }
         }
     }
@@ -281,8 +281,8 @@ static void cnn_fit_within_plan(void)
             s[k].epochs = 2;
             specs[k] = &s[k];
         }
-        cohort_pool *pool = reg->dev[0].pool;
-        uint64_t before = pool_in_use(pool);
+        mem_pool *pool = reg->dev[0].mem_pool;
+        uint64_t before = mem_pool_in_use(pool);
         train_group *g;
         cohort_error err;
         cohort_status st = group_create(specs, 3, c.in, 4, &reg->dev[0], 1, &g, &err);
@@ -305,54 +305,54 @@ static void cnn_fit_within_plan(void)
             CHECK_MSG(group_peak_bytes(g) == planned,
                       "%s: planned %zu bytes, the group's account peaked at %llu while training",
                       c.what, planned, (unsigned long long)group_peak_bytes(g));
-            CHECK_MSG(pool_in_use(pool) - before == planned,
+            CHECK_MSG(mem_pool_in_use(pool) - before == planned,
                       "%s: the pool holds %llu bytes for the group after training, planned %zu",
-                      c.what, (unsigned long long)(pool_in_use(pool) - before), planned);
+                      c.what, (unsigned long long)(mem_pool_in_use(pool) - before), planned);
             group_free(g);
         }
-        CHECK(pool_in_use(pool) == before);
+        CHECK(mem_pool_in_use(pool) == before);
         free(x);
         free(y);
     }
 }
 
-static void pool_limits(void)
+static void mem_pool_limits(void)
 {
     cohort_error err;
     for (int policy = 0; policy < 2; policy++) {
-        cohort_pool *p;
-        CHECK(pool_create("test:0", backend_cpu(), 0, 4096, (cohort_mem_policy)policy, &p, &err) ==
+        mem_pool *p;
+        CHECK(mem_pool_create("test:0", backend_cpu(), 0, 4096, (cohort_mem_policy)policy, &p, &err) ==
               COHORT_OK);
-        pool_account acct = {0, 0};
-        void *a = pool_alloc(p, 1000, &acct, "a", &err); /* rounds up to 1024 */
-        void *b = pool_alloc(p, 3072, &acct, "b", &err);
+        mem_account acct = {0, 0};
+        void *a = mem_pool_alloc(p, 1000, &acct, "a", &err); /* rounds up to 1024 */
+        void *b = mem_pool_alloc(p, 3072, &acct, "b", &err);
         CHECK(a && b);
-        CHECK(pool_in_use(p) == 4096);
-        void *c = pool_alloc(p, 1, &acct, "model 'c'", &err);
+        CHECK(mem_pool_in_use(p) == 4096);
+        void *c = mem_pool_alloc(p, 1, &acct, "model 'c'", &err);
         CHECK(c == NULL);
         CHECK(err.status == COHORT_ERR_NOMEM);
         CHECK_CONTAINS(err.message, "model 'c': needs 64 B on test:0 but only 0 B of its limit is free");
-        pool_release(p, a, &acct);
-        CHECK(pool_in_use(p) == 3072 && acct.current == 3072 && acct.peak == 4096);
-        void *d = pool_alloc(p, 1024, &acct, "d", &err);
+        mem_pool_release(p, a, &acct);
+        CHECK(mem_pool_in_use(p) == 3072 && acct.current == 3072 && acct.peak == 4096);
+        void *d = mem_pool_alloc(p, 1024, &acct, "d", &err);
         CHECK(d != NULL);
-        pool_release(p, b, &acct);
-        pool_release(p, d, &acct);
-        CHECK(pool_in_use(p) == 0 && pool_peak(p) == 4096);
+        mem_pool_release(p, b, &acct);
+        mem_pool_release(p, d, &acct);
+        CHECK(mem_pool_in_use(p) == 0 && mem_pool_peak(p) == 4096);
         /* After every block is back, the slab is whole again. */
-        void *e = pool_alloc(p, 4096, &acct, "e", &err);
+        void *e = mem_pool_alloc(p, 4096, &acct, "e", &err);
         CHECK_MSG(e != NULL, "policy %d: freed blocks did not merge", policy);
-        pool_release(p, e, &acct);
-        pool_fail_after(p, 2);
-        void *f = pool_alloc(p, 64, NULL, "f", &err);
-        void *g = pool_alloc(p, 64, NULL, "g", &err);
+        mem_pool_release(p, e, &acct);
+        mem_pool_fail_after(p, 2);
+        void *f = mem_pool_alloc(p, 64, NULL, "f", &err);
+        void *g = mem_pool_alloc(p, 64, NULL, "g", &err);
         CHECK(f != NULL && g == NULL);
         CHECK_CONTAINS(err.message, "injected");
-        pool_release(p, f, NULL);
-        pool_free(p);
+        mem_pool_release(p, f, NULL);
+        mem_pool_free(p);
     }
-    cohort_pool *p;
-    CHECK(pool_create("huge:0", backend_cpu(), 0, (uint64_t)1 << 50, COHORT_MEM_PREALLOCATE, &p,
+    mem_pool *p;
+    CHECK(mem_pool_create("huge:0", backend_cpu(), 0, (uint64_t)1 << 50, COHORT_MEM_PREALLOCATE, &p,
                       &err) == COHORT_ERR_NOMEM);
     CHECK_CONTAINS(err.message, "cannot preallocate");
 }
@@ -371,7 +371,7 @@ static long rss_bytes(void)
 
 typedef struct watch {
     cohort_run *run;
-    int ended, pool_not_zero;
+    int ended, mem_pool_not_zero;
     long rss[64];
 } watch;
 
@@ -384,8 +384,8 @@ static void on_event(const cohort_event *ev, void *user)
      * given every byte back. */
     if (ev->kind == COHORT_EVENT_MODEL_START)
         for (int i = 0; i < w->run->devices->n; i++)
-            if (w->run->devices->dev[i].pool && pool_in_use(w->run->devices->dev[i].pool) != 0)
-                w->pool_not_zero++;
+            if (w->run->devices->dev[i].mem_pool && mem_pool_in_use(w->run->devices->dev[i].mem_pool) != 0)
+                w->mem_pool_not_zero++;
     if (ev->kind != COHORT_EVENT_MODEL_END)
         return;
     if (w->ended < 64)
@@ -437,8 +437,8 @@ static void fifty_in_a_row(void)
     w.run = run;
     CHECK(cohort_run_train(run, &err) == COHORT_OK);
     CHECK(w.ended == 50);
-    CHECK(pool_in_use(run->devices->dev[0].pool) == 0);
-    CHECK_MSG(w.pool_not_zero == 0, "the pool held memory after %d of 50 models", w.pool_not_zero);
+    CHECK(mem_pool_in_use(run->devices->dev[0].mem_pool) == 0);
+    CHECK_MSG(w.mem_pool_not_zero == 0, "the pool held memory after %d of 50 models", w.mem_pool_not_zero);
     for (int i = 0; i < run->n; i++)
         CHECK(run->m[i].peak_bytes == run->m[i].planned_bytes);
     long growth = w.rss[49] - w.rss[9];
@@ -485,7 +485,7 @@ int main(void)
     planned_equals_peak();
     cnn_planned_equals_peak();
     cnn_fit_within_plan();
-    pool_limits();
+    mem_pool_limits();
     devices_free(reg);
     fifty_in_a_row();
     return check_done("test_memory");

@@ -65,14 +65,14 @@ static cohort_status one_run(int pool_fail)
     st = cohort_run_create(p, &opt, &run, &err);
     if (!st) {
         if (pool_fail)
-            pool_fail_after(run->devices->dev[0].pool, pool_fail);
+            mem_pool_fail_after(run->devices->dev[0].mem_pool, pool_fail);
         st = cohort_run_train(run, &err);
     }
     cohort_run_free(run);
     cohort_plan_free(p);
-    pool_fail_after(devices->dev[0].pool, 0);
-    CHECK_MSG(pool_in_use(devices->dev[0].pool) == 0, "a run left %llu bytes in the pool",
-              (unsigned long long)pool_in_use(devices->dev[0].pool));
+    mem_pool_fail_after(devices->dev[0].mem_pool, 0);
+    CHECK_MSG(mem_pool_in_use(devices->dev[0].mem_pool) == 0, "a run left %llu bytes in the pool",
+              (unsigned long long)mem_pool_in_use(devices->dev[0].mem_pool));
     return st;
 }
 

@@ -668,7 +668,7 @@ static void test_gemm(backend_ctx *ctx_none, int M, int N, int Kd, int count)
  * takes its share of the rows of W, must give the 1-thread one's slots bit
  * for bit over steps, each from the same tiny m and v.
  */
-static void test_pool_denormals(void)
+static void test_pooling_denormals(void)
 {
     enum { ROWS = 64, OUT = 64, IN = 256, STEPS = 20 };
     size_t n = (size_t)OUT * IN;
@@ -826,7 +826,7 @@ int main(void)
     test_conv(geom(3, 6, 5, 8, 2, 2, 1, 1, 0), 24, 1);    /* kc 32: own dX only */
 
     if (be->dense_step)
-        test_pool_denormals();
+        test_pooling_denormals();
 
     /* The padding of `same`: the odd pixel after the image. */
     window_geom g = geom(1, 6, 6, 1, 3, 3, 2, 2, 1);

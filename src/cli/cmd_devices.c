@@ -56,7 +56,7 @@ static void print_json(const device_registry *r)
                   (unsigned long long)d->free_bytes, (unsigned long long)d->limit_bytes,
                   d->is_logical ? "true" : "false");
         sb_printf(&s, ", \"policy\": %s",
-                  !r->dev[i].pool                        ? "null"
+                  !r->dev[i].mem_pool                        ? "null"
                   : d->policy == COHORT_MEM_PREALLOCATE ? "\"preallocate\""
                                                          : "\"grow\"");
         const device_kind *kind = r->dev[i].kind;
@@ -88,13 +88,13 @@ static void print_text(const device_registry *r)
             d->policy == COHORT_MEM_PREALLOCATE ? "preallocated" : "grows on demand";
         /* An unsplit device's settings, where the plan gave any. */
         mem[0] = 0;
-        if (r->dev[i].pool && (d->limit_bytes != d->total_bytes ||
+        if (r->dev[i].mem_pool && (d->limit_bytes != d->total_bytes ||
                                d->policy == COHORT_MEM_PREALLOCATE))
             snprintf(mem, sizeof mem, "; limit %s, %s",
                      format_bytes(d->limit_bytes, a, sizeof a), policy);
         const device_kind *kind = r->dev[i].kind;
         uint64_t keep = kind->headroom ? kind->headroom(d->free_bytes) : 0;
-        if (r->dev[i].pool && kind->headroom && !d->is_logical &&
+        if (r->dev[i].mem_pool && kind->headroom && !d->is_logical &&
             d->limit_bytes == d->free_bytes - keep)
             snprintf(mem, sizeof mem, "; limit %s (%s kept for CUDA's own use), %s",
                      format_bytes(d->limit_bytes, a, sizeof a), format_bytes(keep, b, sizeof b),
@@ -116,12 +116,12 @@ static void print_text(const device_registry *r)
             printf("%-8s %s, %d core%s, %s memory (%s available), kernels %s (%s)%s%s\n",
                    d->name, d->model, d->threads, d->threads == 1 ? "" : "s", format_bytes(d->total_bytes, a, sizeof a),
                    format_bytes(d->free_bytes, b, sizeof b), kind->kernels(),
-                   kind->kernels_why(), mem, r->dev[i].pool ? "" : ", split:");
+                   kind->kernels_why(), mem, r->dev[i].mem_pool ? "" : ", split:");
         else
             printf("%-8s %s, compute capability %d.%d, %s memory (%s free)%s%s\n", d->name,
                    d->model, d->cc_major, d->cc_minor, format_bytes(d->total_bytes, a, sizeof a),
                    format_bytes(d->free_bytes, b, sizeof b), mem,
-                   r->dev[i].pool ? "" : ", split:");
+                   r->dev[i].mem_pool ? "" : ", split:");
     }
     if (r->gpu_note[0])
         printf("(%s)\n", r->gpu_note);

@@ -216,7 +216,7 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
     printf("\ndevices:\n");
     for (int d = 0; d < run->devices->n; d++) {
         const cohort_device *dev = &run->devices->dev[d];
-        if (!dev->pool)
+        if (!dev->mem_pool)
             continue;
         uint64_t planned = 0, peak_concurrent = 0;
         int count = 0;
@@ -229,7 +229,7 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
                 count++;
             }
         printf("  %-8s limit %s; %d model%s, %s in all", dev->info.name,
-               format_bytes(pool_limit(dev->pool), a, sizeof a), count, count == 1 ? "" : "s",
+               format_bytes(mem_pool_limit(dev->mem_pool), a, sizeof a), count, count == 1 ? "" : "s",
                format_bytes(planned, c, sizeof c));
         if (run->strategy == COHORT_STRATEGY_SEQUENTIAL)
             printf(", at most %s at once (sequential)",

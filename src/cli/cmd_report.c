@@ -150,16 +150,16 @@ static void print_table(const cmp_row *r, size_t n)
         l = (int)strlen(r[i].model);
         wm = l > wm ? l : wm;
     }
-    int reg = 0, sched = 0;
+    int reg = 0, scheduled = 0;
     for (size_t i = 0; i < n; i++) {
         reg |= isfinite(r[i].val_mae) || isfinite(r[i].test_mae);
-        sched |= isfinite(r[i].pruned_epoch) || r[i].exploits;
+        scheduled |= isfinite(r[i].pruned_epoch) || r[i].exploits;
     }
     printf("%-*s  %-*s  %-11s  %9s  %6s  %7s  %8s  %8s  %8s", wd, "dir", wm, "model", "status",
            "params", "epochs", "best_ep", "val_loss", "val_acc", "test_acc");
     if (reg)
         printf("  %8s  %8s", "val_mae", "test_mae");
-    printf("  %8s%s\n", "seconds", sched ? "  scheduler" : "");
+    printf("  %8s%s\n", "seconds", scheduled ? "  scheduler" : "");
     for (size_t i = 0; i < n; i++) {
         char p[32], ep[16], be[16], vl[16], va[16], ta[16], vm[16], tm[16], sec[16];
         cell(p, sizeof p, r[i].params, "%.0f");

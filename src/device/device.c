@@ -95,8 +95,8 @@ cohort_status devices_discover(device_registry **out, cohort_error *err)
     d->info.limit_bytes = d->info.total_bytes;
     d->be = backend_cpu();
     d->parent = 0;
-    cohort_status st = pool_create(d->info.name, d->be, 0, d->info.limit_bytes, COHORT_MEM_GROW,
-                                   &d->pool, err);
+    cohort_status st = mem_pool_create(d->info.name, d->be, 0, d->info.limit_bytes, COHORT_MEM_GROW,
+                                   &d->mem_pool, err);
     if (st) {
         devices_free(r);
         return st;
@@ -111,7 +111,7 @@ void devices_free(device_registry *r)
     if (!r)
         return;
     for (int i = 0; i < r->n; i++)
-        pool_free(r->dev[i].pool);
+        mem_pool_free(r->dev[i].mem_pool);
     free(r);
 }
 
@@ -132,7 +132,7 @@ int devices_usable(const device_registry *r, int *idx, int max)
 {
     int n = 0;
     for (int i = 0; i < r->n && n < max; i++)
-        if (r->dev[i].pool)
+        if (r->dev[i].mem_pool)
             idx[n++] = i;
     return n;
 }
@@ -150,7 +150,7 @@ cohort_status devices_split(device_registry *r, const char *name, const uint64_t
     if (!d || d->info.is_logical)
         return cohort_fail(err, COHORT_ERR_INPUT, "no physical device '%s' to split", name);
     int parent = (int)(d - r->dev);
-    if (!d->pool)
+    if (!d->mem_pool)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s is split already", name);
     if (n < 1 || r->n + n > COHORT_MAX_DEVICES)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: cannot split into %d parts", name, n);
@@ -171,7 +171,7 @@ cohort_status devices_split(device_registry *r, const char *name, const uint64_t
     for (int i = 0; i < n; i++) {
         cohort_device *p = &r->dev[r->n];
         *p = *d;
-        p->pool = NULL;
+        p->mem_pool = NULL;
         snprintf(p->info.name, sizeof p->info.name, "%.20s/%d", d->info.name, i % 1000);
         p->info.is_logical = 1;
         p->info.limit_bytes = sizes[i];
@@ -185,17 +185,17 @@ cohort_status devices_split(device_registry *r, const char *name, const uint64_t
             p->info.threads = next > first ? next - first : 1;
         }
         cohort_status st =
-            pool_create(p->info.name, p->be, p->be_dev, sizes[i], policy, &p->pool, err);
+            mem_pool_create(p->info.name, p->be, p->be_dev, sizes[i], policy, &p->mem_pool, err);
         if (st) {
             for (int j = base; j < r->n; j++)
-                pool_free(r->dev[j].pool);
+                mem_pool_free(r->dev[j].mem_pool);
             r->n = base;
             return st;
         }
         r->n++;
     }
-    pool_free(d->pool);
-    d->pool = NULL;
+    mem_pool_free(d->mem_pool);
+    d->mem_pool = NULL;
     return COHORT_OK;
 }
 
@@ -206,7 +206,7 @@ cohort_status devices_set_policy(device_registry *r, const char *name, cohort_me
     char a[32], b[32];
     if (!d)
         return cohort_fail(err, COHORT_ERR_INPUT, "no device '%s'", name);
-    if (!d->pool) {
+    if (!d->mem_pool) {
         int parent = (int)(d - r->dev);
         for (int i = 0; i < r->n; i++)
             if (is_part_of(r, i, parent)) {
@@ -236,15 +236,15 @@ cohort_status devices_set_policy(device_registry *r, const char *name, cohort_me
         limit = usable;
     }
     if (limit == 0)
-        limit = pool_limit(d->pool);
-    if (pool_in_use(d->pool))
+        limit = mem_pool_limit(d->mem_pool);
+    if (mem_pool_in_use(d->mem_pool))
         return cohort_fail(err, COHORT_ERR_USAGE, "%s: its pool is in use", name);
-    cohort_pool *np;
-    cohort_status st = pool_create(d->info.name, d->be, d->be_dev, limit, policy, &np, err);
+    mem_pool *np;
+    cohort_status st = mem_pool_create(d->info.name, d->be, d->be_dev, limit, policy, &np, err);
     if (st)
         return st;
-    pool_free(d->pool);
-    d->pool = np;
+    mem_pool_free(d->mem_pool);
+    d->mem_pool = np;
     d->info.limit_bytes = limit;
     d->info.policy = policy;
     return COHORT_OK;
@@ -268,8 +268,8 @@ cohort_status cohort_devices_info(const cohort_devices *d, int i, cohort_device_
     if (!d || !out || i < 0 || i >= d->n)
         return COHORT_ERR_USAGE;
     *out = d->dev[i].info;
-    if (d->dev[i].pool)
-        out->limit_bytes = pool_limit(d->dev[i].pool);
+    if (d->dev[i].mem_pool)
+        out->limit_bytes = mem_pool_limit(d->dev[i].mem_pool);
     return COHORT_OK;
 }
 

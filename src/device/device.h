@@ -14,11 +14,11 @@
 #include <stdint.h>
 
 /* What one user (a model, a group) holds in a pool. */
-typedef struct pool_account {
+typedef struct mem_account {
     uint64_t current, peak;
-} pool_account;
+} mem_account;
 
-typedef struct cohort_pool cohort_pool;
+typedef struct mem_pool mem_pool;
 /* A backend's ops table: the backends' and train/'s (backend_impl.h). */
 typedef struct backend_ops backend_ops;
 
@@ -27,34 +27,34 @@ typedef struct backend_ops backend_ops;
  * memory from the device per allocation; PREALLOCATE takes the whole limit
  * now (failing here when the device cannot give it) and carves it.
  */
-cohort_status pool_create(const char *name, const backend_ops *be, int dev, uint64_t limit,
-                          cohort_mem_policy policy, cohort_pool **out, cohort_error *err);
+cohort_status mem_pool_create(const char *name, const backend_ops *be, int dev, uint64_t limit,
+                          cohort_mem_policy policy, mem_pool **out, cohort_error *err);
 /* Frees the pool and everything still allocated from it. */
-void pool_free(cohort_pool *p);
+void mem_pool_free(mem_pool *p);
 /* `bytes` of device memory, 64-byte aligned, charged to acct (may be NULL).
  * On error NULL is returned, err says who wanted how much and what was
  * left, and nothing is charged. Thread-safe. */
-void *pool_alloc(cohort_pool *p, size_t bytes, pool_account *acct, const char *who,
+void *mem_pool_alloc(mem_pool *p, size_t bytes, mem_account *acct, const char *who,
                  cohort_error *err);
-/* Give back memory from pool_alloc; NULL is a no-op. Thread-safe. */
-void pool_release(cohort_pool *p, void *ptr, pool_account *acct);
-uint64_t pool_in_use(const cohort_pool *p);
-uint64_t pool_peak(const cohort_pool *p);
-uint64_t pool_limit(const cohort_pool *p);
-cohort_mem_policy pool_policy(const cohort_pool *p);
+/* Give back memory from mem_pool_alloc; NULL is a no-op. Thread-safe. */
+void mem_pool_release(mem_pool *p, void *ptr, mem_account *acct);
+uint64_t mem_pool_in_use(const mem_pool *p);
+uint64_t mem_pool_peak(const mem_pool *p);
+uint64_t mem_pool_limit(const mem_pool *p);
+cohort_mem_policy mem_pool_policy(const mem_pool *p);
 /* What an allocation of `bytes` takes from a pool: rounded up to its 64-byte
  * alignment. */
-uint64_t pool_charge(uint64_t bytes);
+uint64_t mem_pool_charge(uint64_t bytes);
 /* The largest allocation the pool could give now: under PREALLOCATE its
  * largest free block of the slab (the bytes free in all may lie in several),
  * under GROW what is left of its limit. Thread-safe. */
-uint64_t pool_largest_free(cohort_pool *p);
+uint64_t mem_pool_largest_free(mem_pool *p);
 /* Make the pool allocate on backend device `dev` from now on (a worker
  * process that sees only one GPU, as its device 0). */
-void pool_rebind(cohort_pool *p, int dev);
+void mem_pool_rebind(mem_pool *p, int dev);
 /* Test hook: the n-th allocation from now (1 = the next) fails as if the
  * device were out of memory; 0 disarms. */
-void pool_fail_after(cohort_pool *p, int n);
+void mem_pool_fail_after(mem_pool *p, int n);
 
 /*
  * A kind of device, as the run decides by it. Every decision that depends
@@ -99,7 +99,7 @@ typedef struct cohort_device {
     int be_dev;            /* the backend's index of the physical device */
     int parent;            /* index of the physical device in the registry */
     int core_begin;        /* CPU: first core of this device's share */
-    cohort_pool *pool;     /* NULL for a physical device that was split */
+    mem_pool *mem_pool;     /* NULL for a physical device that was split */
 } cohort_device;
 
 #define COHORT_MAX_DEVICES 64
@@ -131,7 +131,7 @@ uint64_t gpu_worker_bytes(uint64_t total_bytes);
 /* A worker process's copy of a preallocated GPU pool, lowered to the one
  * job it trains (nothing in use, no slab taken yet): each worker takes a
  * slab of its own. */
-void pool_shrink(cohort_pool *p, uint64_t limit);
+void pool_shrink(mem_pool *p, uint64_t limit);
 void devices_free(device_registry *r);
 /* The device named `name` ("cpu:0", "gpu:1/0"), or NULL. */
 cohort_device *devices_find(device_registry *r, const char *name);

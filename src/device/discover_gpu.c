@@ -181,7 +181,7 @@ void devices_discover_gpus(device_registry *r)
         d->be_dev = i;
         d->parent = r->n;
         cohort_error err;
-        if (pool_create(d->info.name, d->be, i, d->info.limit_bytes, COHORT_MEM_GROW, &d->pool,
+        if (mem_pool_create(d->info.name, d->be, i, d->info.limit_bytes, COHORT_MEM_GROW, &d->mem_pool,
                         &err)) {
             snprintf(r->gpu_note, sizeof r->gpu_note, "%.500s", err.message);
             break;

@@ -77,15 +77,15 @@ typedef struct layer_spec {
 
 /* Keras's learning-rate schedules, called with the number of updates done
  * before the one they give the rate of (the first update: step 0). */
-typedef enum sched_kind {
+typedef enum scheduler_kind {
     SCHED_NONE,
     SCHED_COSINE,      /* CosineDecay, with its optional linear warmup */
     SCHED_EXPONENTIAL, /* ExponentialDecay */
     SCHED_PIECEWISE    /* PiecewiseConstantDecay */
-} sched_kind;
+} scheduler_kind;
 #define COHORT_MAX_PIECES 16
 typedef struct lr_schedule {
-    sched_kind kind;
+    scheduler_kind kind;
     int64_t decay_steps;    /* cosine, exponential */
     double alpha;           /* cosine: the final fraction of the rate */
     int64_t warmup_steps;   /* cosine */

@@ -108,7 +108,7 @@ static void sb_clips(strbuf *b, const optim_spec *o)
         }
 }
 
-static void sb_schedule(strbuf *b, const lr_schedule *s)
+static void sb_lr_schedule(strbuf *b, const lr_schedule *s)
 {
     switch (s->kind) {
     case SCHED_NONE: return;
@@ -163,7 +163,7 @@ static void sb_optimizer(strbuf *b, const optim_spec *o)
             sb_json_float(b, *(const float *)optim_field_c(o, k));
     }
     sb_clips(b, o);
-    sb_schedule(b, &o->schedule);
+    sb_lr_schedule(b, &o->schedule);
     sb_putn(b, "}", 1);
 }
 

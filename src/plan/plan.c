@@ -111,13 +111,13 @@ static cohort_status plan_build(const yctx *c, ynode *root, const char *const *o
         goto out;
     if ((st = PLAN_STAGE(&pe, &sc, plan_parse_devices(&sc, root, plan))))
         goto out;
-    int sched_errors = pe.n;
+    int scheduler_errors = pe.n;
     if ((st = PLAN_STAGE(&pe, &sc, plan_parse_scheduler(&sc, root, plan))))
         goto out;
-    int sched_ok = pe.n == sched_errors;
+    int scheduler_ok = pe.n == scheduler_errors;
     if ((st = plan_build_models(&sc, &pe, root, plan, &models_built)))
         goto out;
-    if (sched_ok && models_built)
+    if (scheduler_ok && models_built)
         st = PLAN_STAGE(&pe, &sc, plan_check_mutation_keys(&sc, root, plan));
     if (!st && !pe.n)
         st = plan_warn_unused_defaults(&sc, root, plan);

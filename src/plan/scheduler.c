@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-static const char *const sched_keys[] = {"name",
+static const char *const scheduler_keys[] = {"name",
                                          "metric",
                                          "mode",
                                          "grace_period",
@@ -17,13 +17,13 @@ static const char *const sched_keys[] = {"name",
                                          "seed",
                                          NULL};
 
-/* The keys of sched_keys from here on are pbt's; the ones before
+/* The keys of scheduler_keys from here on are pbt's; the ones before
  * "perturbation_interval" from grace_period on are the pruning rules'. */
 #define SCHED_FIRST_PRUNE_KEY 3
 
 #define SCHED_FIRST_PBT_KEY 6
 
-static const char *const sched_names[] = {"none", "asha", "median", "hyperband", "pbt"};
+static const char *const scheduler_names[] = {"none", "asha", "median", "hyperband", "pbt"};
 
 const char *prune_kind_name(prune_kind k)
 {
@@ -142,25 +142,25 @@ cohort_status plan_parse_scheduler(const yctx *c, const ynode *root, cohort_plan
         return ynode_fail(c, n, "scheduler must be a map like {name: asha, metric: val_loss, "
                                 "grace_period: 1}, got %s",
                           ynode_describe(n, got, sizeof got));
-    cohort_status st = plan_check_keys(c, n, sched_keys, "in scheduler");
+    cohort_status st = plan_check_keys(c, n, scheduler_keys, "in scheduler");
     if (st)
         return st;
     s->line = n->line;
     int kind = 0, idx;
     if (!(v = ymap_get(n, "name")))
         return ynode_fail(c, n, "scheduler needs a name: asha, hyperband, median, pbt or none");
-    if ((st = yget_enum(c, v, "scheduler.name", sched_names, COUNT(sched_names), &kind)))
+    if ((st = yget_enum(c, v, "scheduler.name", scheduler_names, COUNT(scheduler_names), &kind)))
         return st;
     static const prune_kind kinds[] = {PRUNE_NONE, PRUNE_ASHA, PRUNE_MEDIAN, PRUNE_HYPERBAND,
                                        PRUNE_PBT};
     s->kind = kinds[kind];
     /* A setting of the other family is a mistake, not something to ignore. */
-    for (int i = SCHED_FIRST_PRUNE_KEY; sched_keys[i]; i++) {
+    for (int i = SCHED_FIRST_PRUNE_KEY; scheduler_keys[i]; i++) {
         int pbt_key = i >= SCHED_FIRST_PBT_KEY;
-        if ((v = ymap_get(n, sched_keys[i])) && pbt_key != (s->kind == PRUNE_PBT))
+        if ((v = ymap_get(n, scheduler_keys[i])) && pbt_key != (s->kind == PRUNE_PBT))
             return ynode_fail(c, v, "scheduler.%s is a setting of %s, not of scheduler %s",
-                              sched_keys[i], pbt_key ? "pbt" : "asha, median and hyperband",
-                              sched_names[kind]);
+                              scheduler_keys[i], pbt_key ? "pbt" : "asha, median and hyperband",
+                              scheduler_names[kind]);
     }
     int has_val = plan->data.validation[0] || plan->data.validation_split > 0.0;
     str_copy(s->metric, sizeof s->metric, has_val ? "val_loss" : "loss");

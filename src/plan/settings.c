@@ -84,7 +84,7 @@ static cohort_status build_clip(const yctx *c, const ynode *o, const char *label
     return COHORT_OK;
 }
 
-static const char *const schedule_names[] = {"cosine_decay", "exponential_decay",
+static const char *const lr_schedule_names[] = {"cosine_decay", "exponential_decay",
                                              "piecewise_constant"};
 
 static const char *const cosine_keys[] = {"decay_steps", "alpha", "warmup_steps",
@@ -95,7 +95,7 @@ static const char *const exp_keys[] = {"decay_steps", "decay_rate", "staircase",
 static const char *const piece_keys[] = {"boundaries", "values", NULL};
 
 /* A required key of a schedule's map. */
-static cohort_status sched_need(const yctx *c, const ynode *m, const char *key,
+static cohort_status scheduler_need(const yctx *c, const ynode *m, const char *key,
                                 const char *kind, const ynode **v)
 {
     if ((*v = ymap_get(m, key)))
@@ -109,8 +109,8 @@ static cohort_status build_piecewise(const yctx *c, const ynode *m, lr_schedule 
     const ynode *b, *v;
     char got[80];
     cohort_status st;
-    if ((st = sched_need(c, m, "boundaries", "piecewise_constant", &b)) ||
-        (st = sched_need(c, m, "values", "piecewise_constant", &v)))
+    if ((st = scheduler_need(c, m, "boundaries", "piecewise_constant", &b)) ||
+        (st = scheduler_need(c, m, "values", "piecewise_constant", &v)))
         return st;
     if (b->type != YNODE_SEQ || b->n == 0 || b->n > COHORT_MAX_PIECES)
         return ynode_fail(c, b, "boundaries of piecewise_constant must be a list of 1 to %d "
@@ -145,7 +145,7 @@ static cohort_status build_piecewise(const yctx *c, const ynode *m, lr_schedule 
 }
 
 /* optimizer.schedule: null, or a map of one of Keras's schedules. */
-static cohort_status build_schedule(const yctx *c, const ynode *n, lr_schedule *s)
+static cohort_status build_lr_schedule(const yctx *c, const ynode *n, lr_schedule *s)
 {
     char got[80];
     if (!n || ynode_is_null(n))
@@ -157,11 +157,11 @@ static cohort_status build_schedule(const yctx *c, const ynode *n, lr_schedule *
                                 "values: [0.001, 0.0001]}}, got %s",
                           ynode_describe(n, got, sizeof got));
     int kind;
-    cohort_status st = yget_enum(c, n->keys[0], "schedule", schedule_names,
-                                 COUNT(schedule_names), &kind);
+    cohort_status st = yget_enum(c, n->keys[0], "schedule", lr_schedule_names,
+                                 COUNT(lr_schedule_names), &kind);
     if (st)
         return st;
-    const char *name = schedule_names[kind];
+    const char *name = lr_schedule_names[kind];
     const ynode *m = n->vals[0], *v;
     if (m->type != YNODE_MAP)
         return ynode_fail(c, m, "%s must be a map of its settings, got %s", name,
@@ -173,12 +173,12 @@ static cohort_status build_schedule(const yctx *c, const ynode *n, lr_schedule *
     s->kind = kind == 0 ? SCHED_COSINE : kind == 1 ? SCHED_EXPONENTIAL : SCHED_PIECEWISE;
     if (s->kind == SCHED_PIECEWISE)
         return build_piecewise(c, m, s);
-    if ((st = sched_need(c, m, "decay_steps", name, &v)) ||
+    if ((st = scheduler_need(c, m, "decay_steps", name, &v)) ||
         (st = yget_int(c, v, "decay_steps", 1, INT64_MAX, &ll)))
         return st;
     s->decay_steps = ll;
     if (s->kind == SCHED_EXPONENTIAL) {
-        if ((st = sched_need(c, m, "decay_rate", name, &v)) ||
+        if ((st = scheduler_need(c, m, "decay_rate", name, &v)) ||
             (st = yget_num(c, v, "decay_rate", YR_POSITIVE, 0, &s->decay_rate)))
             return st;
         if ((v = ymap_get(m, "staircase")) && (st = yget_bool(c, v, "staircase", &s->staircase)))
@@ -271,7 +271,7 @@ cohort_status plan_build_optimizer(const yctx *c, const ynode *o, const char *la
         return ynode_fail(c, o, "optimizer %s of %s: %s", names[kind], label, why);
     if ((st = build_clip(c, o, label, out)))
         return st;
-    return build_schedule(c, ymap_get(o, "schedule"), &out->schedule);
+    return build_lr_schedule(c, ymap_get(o, "schedule"), &out->schedule);
 }
 
 cohort_status plan_get_monitor(const yctx *c, const ynode *v, const char *what, char *out,

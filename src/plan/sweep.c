@@ -543,12 +543,12 @@ static cohort_status apply_one(const yctx *c, const plan_sweep_key *k, const yno
     if (n == 1)
         return set_copy(c, k->key, model, parts[0], v);
     if (strcmp(parts[0], "layers") != 0) {
-        ynode *m = NULL, *sched = NULL, *one = NULL;
+        ynode *m = NULL, *scheduler = NULL, *one = NULL;
         cohort_status st = sub_map(c, k, model, parts[0], model_label, &m);
         if (st || n == 2)
             return st ? st : set_copy(c, k->key, m, parts[1], v);
-        if ((st = child_map(c, k, m, parts[1], &sched)) ||
-            (st = child_map(c, k, sched, parts[2], &one)))
+        if ((st = child_map(c, k, m, parts[1], &scheduler)) ||
+            (st = child_map(c, k, scheduler, parts[2], &one)))
             return st;
         return set_copy(c, k->key, one, parts[3], v);
     }

@@ -195,7 +195,7 @@ static int write_all(int fd, const void *buf, size_t n)
 }
 
 /* Report from a job: down the pipe in a worker process, else applied here. */
-void job_report(sched *s, msg *m, const int64_t *confusion)
+void job_report(job_runner *s, msg *m, const int64_t *confusion)
 {
     if (s->out_fd >= 0) {
         const char *full = file_out_of_space();

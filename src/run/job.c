@@ -11,7 +11,7 @@
 #include <string.h>
 
 typedef struct job_ctx {
-    sched *s;
+    job_runner *s;
     job *j;
     train_group *g;
     float *host;
@@ -96,7 +96,7 @@ static int on_checkpoint(void *user, int epoch, int64_t step, const train_result
  * take the host buffers and histories (st: the first error, in *err). */
 static cohort_status job_open(job_ctx *c, cohort_error *err)
 {
-    sched *s = c->s;
+    job_runner *s = c->s;
     job *j = c->j;
     cohort_run *run = s->run;
     cohort_device *dev = &run->devices->dev[j->device];
@@ -251,7 +251,7 @@ static void final_msg(job_ctx *c, int k, cohort_status st, cohort_error *err, jo
 /* Evaluate the job on the test set and report each model's outcome. */
 static void job_report_finals(job_ctx *c, cohort_status st, cohort_error *err)
 {
-    sched *s = c->s;
+    job_runner *s = c->s;
     const job *j = c->j;
     cohort_run *run = s->run;
     int C = run->n_classes;
@@ -297,7 +297,7 @@ static void job_close(job_ctx *c)
 
 /* Train job j here: create its group (or resume it), fit, evaluate on the
  * test set, save weights, report each model's outcome, release every byte. */
-static void job_train(sched *s, job *j)
+static void job_train(job_runner *s, job *j)
 {
     cohort_run *run = s->run;
     job_ctx c;
@@ -324,7 +324,7 @@ static void job_train(sched *s, job *j)
 /* Job j on the thread that calls: bound to its CPU part's cores, where its
  * device is one, for the time it trains (the pool threads it starts inherit
  * that), then as it was. */
-void job_run(sched *s, job *j)
+void job_run(job_runner *s, job *j)
 {
     cpu_set_t saved;
     int bound = device_bind_thread(s->run->devices, &s->run->devices->dev[j->device], &saved);

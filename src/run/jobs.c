@@ -24,7 +24,7 @@ static uint64_t group_bytes(const cohort_run *run, const int *idx, int n)
     return L.total_bytes;
 }
 
-static cohort_status make_jobs(sched *s, cohort_error *err)
+static cohort_status make_jobs(job_runner *s, cohort_error *err)
 {
     cohort_run *run = s->run;
     s->jobs = calloc((size_t)(run->n ? run->n : 1), sizeof *s->jobs);
@@ -46,7 +46,7 @@ static cohort_status make_jobs(sched *s, cohort_error *err)
                     f->stop_epoch == e->stop_epoch) {
                     c->idx[c->n] = i;
                     uint64_t b = group_bytes(run, c->idx, c->n + 1);
-                    if (b && b <= pool_limit(run->devices->dev[e->device].pool))
+                    if (b && b <= mem_pool_limit(run->devices->dev[e->device].mem_pool))
                         j = c;
                 }
             }
@@ -64,7 +64,7 @@ static cohort_status make_jobs(sched *s, cohort_error *err)
 
 /* The sub-groups job j is cut into: one per core of its CPU (of its part's
  * cores on a CPU part), at most one per model. */
-static int group_parts(const sched *s, const job *j, int cores)
+static int group_parts(const job_runner *s, const job *j, int cores)
 {
     const cohort_run *run = s->run;
     if (!run->devices->dev[j->device].kind->shares_cores || j->n < 2)
@@ -80,7 +80,7 @@ static int group_parts(const sched *s, const job *j, int cores)
  * by side: each core runs its models' small GEMMs single-threaded, which
  * is faster than splitting every small GEMM over the cores.
  */
-static cohort_status split_groups_over_cores(sched *s, int cores, cohort_error *err)
+static cohort_status split_groups_over_cores(job_runner *s, int cores, cohort_error *err)
 {
     cohort_run *run = s->run;
     int total = 0;
@@ -123,7 +123,7 @@ static cohort_status split_groups_over_cores(sched *s, int cores, cohort_error *
 /* The bytes job j takes on its device while it runs: its group's, and under
  * processes on a device whose workers each open a context of their own (a
  * GPU's CUDA context and cuBLAS workspace), that context's. */
-static uint64_t job_room(const sched *s, const job *j)
+static uint64_t job_room(const job_runner *s, const job *j)
 {
     const cohort_device *d = &s->run->devices->dev[j->device];
     if (s->run->strategy == COHORT_STRATEGY_PROCESSES && d->kind->visible_env)
@@ -131,26 +131,26 @@ static uint64_t job_room(const sched *s, const job *j)
     return j->bytes;
 }
 
-int job_reserve(sched *s, job *j)
+int job_reserve(job_runner *s, job *j)
 {
-    cohort_pool *pool = s->run->devices->dev[j->device].pool;
+    mem_pool *pool = s->run->devices->dev[j->device].mem_pool;
     uint64_t room = job_room(s, j);
     if (s->reserved[j->device] > 0) {
-        if (s->reserved[j->device] + room > pool_limit(pool))
+        if (s->reserved[j->device] + room > mem_pool_limit(pool))
             return 0;
-        if (pool_policy(pool) == COHORT_MEM_PREALLOCATE &&
-            (s->starting[j->device] > 0 || pool_largest_free(pool) < pool_charge(j->bytes)))
+        if (mem_pool_policy(pool) == COHORT_MEM_PREALLOCATE &&
+            (s->starting[j->device] > 0 || mem_pool_largest_free(pool) < mem_pool_charge(j->bytes)))
             return 0;
     }
     s->reserved[j->device] += room;
     return 1;
 }
 
-void job_unreserve(sched *s, job *j) { s->reserved[j->device] -= job_room(s, j); }
+void job_unreserve(job_runner *s, job *j) { s->reserved[j->device] -= job_room(s, j); }
 
 /* The threads job j may take now, want at most: on a CPU part, no more than
  * its cores leave free (0 when they are all taken). */
-int job_threads(const sched *s, const job *j, int want)
+int job_threads(const job_runner *s, const job *j, int want)
 {
     int left = run_device_cores(s->run, j->device) - s->cores_used[j->device];
     return want < left ? want : left > 0 ? left : 0;
@@ -176,7 +176,7 @@ static int by_cost(const void *pa, const void *pb)
  * time first): a large job started last would run on alone at the end
  * while the other cores only help it.
  */
-void jobs_largest_first(sched *s)
+void jobs_largest_first(job_runner *s)
 {
     cohort_run *run = s->run;
     for (int i = 0; i < s->n_jobs; i++) {
@@ -196,7 +196,7 @@ void jobs_largest_first(sched *s)
 
 /* The jobs of the run: one per model, or per fused group, cut over the
  * cores on a CPU. */
-cohort_status jobs_form(sched *s, int threads, cohort_error *err)
+cohort_status jobs_form(job_runner *s, int threads, cohort_error *err)
 {
     cohort_status st = make_jobs(s, err);
     if (!st && s->run->strategy == COHORT_STRATEGY_FUSED && threads > 1)
@@ -205,7 +205,7 @@ cohort_status jobs_form(sched *s, int threads, cohort_error *err)
 }
 
 /* The jobs of s as groups (*out malloc'd, *n its length). */
-cohort_status jobs_groups(const sched *s, run_group_info **out, int *n, cohort_error *err)
+cohort_status jobs_groups(const job_runner *s, run_group_info **out, int *n, cohort_error *err)
 {
     run_group_info *g = calloc((size_t)(s->n_jobs ? s->n_jobs : 1), sizeof *g);
     if (!g)

@@ -21,7 +21,7 @@
  *                         cores, their order, room and cores on a device;
  *   strategy_threads.c    the sequential and threads strategies;
  *   strategy_processes.c  the processes strategy (worker processes, pipes);
- *   schedule.c            the entry point: cohort_run_train, run_schedule.
+ *   strategy.c            the entry point: cohort_run_train, run_jobs.
  */
 #ifndef COHORT_RUN_JOBS_H
 #define COHORT_RUN_JOBS_H
@@ -55,7 +55,7 @@ typedef struct job {
 
 /* The runner's state: the jobs of a run, what they hold of each device
  * (bytes, cores), and how many run side by side. */
-typedef struct sched {
+typedef struct job_runner {
     cohort_run *run;
     job *jobs;
     int n_jobs;
@@ -68,7 +68,7 @@ typedef struct sched {
     int next;        /* threads: next job to consider */
     int running;
     pthread_cond_t cond;
-} sched;
+} job_runner;
 
 /* One report of a job on one model: its start, a step, an epoch, or its
  * outcome (MSG_FINAL, followed in a pipe by n_confusion int64s). */
@@ -104,32 +104,32 @@ void run_refresh_report(cohort_run *run, int force);
 /* Apply one report to the model entries. Caller holds run->lock. */
 void run_apply_msg(cohort_run *run, const msg *m, const int64_t *confusion);
 /* Report from a job: down the pipe in a worker process, else applied here. */
-void job_report(sched *s, msg *m, const int64_t *confusion);
+void job_report(job_runner *s, msg *m, const int64_t *confusion);
 
 /* ---- job.c ---- */
 
 /* Train job j on the thread that calls, bound to its CPU part's cores. */
-void job_run(sched *s, job *j);
+void job_run(job_runner *s, job *j);
 
 /* ---- jobs.c ---- */
 
 /* The jobs of the run: one per model, or per fused group, cut over the
  * cores on a CPU. */
-cohort_status jobs_form(sched *s, int threads, cohort_error *err);
+cohort_status jobs_form(job_runner *s, int threads, cohort_error *err);
 /* The jobs of s as groups (*out malloc'd, *n its length). */
-cohort_status jobs_groups(const sched *s, run_group_info **out, int *n, cohort_error *err);
+cohort_status jobs_groups(const job_runner *s, run_group_info **out, int *n, cohort_error *err);
 /* Largest first where jobs run side by side. */
-void jobs_largest_first(sched *s);
+void jobs_largest_first(job_runner *s);
 /* Claim room for job j on its device; 0 when it does not fit right now. */
-int job_reserve(sched *s, job *j);
-void job_unreserve(sched *s, job *j);
+int job_reserve(job_runner *s, job *j);
+void job_unreserve(job_runner *s, job *j);
 /* The threads job j may take now, want at most. */
-int job_threads(const sched *s, const job *j, int want);
+int job_threads(const job_runner *s, const job *j, int want);
 
 /* ---- strategy_threads.c, strategy_processes.c ---- */
 
-void jobs_run_sequential(sched *s);
-cohort_status jobs_run_threads(sched *s, cohort_error *err);
-cohort_status jobs_run_processes(sched *s, cohort_error *err);
+void jobs_run_sequential(job_runner *s);
+cohort_status jobs_run_threads(job_runner *s, cohort_error *err);
+cohort_status jobs_run_processes(job_runner *s, cohort_error *err);
 
 #endif

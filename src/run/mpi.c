@@ -482,7 +482,7 @@ static void pin_gpus(const cohort_mpi *m, cohort_run *run)
             continue;
         int best = -1;
         for (int k = 0; k < nm; k++)
-            if (e->planned_bytes <= pool_limit(run->devices->dev[mine[k]].pool) &&
+            if (e->planned_bytes <= mem_pool_limit(run->devices->dev[mine[k]].mem_pool) &&
                 (best < 0 || load[k] < load[best]))
                 best = k;
         if (best < 0)

@@ -463,7 +463,7 @@ char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups
     int first = 1;
     for (int d = 0; d < run->devices->n; d++) {
         const cohort_device *dev = &run->devices->dev[d];
-        if (!dev->pool)
+        if (!dev->mem_pool)
             continue;
         uint64_t planned = 0;
         for (int i = 0; i < run->n; i++)
@@ -473,7 +473,7 @@ char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups
         first = 0;
         sb_json_str(&b, dev->info.name);
         sb_printf(&b, ", \"limit_bytes\": %llu, \"planned_bytes\": %llu}",
-                  (unsigned long long)pool_limit(dev->pool), (unsigned long long)planned);
+                  (unsigned long long)mem_pool_limit(dev->mem_pool), (unsigned long long)planned);
     }
     sb_puts(&b, "\n  ],\n  \"scheduler\": ");
     const scheduler_spec *sc = &run->plan->scheduler;

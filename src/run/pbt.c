@@ -520,7 +520,7 @@ static cohort_status decide(cohort_run *run, const unsigned char *live, const in
     return st;
 }
 
-cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err)
+cohort_status run_scheduler_pbt(cohort_run *run, cohort_error *err)
 {
     if (!run->out_dir[0])
         return cohort_fail(err, COHORT_ERR_USAGE, "pbt copies models through their checkpoints "
@@ -542,7 +542,7 @@ cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err)
          * no epoch in this phase, and goes on in a later one. The last
          * phase has no later one: a model resumed at its last epoch ends in
          * it (its weights, its record), as prune.c's last rung does. */
-        st = sched_phase(run, live, R, k < n_at, err);
+        st = scheduler_phase(run, live, R, k < n_at, err);
         if (st || run->stop)
             break;
         if (k < n_at && k >= run->pbt_decided)
@@ -561,7 +561,7 @@ cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err)
     }
     /* Stopped by Ctrl-C (or a full disk) between intervals: the models
      * waiting at one go on with --resume. */
-    sched_mark_waiting(run, live,
+    scheduler_mark_waiting(run, live,
                        run->disk_full ? "stopped at an interval of pbt: the disk is full; "
                                         "--resume continues from its last checkpoint"
                                       : "stopped at an interval of pbt");

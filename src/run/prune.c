@@ -266,7 +266,7 @@ cohort_status run_continue_to(cohort_run *run, model_entry *e, int target, cohor
 
 /* Models of a phased run that ended for good (their last epoch, early
  * stopping, divergence, failure) leave `live`. */
-static void sched_drop_ended(const cohort_run *run, unsigned char *live)
+static void scheduler_drop_ended(const cohort_run *run, unsigned char *live)
 {
     for (int i = 0; i < run->n; i++) {
         const model_entry *e = &run->m[i];
@@ -277,7 +277,7 @@ static void sched_drop_ended(const cohort_run *run, unsigned char *live)
     }
 }
 
-cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reached_waits,
+cohort_status scheduler_phase(cohort_run *run, unsigned char *live, int R, int reached_waits,
                           cohort_error *err)
 {
     cohort_status st = COHORT_OK;
@@ -302,13 +302,13 @@ cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reach
         any = 1;
     }
     if (!st && any)
-        st = run_schedule(run, err);
+        st = run_jobs(run, err);
     if (!st && !run->stop)
-        sched_drop_ended(run, live);
+        scheduler_drop_ended(run, live);
     return st;
 }
 
-void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *why)
+void scheduler_mark_waiting(cohort_run *run, const unsigned char *live, const char *why)
 {
     pthread_mutex_lock(&run->lock);
     for (int i = 0; run->stop && i < run->n; i++) {
@@ -324,7 +324,7 @@ void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *
     pthread_mutex_unlock(&run->lock);
 }
 
-cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
+cohort_status run_scheduler_prune(cohort_run *run, cohort_error *err)
 {
     const scheduler_spec *sc = &run->plan->scheduler;
     cohort_status st = run_check_scheduler(run, err);
@@ -355,7 +355,7 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
         /* A model whose record says it reached the rung waits for the
          * decision; one resumed from a checkpoint at the rung trains no
          * epoch in this phase but still ends it (its weights, its record). */
-        st = sched_phase(run, live, R, 0, err);
+        st = scheduler_phase(run, live, R, 0, err);
         if (st || run->stop)
             break;
         for (int b = 0; ri < nr && b < brackets && b <= ri; b++)
@@ -366,7 +366,7 @@ cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err)
     }
     /* Stopped by Ctrl-C between rungs: the models waiting at a rung go on
      * with --resume. */
-    sched_mark_waiting(run, live, "stopped at a rung of the scheduler");
+    scheduler_mark_waiting(run, live, "stopped at a rung of the scheduler");
     free(rungs);
     free(live);
     return st;

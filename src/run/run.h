@@ -220,23 +220,23 @@ cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, co
  * (devices_split), or INT_MAX for a device bounded only by the run's
  * threads (jobs.c). */
 int run_device_cores(const cohort_run *run, int dev);
-/* Train every job of the run under its strategy (schedule.c). */
-cohort_status run_schedule(cohort_run *run, cohort_error *err);
-/* run_schedule in phases, one a rung of the plan's scheduler, pruning
+/* Train every job of the run under its strategy (strategy.c). */
+cohort_status run_jobs(cohort_run *run, cohort_error *err);
+/* run_jobs in phases, one a rung of the plan's scheduler, pruning
  * between them (run/prune.c). */
-cohort_status run_schedule_pruned(cohort_run *run, cohort_error *err);
-/* The scheduler's phases (prune.c, pbt.c). sched_phase trains every live
+cohort_status run_scheduler_prune(cohort_run *run, cohort_error *err);
+/* The scheduler's phases (prune.c, pbt.c). scheduler_phase trains every live
  * model to epoch R (or its last, or max_t, if sooner) under the plan's
  * strategy; a model that has the epochs already sits the phase out where
  * reached_waits is set, else only once its record says it is done (one
  * resumed from a checkpoint at R still ends the phase). Then the models that
  * ended for good (their last epoch, early stopping, divergence, failure)
- * leave `live`. After a stop request between phases, sched_mark_waiting
+ * leave `live`. After a stop request between phases, scheduler_mark_waiting
  * makes the live models waiting at one (not those that ended in the phase
  * the stop cut short) interrupted, with `why`: they go on with --resume. */
-cohort_status sched_phase(cohort_run *run, unsigned char *live, int R, int reached_waits,
+cohort_status scheduler_phase(cohort_run *run, unsigned char *live, int R, int reached_waits,
                           cohort_error *err);
-void sched_mark_waiting(cohort_run *run, const unsigned char *live, const char *why);
+void scheduler_mark_waiting(cohort_run *run, const unsigned char *live, const char *why);
 /* Whether model e's job ended at a rung or pbt interval below its last
  * epoch, in good standing: the scheduler's decision there, not the job,
  * ends the model or sends it on (prune.c). */
@@ -247,9 +247,9 @@ void run_emit_model_end(cohort_run *run, const model_entry *e);
 /* Make model e go on to `target` epochs in the next phase of a scheduler:
  * from its checkpoint when it has trained before. */
 cohort_status run_continue_to(cohort_run *run, model_entry *e, int target, cohort_error *err);
-/* run_schedule in phases of perturbation_interval epochs, with pbt's exploit
+/* run_jobs in phases of perturbation_interval epochs, with pbt's exploit
  * and explore between them (run/pbt.c). */
-cohort_status run_schedule_pbt(cohort_run *run, cohort_error *err);
+cohort_status run_scheduler_pbt(cohort_run *run, cohort_error *err);
 /* --resume under pbt, before the records are read: apply the journal
  * (DIR/pbt.json) to the models' settings and lineage, and finish an exploit
  * a kill interrupted. */
@@ -298,7 +298,7 @@ const char *run_strategy_why(const cohort_run *run);
 /* Whether the run stopped because the disk was full. */
 int run_disk_was_full(const cohort_run *run);
 
-/* A training group as run_schedule forms it: the models (indices into
+/* A training group as run_jobs forms it: the models (indices into
  * run->m) trained as one group on one device, and the bytes it plans. */
 typedef struct run_group_info {
     int device, n;
@@ -306,7 +306,7 @@ typedef struct run_group_info {
     uint64_t bytes;
 } run_group_info;
 
-/* The groups run_schedule would train, without training (cohort plan);
+/* The groups run_jobs would train, without training (cohort plan);
  * *out is malloc'd, *n its length. Sets each model's group. */
 cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, cohort_error *err);
 

@@ -1,6 +1,6 @@
 /* cohort_run: its creation (datasets, devices, the model entries, memory plans,
  * placement, the auto strategy, the output directory), its results read back, and its
- * release. Training is schedule.c's (run/jobs.h). */
+ * release. Training is strategy.c's (run/jobs.h). */
 #include "run/run.h"
 #include "run/shard.h"
 #include "util/util.h"
@@ -250,7 +250,7 @@ static double device_speed(const cohort_device *d)
 static void refuse(cohort_run *run, model_entry *e, const cohort_device *d)
 {
     char need[32], lim[32];
-    uint64_t limit = pool_limit(d->pool);
+    uint64_t limit = mem_pool_limit(d->mem_pool);
     e->res.state = MODEL_FAILED;
     e->done = 1;
     /* What would fit: the batch size whose plan is under the limit. */
@@ -334,7 +334,7 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
                                run->plan->path, e->spec->line, e->spec->name, e->spec->device, names,
                                gpu ? "; " : "", gpu ? run->devices->gpu_note : "");
         }
-        if (!d->pool) {
+        if (!d->mem_pool) {
             free(ord);
             return cohort_fail(err, COHORT_ERR_INPUT,
                                "%s:%d: model '%s' is pinned to %s, which is split; pin it to one "
@@ -343,7 +343,7 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
                                d->info.name);
         }
         e->device = (int)(d - run->devices->dev);
-        if (e->planned_bytes > pool_limit(d->pool))
+        if (e->planned_bytes > mem_pool_limit(d->mem_pool))
             refuse(run, e, d);
         else
             load[e->device] += cost / device_speed(d);
@@ -364,9 +364,9 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
         double best_finish = 0;
         for (int j = 0; j < n_usable; j++) {
             const cohort_device *d = &run->devices->dev[usable[j]];
-            if (pool_limit(d->pool) > pool_limit(run->devices->dev[biggest].pool))
+            if (mem_pool_limit(d->mem_pool) > mem_pool_limit(run->devices->dev[biggest].mem_pool))
                 biggest = usable[j];
-            if (pool_limit(d->pool) < e->planned_bytes)
+            if (mem_pool_limit(d->mem_pool) < e->planned_bytes)
                 continue;
             double finish = load[usable[j]] + cost / device_speed(d);
             if (best < 0 || finish < best_finish) {

@@ -32,7 +32,7 @@ static int read_all(int fd, void *buf, size_t n)
     return 0;
 }
 
-static int launch(sched *s, job *j, int threads)
+static int launch(job_runner *s, job *j, int threads)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -65,11 +65,11 @@ static int launch(sched *s, job *j, int threads)
             snprintf(vis, sizeof vis, "%d", d->be_dev);
             setenv(d->kind->visible_env, vis, 1);
             d->be_dev = 0;
-            pool_rebind(d->pool, 0);
+            mem_pool_rebind(d->mem_pool, 0);
             /* A preallocated slab is taken here, by each worker on the GPU:
              * it holds this job's group, not the whole limit again. */
-            if (pool_policy(d->pool) == COHORT_MEM_PREALLOCATE)
-                pool_shrink(d->pool, pool_charge(j->bytes));
+            if (mem_pool_policy(d->mem_pool) == COHORT_MEM_PREALLOCATE)
+                pool_shrink(d->mem_pool, mem_pool_charge(j->bytes));
         }
         j->threads = threads;
         backend_cpu_set_blas_threads(backend_cpu_blas_threads(threads));
@@ -86,7 +86,7 @@ static int launch(sched *s, job *j, int threads)
 }
 
 /* The worker of j ended: every model without a final report failed. */
-static void reap(sched *s, job *j)
+static void reap(job_runner *s, job *j)
 {
     int status = 0;
     while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
@@ -130,7 +130,7 @@ static void reap(sched *s, job *j)
     pthread_mutex_unlock(&run->lock);
 }
 
-cohort_status jobs_run_processes(sched *s, cohort_error *err)
+cohort_status jobs_run_processes(job_runner *s, cohort_error *err)
 {
     cohort_run *run = s->run;
     int forwarded = 0;

@@ -9,7 +9,7 @@
 
 #include <pthread.h>
 
-void jobs_run_sequential(sched *s)
+void jobs_run_sequential(job_runner *s)
 {
     for (int i = 0; i < s->n_jobs && !s->run->stop; i++) {
         job *j = &s->jobs[i];
@@ -25,7 +25,7 @@ void jobs_run_sequential(sched *s)
 
 static void *thread_main(void *arg)
 {
-    sched *s = arg;
+    job_runner *s = arg;
     cohort_run *run = s->run;
     pthread_mutex_lock(&run->lock);
     for (;;) {
@@ -95,7 +95,7 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-cohort_status jobs_run_threads(sched *s, cohort_error *err)
+cohort_status jobs_run_threads(job_runner *s, cohort_error *err)
 {
     pthread_t t[64];
     int n = s->concurrency < 64 ? s->concurrency : 64, started = 0;

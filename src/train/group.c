@@ -208,7 +208,7 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
     g->be = backend_resolve(g->be); /* a GPU's ops are its plugin's */
     group_configure(g, specs, K);
     const model_layout *L = &g->L;
-    g->slab = pool_alloc(dev->pool, L->total_bytes, &g->acct, specs[0]->name, err);
+    g->slab = mem_pool_alloc(dev->mem_pool, L->total_bytes, &g->acct, specs[0]->name, err);
     if (!g->slab) {
         group_free(g);
         return COHORT_ERR_NOMEM;
@@ -284,7 +284,7 @@ void group_free(train_group *g)
     if (g->ctx)
         g->be->ctx_free(g->ctx);
     if (g->slab)
-        pool_release(g->dev->pool, g->slab, &g->acct);
+        mem_pool_release(g->dev->mem_pool, g->slab, &g->acct);
     free(g->order);
     free(g->host);
     free(g);

@@ -20,7 +20,7 @@ struct train_group {
     cohort_device *dev;
     const backend_ops *be;
     backend_ctx *ctx;
-    pool_account acct;
+    mem_account acct;
     char *slab;
     float *params, *grads, *opt_m, *opt_v, *act, *delta[2], *saved, *stat, *work, *best;
     int32_t *labels;

@@ -8,7 +8,7 @@
 #include "backend/cpu/dense_step.h"
 #include "backend/cpu/gemm_grid.h"
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/pool_solo.h"
+#include "backend/cpu/team_solo.h"
 #include "device/device.h"
 #include "backend/cpu/window.h"
 #include "util/util.h"
@@ -25,7 +25,7 @@
  * A context's own threads, for the kernels that are not OpenBLAS's: the
  * runner gives a context `threads` cores; threads - 1 workers wait here and
  * the caller is one more. One job at a time, cut into parts when it is
- * posted; pool_run returns once every part is done. Workers spin a while on
+ * posted; team_run returns once every part is done. Workers spin a while on
  * the job word before they sleep: on a virtual machine, waking a sleeping
  * thread took longer than most of the jobs (a two-thread run ran at half
  * the speed of one thread).
@@ -50,7 +50,7 @@
 #define POOL_SPINS 4000 /* pause instructions before a worker sleeps: ~0.1 ms */
 #define WAIT_SPINS 2000 /* pauses before a waiting caller yields its core */
 #define JOB_PARTS(word) ((int)((word) & 0xffff))
-typedef void (*pool_fn)(void *arg, int part, int parts);
+typedef void (*team_fn)(void *arg, int part, int parts);
 
 struct backend_ctx {
     cpu_isa isa;
@@ -66,10 +66,10 @@ struct backend_ctx {
     _Atomic int helpers;    /* helpers that joined: counted in the parts of later jobs */
     _Atomic int helpers_in; /* helpers that have not yet left for good */
     uint64_t help_seen[POOL_MAX]; /* the job word when each helper joined */
-    pool_fn fn;
+    team_fn fn;
     void *arg;
-    /* The caller's own (one thread posts a context's jobs): see pool_run. */
-    pool_solo solo; /* the fallback for a preempted worker (pool_solo.h) */
+    /* The caller's own (one thread posts a context's jobs): see team_run. */
+    team_solo solo; /* the fallback for a preempted worker (team_solo.h) */
 };
 
 static inline void cpu_relax(void)
@@ -80,7 +80,7 @@ static inline void cpu_relax(void)
 }
 
 /* The next job word after `seen`, or `seen` when the pool quits. */
-static uint64_t pool_wait(backend_ctx *c, uint64_t seen)
+static uint64_t team_wait(backend_ctx *c, uint64_t seen)
 {
     for (int spin = 0; spin < POOL_SPINS; spin++) {
         uint64_t j = atomic_load_explicit(&c->job, memory_order_acquire);
@@ -107,7 +107,7 @@ static uint64_t pool_wait(backend_ctx *c, uint64_t seen)
  * after a claim: while a claimed part runs, the caller waits, so they are
  * still this job's.
  */
-static void pool_try(backend_ctx *c, uint64_t id, int p, int parts)
+static void team_try(backend_ctx *c, uint64_t id, int p, int parts)
 {
     uint64_t v = atomic_load_explicit(&c->taken[p], memory_order_relaxed);
     while (v < id)
@@ -121,27 +121,27 @@ static void pool_try(backend_ctx *c, uint64_t id, int p, int parts)
 
 /* Parts of job `word`: the thread's own part `mine` first (the same part
  * of every job, so its rows stay in this core's cache), then any left. */
-static void pool_claim(backend_ctx *c, uint64_t word, int mine)
+static void team_claim(backend_ctx *c, uint64_t word, int mine)
 {
     uint64_t id = word >> 16;
     int parts = JOB_PARTS(word);
     if (mine < parts)
-        pool_try(c, id, mine, parts);
+        team_try(c, id, mine, parts);
     for (int p = 0; p < parts; p++)
-        pool_try(c, id, p, parts);
+        team_try(c, id, p, parts);
 }
 
 /* Claim parts of every job posted after `seen`, own part `mine` first,
  * until the pool quits. */
-static void pool_serve(backend_ctx *c, int mine, uint64_t seen)
+static void team_serve(backend_ctx *c, int mine, uint64_t seen)
 {
     unsigned fp = fp_flush_denormals(); /* as the caller trains (group_fit) */
     for (;;) {
-        uint64_t j = pool_wait(c, seen);
+        uint64_t j = team_wait(c, seen);
         if (j == seen)
             break; /* quit */
         seen = j;
-        pool_claim(c, j, mine);
+        team_claim(c, j, mine);
     }
     fp_restore(fp);
 }
@@ -151,11 +151,11 @@ typedef struct worker_arg {
     int part;
 } worker_arg;
 
-static void *pool_worker(void *p)
+static void *team_worker(void *p)
 {
     worker_arg a = *(worker_arg *)p;
     free(p);
-    pool_serve(a.c, a.part, 0);
+    team_serve(a.c, a.part, 0);
     return NULL;
 }
 
@@ -163,7 +163,7 @@ static void *pool_worker(void *p)
  * a worker costs more than it saves. */
 #define POOL_MIN_WORK 1e6
 
-static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
+static void team_run(backend_ctx *c, team_fn fn, void *arg, double work)
 {
     int parts = 1 + c->n_workers + atomic_load(&c->helpers);
     if (parts == 1 || work < POOL_MIN_WORK) {
@@ -171,7 +171,7 @@ static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
         return;
     }
     double t0 = now_seconds();
-    if (pool_solo_now(&c->solo, t0)) {
+    if (team_solo_now(&c->solo, t0)) {
         for (int p = 0; p < parts; p++)
             fn(arg, p, parts);
         return;
@@ -188,7 +188,7 @@ static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
     if (c->sleepers)
         pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->mu);
-    pool_claim(c, word, parts - 1);
+    team_claim(c, word, parts - 1);
     /* Every part is claimed; wait for those still running elsewhere. A
      * claimer whose core was taken runs again sooner where this thread
      * yields its own. */
@@ -204,7 +204,7 @@ static void pool_run(backend_ctx *c, pool_fn fn, void *arg, double work)
     }
     if (t1 == 0.0)
         return;
-    pool_solo_after_wait(&c->solo, t1, now_seconds());
+    team_solo_after_wait(&c->solo, t1, now_seconds());
 }
 
 /* A helper counts itself in (while the runner keeps c alive): its slot, or
@@ -224,7 +224,7 @@ static int cpu_help_join(backend_ctx *c)
 /* The helper in slot h works c's jobs until c is freed. */
 static void cpu_help_run(backend_ctx *c, int h)
 {
-    pool_serve(c, c->n_workers + h, c->help_seen[h]);
+    team_serve(c, c->n_workers + h, c->help_seen[h]);
     atomic_fetch_sub(&c->helpers_in, 1); /* the last touch of c */
 }
 
@@ -262,7 +262,7 @@ static cohort_status cpu_ctx_create(int device, int threads, backend_ctx **out, 
             break;
         a->c = c;
         a->part = i;
-        if (pthread_create(&c->worker[i], NULL, pool_worker, a) != 0) {
+        if (pthread_create(&c->worker[i], NULL, team_worker, a) != 0) {
             free(a);
             break;
         }
@@ -359,7 +359,7 @@ static void cpu_load_rows(backend_ctx *c, float *dst, size_t dst_stride, const f
 {
     rows_job j = {dst, x, x8, idx, dst_stride, idx_stride, (size_t)dim, rows, count};
     double n = (double)rows * (double)dim * count;
-    pool_run(c, rows_part, &j, n >= GATHER_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
+    team_run(c, rows_part, &j, n >= GATHER_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
 }
 
 static void cpu_load_labels(backend_ctx *c, int32_t *dst, size_t dst_stride, const int32_t *y,
@@ -478,7 +478,7 @@ static int small_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, floa
            : !kern_small_nn_suits(c->isa, N, Kd))
         return 0;
     small_job j = {c->isa, tb, M, N, Kd, lda, ldb, ldc, count, A, B, C, sA, sB, sC};
-    pool_run(c, small_part, &j, (double)M * N * Kd * count);
+    team_run(c, small_part, &j, (double)M * N * Kd * count);
     return 1;
 }
 
@@ -532,7 +532,7 @@ static int own_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, float 
                  sB, sC};
     while (j.rblocks * j.cblocks * count < 2 * parts && j.rblocks * 6 < M)
         j.rblocks *= 2;
-    pool_run(c, own_part, &j, (double)M * N * Kd * count);
+    team_run(c, own_part, &j, (double)M * N * Kd * count);
     return 1;
 }
 
@@ -555,7 +555,7 @@ static void cpu_gemm(backend_ctx *c, int ta, int tb, int M, int N, int Kd, float
     gemm_job j = {ta, tb, M, N, Kd, lda, ldb, ldc, count, alpha, beta, A, B, C, sA, sB, sC,
                   0, 0, 0, 0};
     gemm_grid(&j);
-    pool_run(c, gemm_part, &j, (double)M * N * Kd * count);
+    team_run(c, gemm_part, &j, (double)M * N * Kd * count);
 }
 
 static void cpu_bias_act(backend_ctx *c, float *Y, size_t sY, const float *bias, size_t sb,
@@ -610,7 +610,7 @@ static void cpu_dropout_fwd(backend_ctx *c, float *Y, const float *X, float *mas
                             int count)
 {
     dropout_job j = {Y, mask, X, rate, key, s, n, counter0, count};
-    pool_run(c, dropout_part, &j, 8.0 * (double)n * count); /* a hash is ~8 multiply-adds */
+    team_run(c, dropout_part, &j, 8.0 * (double)n * count); /* a hash is ~8 multiply-adds */
 }
 
 static void cpu_mul(backend_ctx *c, float *d, size_t sd, const float *mask, size_t sm, size_t n,
@@ -789,7 +789,7 @@ static int cpu_dense_step(backend_ctx *c, opt_kind kind, float *W, float *s1, fl
                    n_out, n_in, count, o->active, {0}, {{0}}};
     for (int k = 0; k < count; k++)
         j.o[k] = dense_update_of(kind, &o->sc[k]);
-    pool_run(c, dense_part, &j, (double)rows * n_out * n_in * count);
+    team_run(c, dense_part, &j, (double)rows * n_out * n_in * count);
     return 1;
 }
 
@@ -826,7 +826,7 @@ static void cpu_transpose(backend_ctx *c, float *XT, int ldt, const float *X, in
 {
     transpose_job j = {c->isa, XT, X, ldt, ldx, rows, cols};
     double n = (double)rows * cols;
-    pool_run(c, transpose_part, &j, n >= TRANSPOSE_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
+    team_run(c, transpose_part, &j, n >= TRANSPOSE_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
 }
 
 typedef struct fwd_job {
@@ -859,7 +859,7 @@ static void cpu_dense_forward(backend_ctx *c, float *Y, int ldy, size_t sY, cons
                               int n_in, int count)
 {
     fwd_job j = {c->isa, Y, XT, W, sY, sXT, sW, ldy, ldt, rows, n_out, n_in, count, {0}};
-    pool_run(c, fwd_part, &j, (double)rows * n_out * n_in * count);
+    team_run(c, fwd_part, &j, (double)rows * n_out * n_in * count);
 }
 
 /*
@@ -888,11 +888,11 @@ typedef struct window_job {
     int count;
 } window_job;
 
-static void window_run(backend_ctx *c, pool_fn fn, window_job *j)
+static void window_run(backend_ctx *c, team_fn fn, window_job *j)
 {
     const window_geom *g = j->g;
     double n = (double)g->n * g->oh * g->ow * g->kh * g->kw * g->c * j->count;
-    pool_run(c, fn, j, n >= WINDOW_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
+    team_run(c, fn, j, n >= WINDOW_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
 }
 
 #define WINDOW_PART(name, call)                                                                 \
@@ -1003,7 +1003,7 @@ static void cpu_conv_fwd(backend_ctx *c, float *Y, float *scratch, float *wt, co
         for (int f = 0; f < F; f++)
             for (int k = 0; k < kc; k++)
                 wt[(size_t)k * F + f] = W[(size_t)f * kc + k];
-    pool_run(c, conv_fwd_part, &j, conv_work(g, F));
+    team_run(c, conv_fwd_part, &j, conv_work(g, F));
 }
 
 static void conv_bwd_chunk(const conv_job *j, int ch, int i0, int i1, float *dcol)
@@ -1029,7 +1029,7 @@ static void cpu_conv_bwd_data(backend_ctx *c, float *dX, float *scratch, const f
     conv_job j = {.isa = c->isa, .g = g, .F = F, .kc = kc, .chunk = chunk,
                   .own = c->isa != ISA_NONE && gemm_own_ok(kc), .dX = dX, .scratch = scratch,
                   .dY = (float *)dY, .W = W};
-    pool_run(c, conv_bwd_part, &j, conv_work(g, F));
+    team_run(c, conv_bwd_part, &j, conv_work(g, F));
 }
 
 /* Chunk ch: act' on its dY, its rows of col made again, its product and
@@ -1086,8 +1086,8 @@ static void cpu_conv_wgrad(backend_ctx *c, float *G, float *db, float *dY, const
                   .own = c->isa != ISA_NONE, .act = act, .G = G,
                   .db = db,
                   .partial = partial, .dY = dY, .cY = Y, .scratch = scratch, .X = X};
-    pool_run(c, wgrad_part, &j, conv_work(g, F));
-    pool_run(c, wgrad_sum_part, &j, (double)F * kc * ceil_div(g->n, chunk));
+    team_run(c, wgrad_part, &j, conv_work(g, F));
+    team_run(c, wgrad_sum_part, &j, (double)F * kc * ceil_div(g->n, chunk));
 }
 
 static void cpu_im2col(backend_ctx *c, float *col, size_t scol, const float *X, size_t sX,
@@ -1143,10 +1143,10 @@ typedef struct bn_job {
     const bn_step *o;
 } bn_job;
 
-static void bn_run(backend_ctx *c, pool_fn fn, bn_job *j)
+static void bn_run(backend_ctx *c, team_fn fn, bn_job *j)
 {
     double n = (double)j->rows * j->C * j->count;
-    pool_run(c, fn, j, n >= WINDOW_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
+    team_run(c, fn, j, n >= WINDOW_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
 }
 
 #define BN_PART(name, call)                                                                     \

@@ -20,7 +20,7 @@ static int threads_of(const cohort_run *run)
 
 cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, cohort_error *err)
 {
-    sched s;
+    job_runner s;
     memset(&s, 0, sizeof s);
     s.run = run;
     *out = NULL;
@@ -43,9 +43,9 @@ cohort_status run_plan_groups(cohort_run *run, run_group_info **out, int *n, coh
     return st;
 }
 
-cohort_status run_schedule(cohort_run *run, cohort_error *err)
+cohort_status run_jobs(cohort_run *run, cohort_error *err)
 {
-    sched s;
+    job_runner s;
     memset(&s, 0, sizeof s);
     s.run = run;
     s.out_fd = -1;
@@ -133,9 +133,9 @@ cohort_status cohort_run_train(cohort_run *run, cohort_error *err)
         file_write_atomic(path, run->plan->source, strlen(run->plan->source), NULL);
     }
     prune_kind sk = run->plan->scheduler.kind;
-    st = sk == PRUNE_PBT    ? run_schedule_pbt(run, err)
-         : sk != PRUNE_NONE ? run_schedule_pruned(run, err)
-                            : run_schedule(run, err);
+    st = sk == PRUNE_PBT    ? run_scheduler_pbt(run, err)
+         : sk != PRUNE_NONE ? run_scheduler_prune(run, err)
+                            : run_jobs(run, err);
     pthread_mutex_lock(&run->lock);
     if (run->stop) {
         /* Models the stop kept from starting, or from reporting, are

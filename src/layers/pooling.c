@@ -15,25 +15,25 @@
 /* ---- syntax and spec: {max_pooling2d: POOL, strides, padding}, the same for
  * average_pooling2d; global_average_pooling2d takes no settings ---- */
 
-typedef struct pool_settings {
+typedef struct pooling_settings {
     int kh, kw;   /* pool_size (2) */
     int sh, sw;   /* strides (the pool size) */
     pad_kind pad; /* padding (valid) */
-} pool_settings;
-LAYER_SETTINGS_OF(pool_settings);
+} pooling_settings;
+LAYER_SETTINGS_OF(pooling_settings);
 
-static pool_settings settings(const layer_spec *ls) { return pool_settings_of(ls); }
+static pooling_settings settings(const layer_spec *ls) { return pooling_settings_of(ls); }
 
-static const char *const pool_keys[] = {"strides", "padding", NULL};
+static const char *const pooling_keys[] = {"strides", "padding", NULL};
 
-static const layer_keras_arg pool_keras[] = {
+static const layer_keras_arg pooling_keras[] = {
     {"pool_size", "the pool size is the pooling layer's value: {max_pooling2d: 2} (Keras's "
                   "MaxPooling2D(pool_size=2))"},
     {NULL, NULL}};
 
-static cohort_status pool_parse(const layer_syntax *s, layer_spec *ls)
+static cohort_status pooling_parse(const layer_syntax *s, layer_spec *ls)
 {
-    pool_settings d = {0};
+    pooling_settings d = {0};
     char what[200];
     cohort_status st;
     d.kh = d.kw = 2; /* Keras's pool_size */
@@ -46,13 +46,13 @@ static cohort_status pool_parse(const layer_syntax *s, layer_spec *ls)
     d.pad = PAD_VALID;
     if ((st = layer_parse_window(s, &d.sh, &d.sw, &d.pad)))
         return st;
-    pool_settings_put(ls, &d);
+    pooling_settings_put(ls, &d);
     return COHORT_OK;
 }
 
-static void pool_json(const layer_spec *ls, strbuf *b)
+static void pooling_json(const layer_spec *ls, strbuf *b)
 {
-    const pool_settings d = settings(ls);
+    const pooling_settings d = settings(ls);
     sb_json_str(b, ls->kind->name);
     sb_printf(b, ":[%d,%d]", d.kh, d.kw);
     layer_json_hw(b, "strides", d.sh, d.sw);
@@ -75,9 +75,9 @@ static int gap_abbrev(const layer_spec *ls, char *buf, size_t n)
     return snprintf(buf, n, "gap");
 }
 
-static int pool_fuse_key(const layer_spec *ls, int *key)
+static int pooling_fuse_key(const layer_spec *ls, int *key)
 {
-    const pool_settings d = settings(ls);
+    const pooling_settings d = settings(ls);
     int k[] = {d.kh, d.kw, d.sh, d.sw, (int)d.pad};
     memcpy(key, k, sizeof k);
     return (int)(sizeof k / sizeof k[0]);
@@ -85,12 +85,12 @@ static int pool_fuse_key(const layer_spec *ls, int *key)
 
 /* ---- shapes and compute ---- */
 
-static int pool_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+static int pooling_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
 {
     char s[48];
     shape_format(lp->in, s, sizeof s);
     const char *name = ls->kind->name;
-    const pool_settings d = settings(ls);
+    const pooling_settings d = settings(ls);
     if (lp->in.rank != 3) {
         snprintf(msg, len, "%s needs images, but gets flat samples %s", name, s);
         return 1;
@@ -110,7 +110,7 @@ static int pool_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
 
 static int max_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
 {
-    if (pool_plan(ls, lp, msg, len))
+    if (pooling_plan(ls, lp, msg, len))
         return 1;
     lp->n_saved = shape_size(lp->out); /* int32 positions of the maxima */
     return 0;
@@ -136,7 +136,7 @@ static int max_backward(const layer_pass *p)
  * pads (the average over the real pixels only, as Keras), GlobalAveragePool
  * then Flatten to [N, C] ---- */
 
-static int pool_onnx(onnx_graph *g, const layer_plan *lp, const char *op, const char *x, char *y)
+static int pooling_onnx(onnx_graph *g, const layer_plan *lp, const char *op, const char *x, char *y)
 {
     char out[ONNX_NAME_MAX];
     onnx_value_name(out, lp->index, op);
@@ -155,17 +155,17 @@ static int max_pool_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *
     (void)ls;
     (void)msg;
     (void)len;
-    return pool_onnx(g, lp, "MaxPool", x, y);
+    return pooling_onnx(g, lp, "MaxPool", x, y);
 }
 
 const layer_ops layer_max_pool_ops = {
     .name = "max_pooling2d",
-    .keys = pool_keys,
-    .keras_args = pool_keras,
-    .parse = pool_parse,
-    .to_json = pool_json,
+    .keys = pooling_keys,
+    .keras_args = pooling_keras,
+    .parse = pooling_parse,
+    .to_json = pooling_json,
     .abbrev = max_abbrev,
-    .fuse_key = pool_fuse_key,
+    .fuse_key = pooling_fuse_key,
     .plan = max_plan,
     .forward = max_forward,
     .backward = max_backward,
@@ -193,18 +193,18 @@ static int avg_pool_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *
     (void)ls;
     (void)msg;
     (void)len;
-    return pool_onnx(g, lp, "AveragePool", x, y);
+    return pooling_onnx(g, lp, "AveragePool", x, y);
 }
 
 const layer_ops layer_avg_pool_ops = {
     .name = "average_pooling2d",
-    .keys = pool_keys,
-    .keras_args = pool_keras,
-    .parse = pool_parse,
-    .to_json = pool_json,
+    .keys = pooling_keys,
+    .keras_args = pooling_keras,
+    .parse = pooling_parse,
+    .to_json = pooling_json,
     .abbrev = avg_abbrev,
-    .fuse_key = pool_fuse_key,
-    .plan = pool_plan,
+    .fuse_key = pooling_fuse_key,
+    .plan = pooling_plan,
     .forward = avg_forward,
     .backward = avg_backward,
     .shares_input = 1,

@@ -16,7 +16,7 @@ typedef struct block {
     int used;
 } block;
 
-struct cohort_pool {
+struct mem_pool {
     char name[64];
     const backend_ops *be;
     int dev;
@@ -32,7 +32,7 @@ struct cohort_pool {
 
 static size_t round_up(size_t n) { return (n + 63) / 64 * 64; }
 
-static int blocks_reserve(cohort_pool *p, int extra)
+static int blocks_reserve(mem_pool *p, int extra)
 {
     if (p->n_blocks + extra <= p->cap_blocks)
         return 0;
@@ -47,11 +47,11 @@ static int blocks_reserve(cohort_pool *p, int extra)
     return 0;
 }
 
-cohort_status pool_create(const char *name, const backend_ops *be, int dev, uint64_t limit,
-                          cohort_mem_policy policy, cohort_pool **out, cohort_error *err)
+cohort_status mem_pool_create(const char *name, const backend_ops *be, int dev, uint64_t limit,
+                          cohort_mem_policy policy, mem_pool **out, cohort_error *err)
 {
     *out = NULL;
-    cohort_pool *p = calloc(1, sizeof *p);
+    mem_pool *p = calloc(1, sizeof *p);
     if (!p)
         return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory creating its pool", name);
     str_copy(p->name, sizeof p->name, name);
@@ -65,7 +65,7 @@ cohort_status pool_create(const char *name, const backend_ops *be, int dev, uint
      * start CUDA (rule 3). */
     if (policy == COHORT_MEM_PREALLOCATE && !be->host_memory) {
         if (blocks_reserve(p, 1)) {
-            pool_free(p);
+            mem_pool_free(p);
             return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", name);
         }
         p->blocks[0] = (block){0, (size_t)limit, NULL, 0};
@@ -74,13 +74,13 @@ cohort_status pool_create(const char *name, const backend_ops *be, int dev, uint
         char buf[32];
         p->slab = limit ? be->mem_alloc(dev, (size_t)limit) : NULL;
         if (limit && !p->slab) {
-            pool_free(p);
+            mem_pool_free(p);
             return cohort_fail(err, COHORT_ERR_NOMEM,
                                "%s: cannot preallocate %s; lower its memory or use policy grow",
                                name, format_bytes(limit, buf, sizeof buf));
         }
         if (blocks_reserve(p, 1)) {
-            pool_free(p);
+            mem_pool_free(p);
             return cohort_fail(err, COHORT_ERR_NOMEM, "%s: out of memory", name);
         }
         p->blocks[0] = (block){0, (size_t)limit, p->slab, 0};
@@ -90,7 +90,7 @@ cohort_status pool_create(const char *name, const backend_ops *be, int dev, uint
     return COHORT_OK;
 }
 
-void pool_free(cohort_pool *p)
+void mem_pool_free(mem_pool *p)
 {
     if (!p)
         return;
@@ -107,7 +107,7 @@ void pool_free(cohort_pool *p)
 }
 
 /* GROW on a device: free the kept block i (the pool's lock held). */
-static void kept_drop(cohort_pool *p, int i)
+static void kept_drop(mem_pool *p, int i)
 {
     p->be->mem_free(p->dev, p->blocks[i].ptr);
     p->kept -= p->blocks[i].size;
@@ -122,7 +122,7 @@ static void kept_drop(cohort_pool *p, int i)
  * peak stays the plan's), else kept blocks are freed, the largest first, until
  * n has room under the limit beside the blocks in use and those still kept.
  */
-static void *grow_take(cohort_pool *p, size_t n)
+static void *grow_take(mem_pool *p, size_t n)
 {
     for (int i = 0; i < p->n_blocks; i++)
         if (!p->blocks[i].used && p->blocks[i].size == n) {
@@ -152,7 +152,7 @@ static void *grow_take(cohort_pool *p, size_t n)
 }
 
 /* First fit in the slab; splits the block it takes. Returns the pointer or NULL. */
-static void *slab_take(cohort_pool *p, size_t n)
+static void *slab_take(mem_pool *p, size_t n)
 {
     for (int i = 0; i < p->n_blocks; i++) {
         block *b = &p->blocks[i];
@@ -174,7 +174,7 @@ static void *slab_take(cohort_pool *p, size_t n)
     return NULL;
 }
 
-void *pool_alloc(cohort_pool *p, size_t bytes, pool_account *acct, const char *who,
+void *mem_pool_alloc(mem_pool *p, size_t bytes, mem_account *acct, const char *who,
                  cohort_error *err)
 {
     size_t n = round_up(bytes ? bytes : 1);
@@ -237,7 +237,7 @@ void *pool_alloc(cohort_pool *p, size_t bytes, pool_account *acct, const char *w
     return ptr;
 }
 
-void pool_release(cohort_pool *p, void *ptr, pool_account *acct)
+void mem_pool_release(mem_pool *p, void *ptr, mem_account *acct)
 {
     if (!ptr)
         return;
@@ -276,7 +276,7 @@ void pool_release(cohort_pool *p, void *ptr, pool_account *acct)
     pthread_mutex_unlock(&p->lock);
 }
 
-void pool_shrink(cohort_pool *p, uint64_t limit)
+void pool_shrink(mem_pool *p, uint64_t limit)
 {
     pthread_mutex_lock(&p->lock);
     if (!p->in_use && !p->slab && limit < p->limit) {
@@ -287,13 +287,13 @@ void pool_shrink(cohort_pool *p, uint64_t limit)
     pthread_mutex_unlock(&p->lock);
 }
 
-uint64_t pool_in_use(const cohort_pool *p) { return p->in_use; }
-uint64_t pool_peak(const cohort_pool *p) { return p->peak; }
-uint64_t pool_limit(const cohort_pool *p) { return p->limit; }
-cohort_mem_policy pool_policy(const cohort_pool *p) { return p->policy; }
-uint64_t pool_charge(uint64_t bytes) { return round_up((size_t)(bytes ? bytes : 1)); }
+uint64_t mem_pool_in_use(const mem_pool *p) { return p->in_use; }
+uint64_t mem_pool_peak(const mem_pool *p) { return p->peak; }
+uint64_t mem_pool_limit(const mem_pool *p) { return p->limit; }
+cohort_mem_policy mem_pool_policy(const mem_pool *p) { return p->policy; }
+uint64_t mem_pool_charge(uint64_t bytes) { return round_up((size_t)(bytes ? bytes : 1)); }
 
-uint64_t pool_largest_free(cohort_pool *p)
+uint64_t mem_pool_largest_free(mem_pool *p)
 {
     pthread_mutex_lock(&p->lock);
     uint64_t most = p->limit - p->in_use;
@@ -307,14 +307,14 @@ uint64_t pool_largest_free(cohort_pool *p)
     return most;
 }
 
-void pool_rebind(cohort_pool *p, int dev)
+void mem_pool_rebind(mem_pool *p, int dev)
 {
     pthread_mutex_lock(&p->lock);
     p->dev = dev;
     pthread_mutex_unlock(&p->lock);
 }
 
-void pool_fail_after(cohort_pool *p, int n)
+void mem_pool_fail_after(mem_pool *p, int n)
 {
     pthread_mutex_lock(&p->lock);
     p->fail_countdown = n;
