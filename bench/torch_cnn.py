@@ -203,9 +203,9 @@ def train_one(name, data, epochs, batch, seed, reset_ok, max_batches, progress=F
     torch.manual_seed(seed)  # seeds the GPU's generators too (dropout masks there)
     gen = torch.Generator().manual_seed(seed)  # the shuffles: on the CPU for every device
     model = make_model(name)
-    if COMPILE:
+    macs = layer_macs(model, x_train.shape[1:])  # on the plain module: a compiled one
+    if COMPILE:                                   # cannot be iterated for its layers
         model = torch.compile(model)  # torch 2.x: the Inductor's C++ kernels on a CPU
-    macs = layer_macs(model, x_train.shape[1:])
     per_sample = flops_per_sample(macs)
     if cuda:
         model.to(dev)  # after layer_macs, which runs a CPU sample
