@@ -18,6 +18,7 @@
 #include "layer_text.h"
 #include "device/device.h"
 #include "optim/optim.h"
+#include "train/group_impl.h"
 #include "train/train.h"
 #include "util/util.h"
 
@@ -1152,6 +1153,73 @@ static void test_mem_pools(cohort_device *dg)
     mem_pool_free(gp);
 }
 
+/*
+ * group_free: the group's queued work may still write its slab, so the
+ * context (whose ctx_free waits for that work) goes before the block goes
+ * back to the pool. Here another context takes the block the moment it is
+ * released and writes it (the pool's release hook); the group had a memset
+ * of its whole slab queued. In the emulation's deferred mode (test_cuda_emu)
+ * the memset runs only when the group's stream is waited for: released
+ * first, it would run after the other context's write and wipe it.
+ */
+typedef struct taker {
+    backend_ctx *ctx;
+    float *mark;
+    size_t n;
+    int calls;
+} taker;
+
+static void take_released(void *arg, void *ptr, size_t bytes)
+{
+    taker *t = arg;
+    t->calls++;
+    t->n = bytes / sizeof(float);
+    t->mark = malloc(t->n * sizeof(float));
+    for (size_t i = 0; i < t->n; i++)
+        t->mark[i] = (float)(i % 97) + 0.5f;
+    gpu->copy_h2d(t->ctx, ptr, t->mark, t->n * sizeof(float));
+}
+
+static void test_group_free_order(cohort_device *dg)
+{
+    model_spec s;
+    spec_small(&s, 6, OPT_ADAM);
+    const model_spec *sp[1] = {&s};
+    model_layout L;
+    cohort_error err;
+    CHECK(model_layout_make(&s, shape_flat(TDIM), TCLASSES, 1, &L, &err) == COHORT_OK);
+    cohort_device d = *dg;
+    CHECK(mem_pool_create("gpu:0/order", dg->be, dg->be_dev, L.total_bytes, COHORT_MEM_PREALLOCATE,
+                          &d.mem_pool, &err) == COHORT_OK);
+    train_group *g = NULL;
+    if (group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err) != COHORT_OK) {
+        CHECK_MSG(0, "group on a slab of its size: %s", err.message);
+        mem_pool_free(d.mem_pool);
+        return;
+    }
+    void *slab = g->slab;
+    taker t = {gc, NULL, 0, 0};
+    g->be->memzero(g->ctx, g->slab, L.total_bytes); /* queued, not waited for */
+    mem_pool_on_release(d.mem_pool, take_released, &t);
+    group_free(g);
+    mem_pool_on_release(d.mem_pool, NULL, NULL);
+    CHECK_MSG(t.calls == 1, "the slab was released %d times", t.calls);
+    if (t.mark) {
+        float *back = malloc(t.n * sizeof(float));
+        gpu->copy_d2h(gc, back, slab, t.n * sizeof(float));
+        size_t wiped = 0;
+        for (size_t i = 0; i < t.n; i++)
+            wiped += back[i] != t.mark[i];
+        CHECK_MSG(wiped == 0,
+                  "group_free released the slab before its queued work ran: %zu of %zu floats "
+                  "another context wrote there were overwritten",
+                  wiped, t.n);
+        free(back);
+        free(t.mark);
+    }
+    mem_pool_free(d.mem_pool);
+}
+
 /* ---- without a GPU ---------------------------------------------------------- */
 
 static void test_reasons(device_registry *reg, const char *why)
@@ -1209,6 +1277,7 @@ static void run_all(device_registry *reg, cohort_device *dg)
         test_fit(reg, dg, OPT_NADAM, 0);
     }
     test_mem_pools(dg);
+    test_group_free_order(dg);
     check_no_error("the end");
     gpu->ctx_free(gc);
     cpu->ctx_free(cc);

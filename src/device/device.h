@@ -55,6 +55,10 @@ void mem_pool_rebind(mem_pool *p, int dev);
 /* Test hook: the n-th allocation from now (1 = the next) fails as if the
  * device were out of memory; 0 disarms. */
 void mem_pool_fail_after(mem_pool *p, int n);
+/* Test hook: after each release of a block the pool keeps (a slab's, or a
+ * device's grow block), fn(arg, ptr, bytes) is called outside the pool's
+ * lock, as if another group took the block at once; NULL disarms. */
+void mem_pool_on_release(mem_pool *p, void (*fn)(void *arg, void *ptr, size_t bytes), void *arg);
 
 /*
  * A kind of device, as the run decides by it. Every decision that depends

@@ -27,6 +27,8 @@ struct mem_pool {
     block *blocks;    /* GROW: live allocations; PREALLOCATE: the slab's blocks in order */
     int n_blocks, cap_blocks;
     int fail_countdown;
+    void (*on_release)(void *arg, void *ptr, size_t bytes); /* mem_pool_on_release */
+    void *on_release_arg;
     pthread_mutex_t lock;
 };
 
@@ -241,11 +243,13 @@ void mem_pool_release(mem_pool *p, void *ptr, mem_account *acct)
 {
     if (!ptr)
         return;
+    size_t released = 0;
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < p->n_blocks; i++) {
         block *b = &p->blocks[i];
         if (b->ptr != ptr || !b->used)
             continue;
+        released = b->size;
         p->in_use -= b->size;
         if (acct)
             acct->current -= b->size;
@@ -253,6 +257,7 @@ void mem_pool_release(mem_pool *p, void *ptr, mem_account *acct)
             b->used = 0; /* kept for the next group of its size (grow_take) */
             p->kept += b->size;
         } else if (p->policy == COHORT_MEM_GROW) {
+            released = 0; /* gone: nothing another group could take */
             p->be->mem_free(p->dev, ptr);
             p->blocks[i] = p->blocks[--p->n_blocks];
         } else {
@@ -273,7 +278,11 @@ void mem_pool_release(mem_pool *p, void *ptr, mem_account *acct)
         }
         break;
     }
+    void (*hook)(void *, void *, size_t) = p->on_release;
+    void *hook_arg = p->on_release_arg;
     pthread_mutex_unlock(&p->lock);
+    if (hook && released)
+        hook(hook_arg, ptr, released);
 }
 
 void pool_shrink(mem_pool *p, uint64_t limit)
@@ -311,6 +320,14 @@ void mem_pool_rebind(mem_pool *p, int dev)
 {
     pthread_mutex_lock(&p->lock);
     p->dev = dev;
+    pthread_mutex_unlock(&p->lock);
+}
+
+void mem_pool_on_release(mem_pool *p, void (*fn)(void *arg, void *ptr, size_t bytes), void *arg)
+{
+    pthread_mutex_lock(&p->lock);
+    p->on_release = fn;
+    p->on_release_arg = arg;
     pthread_mutex_unlock(&p->lock);
 }
 
