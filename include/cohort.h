@@ -189,8 +189,8 @@ typedef void (*cohort_event_fn)(const cohort_event *ev, void *user);
 /*
  * A dataset in the caller's memory, for the plan's data specs
  * `memory:NAME` (cohort_run_options.memory). x is float32 [n, ...] in C
- * order, one sample of `sample_shape` (rank 1: (d); rank 3: (H, W, C),
- * channels last); labels int32 [n] class labels in [0, 2^31 - 2], or
+ * order, one sample of `sample_shape` (rank 1: (d); rank 2: (T, F), a
+ * sequence of T steps; rank 3: (H, W, C), channels last); labels int32 [n] class labels in [0, 2^31 - 2], or
  * targets float32 [n, target_dim] real-valued targets, or neither (inputs
  * only: predict). Every value of x and targets must be finite: NaN or inf is
  * COHORT_ERR_INPUT naming the element ("memory:NAME: x[3, 2] is nan"). The
@@ -203,7 +203,7 @@ typedef struct cohort_data {
     const char *name;             /* NAME of memory:NAME */
     const float *x;
     int64_t n;
-    int sample_rank;              /* 1 or 3 */
+    int sample_rank;              /* 1, 2 or 3 */
     int64_t sample_shape[3];
     const int32_t *labels;        /* NULL: none */
     const float *targets;         /* NULL: none */

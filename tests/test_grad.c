@@ -186,6 +186,18 @@ static void image_checks(void)
                 (layer_spec[]){bnorm(), conv(2, 3, 1, PAD_SAME, ACT_TANH), plain("flatten")});
 }
 
+/* Dense, dropout, activation and batch norm on a sequence [T, F] act on
+ * its last axis, each step a row; flatten keeps the steps' order. */
+static void sequence_checks(void)
+{
+    sample_shape seq = shape_seq(5, 3);
+    image_check("dense on a sequence + tanh + flatten", seq, 0, 3,
+                (layer_spec[]){layer_dense(4, ACT_LINEAR), layer_act(ACT_TANH), plain("flatten")});
+    image_check("dense + dropout + dense on a sequence + batch norm", seq, 1, 5,
+                (layer_spec[]){layer_dense(4, ACT_SIGMOID), layer_dropout(0.3f),
+                               layer_dense(2, ACT_TANH), bnorm(), plain("flatten")});
+}
+
 static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units, loss_kind loss)
 {
     model_spec_defaults(s);
@@ -291,6 +303,7 @@ int main(void)
     s.layers[0] = layer_dense(3, ACT_SOFTMAX);
     grad_check("softmax regression", &s, 3, 0);
     image_checks();
+    sequence_checks();
     big_batch_check();
     devices_free(reg);
     return check_done("test_grad");

@@ -925,6 +925,16 @@ static void test_input_shape(void)
         CHECK_CONTAINS(p->json, "\"input_shape\":[784]}");
     }
     cohort_plan_free(p);
+    /* Two sizes: a sequence of T steps of F features. */
+    p = PARSE("data: {train: 'csv:x.csv', input_shape: [24, 3]}\n"
+              "models: [{name: m, layers: [{dense: 4}, flatten, {dense: 2, activation: softmax}]}]\n",
+              NULL, 0);
+    if (p) {
+        const sample_shape *s = &p->data.input_shape;
+        CHECK(s->rank == 2 && s->h == 24 && s->w == 1 && s->c == 3);
+        CHECK_CONTAINS(p->json, "\"input_shape\":[24,3]}");
+    }
+    cohort_plan_free(p);
     p = PARSE("data: {train: csv:x}\nmodels: [{name: m, layers: [{dense: 2, activation: softmax}]}]\n",
               NULL, 0);
     if (p) {
@@ -935,11 +945,10 @@ static void test_input_shape(void)
 
     const char *tail = "\nmodels: [{name: m, layers: [{dense: 2, activation: softmax}]}]\n";
     const char *bad[][2] = {
-        {"data: {train: csv:x, input_shape: [28, 28]}",
+        {"data: {train: csv:x, input_shape: [1, 2, 3, 4]}",
          "plan.yaml:1: data.input_shape must be a list of 3 positive integers [H, W, C] (an "
-         "image, channels last) or of 1 [D] (a flat vector), got a list of 2 (add the channels: "
-         "[H, W, 1])"},
-        {"data: {train: csv:x, input_shape: [1, 2, 3, 4]}", "got a list of another length"},
+         "image, channels last), of 2 [T, F] (a sequence of T steps of F features) or of 1 [D] "
+         "(a flat vector), got a list of 4"},
         {"data: {train: csv:x, input_shape: 784}", "or of 1 [D] (a flat vector), got '784'"},
         {"data: {train: csv:x, input_shape: [28, 0, 1]}",
          "plan.yaml:1: each size in data.input_shape must be a positive integer, got '0'"},

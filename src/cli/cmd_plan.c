@@ -33,8 +33,9 @@ static const char *help =
 static void layers_str(const model_entry *e, char *buf, size_t n)
 {
     sample_shape in = e->L.in_shape;
-    int len = in.rank == 3 ? snprintf(buf, n, "%dx%dx%d", in.h, in.w, in.c)
-                           : snprintf(buf, n, "%d", e->L.n_in);
+    int len = in.rank == 3   ? snprintf(buf, n, "%dx%dx%d", in.h, in.w, in.c)
+              : in.rank == 2 ? snprintf(buf, n, "%dx%d", in.h, in.c)
+                             : snprintf(buf, n, "%d", e->L.n_in);
     for (int i = 0; i < e->spec->n_layers && len >= 0 && (size_t)len < n; i++) {
         int w = snprintf(buf + len, n - (size_t)len, "-");
         if (w < 0 || (size_t)(len + w) >= n)

@@ -520,7 +520,7 @@ cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohor
     *out = NULL;
     const char *name = m->name ? m->name : "?";
     int64_t dim = 1;
-    int ok = m->x && m->n > 0 && (m->sample_rank == 1 || m->sample_rank == 3);
+    int ok = m->x && m->n > 0 && m->sample_rank >= 1 && m->sample_rank <= 3;
     for (int i = 0; ok && i < m->sample_rank; i++) {
         ok = m->sample_shape[i] > 0 && m->sample_shape[i] <= INT32_MAX;
         dim = ok ? dim * m->sample_shape[i] : dim;
@@ -528,7 +528,8 @@ cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohor
     }
     if (!ok)
         return cohort_fail(err, COHORT_ERR_INPUT,
-                           "memory:%s: expected float32 inputs [n, d] or [n, H, W, C] with n > 0 "
+                           "memory:%s: expected float32 inputs [n, d], [n, T, F] or [n, H, W, C] "
+                           "with n > 0 "
                            "(got n %lld, a sample of rank %d)",
                            name, (long long)m->n, m->sample_rank);
     if (m->targets && m->target_dim <= 0)
@@ -551,9 +552,11 @@ cohort_status data_from_memory(const cohort_data *m, cohort_dataset **out, cohor
         return cohort_fail(err, COHORT_ERR_NOMEM, "memory:%s: out of memory", name);
     ds->n = m->n;
     ds->dim = dim;
-    ds->shape = m->sample_rank == 3 ? shape_image((int)m->sample_shape[0], (int)m->sample_shape[1],
-                                                  (int)m->sample_shape[2])
-                                    : shape_flat((int)dim);
+    ds->shape = m->sample_rank == 3   ? shape_image((int)m->sample_shape[0],
+                                                    (int)m->sample_shape[1],
+                                                    (int)m->sample_shape[2])
+                : m->sample_rank == 2 ? shape_seq((int)m->sample_shape[0], (int)m->sample_shape[1])
+                                      : shape_flat((int)dim);
     ds->x = (float *)m->x;
     ds->borrowed = DATA_BORROW_X;
     ds->has_labels = m->labels || m->targets;

@@ -74,6 +74,7 @@ static int activation_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan
 
 const layer_ops layer_activation_ops = {
     .name = "activation",
+    .takes_mask = 1,
     .example = "{activation: relu}",
     .parse = layer_parse_act,
     .to_json = activation_json,

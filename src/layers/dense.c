@@ -4,7 +4,9 @@
  * weight gradient may take the optimizer step at once (the backend's
  * dense_step), and as a first layer its forward may run from the input
  * transposed (dense_forward). On an image as the first layer it flattens it,
- * as cohort always has; elsewhere an image needs a Flatten first.
+ * as cohort always has; elsewhere an image needs a Flatten first. On a
+ * sequence [T, F] it acts on the last axis, as Keras's: the T steps of each
+ * sample are rows of one product, and the output is [T, UNITS].
  */
 #include "io/onnx.h"
 #include "layers/pass.h"
@@ -82,6 +84,13 @@ static const layer_hyper dense_hyper[] = {LAYER_HYPER_REGULARIZER, {NULL, 0, 0, 
 
 /* ---- shapes, init, forward, backward, weight file ---- */
 
+/* The rows of one sample (a sequence's steps) and the width of each. */
+static int steps_of(const layer_plan *lp) { return lp->in.rank == 2 ? lp->in.h : 1; }
+static size_t width_of(const layer_plan *lp)
+{
+    return lp->in.rank == 2 ? (size_t)lp->in.c : shape_size(lp->in);
+}
+
 static int dense_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
 {
     if (lp->in.rank == 3 && lp->index > 0) {
@@ -91,8 +100,9 @@ static int dense_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t le
                            "before it", s);
         return 1;
     }
-    size_t in = shape_size(lp->in), units = (size_t)settings(ls).units;
-    lp->out = shape_flat(settings(ls).units);
+    size_t in = width_of(lp), units = (size_t)settings(ls).units;
+    lp->out = lp->in.rank == 2 ? shape_seq(lp->in.h, settings(ls).units)
+                               : shape_flat(settings(ls).units);
     lp->n_params = in * units + (settings(ls).use_bias ? units : 0);
     lp->n_fused = in * units;
     return 0;
@@ -101,7 +111,7 @@ static int dense_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t le
 /* Keras: glorot_uniform kernel, zero bias. */
 static void dense_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
 {
-    size_t in = shape_size(lp->in), out = (size_t)settings(ls).units;
+    size_t in = width_of(lp), out = (size_t)settings(ls).units;
     rng_state r;
     rng_seed(&r, seed, 1000 + (uint64_t)lp->index);
     float limit = sqrtf(6.0f / (float)(in + out));
@@ -115,16 +125,16 @@ static void dense_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed
 static void dense_forward(const layer_pass *p)
 {
     const layer_plan *lp = p->lp;
-    int in = (int)shape_size(lp->in), out = lp->out.c;
+    int in = (int)width_of(lp), out = lp->out.c, rows = p->rows * steps_of(lp);
     const float *W = p->W + lp->p_off;
     const float *b = settings(p->ls[0]).use_bias ? W + (size_t)in * (size_t)out : NULL;
     if (p->XT)
-        p->be->dense_forward(p->ctx, p->Y, out, p->sY, p->XT, p->ldt, p->sXT, W, p->sP, p->rows,
+        p->be->dense_forward(p->ctx, p->Y, out, p->sY, p->XT, p->ldt, p->sXT, W, p->sP, rows,
                              out, in, p->count);
     else
-        p->be->gemm(p->ctx, 0, 1, p->rows, out, in, 1.0f, p->X, in, p->sX, W, in, p->sP, 0.0f,
+        p->be->gemm(p->ctx, 0, 1, rows, out, in, 1.0f, p->X, in, p->sX, W, in, p->sP, 0.0f,
                     p->Y, out, p->sY, p->count);
-    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, p->rows, out, p->lp->act, p->count);
+    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, rows, out, p->lp->act, p->count);
 }
 
 /* The gradients from dY (dZ once the activation's derivative is applied):
@@ -133,7 +143,7 @@ static int dense_backward(const layer_pass *p)
 {
     const layer_plan *lp = p->lp;
     const backend_ops *be = p->be;
-    int in = (int)shape_size(lp->in), out = lp->out.c, rows = p->rows;
+    int in = (int)width_of(lp), out = lp->out.c, rows = p->rows * steps_of(lp);
     size_t nw = (size_t)in * (size_t)out;
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
     be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)rows * (size_t)out,
@@ -155,7 +165,7 @@ static int dense_backward(const layer_pass *p)
 
 static int dense_tensors(const layer_plan *lp, layer_tensor *t)
 {
-    int64_t in = (int64_t)shape_size(lp->in), out = lp->out.c;
+    int64_t in = (int64_t)width_of(lp), out = lp->out.c;
     t[0] = (layer_tensor){"weight", 2, {out, in}, lp->p_off, (size_t)(out * in)};
     t[1] = (layer_tensor){"bias", 1, {out}, lp->p_off + (size_t)(out * in), (size_t)out};
     return lp->n_params > (size_t)(out * in) ? 2 : 1; /* use_bias: false has none */
@@ -166,7 +176,7 @@ static int dense_tensors(const layer_plan *lp, layer_tensor *t)
 static void dense_convert(const layer_plan *lp, int i, float *P, float *file, int to_file)
 {
     sample_shape f = lp->flat_from;
-    size_t in = shape_size(lp->in), out = (size_t)lp->out.c;
+    size_t in = width_of(lp), out = (size_t)lp->out.c;
     float *W = P + lp->p_off;
     if (i != 0 || f.rank != 3 || f.c == 1) {
         layer_tensor t[2];
@@ -189,7 +199,10 @@ static void dense_convert(const layer_plan *lp, int i, float *P, float *file, in
             }
 }
 
-static double dense_macs(const layer_plan *lp) { return (double)shape_size(lp->in) * lp->out.c; }
+static double dense_macs(const layer_plan *lp)
+{
+    return (double)steps_of(lp) * (double)width_of(lp) * lp->out.c;
+}
 
 /* ---- export: Gemm with transB (W [out, in], as torch.nn.Linear), then the
  * activation; a first layer on an image flattens it, in the (C, H, W) order
@@ -198,9 +211,11 @@ static double dense_macs(const layer_plan *lp) { return (double)shape_size(lp->i
 static int dense_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
                       char *y, char *msg, size_t len)
 {
-    (void)msg;
-    (void)len;
     char flat[ONNX_NAME_MAX], out[ONNX_NAME_MAX];
+    if (lp->in.rank == 2) {
+        snprintf(msg, len, "a dense layer on a sequence has no ONNX form in cohort yet");
+        return 1;
+    }
     const char *in[3] = {x, NULL, NULL};
     int n = settings(ls).use_bias ? 2 : 1;
     if (lp->in.rank == 3) {
@@ -235,6 +250,7 @@ const layer_ops layer_dense_ops = {
     .shares_input = 1,
     .reads_output = 1,
     .uses_xt = 1,
+    .takes_mask = 1,
     .tensors = dense_tensors,
     .convert = dense_convert,
     .macs = dense_macs,

@@ -104,6 +104,7 @@ static int dropout_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *l
 
 const layer_ops layer_dropout_ops = {
     .name = "dropout",
+    .takes_mask = 1,
     .example = "{dropout: RATE}",
     .keras_args = dropout_keras,
     .parse = dropout_parse,

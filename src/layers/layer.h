@@ -128,6 +128,13 @@ typedef struct layer_ops {
     int may_overwrite_input;
     /* the input may be one copy read by every model (stride 0) */
     int shares_input;
+    /* honours a token mask or passes it on (layer_plan.mask_in): a masked
+     * input into a kind without it is a plan error, as in tf.keras */
+    int takes_mask;
+    /* takes a sequence [T, F]: as the first layer, a sample of two axes,
+     * which the readers take for an image of one channel (an NPY [n, T, F],
+     * as MNIST's [n, 28, 28]), is read as a sequence of T steps */
+    int takes_sequence;
     /* each output value is the input value at its place, or a function of
      * it and of per-feature settings (dropout, activation, batch norm; a
      * flatten): a flat input flattened from an image stays in that image's

@@ -42,6 +42,11 @@ typedef struct layer_pass {
      * grad_in_place */
     float *dY, *dX;
     size_t sd;
+    /* lp->mask_in: the model's input tokens [rows, T] (float ids; stride
+     * s_tokens, 0 when one copy is shared): step t of sample r is padding
+     * where tokens[r*T + t] == 0. NULL without a mask. */
+    const float *tokens;
+    size_t s_tokens;
     /* dense, first layer: its input transposed for the backend's
      * dense_forward (NULL: unused), ldt columns */
     const float *XT;

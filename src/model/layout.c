@@ -118,6 +118,11 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
     int n_in = (int)shape_size(in);
     if (n_in <= 0 || K <= 0 || spec->batch_size <= 0 || spec->n_layers <= 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "model '%s': empty model or data", spec->name);
+    /* A sample of two axes reads as an image of one channel (MNIST's NPY
+     * [n, 28, 28]); a first layer that takes sequences reads it as T steps. */
+    const struct layer_ops *first = spec->layers[0].kind;
+    if (in.rank == 3 && in.c == 1 && first && first->takes_sequence)
+        in = shape_seq(in.h, in.w);
     L->in_shape = in;
     L->n_in = n_in;
     L->K = K;
@@ -143,8 +148,22 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
         char why[256];
         if (!ops)
             return layer_fail(err, L, spec, i, "unknown layer kind");
+        lp->mask_in = i > 0 && L->layers[i - 1].mask_out;
+        if (lp->mask_in && !ops->takes_mask) {
+            int from = i - 1;
+            while (from > 0 && L->layers[from - 1].mask_out)
+                from--;
+            snprintf(why, sizeof why, "%s cannot take the mask of the embedding at layers.%d "
+                                      "(mask_zero: true), as in Keras; pool the sequence first "
+                                      "(global_average_pooling1d, or an lstm without "
+                                      "return_sequences), or set mask_zero: false",
+                     ops->name, L->layers[from].index);
+            return layer_fail(err, L, spec, i, why);
+        }
         if (ops->plan(ls, lp, why, sizeof why))
             return layer_fail(err, L, spec, i, why);
+        if (lp->mask_in && lp->out.rank == 2 && lp->out.h == lp->in.h)
+            lp->mask_out = 1;
         if (ops->may_overwrite_input && i > 0 && !L->layers[i - 1].alias &&
             !L->layers[i - 1].kind->reads_output)
             lp->alias = 1;
@@ -179,10 +198,16 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
     P += state;
     L->n_out = (int)shape_size(cur);
     if (cur.rank != 1) {
-        char s[48], why[160];
+        char s[48], why[320];
         shape_format(cur, s, sizeof s);
-        snprintf(why, sizeof why, "the model's output is an image %s; end it with flatten (or "
-                                  "global_average_pooling2d) and a dense layer", s);
+        if (cur.rank == 2)
+            snprintf(why, sizeof why, "the model's output is a sequence %s; end it with a layer "
+                                      "that makes one vector of a sequence (flatten, a global "
+                                      "pooling, an lstm without return_sequences) and a dense "
+                                      "layer", s);
+        else
+            snprintf(why, sizeof why, "the model's output is an image %s; end it with flatten "
+                                      "(or global_average_pooling2d) and a dense layer", s);
         return layer_fail(err, L, spec, spec->n_layers - 1, why);
     }
     /* Softmax exists only fused into a cross-entropy loss: no kernel applies

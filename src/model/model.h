@@ -199,6 +199,12 @@ typedef struct layer_plan {
     sample_shape in, out;
     sample_shape flat_from; /* rank 3: the image a flat input was flattened from, whose
                              * channels-first order a dense layer's weight file keeps */
+    int mask_in;           /* its input carries the token mask of a mask_zero embedding:
+                            * step t of sample r is padding where the model's input token
+                            * [r][t] is 0 (layer_pass.tokens) */
+    int mask_out;          /* its output carries that mask on (the layout sets it when
+                            * mask_in and the output is a sequence of the same steps; an
+                            * entry's plan may set it: the embedding that makes the mask) */
     size_t p_off, n_params; /* trained parameters, in the trained region of BUF_PARAMS */
     size_t n_fused;        /* the first n_fused of them may take their step in backward
                             * (the backend's dense_step); 0: none */

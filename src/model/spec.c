@@ -313,6 +313,8 @@ void shape_format(sample_shape s, char *buf, size_t len)
 {
     if (s.rank == 3)
         snprintf(buf, len, "(%d, %d, %d)", s.h, s.w, s.c);
+    else if (s.rank == 2)
+        snprintf(buf, len, "(%d, %d)", s.h, s.c);
     else
         snprintf(buf, len, "(%d)", s.c);
 }

@@ -105,17 +105,18 @@ static cohort_status yget_dataset(const yctx *c, const ynode *n, const char *wha
     return st;
 }
 
-/* data.input_shape: [H, W, C] or [D], positive, at most INT32_MAX values in all. */
+/* data.input_shape: [H, W, C], [T, F] or [D], positive, at most INT32_MAX
+ * values in all. */
 static cohort_status parse_input_shape(const yctx *c, const ynode *v, data_spec *d)
 {
-    char got[80];
-    if (v->type != YNODE_SEQ || (v->n != 1 && v->n != 3))
+    char got[80], len[40] = "";
+    if (v->type == YNODE_SEQ)
+        snprintf(len, sizeof len, " of %zu", v->n);
+    if (v->type != YNODE_SEQ || v->n < 1 || v->n > 3)
         return ynode_fail(c, v, "data.input_shape must be a list of 3 positive integers [H, W, C] "
-                                "(an image, channels last) or of 1 [D] (a flat vector), got %s%s",
-                          ynode_describe(v, got, sizeof got),
-                          v->type == YNODE_SEQ ? (v->n == 2 ? " of 2 (add the channels: [H, W, 1])"
-                                                            : " of another length")
-                                               : "");
+                                "(an image, channels last), of 2 [T, F] (a sequence of T steps of "
+                                "F features) or of 1 [D] (a flat vector), got %s%s",
+                          ynode_describe(v, got, sizeof got), len);
     long long dims[3], total = 1;
     for (size_t i = 0; i < v->n; i++) {
         cohort_status st = yget_int(c, v->vals[i], "each size in data.input_shape", 1, INT32_MAX,
@@ -125,8 +126,9 @@ static cohort_status parse_input_shape(const yctx *c, const ynode *v, data_spec 
         if (__builtin_mul_overflow(total, dims[i], &total) || total > INT32_MAX)
             return ynode_fail(c, v, "data.input_shape has more than %d values", INT32_MAX);
     }
-    d->input_shape = v->n == 3 ? shape_image((int)dims[0], (int)dims[1], (int)dims[2])
-                               : shape_flat((int)dims[0]);
+    d->input_shape = v->n == 3   ? shape_image((int)dims[0], (int)dims[1], (int)dims[2])
+                     : v->n == 2 ? shape_seq((int)dims[0], (int)dims[1])
+                                 : shape_flat((int)dims[0]);
     d->input_shape_line = v->line;
     return COHORT_OK;
 }

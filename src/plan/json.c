@@ -33,6 +33,8 @@ char *plan_to_json(const cohort_plan *p)
     const sample_shape *is = &p->data.input_shape;
     if (is->rank == 3)
         sb_printf(&b, ",\"input_shape\":[%d,%d,%d]", is->h, is->w, is->c);
+    else if (is->rank == 2)
+        sb_printf(&b, ",\"input_shape\":[%d,%d]", is->h, is->c);
     else if (is->rank == 1)
         sb_printf(&b, ",\"input_shape\":[%d]", is->c);
     sb_printf(&b, "},\"strategy\":\"%s\",\"shared_order\":%s,\"devices\":{",

@@ -147,7 +147,7 @@ static void group_configure(train_group *g, const model_spec *const *specs, int 
     g->xt_ld = ldt;
     for (int i = 0; i < L->n_layers; i++) {
         const layer_plan *lp = &L->layers[i];
-        g->xt_layer[i] = (i > 0 || g->can_share) && lp->kind->uses_xt &&
+        g->xt_layer[i] = (i > 0 || g->can_share) && lp->kind->uses_xt && lp->in.rank != 2 &&
                          (size_t)ldt * shape_size(lp->in) <= lp->n_fused;
     }
 }

@@ -107,6 +107,8 @@ static layer_pass pass_of(train_group *g, int i, krange r, int rows, const layer
     p.work = AT(g->work, p.s_work, r);
     p.sd = B * (size_t)L->max_width;
     p.host = g->hp;
+    if (lp->mask_in)
+        p.tokens = group_act(g, 0, r, &p.s_tokens);
     return p;
 }
 
