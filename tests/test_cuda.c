@@ -1220,6 +1220,120 @@ static void test_group_free_order(cohort_device *dg)
     mem_pool_free(d.mem_pool);
 }
 
+/* ---- the recurrent steps against the CPU's -------------------------------------- */
+
+/* The operands of a step (backend_impl.h's rnn_step), each padded: leading
+ * dimensions and model strides wider than the rows, so that an op that
+ * writes past its row or model shows in the padding. */
+typedef struct rnn_bufs {
+    buf gates, rec, bias, c, cp, h, hp, dy, dh, dc, tok;
+    int rows, H, count, G;
+} rnn_bufs;
+
+static rnn_bufs rnn_bufs_make(int rows, int H, int count, int G)
+{
+    rnn_bufs b = {.rows = rows, .H = H, .count = count, .G = G};
+    size_t n = (size_t)count, R = (size_t)rows, h = (size_t)H;
+    b.gates = buf_make(n * (R * (G * h + 3) + 5), -2, 2);
+    b.rec = buf_make(n * (R * (3 * h + 1) + 2), -2, 2);
+    b.bias = buf_make(n * (3 * h + 2), -1, 1);
+    b.c = buf_make(n * (R * (h + 2) + 1), -1, 1);
+    b.cp = buf_make(n * (R * (h + 2) + 1), -1, 1);
+    b.h = buf_make(n * (R * (h + 4) + 3), -1, 1);
+    b.hp = buf_make(n * (R * (h + 1) + 2), -1, 1);
+    b.dy = buf_make(n * (R * (h + 5) + 1), -1, 1);
+    b.dh = buf_make(n * (R * h + 2), -1, 1);
+    b.dc = buf_make(n * (R * h + 2), -1, 1);
+    /* Tokens 0 (padding), 1 and 2, one per row 3 floats apart, per model. */
+    b.tok = buf_make(n * R * 3, 0, 2.99f);
+    for (size_t i = 0; i < b.tok.n; i++)
+        b.tok.h[i] = floorf(b.tok.h[i]);
+    gpu->copy_h2d(gc, b.tok.d, b.tok.h, b.tok.n * sizeof(float));
+    return b;
+}
+
+static void rnn_bufs_free(rnn_bufs *b)
+{
+    buf *all[] = {&b->gates, &b->rec, &b->bias, &b->c, &b->cp, &b->h,
+                  &b->hp,    &b->dy,  &b->dh,   &b->dc, &b->tok};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        buf_free(all[i]);
+}
+
+/* The step over b's host copies (dev 0) or device copies (dev 1). */
+static rnn_step rnn_step_of(const rnn_bufs *b, int dev, int prev, int tok, int first, int dy)
+{
+#define P(x) (dev ? b->x.d : b->x.h)
+    size_t R = (size_t)b->rows, h = (size_t)b->H;
+    rnn_step s = {.rows = b->rows, .H = b->H, .count = b->count};
+    s.gates = P(gates), s.ld_g = b->G * b->H + 3, s.s_g = R * (size_t)s.ld_g + 5;
+    s.rec = P(rec), s.ld_r = 3 * b->H + 1, s.s_r = R * (size_t)s.ld_r + 2;
+    s.bias = P(bias), s.s_b = 3 * h + 2;
+    s.c = P(c), s.c_prev = prev ? P(cp) : NULL, s.ld_c = b->H + 2, s.s_c = R * (h + 2) + 1;
+    s.h = P(h), s.ld_h = b->H + 4, s.s_h = R * (h + 4) + 3;
+    s.h_prev = prev ? P(hp) : NULL, s.ld_hp = b->H + 1, s.s_hp = R * (h + 1) + 2;
+    s.dy = dy ? P(dy) : NULL, s.ld_dy = b->H + 5, s.s_dy = R * (h + 5) + 1;
+    s.dh = P(dh), s.dc = P(dc), s.s_d = R * h + 2;
+    s.first = first;
+    /* Shared tokens with one model in three (stride 0). */
+    s.tok = tok ? P(tok) : NULL, s.ld_t = 3, s.s_t = b->count % 3 == 0 ? 0 : R * 3;
+#undef P
+    return s;
+}
+
+/* One forward step then its backward on both backends, every operand
+ * compared after each (the forward's gates feed the backward as a layer's
+ * do). */
+static void test_rnn_step(int gru, int rows, int H, int count, int prev, int tok, int first,
+                          int dy)
+{
+    rnn_bufs b = rnn_bufs_make(rows, H, count, gru ? 3 : 4);
+    rnn_step hs = rnn_step_of(&b, 0, prev, tok, first, dy), ds = rnn_step_of(&b, 1, prev, tok, first, dy);
+    char what[160];
+    snprintf(what, sizeof what, "%s rows %d H %d count %d%s%s%s%s", gru ? "gru" : "lstm", rows,
+             H, count, prev ? " with a state" : "", tok ? " padded" : "", first ? " first" : "",
+             dy ? " dy" : "");
+    (gru ? cpu->gru_fwd : cpu->lstm_fwd)(cc, &hs);
+    (gru ? gpu->gru_fwd : gpu->lstm_fwd)(gc, &ds);
+    char w2[200];
+    snprintf(w2, sizeof w2, "%s forward: gates", what);
+    check_close(w2, &b.gates, 1e-5);
+    snprintf(w2, sizeof w2, "%s forward: h", what);
+    check_close(w2, &b.h, 1e-5);
+    snprintf(w2, sizeof w2, "%s forward: %s", what, gru ? "recurrent products" : "c");
+    check_close(w2, gru ? &b.rec : &b.c, 1e-5);
+    /* The backward from the forward's own state (the CPU's, on both). */
+    buf_upload(&b.gates);
+    buf_upload(gru ? &b.rec : &b.c);
+    (gru ? cpu->gru_bwd : cpu->lstm_bwd)(cc, &hs);
+    (gru ? gpu->gru_bwd : gpu->lstm_bwd)(gc, &ds);
+    snprintf(w2, sizeof w2, "%s backward: d gates", what);
+    check_close(w2, &b.gates, 1e-5);
+    snprintf(w2, sizeof w2, "%s backward: dh", what);
+    check_close(w2, &b.dh, 1e-5);
+    if (gru) {
+        snprintf(w2, sizeof w2, "%s backward: d recurrent products", what);
+        check_close(w2, &b.rec, 1e-5);
+    } else {
+        snprintf(w2, sizeof w2, "%s backward: dc", what);
+        check_close(w2, &b.dc, 1e-5);
+    }
+    check_no_error(what);
+    rnn_bufs_free(&b);
+}
+
+static void test_rnn_steps(void)
+{
+    for (int gru = 0; gru < 2; gru++)
+        for (int count = 1; count <= 3; count += 2)
+            for (int v = 0; v < 4; v++) {
+                test_rnn_step(gru, 37, 19, count, v & 1, v >> 1, 0, 1);
+                test_rnn_step(gru, 37, 19, count, v & 1, v >> 1, 1, v & 1);
+            }
+    test_rnn_step(0, 300, 70, 2, 1, 1, 0, 1); /* several blocks per model */
+    test_rnn_step(1, 300, 70, 2, 1, 1, 0, 0);
+}
+
 /* ---- without a GPU ---------------------------------------------------------- */
 
 static void test_reasons(device_registry *reg, const char *why)
@@ -1278,6 +1392,7 @@ static void run_all(device_registry *reg, cohort_device *dg)
     }
     test_mem_pools(dg);
     test_group_free_order(dg);
+    test_rnn_steps(); /* last: the fits above start from this rng's draws */
     check_no_error("the end");
     gpu->ctx_free(gc);
     cpu->ctx_free(cc);

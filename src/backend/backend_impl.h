@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 10 /* never reused: 8 was briefly taken (2026-12-05) */
+#define COHORT_BACKEND_API_VERSION 11 /* never reused: 8 was briefly taken (2026-12-05); 11: the recurrent steps */
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -76,6 +76,50 @@ static inline void host_row_of_bytes(float *__restrict__ dst, const uint8_t *__r
         dst[i] = fmaf(fmaf(-q, 255.0f, b), r, q);
     }
 }
+
+/*
+ * One time step of a recurrent layer (lstm, gru) over `rows` sequences of
+ * each of `count` models, H units: the operands of the backend's lstm_*
+ * and gru_* ops, each op reading those its comment names. Row r of an
+ * operand with leading dimension ld_x lies at x + r*ld_x, model k's at
+ * + k*s_x (floats), so a step of a sequence batch [rows, T, E] is read in
+ * place. tok, where not NULL, marks padding: row r's step is padded where
+ * tok[r*ld_t] == 0 (the token of a mask_zero embedding; s_t 0: one for every
+ * model). A padded step carries the state over (h = h_prev, c = c_prev) and
+ * in backward gives its gates no gradient, passing dL/dh and dL/dc to the
+ * step before unchanged. A NULL h_prev (c_prev) is the first step's zero
+ * state.
+ */
+typedef struct rnn_step {
+    int rows, H, count;
+    float *gates;  /* lstm: Z [rows, 4H] (i, f, g, o); gru: X [rows, 3H] (r, z, n) */
+    int ld_g;
+    size_t s_g;
+    float *rec;    /* gru: R [rows, 3H], the recurrent products */
+    int ld_r;
+    size_t s_r;
+    const float *bias; /* gru: the recurrent bias [3H] */
+    size_t s_b;
+    float *c;          /* lstm: the cell [rows, H], and the previous step's */
+    const float *c_prev;
+    int ld_c;
+    size_t s_c;
+    float *h;          /* forward: the output [rows, H] */
+    int ld_h;
+    size_t s_h;
+    const float *h_prev; /* the previous step's output (gru's backward reads it too) */
+    int ld_hp;
+    size_t s_hp;
+    const float *dy;     /* backward: this step's output gradient, or NULL */
+    int ld_dy;
+    size_t s_dy;
+    float *dh, *dc;      /* backward: [rows, H] each, leading dimension H, stride s_d */
+    size_t s_d;
+    int first;           /* backward: the last step, whose dh and dc are not read (0) */
+    const float *tok;
+    int ld_t;
+    size_t s_t;
+} rnn_step;
 
 typedef struct backend_ops {
     const char *name; /* "cpu", "cuda": for messages only */
@@ -300,6 +344,28 @@ typedef struct backend_ops {
      * ctx_free waits for it. No result depends on the number of helpers. */
     int (*help_join)(backend_ctx *ctx);
     void (*help_run)(backend_ctx *ctx, int slot);
+
+    /* -- recurrent layers: one time step (rnn_step, backend/rnn_cell.h's
+     * units); the products with the kernels are the caller's GEMMs -- */
+    /* LSTM: gates holds the pre-activations (the input's and the previous
+     * output's products with the kernels, and the bias) and receives the
+     * gates; c receives the cell (from c_prev), h the output. */
+    void (*lstm_fwd)(backend_ctx *ctx, const rnn_step *s);
+    /* Its gradients, from gates, c and c_prev as lstm_fwd left them: dh and
+     * dc hold dL/dh and dL/dc from the later steps (first: 0), to which dy
+     * adds this step's output gradient. gates receives dL/d(pre-activations),
+     * dc dL/dc_prev, dh the part of dL/dh_prev that is not the gates'
+     * gradient times the recurrent kernel (0; all of it at a padded step). */
+    void (*lstm_bwd)(backend_ctx *ctx, const rnn_step *s);
+    /* GRU (reset_after): gates holds the input's products with their bias
+     * and receives the gates; rec holds the recurrent products (not read
+     * where h_prev is NULL: 0) and receives them plus `bias`; h the output. */
+    void (*gru_fwd)(backend_ctx *ctx, const rnn_step *s);
+    /* Its gradients, from gates, rec and h_prev as gru_fwd left them, dh and
+     * dy as lstm_bwd's: gates receives dL/d(input products), rec
+     * dL/d(recurrent products with their bias), dh the direct part of
+     * dL/dh_prev (z dh; all of it at a padded step). */
+    void (*gru_bwd)(backend_ctx *ctx, const rnn_step *s);
 } backend_ops;
 
 /* The CPU backend (what else it offers: backend/cpu/cpu.h). */

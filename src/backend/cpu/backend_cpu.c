@@ -1209,6 +1209,38 @@ static void cpu_bn_bwd(backend_ctx *c, float *dX, size_t sdX, const float *dY, s
     bn_run(c, bn_bwd_part, &j);
 }
 
+/* The recurrent steps: the rows of all models dealt out in equal spans
+ * (element-wise, so any split gives the same bits). */
+typedef void (*rnn_kern)(const rnn_step *s, int k, int r0, int r1);
+typedef struct rnn_job {
+    const rnn_step *s;
+    rnn_kern fn;
+} rnn_job;
+
+static void rnn_part(void *p, int part, int parts)
+{
+    const rnn_job *j = p;
+    int rows = j->s->rows, u0, u1;
+    part_range(rows * j->s->count, 1, part, parts, &u0, &u1);
+    for (int u = u0; u < u1;) {
+        int k = u / rows, r0 = u % rows, r1 = rows - r0 < u1 - u ? rows : r0 + (u1 - u);
+        j->fn(j->s, k, r0, r1);
+        u += r1 - r0;
+    }
+}
+
+static void rnn_run(backend_ctx *c, rnn_kern fn, const rnn_step *s, double per_unit)
+{
+    rnn_job j = {s, fn};
+    team_run(c, rnn_part, &j, per_unit * (double)s->rows * s->H * s->count);
+}
+
+/* Work per unit: the transcendental functions count ~20 multiply-adds each. */
+static void cpu_lstm_fwd(backend_ctx *c, const rnn_step *s) { rnn_run(c, kern_lstm_fwd, s, 110); }
+static void cpu_lstm_bwd(backend_ctx *c, const rnn_step *s) { rnn_run(c, kern_lstm_bwd, s, 40); }
+static void cpu_gru_fwd(backend_ctx *c, const rnn_step *s) { rnn_run(c, kern_gru_fwd, s, 75); }
+static void cpu_gru_bwd(backend_ctx *c, const rnn_step *s) { rnn_run(c, kern_gru_bwd, s, 20); }
+
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .api_version = COHORT_BACKEND_API_VERSION,
@@ -1258,6 +1290,10 @@ static const backend_ops cpu_ops = {
     .dense_forward = cpu_dense_forward,
     .help_join = cpu_help_join,
     .help_run = cpu_help_run,
+    .lstm_fwd = cpu_lstm_fwd,
+    .lstm_bwd = cpu_lstm_bwd,
+    .gru_fwd = cpu_gru_fwd,
+    .gru_bwd = cpu_gru_bwd,
 };
 
 const backend_ops *backend_cpu(void) { return &cpu_ops; }

@@ -1,5 +1,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/dense_step.h"
+#include "backend/backend_impl.h"
+#include "backend/rnn_cell.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -342,4 +344,105 @@ float clip_norm_factor(double sum_sq, float c)
 {
     double norm = sqrt(sum_sq);
     return (float)((double)c / (norm > (double)c ? norm : (double)c));
+}
+
+/* ---- the recurrent layers' steps ---- */
+
+/* Row r of operand x (leading dimension ld, model stride st) of model k. */
+#define RNN_ROW(x, ld, st, k, r) ((x) + (size_t)(k) * (st) + (size_t)(r) * (size_t)(ld))
+
+static int rnn_padded(const rnn_step *s, int k, int r)
+{
+    return s->tok && *RNN_ROW(s->tok, s->ld_t, s->s_t, k, r) == 0.0f;
+}
+
+void kern_lstm_fwd(const rnn_step *s, int k, int r0, int r1)
+{
+    int H = s->H;
+    for (int r = r0; r < r1; r++) {
+        float *z = RNN_ROW(s->gates, s->ld_g, s->s_g, k, r);
+        float *c = RNN_ROW(s->c, s->ld_c, s->s_c, k, r);
+        float *h = RNN_ROW(s->h, s->ld_h, s->s_h, k, r);
+        const float *cp = s->c_prev ? RNN_ROW(s->c_prev, s->ld_c, s->s_c, k, r) : NULL;
+        const float *hp = s->h_prev ? RNN_ROW(s->h_prev, s->ld_hp, s->s_hp, k, r) : NULL;
+        if (rnn_padded(s, k, r)) {
+            for (int j = 0; j < H; j++) {
+                c[j] = cp ? cp[j] : 0.0f;
+                h[j] = hp ? hp[j] : 0.0f;
+            }
+            continue;
+        }
+        for (int j = 0; j < H; j++)
+            h[j] = lstm_unit_fwd(z + j, H, cp ? cp[j] : 0.0f, &c[j]);
+    }
+}
+
+void kern_lstm_bwd(const rnn_step *s, int k, int r0, int r1)
+{
+    int H = s->H;
+    for (int r = r0; r < r1; r++) {
+        float *z = RNN_ROW(s->gates, s->ld_g, s->s_g, k, r);
+        const float *c = RNN_ROW(s->c, s->ld_c, s->s_c, k, r);
+        const float *cp = s->c_prev ? RNN_ROW(s->c_prev, s->ld_c, s->s_c, k, r) : NULL;
+        const float *dy = s->dy ? RNN_ROW(s->dy, s->ld_dy, s->s_dy, k, r) : NULL;
+        float *dh = RNN_ROW(s->dh, H, s->s_d, k, r), *dc = RNN_ROW(s->dc, H, s->s_d, k, r);
+        int pad = rnn_padded(s, k, r);
+        for (int j = 0; j < H; j++) {
+            float g = (s->first ? 0.0f : dh[j]) + (dy ? dy[j] : 0.0f);
+            float d = s->first ? 0.0f : dc[j];
+            if (pad) {
+                z[j] = z[H + j] = z[2 * H + j] = z[3 * H + j] = 0.0f;
+                dh[j] = g;
+                dc[j] = d;
+                continue;
+            }
+            lstm_unit_bwd(z + j, H, c[j], cp ? cp[j] : 0.0f, g, &d);
+            dc[j] = d;
+            dh[j] = 0.0f;
+        }
+    }
+}
+
+void kern_gru_fwd(const rnn_step *s, int k, int r0, int r1)
+{
+    int H = s->H;
+    const float *b = s->bias + (size_t)k * s->s_b;
+    for (int r = r0; r < r1; r++) {
+        float *x = RNN_ROW(s->gates, s->ld_g, s->s_g, k, r);
+        float *R = RNN_ROW(s->rec, s->ld_r, s->s_r, k, r);
+        float *h = RNN_ROW(s->h, s->ld_h, s->s_h, k, r);
+        const float *hp = s->h_prev ? RNN_ROW(s->h_prev, s->ld_hp, s->s_hp, k, r) : NULL;
+        for (int j = 0; j < 3 * H; j++)
+            R[j] = (hp ? R[j] : 0.0f) + b[j];
+        if (rnn_padded(s, k, r)) {
+            for (int j = 0; j < H; j++)
+                h[j] = hp ? hp[j] : 0.0f;
+            continue;
+        }
+        for (int j = 0; j < H; j++)
+            h[j] = gru_unit_fwd(x + j, R + j, H, hp ? hp[j] : 0.0f);
+    }
+}
+
+void kern_gru_bwd(const rnn_step *s, int k, int r0, int r1)
+{
+    int H = s->H;
+    for (int r = r0; r < r1; r++) {
+        float *x = RNN_ROW(s->gates, s->ld_g, s->s_g, k, r);
+        float *R = RNN_ROW(s->rec, s->ld_r, s->s_r, k, r);
+        const float *hp = s->h_prev ? RNN_ROW(s->h_prev, s->ld_hp, s->s_hp, k, r) : NULL;
+        const float *dy = s->dy ? RNN_ROW(s->dy, s->ld_dy, s->s_dy, k, r) : NULL;
+        float *dh = RNN_ROW(s->dh, H, s->s_d, k, r);
+        int pad = rnn_padded(s, k, r);
+        for (int j = 0; j < H; j++) {
+            float g = (s->first ? 0.0f : dh[j]) + (dy ? dy[j] : 0.0f);
+            if (pad) {
+                x[j] = x[H + j] = x[2 * H + j] = 0.0f;
+                R[j] = R[H + j] = R[2 * H + j] = 0.0f;
+                dh[j] = g;
+                continue;
+            }
+            dh[j] = gru_unit_bwd(x + j, R + j, H, hp ? hp[j] : 0.0f, g);
+        }
+    }
 }

@@ -54,4 +54,12 @@ void kern_reg_grad(float *g, const float *w, size_t n, float l1, float l2);
 /* Keras's clip_by_norm factor c / max(norm, c), from the sum of squares. */
 float clip_norm_factor(double sum_sq, float c);
 
+/* The recurrent layers' steps (backend_impl.h's lstm_* and gru_* ops) of
+ * model k over rows [r0, r1): rnn_cell.h's units, with padding. */
+struct rnn_step;
+void kern_lstm_fwd(const struct rnn_step *s, int k, int r0, int r1);
+void kern_lstm_bwd(const struct rnn_step *s, int k, int r0, int r1);
+void kern_gru_fwd(const struct rnn_step *s, int k, int r0, int r1);
+void kern_gru_bwd(const struct rnn_step *s, int k, int r0, int r1);
+
 #endif

@@ -767,6 +767,30 @@ void cu_bn_bwd_op(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t
                                 dbeta, sg, rows, C, count));
 }
 
+void cu_lstm_fwd_op(backend_ctx *c, const rnn_step *s)
+{
+    on(c);
+    note(c, "lstm_fwd", cu_rnn_step(c->stream, CU_LSTM_FWD, s));
+}
+
+void cu_lstm_bwd_op(backend_ctx *c, const rnn_step *s)
+{
+    on(c);
+    note(c, "lstm_bwd", cu_rnn_step(c->stream, CU_LSTM_BWD, s));
+}
+
+void cu_gru_fwd_op(backend_ctx *c, const rnn_step *s)
+{
+    on(c);
+    note(c, "gru_fwd", cu_rnn_step(c->stream, CU_GRU_FWD, s));
+}
+
+void cu_gru_bwd_op(backend_ctx *c, const rnn_step *s)
+{
+    on(c);
+    note(c, "gru_bwd", cu_rnn_step(c->stream, CU_GRU_BWD, s));
+}
+
 EXPORT const char *cohort_cuda_ctx_error(const backend_ctx *ctx);
 
 backend_ops make_ops()
@@ -811,6 +835,10 @@ backend_ops make_ops()
     o.bn_fwd_train = cu_bn_fwd_train_op;
     o.bn_fwd_infer = cu_bn_fwd_infer_op;
     o.bn_bwd = cu_bn_bwd_op;
+    o.lstm_fwd = cu_lstm_fwd_op;
+    o.lstm_bwd = cu_lstm_bwd_op;
+    o.gru_fwd = cu_gru_fwd_op;
+    o.gru_bwd = cu_gru_bwd_op;
     return o;
 }
 

@@ -8,6 +8,7 @@
  * every run.
  */
 #include "backend/cuda/kernels_cuda.h"
+#include "backend/rnn_cell.h"
 
 extern "C" {
 #include "model/model.h"
@@ -909,6 +910,105 @@ size_t elems4(int a, int b, int c, int d) { return (size_t)a * (size_t)b * (size
 /* Blocks along x of a batch-norm launch: 32 channels each, or C when fewer. */
 unsigned bn_groups(int C) { return (unsigned)(C < 32 ? 1 : (C + 31) / 32); }
 
+/* ---- the recurrent layers' steps: one thread per unit of a row, grid.y
+ * the model; the formulas are rnn_cell.h's, as the CPU's kern_lstm_* ---- */
+
+__device__ const float *rnn_row(const float *x, int ld, size_t st, int k, int r)
+{
+    return x + (size_t)k * st + (size_t)r * (size_t)ld;
+}
+
+__device__ float *rnn_row(float *x, int ld, size_t st, int k, int r)
+{
+    return x + (size_t)k * st + (size_t)r * (size_t)ld;
+}
+
+__device__ bool rnn_padded(const rnn_step &s, int k, int r)
+{
+    return s.tok && *rnn_row(s.tok, s.ld_t, s.s_t, k, r) == 0.0f;
+}
+
+__global__ void k_lstm_fwd(rnn_step s)
+{
+    int k = (int)blockIdx.y, H = s.H;
+    ELEMENTS(e, (size_t)s.rows * (size_t)H)
+    {
+        int r = (int)(e / (size_t)H), j = (int)(e % (size_t)H);
+        float *c = rnn_row(s.c, s.ld_c, s.s_c, k, r) + j;
+        float *h = rnn_row(s.h, s.ld_h, s.s_h, k, r) + j;
+        float cp = s.c_prev ? rnn_row(s.c_prev, s.ld_c, s.s_c, k, r)[j] : 0.0f;
+        if (rnn_padded(s, k, r)) {
+            *c = cp;
+            *h = s.h_prev ? rnn_row(s.h_prev, s.ld_hp, s.s_hp, k, r)[j] : 0.0f;
+        } else {
+            *h = lstm_unit_fwd(rnn_row(s.gates, s.ld_g, s.s_g, k, r) + j, H, cp, c);
+        }
+    }
+}
+
+__global__ void k_lstm_bwd(rnn_step s)
+{
+    int k = (int)blockIdx.y, H = s.H;
+    ELEMENTS(e, (size_t)s.rows * (size_t)H)
+    {
+        int r = (int)(e / (size_t)H), j = (int)(e % (size_t)H);
+        float *z = rnn_row(s.gates, s.ld_g, s.s_g, k, r) + j;
+        float *dh = rnn_row(s.dh, H, s.s_d, k, r) + j, *dc = rnn_row(s.dc, H, s.s_d, k, r) + j;
+        float g = (s.first ? 0.0f : *dh) + (s.dy ? rnn_row(s.dy, s.ld_dy, s.s_dy, k, r)[j] : 0.0f);
+        float d = s.first ? 0.0f : *dc;
+        if (rnn_padded(s, k, r)) {
+            z[0] = z[H] = z[2 * H] = z[3 * H] = 0.0f;
+            *dh = g;
+            *dc = d;
+            continue;
+        }
+        float cp = s.c_prev ? rnn_row(s.c_prev, s.ld_c, s.s_c, k, r)[j] : 0.0f;
+        lstm_unit_bwd(z, H, rnn_row(s.c, s.ld_c, s.s_c, k, r)[j], cp, g, &d);
+        *dc = d;
+        *dh = 0.0f;
+    }
+}
+
+__global__ void k_gru_fwd(rnn_step s)
+{
+    int k = (int)blockIdx.y, H = s.H;
+    const float *b = s.bias + (size_t)k * s.s_b;
+    ELEMENTS(e, (size_t)s.rows * (size_t)H)
+    {
+        int r = (int)(e / (size_t)H), j = (int)(e % (size_t)H);
+        float *R = rnn_row(s.rec, s.ld_r, s.s_r, k, r) + j;
+        float *h = rnn_row(s.h, s.ld_h, s.s_h, k, r) + j;
+        float hp = s.h_prev ? rnn_row(s.h_prev, s.ld_hp, s.s_hp, k, r)[j] : 0.0f;
+        for (int q = 0; q < 3; q++)
+            R[q * H] = (s.h_prev ? R[q * H] : 0.0f) + b[q * H + j];
+        if (rnn_padded(s, k, r))
+            *h = hp;
+        else
+            *h = gru_unit_fwd(rnn_row(s.gates, s.ld_g, s.s_g, k, r) + j, R, H, hp);
+    }
+}
+
+__global__ void k_gru_bwd(rnn_step s)
+{
+    int k = (int)blockIdx.y, H = s.H;
+    ELEMENTS(e, (size_t)s.rows * (size_t)H)
+    {
+        int r = (int)(e / (size_t)H), j = (int)(e % (size_t)H);
+        float *x = rnn_row(s.gates, s.ld_g, s.s_g, k, r) + j;
+        float *R = rnn_row(s.rec, s.ld_r, s.s_r, k, r) + j;
+        float *dh = rnn_row(s.dh, H, s.s_d, k, r) + j;
+        float g = (s.first ? 0.0f : *dh) + (s.dy ? rnn_row(s.dy, s.ld_dy, s.s_dy, k, r)[j] : 0.0f);
+        if (rnn_padded(s, k, r)) {
+            x[0] = x[H] = x[2 * H] = 0.0f;
+            R[0] = R[H] = R[2 * H] = 0.0f;
+            *dh = g;
+            continue;
+        }
+        float hp = s.h_prev ? rnn_row(s.h_prev, s.ld_hp, s.s_hp, k, r)[j] : 0.0f;
+        *dh = gru_unit_bwd(x, R, H, hp, g);
+    }
+}
+
 } /* namespace */
 
 cudaError_t cu_bias_act(cudaStream_t s, float *Y, size_t sY, const float *bias, size_t sb,
@@ -1163,5 +1263,19 @@ cudaError_t cu_bn_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, si
     dim3 grid(bn_groups(C), (unsigned)count);
     k_bn_bwd<<<grid, dim3(32, BN_PHASES), 0, s>>>(dX, sdX, dY, sdY, X, sX, gamma, sp, stat, sst,
                                                   dgamma, dbeta, sg, rows, C);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_rnn_step(cudaStream_t s, int kind, const rnn_step *st)
+{
+    if (st->count <= 0 || st->rows <= 0 || st->H <= 0)
+        return cudaSuccess;
+    dim3 grid = grid_for((size_t)st->rows * (size_t)st->H, st->count);
+    switch (kind) {
+    case CU_LSTM_FWD: k_lstm_fwd<<<grid, THREADS, 0, s>>>(*st); break;
+    case CU_LSTM_BWD: k_lstm_bwd<<<grid, THREADS, 0, s>>>(*st); break;
+    case CU_GRU_FWD: k_gru_fwd<<<grid, THREADS, 0, s>>>(*st); break;
+    default: k_gru_bwd<<<grid, THREADS, 0, s>>>(*st); break;
+    }
     return cudaGetLastError();
 }

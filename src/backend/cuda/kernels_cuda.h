@@ -128,4 +128,9 @@ cudaError_t cu_bn_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, si
                       const float *stat, size_t sst, float *dgamma, float *dbeta, size_t sg,
                       int rows, int C, int count);
 
+/* The recurrent layers' steps of backend_impl.h (lstm_fwd, lstm_bwd,
+ * gru_fwd, gru_bwd: kind), one launch over every model and unit. */
+enum { CU_LSTM_FWD, CU_LSTM_BWD, CU_GRU_FWD, CU_GRU_BWD };
+cudaError_t cu_rnn_step(cudaStream_t s, int kind, const rnn_step *st);
+
 #endif
