@@ -553,7 +553,7 @@ typedef struct geom_case {
  * outputs and pads (oh - 1) * sh + kh - h rows, the smaller half on top. */
 static window_geom geom_make(const geom_case *t)
 {
-    window_geom g = {2, t->h, t->w, t->c, t->kh, t->kw, t->sh, t->sw, 0, 0, 0, 0};
+    window_geom g = {2, t->h, t->w, t->c, t->kh, t->kw, t->sh, t->sw, 0, 0, 0, 0, 1, 1};
     if (t->same) {
         g.oh = (t->h + t->sh - 1) / t->sh;
         g.ow = (t->w + t->sw - 1) / t->sw;
@@ -582,7 +582,8 @@ static long px_at(const window_geom *g, int i, int iy, int ix, int ch)
 /* The input pixel that window tap (ky, kx) of output (oy, ox) reads. */
 static long tap_at(const window_geom *g, int i, int oy, int ox, int ky, int kx, int ch)
 {
-    return px_at(g, i, oy * g->sh + ky - g->pad_top, ox * g->sw + kx - g->pad_left, ch);
+    return px_at(g, i, oy * g->sh + ky * window_dilation(g->dh) - g->pad_top,
+                 ox * g->sw + kx * window_dilation(g->dw) - g->pad_left, ch);
 }
 
 /* The references below follow the contracts of backend_impl.h word for word,
@@ -896,6 +897,55 @@ static void test_bn(int rows, int C, int count)
     buf_free(&dX);
 }
 
+/* im2col and col2im of a dilated window (taps dh, dw apart; stride 1, as
+ * Keras's dilated convolutions) over n images, count 2 with gaps, own or
+ * shared input: pad 0 valid, 1 same, 2 causal (all the rows' padding
+ * before the image). im2col exact against the loops here; col2im, which
+ * sums each pixel's taps in the CPU's order, bit for bit the CPU's. */
+static void test_dilated(int n, int h, int w, int c, int kh, int kw, int dh, int dw, int pad,
+                         int shared)
+{
+    enum { COUNT = 2 };
+    int eh = (kh - 1) * dh + 1, ew = (kw - 1) * dw + 1;
+    window_geom g = {n, h, w, c, kh, kw, 1, 1, 0, 0, h - eh + 1, w - ew + 1, dh, dw};
+    if (pad >= 1) {
+        g.oh = h, g.ow = w;
+        g.pad_top = pad == 2 ? eh - 1 : (eh - 1) / 2;
+        g.pad_left = (ew - 1) / 2;
+    }
+    size_t nx = geom_in(&g), ncol = (size_t)n * g.oh * g.ow * (size_t)(kh * kw * c);
+    size_t sX = shared ? 0 : nx + 5, sdX = nx + 5, scol = ncol + 7;
+    char what[160], geo[112];
+    snprintf(geo, sizeof geo, "n%d %dx%dx%d window %dx%d dilation %d,%d %s%s", n, h, w, c, kh,
+             kw, dh, dw, pad == 2 ? "causal" : pad ? "same" : "valid",
+             shared ? " shared input" : "");
+    buf X = buf_make(shared ? nx : sX * COUNT, -2, 2);
+    buf col = buf_make(scol * COUNT, 50, 60);
+    for (int k = 0; k < COUNT; k++)
+        ref_im2col(col.h + k * scol, X.h + k * sX, &g);
+    gpu->im2col(gc, col.d, scol, X.d, sX, &g, COUNT);
+    snprintf(what, sizeof what, "im2col %s", geo);
+    check_same(what, &col);
+
+    buf dcol = buf_make(scol * COUNT, -1, 1), dX = buf_make(sdX * COUNT, 50, 60);
+    cpu->col2im(cc, dX.h, sdX, dcol.h, scol, &g, COUNT);
+    gpu->col2im(gc, dX.d, sdX, dcol.d, scol, &g, COUNT);
+    snprintf(what, sizeof what, "col2im %s", geo);
+    check_same(what, &dX);
+    float *ref = malloc(nx * sizeof *ref);
+    ref_col2im(ref, dcol.h, &g); /* the CPU's own against the loops here */
+    double worst = 0.0;
+    for (size_t j = 0; j < nx; j++)
+        worst = fmax(worst, fabs((double)ref[j] - (double)dX.h[j]));
+    CHECK_MSG(worst <= 1e-5, "%s: the CPU's col2im is %g off", what, worst);
+    check_no_error(what);
+    free(ref);
+    buf_free(&X);
+    buf_free(&col);
+    buf_free(&dcol);
+    buf_free(&dX);
+}
+
 static void test_image_ops(void)
 {
     if (!have_image_ops())
@@ -916,6 +966,11 @@ static void test_image_ops(void)
         test_windows(&geoms[i], 0);
     test_windows(&geoms[2], 1);
     test_windows(&geoms[8], 1);
+    test_dilated(3, 11, 1, 4, 3, 1, 2, 1, 2, 0); /* a sequence: causal, same, valid */
+    test_dilated(3, 11, 1, 4, 3, 1, 2, 1, 1, 1);
+    test_dilated(2, 12, 1, 5, 2, 1, 4, 1, 0, 0);
+    test_dilated(2, 9, 1, 40, 4, 1, 3, 1, 2, 0); /* a window wider than the sequence's padding */
+    test_dilated(2, 7, 8, 3, 2, 3, 3, 2, 1, 0);  /* both axes */
     test_bn(70, 3, 2);    /* C < 32: several rows side by side in a warp */
     test_bn(1000, 40, 2); /* two channel groups, the second partly empty */
     test_bn(35, 64, 1);

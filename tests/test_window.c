@@ -7,10 +7,12 @@
  * models with their own inputs and with one input shared (stride 0).
  * Every output starts as NaN (or a junk arg), so a pixel no part writes
  * fails; the two contexts must agree bit for bit, so a split that changes
- * a sum fails. Mutations each check catches: a padding off by one (im2col
- * exact, every geometry), padding counted as a pixel (max pooling of
- * negative inputs, average pooling's divisor), `>=` for `>` in max pooling
- * (ties on purpose), a missing term of batch norm's dX (finite differences).
+ * a sum fails. Dilated windows (sequences valid, same and causal, and 2-D)
+ * for im2col, col2im and the fused convolutions. Mutations each check
+ * catches: a padding off by one (im2col exact, every geometry), padding
+ * counted as a pixel (max pooling of negative inputs, average pooling's
+ * divisor), `>=` for `>` in max pooling (ties on purpose), a missing term of
+ * batch norm's dX (finite differences), a dilation ignored.
  */
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu.h"
@@ -45,7 +47,7 @@ static void fill(float *p, size_t n, float lo, float hi)
 /* TensorFlow's geometry: `same` puts the odd padded pixel after the image. */
 static window_geom geom(int n, int h, int w, int c, int kh, int kw, int sh, int sw, int same)
 {
-    window_geom g = {n, h, w, c, kh, kw, sh, sw, 0, 0, 0, 0};
+    window_geom g = {n, h, w, c, kh, kw, sh, sw, 0, 0, 0, 0, 1, 1};
     if (same) {
         g.oh = (h + sh - 1) / sh;
         g.ow = (w + sw - 1) / sw;
@@ -59,6 +61,21 @@ static window_geom geom(int n, int h, int w, int c, int kh, int kw, int sh, int 
     return g;
 }
 
+/* A dilated geometry (taps dh, dw apart) of stride 1, as Keras's Conv1D and
+ * Conv2D make it: pad 0 valid, 1 same (the effective window (k - 1)*d + 1),
+ * 2 causal (the rows' (kh - 1)*dh padding all before the image). */
+static window_geom geom_dil(int n, int h, int w, int c, int kh, int kw, int dh, int dw, int pad)
+{
+    int eh = (kh - 1) * dh + 1, ew = (kw - 1) * dw + 1;
+    window_geom g = geom(n, h, w, c, eh, ew, 1, 1, pad == 1);
+    if (pad == 2) {
+        g.oh = h;
+        g.pad_top = eh - 1;
+    }
+    g.kh = kh, g.kw = kw, g.dh = dh, g.dw = dw;
+    return g;
+}
+
 static size_t img_n(const window_geom *g) { return (size_t)g->n * g->h * g->w * g->c; }
 static size_t out_n(const window_geom *g) { return (size_t)g->n * g->oh * g->ow * g->c; }
 static size_t col_n(const window_geom *g)
@@ -69,7 +86,8 @@ static size_t col_n(const window_geom *g)
 /* The pixel (iy, ix) that output (y, x) reads at (ky, kx), or -1 for padding. */
 static long src_pixel(const window_geom *g, int y, int x, int ky, int kx)
 {
-    int iy = y * g->sh + ky - g->pad_top, ix = x * g->sw + kx - g->pad_left;
+    int iy = y * g->sh + ky * window_dilation(g->dh) - g->pad_top;
+    int ix = x * g->sw + kx * window_dilation(g->dw) - g->pad_left;
     if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
         return -1;
     return (long)iy * g->w + ix;
@@ -197,8 +215,9 @@ static int near_all(const char *what, const float *got, const double *ref, size_
 static const char *gname(const window_geom *g)
 {
     static char s[160];
-    snprintf(s, sizeof s, "n%d %dx%dx%d k%dx%d s%d,%d pad %d,%d -> %dx%d", g->n, g->h, g->w, g->c,
-             g->kh, g->kw, g->sh, g->sw, g->pad_top, g->pad_left, g->oh, g->ow);
+    snprintf(s, sizeof s, "n%d %dx%dx%d k%dx%d s%d,%d d%d,%d pad %d,%d -> %dx%d", g->n, g->h,
+             g->w, g->c, g->kh, g->kw, g->sh, g->sw, window_dilation(g->dh),
+             window_dilation(g->dw), g->pad_top, g->pad_left, g->oh, g->ow);
     return s;
 }
 
@@ -531,6 +550,52 @@ static void test_bn(int rows, int C, int count, float center, int shared, int fd
 
 /* ---- gemm ---- */
 
+/* im2col and col2im of a dilated geometry (the convolutions' only window
+ * ops that take a dilation) on both contexts, MODELS models, own or shared
+ * inputs: im2col exact against the loops here, col2im near their double
+ * sums and the adjoint of im2col, 1 and 2 threads bit for bit. Reading
+ * every tap one pixel apart (the dilation ignored) fails each. */
+static void test_dilated(window_geom g, int shared)
+{
+    const char *name = gname(&g);
+    size_t ni = img_n(&g), nc = col_n(&g), si = ni + 7, sc = nc + 3;
+    size_t in_si = shared ? 0 : si, in_sc = shared ? 0 : sc;
+    float *X = fbuf(MODELS * si), *cin = fbuf(MODELS * sc), *rc = fbuf(nc);
+    double *rd = malloc(ni * sizeof(double));
+    fill(X, MODELS * si, -1.0f, 1.0f);
+    fill(cin, MODELS * sc, -1.0f, 1.0f);
+    float *col[2], *dX[2];
+    for (int t = 0; t < 2; t++) {
+        col[t] = fbuf(MODELS * sc);
+        dX[t] = fbuf(MODELS * si);
+        be->im2col(ctx[t], col[t], sc, X, in_si, &g, MODELS);
+        be->col2im(ctx[t], dX[t], si, cin, in_sc, &g, MODELS);
+    }
+    CHECK_MSG(!memcmp(col[0], col[1], MODELS * sc * sizeof(float)), "im2col threads %s", name);
+    CHECK_MSG(!memcmp(dX[0], dX[1], MODELS * si * sizeof(float)), "col2im threads %s", name);
+    for (int k = 0; k < MODELS; k++) {
+        const float *Xk = X + k * in_si, *ck = cin + k * in_sc;
+        ref_im2col(rc, Xk, &g);
+        CHECK_MSG(!memcmp(col[0] + k * sc, rc, nc * sizeof(float)), "im2col %s model %d", name,
+                  k);
+        ref_col2im(rd, ck, &g);
+        CHECK_MSG(near_all("col2im", dX[0] + k * si, rd, ni, 1e-5), "col2im %s model %d", name, k);
+        double lhs = 0.0, rhs = 0.0, scale = 0.0;
+        for (size_t e = 0; e < ni; e++)
+            lhs += (double)dX[0][k * si + e] * Xk[e];
+        for (size_t e = 0; e < nc; e++) {
+            rhs += (double)ck[e] * rc[e];
+            scale += fabs((double)ck[e] * rc[e]);
+        }
+        CHECK_MSG(fabs(lhs - rhs) <= 1e-5 * scale, "adjoint %s: %.9g vs %.9g", name, lhs, rhs);
+    }
+    for (int t = 0; t < 2; t++) {
+        free(col[t]);
+        free(dX[t]);
+    }
+    free(X), free(cin), free(rc), free(rd);
+}
+
 /* The backend's gemm of `count` problems on both contexts against one
  * cblas_sgemm each (C = 0.7 op(A) op(B) + 0.3 C), and ctx_none (OpenBLAS
  * alone) bit for bit. */
@@ -814,6 +879,25 @@ int main(void)
         test_geom(g, 0);
         test_geom(g, 1);
     }
+    /* Dilated windows: a sequence (w = 1) valid, same and causal, dilation
+     * 2 and 3; a dilation in both axes; a dilated window wider than the
+     * image's own padding. */
+    static const int dgeoms[][9] = {
+        /* n, h, w, c, kh, kw, dh, dw, pad (0 valid, 1 same, 2 causal) */
+        {3, 11, 1, 4, 3, 1, 2, 1, 0}, {3, 11, 1, 4, 3, 1, 2, 1, 1}, {3, 11, 1, 4, 3, 1, 2, 1, 2},
+        {2, 9, 1, 3, 2, 1, 3, 1, 2},  {2, 10, 1, 5, 4, 1, 3, 1, 1}, {2, 7, 8, 2, 2, 3, 3, 2, 1},
+        {2, 7, 8, 2, 3, 2, 2, 3, 0},  {40, 30, 1, 16, 5, 1, 2, 1, 2}, /* big: split */
+    };
+    for (size_t i = 0; i < sizeof dgeoms / sizeof dgeoms[0]; i++) {
+        const int *q = dgeoms[i];
+        window_geom g = geom_dil(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8]);
+        test_dilated(g, 0);
+        test_dilated(g, 1);
+    }
+    test_conv(geom_dil(12, 13, 1, 4, 3, 1, 2, 1, 2), 16, 4); /* kc 12: small wgrad, own fwd */
+    test_conv(geom_dil(9, 11, 1, 16, 3, 1, 3, 1, 1), 16, 2); /* kc 48: own fwd and dX */
+    test_conv(geom_dil(7, 12, 1, 5, 2, 1, 4, 1, 0), 6, 3);   /* OpenBLAS's */
+
     /* Fused convolutions: small windows (kc <= 12, F % 8 == 0) and OpenBLAS's. */
     test_conv(geom(12, 9, 8, 1, 3, 3, 1, 1, 0), 16, 4);
     test_conv(geom(12, 9, 8, 1, 3, 3, 1, 1, 1), 8, 5);

@@ -33,13 +33,22 @@ typedef struct optim_step {
  * The geometry of a 2-D window over NHWC images (convolution, pooling):
  * n images of h x w x c, a kh x kw window moved by (sh, sw), pad_top rows
  * and pad_left columns of padding before the image (and what `same` needs
- * after it), giving oh x ow outputs per channel.
+ * after it), giving oh x ow outputs per channel. A sequence [T, C] is the
+ * image of T x 1 pixels. dh, dw: the dilation (Keras's dilation_rate), the
+ * pixels from one tap of the window to the next, so that tap (ky, kx) of
+ * output (y, x) reads pixel (y*sh + ky*dh - pad_top, x*sw + kx*dw -
+ * pad_left); 0 reads as 1, so a geometry that does not set them is the
+ * undilated one. Only im2col and col2im (the convolutions) take a dilation.
  */
 typedef struct window_geom {
     int n, h, w, c;
     int kh, kw, sh, sw, pad_top, pad_left;
     int oh, ow;
+    int dh, dw;
 } window_geom;
+
+/* A dilation as the kernels use it: 0 (not set) is 1. */
+static inline int window_dilation(int d) { return d > 1 ? d : 1; }
 
 /* The loss settings of one pass: the group's kind, output activation and
  * metric; per-model values in host arrays [count]. */
@@ -237,8 +246,8 @@ typedef struct backend_ops {
 
     /* -- image layers (NHWC). g describes one model's images; every op is
      * batched over count models, model k at +k*s of each operand. -- */
-    /* col[(i*oh + y)*ow + x][(ky*kw + kx)*c + ch] = X[i][y*sh + ky - pad_top]
-     * [x*sw + kx - pad_left][ch], 0 where that is padding: the rows of an
+    /* col[(i*oh + y)*ow + x][(ky*kw + kx)*c + ch] = X[i][y*sh + ky*dh - pad_top]
+     * [x*sw + kx*dw - pad_left][ch], 0 where that is padding: the rows of an
      * im2col matrix [n*oh*ow, kh*kw*c]. */
     void (*im2col)(backend_ctx *ctx, float *col, size_t scol, const float *X, size_t sX,
                    const window_geom *g, int count);

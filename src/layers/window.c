@@ -23,7 +23,8 @@ void window_dim(int n, int k, int s, pad_kind pad, int *out, int *pad_before)
 
 window_geom layer_window(const layer_plan *lp, int rows)
 {
-    window_geom g = {rows,      lp->in.h, lp->in.w,    lp->in.c,     lp->kh,    lp->kw,
-                     lp->sh,    lp->sw,   lp->pad_top, lp->pad_left, lp->out.h, lp->out.w};
+    window_geom g = {rows,      lp->in.h,  lp->in.w,    lp->in.c,     lp->kh,    lp->kw,
+                     lp->sh,    lp->sw,    lp->pad_top, lp->pad_left, lp->out.h, lp->out.w,
+                     window_dilation(lp->dh), window_dilation(lp->dw)};
     return g;
 }

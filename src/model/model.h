@@ -218,6 +218,7 @@ typedef struct layer_plan {
     /* conv2d, pooling: the window, strides and the padding before the first
      * row and column (TensorFlow's `same` puts the odd pixel after the last) */
     int kh, kw, sh, sw, pad_top, pad_left;
+    int dh, dw; /* the window's dilation (conv1d's dilation_rate); 0 or 1: none */
 } layer_plan;
 
 /* Buffers of a group, carved from one allocation. */

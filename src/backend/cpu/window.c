@@ -61,9 +61,69 @@ static void im2col_valid(float *restrict d, const float *restrict xi, const wind
         }
 }
 
+/* A dilated window (dh or dw above 1): its taps are not adjacent pixels,
+ * so each tap is its own run of c floats (a sequence's window, w = 1, is
+ * one run of c a tap even undilated), copied or zeroed in col's order. */
+static int dilated(const window_geom *g)
+{
+    return window_dilation(g->dh) > 1 || window_dilation(g->dw) > 1;
+}
+
+static void im2col_dilated(float *restrict col, const float *restrict X, const window_geom *g,
+                           int i0, int i1)
+{
+    const size_t c = (size_t)g->c;
+    const int dh = window_dilation(g->dh), dw = window_dilation(g->dw);
+    float *d = col;
+    for (int i = i0; i < i1; i++) {
+        const float *xi = X + (size_t)i * image_floats(g);
+        for (int y = 0; y < g->oh; y++)
+            for (int x = 0; x < g->ow; x++)
+                for (int ky = 0; ky < g->kh; ky++) {
+                    int iy = y * g->sh + ky * dh - g->pad_top;
+                    for (int kx = 0; kx < g->kw; kx++, d += c) {
+                        int ix = x * g->sw + kx * dw - g->pad_left;
+                        if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+                            memset(d, 0, c * sizeof(float));
+                        else
+                            memcpy(d, xi + ((size_t)iy * g->w + (size_t)ix) * c,
+                                   c * sizeof(float));
+                    }
+                }
+    }
+}
+
+/* The adjoint of im2col_dilated: images [i0, i1) of dX zeroed, then every
+ * tap's run added to its pixel, in col's order. */
+static void col2im_dilated(float *restrict dX, const float *restrict col, const window_geom *g,
+                           int i0, int i1)
+{
+    const size_t c = (size_t)g->c;
+    const int dh = window_dilation(g->dh), dw = window_dilation(g->dw);
+    const float *s = col;
+    for (int i = i0; i < i1; i++) {
+        float *di = dX + (size_t)i * image_floats(g);
+        memset(di, 0, image_floats(g) * sizeof(float));
+        for (int y = 0; y < g->oh; y++)
+            for (int x = 0; x < g->ow; x++)
+                for (int ky = 0; ky < g->kh; ky++) {
+                    int iy = y * g->sh + ky * dh - g->pad_top;
+                    for (int kx = 0; kx < g->kw; kx++, s += c) {
+                        int ix = x * g->sw + kx * dw - g->pad_left;
+                        if (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
+                            add_run(di + ((size_t)iy * g->w + (size_t)ix) * c, s, c);
+                    }
+                }
+    }
+}
+
 /* col rows of image i: (oh*ow, kh*kw*c) from X's image (h, w, c). */
 void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i1)
 {
+    if (dilated(g)) {
+        im2col_dilated(col, X, g, i0, i1);
+        return;
+    }
     int valid = g->pad_top == 0 && g->pad_left == 0 && (g->oh - 1) * g->sh + g->kh <= g->h &&
                 (g->ow - 1) * g->sw + g->kw <= g->w;
     const size_t c = (size_t)g->c, run = (size_t)g->kw * c, K = (size_t)g->kh * run;
@@ -119,6 +179,10 @@ void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i
 /* dX's image (h, w, c) += every col row (kh*kw*c) of it, rows in order. */
 void kern_col2im(float *dX, const float *col, const window_geom *g, int i0, int i1)
 {
+    if (dilated(g)) {
+        col2im_dilated(dX, col, g, i0, i1);
+        return;
+    }
     const size_t c = (size_t)g->c, run = (size_t)g->kw * c, K = (size_t)g->kh * run;
     for (int i = i0; i < i1; i++) {
         float *di = dX + (size_t)i * image_floats(g);

@@ -14,7 +14,7 @@
 
 /* X is (n, h, w, c), col is ((i1-i0)*oh*ow, kh*kw*c): the rows of images
  * [i0, i1), image i0's first, as backend_ops.im2col (0 where the window
- * reads padding). */
+ * reads padding; taps dh, dw pixels apart). */
 void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i1);
 
 /* The adjoint, dX (n, h, w, c) from col ((i1-i0)*oh*ow, kh*kw*c): the rows

@@ -584,7 +584,8 @@ __global__ void k_im2col(float *COL, size_t scol, const float *X, size_t sX, win
         int row = (int)(i / (size_t)krow), q = (int)(i - (size_t)row * (size_t)krow);
         int ky = q / kwc, kx = q % kwc / g.c, ch = q % g.c;
         int ox = row % g.ow, oy = row / g.ow % g.oh, img = row / g.ow / g.oh;
-        int iy = oy * g.sh + ky - g.pad_top, ix = ox * g.sw + kx - g.pad_left;
+        int dh = g.dh > 1 ? g.dh : 1, dw = g.dw > 1 ? g.dw : 1;
+        int iy = oy * g.sh + ky * dh - g.pad_top, ix = ox * g.sw + kx * dw - g.pad_left;
         bool in = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
         col[i] = in ? x[(((size_t)img * g.h + iy) * g.w + ix) * g.c + ch] : 0.0f;
     }
@@ -592,25 +593,34 @@ __global__ void k_im2col(float *COL, size_t scol, const float *X, size_t sX, win
 
 /* dX (n, h, w, c) per model from col: one thread per pixel and channel sums
  * the col entries read from it, outputs in row-major order (the order a
- * sequential scatter over col adds them in). */
+ * sequential scatter over col adds them in). A dilated window (taps dh, dw
+ * apart) spans (k - 1)*d + 1 pixels, and an output within that span reads
+ * this pixel only where its offset is a multiple of d (one tap at most). */
 __global__ void k_col2im(float *DX, size_t sdX, const float *COL, size_t scol, window_geom g)
 {
     float *dx = DX + blockIdx.y * sdX;
     const float *col = COL + blockIdx.y * scol;
     size_t krow = (size_t)g.kh * (size_t)g.kw * (size_t)g.c;
     size_t n = (size_t)g.n * (size_t)g.h * (size_t)g.w * (size_t)g.c;
+    int dh = g.dh > 1 ? g.dh : 1, dw = g.dw > 1 ? g.dw : 1;
     ELEMENTS(i, n)
     {
         int pix = (int)(i / (size_t)g.c), ch = (int)(i - (size_t)pix * (size_t)g.c);
         int ix = pix % g.w, iy = pix / g.w % g.h, img = pix / g.w / g.h;
         int y0, y1, x0, x1;
-        covering(iy, g.pad_top, g.kh, g.sh, g.oh, y0, y1);
-        covering(ix, g.pad_left, g.kw, g.sw, g.ow, x0, x1);
+        covering(iy, g.pad_top, (g.kh - 1) * dh + 1, g.sh, g.oh, y0, y1);
+        covering(ix, g.pad_left, (g.kw - 1) * dw + 1, g.sw, g.ow, x0, x1);
         float s = 0.0f;
         for (int oy = y0; oy <= y1; oy++) {
             int ky = iy + g.pad_top - oy * g.sh;
+            if (ky % dh)
+                continue;
+            ky /= dh;
             for (int ox = x0; ox <= x1; ox++) {
                 int kx = ix + g.pad_left - ox * g.sw;
+                if (kx % dw)
+                    continue;
+                kx /= dw;
                 size_t row = ((size_t)img * g.oh + oy) * g.ow + ox;
                 s += col[row * krow + ((size_t)ky * g.kw + kx) * g.c + ch];
             }
