@@ -524,7 +524,7 @@ static int have_image_ops(void)
 {
     int have = gpu->im2col && gpu->col2im && gpu->maxpool_fwd && gpu->maxpool_bwd &&
                gpu->avgpool_fwd && gpu->avgpool_bwd && gpu->bn_fwd_train && gpu->bn_fwd_infer &&
-               gpu->bn_bwd;
+               gpu->bn_bwd && gpu->seq_pool_fwd && gpu->seq_pool_bwd;
     CHECK_MSG(have || !image_ops_required, "the %s backend lacks some image op", gpu->name);
     return have;
 }
@@ -946,6 +946,103 @@ static void test_dilated(int n, int h, int w, int c, int kh, int kw, int dh, int
     buf_free(&dX);
 }
 
+/* Global pooling of sequences (seq_pool_fwd, seq_pool_bwd), max and mean,
+ * count models with gaps between them, with and without a token mask
+ * (shared by the models or one each): the GPU bit for bit the CPU, and the
+ * CPU against the loops here (the max and its step exact; the mean in
+ * double, 1e-6). The tokens pad some samples before their words and some
+ * after, leave one sample all padding and one with no padding; inputs take
+ * few values, so maxima tie. */
+static void test_seq_pool(int n, int T, int C, int masked, int shared_tokens, int count)
+{
+    size_t sX = (size_t)n * T * C + 3, sY = (size_t)n * C + 5, stok = (size_t)n * T + 2;
+    char what[160], geo[96];
+    snprintf(geo, sizeof geo, "n%d T%d C%d count %d%s", n, T, C, count,
+             !masked ? "" : shared_tokens ? " masked (shared tokens)" : " masked");
+    buf X = buf_make(sX * count, -3, 3);
+    for (size_t j = 0; j < X.n; j++)
+        X.h[j] = floorf(X.h[j]);
+    buf_upload(&X);
+    size_t ntok = shared_tokens ? stok : stok * count;
+    buf tok = buf_make(ntok, 0, 1);
+    for (size_t j = 0; j < ntok; j++) {
+        int k = (int)(j / stok), i = (int)(j % stok) / T, t = (int)(j % stok) % T;
+        int len = (i + k) % (T + 1); /* the sample's words: 0 to T */
+        int pre = i % 2 ? T - len : 0; /* before them, else after */
+        tok.h[j] = t >= pre && t < pre + len ? (float)(1 + (t * 7 + i) % 9) : 0.0f;
+    }
+    buf_upload(&tok);
+    const float *th = masked ? tok.h : NULL, *td = masked ? tok.d : NULL;
+    size_t st = shared_tokens ? 0 : stok;
+    for (int max = 0; max < 2; max++) {
+        const char *op = max ? "max" : "mean";
+        buf Y = buf_make(sY * count, 50, 60);
+        int32_t *arg = malloc(sY * count * sizeof *arg), *argd = dev_alloc(sY * count * 4);
+        for (size_t j = 0; j < sY * count; j++)
+            arg[j] = -7;
+        gpu->copy_h2d(gc, argd, arg, sY * count * sizeof *arg);
+        cpu->seq_pool_fwd(cc, max, Y.h, sY, arg, sY, X.h, sX, th, st, n, T, C, count);
+        gpu->seq_pool_fwd(gc, max, Y.d, sY, argd, sY, X.d, sX, td, st, n, T, C, count);
+        snprintf(what, sizeof what, "seq_pool_fwd %s %s", op, geo);
+        check_same(what, &Y);
+        if (max)
+            check_same_int(what, arg, argd, sY * count);
+        int bad = 0;
+        for (int k = 0; k < count; k++)
+            for (int i = 0; i < n; i++)
+                for (int ch = 0; ch < C; ch++) {
+                    const float *tk = masked ? tok.h + k * st + (size_t)i * T : NULL;
+                    double sum = 0.0, best = 0.0;
+                    int taken = 0, at = -1;
+                    for (int t = 0; t < T; t++) {
+                        if (tk && tk[t] == 0.0f)
+                            continue;
+                        double v = X.h[k * sX + ((size_t)i * T + t) * C + ch];
+                        sum += v;
+                        if (taken++ == 0 || v > best)
+                            best = v, at = t;
+                    }
+                    size_t o = k * sY + (size_t)i * C + ch;
+                    double want = max ? best : taken ? sum / taken : 0.0;
+                    bad += fabs(Y.h[o] - want) > 1e-6 || (max && arg[o] != at);
+                }
+        CHECK_MSG(bad == 0, "%s: the CPU's differs from the loops here at %d outputs", what, bad);
+
+        buf dY = buf_make(sY * count, -1, 1), dX = buf_make(sX * count, 50, 60);
+        cpu->seq_pool_bwd(cc, max, dX.h, sX, dY.h, sY, max ? arg : NULL, sY, th, st, n, T, C,
+                          count);
+        gpu->seq_pool_bwd(gc, max, dX.d, sX, dY.d, sY, max ? argd : NULL, sY, td, st, n, T, C,
+                          count);
+        snprintf(what, sizeof what, "seq_pool_bwd %s %s", op, geo);
+        check_same(what, &dX);
+        bad = 0;
+        for (int k = 0; k < count; k++)
+            for (int i = 0; i < n; i++) {
+                const float *tk = masked ? tok.h + k * st + (size_t)i * T : NULL;
+                int taken = 0;
+                for (int t = 0; t < T; t++)
+                    taken += !tk || tk[t] != 0.0f;
+                for (int t = 0; t < T; t++)
+                    for (int ch = 0; ch < C; ch++) {
+                        size_t o = k * sY + (size_t)i * C + ch;
+                        double want = max ? (arg[o] == t ? dY.h[o] : 0.0)
+                                          : (!tk || tk[t] != 0.0f) ? (double)dY.h[o] / taken : 0.0;
+                        bad += fabs(dX.h[k * sX + ((size_t)i * T + t) * C + ch] - want) > 1e-6;
+                    }
+            }
+        CHECK_MSG(bad == 0, "%s: the CPU's differs from the loops here at %d elements", what,
+                  bad);
+        check_no_error(what);
+        gpu->mem_free(0, argd);
+        free(arg);
+        buf_free(&Y);
+        buf_free(&dY);
+        buf_free(&dX);
+    }
+    buf_free(&X);
+    buf_free(&tok);
+}
+
 static void test_image_ops(void)
 {
     if (!have_image_ops())
@@ -971,6 +1068,10 @@ static void test_image_ops(void)
     test_dilated(2, 12, 1, 5, 2, 1, 4, 1, 0, 0);
     test_dilated(2, 9, 1, 40, 4, 1, 3, 1, 2, 0); /* a window wider than the sequence's padding */
     test_dilated(2, 7, 8, 3, 2, 3, 3, 2, 1, 0);  /* both axes */
+    test_seq_pool(7, 6, 3, 0, 0, 2);
+    test_seq_pool(7, 6, 3, 1, 0, 2);
+    test_seq_pool(9, 5, 40, 1, 1, 3); /* more channels than a warp, one copy of the tokens */
+    test_seq_pool(3, 1, 2, 1, 0, 1);  /* one step */
     test_bn(70, 3, 2);    /* C < 32: several rows side by side in a warp */
     test_bn(1000, 40, 2); /* two channel groups, the second partly empty */
     test_bn(35, 64, 1);

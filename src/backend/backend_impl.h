@@ -18,7 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_BACKEND_API_VERSION 11 /* never reused: 8 was briefly taken (2026-12-05); 11: the recurrent steps */
+/* Never reused: 8 was briefly taken (2026-12-05); 11: the recurrent steps;
+ * 12: dilated windows (window_geom's dh, dw), seq_pool_fwd and _bwd. */
+#define COHORT_BACKEND_API_VERSION 12
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -375,6 +377,24 @@ typedef struct backend_ops {
      * dL/d(recurrent products with their bias), dh the direct part of
      * dL/dh_prev (z dh; all of it at a padded step). */
     void (*gru_bwd)(backend_ctx *ctx, const rnn_step *s);
+
+    /* -- sequences: n samples of T steps x C features per model, [n, T, C] -- */
+    /* Global pooling over the steps into Y [n, C]: max (arg [n, C] = the
+     * step of the first largest value, later steps winning only when larger;
+     * with no step to take, Y 0 and arg -1) or, max 0, the mean (the steps'
+     * sum in step order, divided by their count; 0 with none). tokens (NULL:
+     * every step is taken) are each model's input rows [n, T] of token ids
+     * as floats, stride s_tokens (0: one copy for all); a step whose token
+     * is 0 is padding (Keras's mask_zero) and is not taken. */
+    void (*seq_pool_fwd)(backend_ctx *ctx, int max, float *Y, size_t sY, int32_t *arg,
+                         size_t sarg, const float *X, size_t sX, const float *tokens,
+                         size_t s_tokens, int n, int T, int C, int count);
+    /* Its gradient dX [n, T, C]: max, dY at arg's step and 0 at the others;
+     * mean, dY divided by the count of steps taken at each of them, 0 at
+     * padding. */
+    void (*seq_pool_bwd)(backend_ctx *ctx, int max, float *dX, size_t sdX, const float *dY,
+                         size_t sdY, const int32_t *arg, size_t sarg, const float *tokens,
+                         size_t s_tokens, int n, int T, int C, int count);
 } backend_ops;
 
 /* The CPU backend (what else it offers: backend/cpu/cpu.h). */

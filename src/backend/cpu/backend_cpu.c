@@ -1132,6 +1132,73 @@ static void cpu_avgpool_bwd(backend_ctx *c, float *dX, size_t sdX, const float *
     window_run(c, avgpool_bwd_part, &j);
 }
 
+/* Global pooling of sequences: the pool splits the (model, sample) pairs. */
+typedef struct seq_pool_job {
+    int max, n, T, C, count;
+    float *out;           /* Y or dX */
+    const float *in;      /* X or dY */
+    int32_t *arg;         /* forward's */
+    const int32_t *carg;  /* backward's */
+    const float *tokens;  /* NULL: every step */
+    size_t s_out, s_in, s_arg, s_tokens;
+} seq_pool_job;
+
+static const float *tokens_of(const seq_pool_job *j, int k)
+{
+    return j->tokens ? j->tokens + (size_t)k * j->s_tokens : NULL;
+}
+
+static void seq_pool_fwd_part(void *p, int part, int parts)
+{
+    const seq_pool_job *j = p;
+    int u, u1, k, i0, i1;
+    part_range(j->n * j->count, 1, part, parts, &u, &u1);
+    while (u < u1) {
+        next_span(&u, u1, j->n, &k, &i0, &i1);
+        kern_seq_pool_fwd(j->max, j->out + k * j->s_out, j->arg ? j->arg + k * j->s_arg : NULL,
+                          j->in + k * j->s_in, tokens_of(j, k), j->T, j->C, i0, i1);
+    }
+}
+
+static void seq_pool_bwd_part(void *p, int part, int parts)
+{
+    const seq_pool_job *j = p;
+    int u, u1, k, i0, i1;
+    part_range(j->n * j->count, 1, part, parts, &u, &u1);
+    while (u < u1) {
+        next_span(&u, u1, j->n, &k, &i0, &i1);
+        kern_seq_pool_bwd(j->max, j->out + k * j->s_out, j->in + k * j->s_in,
+                          j->carg ? j->carg + k * j->s_arg : NULL, tokens_of(j, k), j->T, j->C,
+                          i0, i1);
+    }
+}
+
+static void seq_pool_run(backend_ctx *c, team_fn fn, seq_pool_job *j)
+{
+    double n = (double)j->n * j->T * j->C * j->count;
+    team_run(c, fn, j, n >= WINDOW_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
+}
+
+static void cpu_seq_pool_fwd(backend_ctx *c, int max, float *Y, size_t sY, int32_t *arg,
+                             size_t sarg, const float *X, size_t sX, const float *tokens,
+                             size_t s_tokens, int n, int T, int C, int count)
+{
+    seq_pool_job j = {.max = max, .n = n, .T = T, .C = C, .count = count, .out = Y, .in = X,
+                      .arg = arg, .tokens = tokens, .s_out = sY, .s_in = sX, .s_arg = sarg,
+                      .s_tokens = s_tokens};
+    seq_pool_run(c, seq_pool_fwd_part, &j);
+}
+
+static void cpu_seq_pool_bwd(backend_ctx *c, int max, float *dX, size_t sdX, const float *dY,
+                             size_t sdY, const int32_t *arg, size_t sarg, const float *tokens,
+                             size_t s_tokens, int n, int T, int C, int count)
+{
+    seq_pool_job j = {.max = max, .n = n, .T = T, .C = C, .count = count, .out = dX, .in = dY,
+                      .carg = arg, .tokens = tokens, .s_out = sdX, .s_in = sdY, .s_arg = sarg,
+                      .s_tokens = s_tokens};
+    seq_pool_run(c, seq_pool_bwd_part, &j);
+}
+
 /* The arguments of the three batch-norm ops (each uses its own fields). */
 typedef struct bn_job {
     float *out; /* Y or dX */
@@ -1294,6 +1361,8 @@ static const backend_ops cpu_ops = {
     .lstm_bwd = cpu_lstm_bwd,
     .gru_fwd = cpu_gru_fwd,
     .gru_bwd = cpu_gru_bwd,
+    .seq_pool_fwd = cpu_seq_pool_fwd,
+    .seq_pool_bwd = cpu_seq_pool_bwd,
 };
 
 const backend_ops *backend_cpu(void) { return &cpu_ops; }

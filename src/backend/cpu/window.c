@@ -404,6 +404,75 @@ void kern_avgpool_bwd(float *dX, const float *dY, const window_geom *g, int i0, 
     }
 }
 
+/* Sequences: a step is taken unless its token is 0 (padding). */
+static int step_taken(const float *tok, int t) { return !tok || tok[t] != 0.0f; }
+
+void kern_seq_pool_fwd(int max, float *Y, int32_t *arg, const float *X, const float *tokens,
+                       int T, int C, int i0, int i1)
+{
+    const size_t c = (size_t)C;
+    for (int i = i0; i < i1; i++) {
+        const float *xi = X + (size_t)i * (size_t)T * c;
+        const float *tok = tokens ? tokens + (size_t)i * (size_t)T : NULL;
+        float *yo = Y + (size_t)i * c;
+        int taken = 0;
+        memset(yo, 0, c * sizeof(float));
+        if (max) {
+            int32_t *ao = arg + (size_t)i * c;
+            for (size_t ch = 0; ch < c; ch++)
+                ao[ch] = -1;
+            for (int t = 0; t < T; t++) {
+                if (!step_taken(tok, t))
+                    continue;
+                if (taken++ == 0) {
+                    memcpy(yo, xi + (size_t)t * c, c * sizeof(float));
+                    for (size_t ch = 0; ch < c; ch++)
+                        ao[ch] = t;
+                } else {
+                    max_run(yo, ao, xi + (size_t)t * c, t, c);
+                }
+            }
+            continue;
+        }
+        for (int t = 0; t < T; t++)
+            if (step_taken(tok, t)) {
+                add_run(yo, xi + (size_t)t * c, c);
+                taken++;
+            }
+        if (taken)
+            for (size_t ch = 0; ch < c; ch++)
+                yo[ch] /= (float)taken;
+    }
+}
+
+void kern_seq_pool_bwd(int max, float *dX, const float *dY, const int32_t *arg,
+                       const float *tokens, int T, int C, int i0, int i1)
+{
+    const size_t c = (size_t)C;
+    for (int i = i0; i < i1; i++) {
+        float *di = dX + (size_t)i * (size_t)T * c;
+        const float *dy = dY + (size_t)i * c;
+        const float *tok = tokens ? tokens + (size_t)i * (size_t)T : NULL;
+        memset(di, 0, (size_t)T * c * sizeof(float));
+        if (max) {
+            const int32_t *a = arg + (size_t)i * c;
+            for (size_t ch = 0; ch < c; ch++)
+                if (a[ch] >= 0)
+                    di[(size_t)a[ch] * c + ch] = dy[ch];
+            continue;
+        }
+        int taken = 0;
+        for (int t = 0; t < T; t++)
+            taken += step_taken(tok, t);
+        for (int t = 0; t < T; t++)
+            if (step_taken(tok, t)) {
+                float *d = di + (size_t)t * c;
+                for (size_t ch = 0; ch < c; ch++)
+                    d[ch] = dy[ch] / (float)taken;
+            }
+    }
+}
+
 /* Channels per block of the batch-norm kernels: their per-channel sums
  * (doubles) stay on the stack, and each row of X is read a block at a time. */
 #define BN_BLOCK 256

@@ -41,6 +41,15 @@ void kern_avgpool_fwd(float *Y, const float *X, const window_geom *g, int i0, in
  * window's pixels inside the image. */
 void kern_avgpool_bwd(float *dX, const float *dY, const window_geom *g, int i0, int i1);
 
+/* Global pooling of sequences [n, T, C] into Y [n, C], samples [i0, i1),
+ * as backend_ops.seq_pool_fwd: max (arg the step) or mean, over the steps
+ * whose token (tokens [n, T], NULL: all) is not 0. */
+void kern_seq_pool_fwd(int max, float *Y, int32_t *arg, const float *X, const float *tokens,
+                       int T, int C, int i0, int i1);
+/* Its gradient dX [n, T, C] from dY [n, C], samples [i0, i1). */
+void kern_seq_pool_bwd(int max, float *dX, const float *dY, const int32_t *arg,
+                       const float *tokens, int T, int C, int i0, int i1);
+
 /*
  * Batch normalization of X (rows, C) over the rows, channels [c0, c1):
  * mean and biased variance in double, stat[ch] = mean, stat[C + ch] =

@@ -712,6 +712,26 @@ void cu_avgpool_bwd_op(backend_ctx *c, float *dX, size_t sdX, const float *dY, s
     note(c, "avgpool_bwd", cu_avgpool_bwd(c->stream, dX, sdX, dY, sdY, g, count));
 }
 
+void cu_seq_pool_fwd_op(backend_ctx *c, int max, float *Y, size_t sY, int32_t *arg, size_t sarg,
+                        const float *X, size_t sX, const float *tokens, size_t s_tokens, int n,
+                        int T, int C, int count)
+{
+    on(c);
+    note(c, "seq_pool_fwd",
+         cu_seq_pool_fwd(c->stream, max, Y, sY, arg, sarg, X, sX, tokens, s_tokens, n, T, C,
+                         count));
+}
+
+void cu_seq_pool_bwd_op(backend_ctx *c, int max, float *dX, size_t sdX, const float *dY,
+                        size_t sdY, const int32_t *arg, size_t sarg, const float *tokens,
+                        size_t s_tokens, int n, int T, int C, int count)
+{
+    on(c);
+    note(c, "seq_pool_bwd",
+         cu_seq_pool_bwd(c->stream, max, dX, sdX, dY, sdY, arg, sarg, tokens, s_tokens, n, T, C,
+                         count));
+}
+
 /* The models k0 .. k0 + m - 1 of o, the most one launch carries. */
 cu_bn_args bn_args(const bn_step *o, int k0, int m)
 {
@@ -839,6 +859,8 @@ backend_ops make_ops()
     o.lstm_bwd = cu_lstm_bwd_op;
     o.gru_fwd = cu_gru_fwd_op;
     o.gru_bwd = cu_gru_bwd_op;
+    o.seq_pool_fwd = cu_seq_pool_fwd_op;
+    o.seq_pool_bwd = cu_seq_pool_bwd_op;
     return o;
 }
 

@@ -743,6 +743,82 @@ __global__ void k_avgpool_bwd(float *DX, size_t sdX, const float *DY, size_t sdY
     }
 }
 
+/* ---- sequences [n, T, C] -------------------------------------------------- */
+
+/* A step of sample i is taken unless its token (tok [n, T], or none) is 0. */
+__device__ __forceinline__ bool step_taken(const float *tok, int i, int T, int t)
+{
+    return !tok || tok[(size_t)i * T + t] != 0.0f;
+}
+
+/* Y, arg (n, C) per model: one thread per sample and channel scans the
+ * steps in order, as kern_seq_pool_fwd: max (a later step wins only when
+ * larger; none taken: 0 and -1) or the sum divided by the steps taken. */
+__global__ void k_seq_pool_fwd(int max, float *Y, size_t sY, int32_t *ARG, size_t sarg,
+                               const float *X, size_t sX, const float *TOK, size_t stok, int n,
+                               int T, int C)
+{
+    float *y = Y + blockIdx.y * sY;
+    const float *x = X + blockIdx.y * sX;
+    const float *tok = TOK ? TOK + blockIdx.y * stok : nullptr;
+    size_t total = (size_t)n * (size_t)C;
+    ELEMENTS(e, total)
+    {
+        int i = (int)(e / (size_t)C), ch = (int)(e - (size_t)i * (size_t)C);
+        const float *xi = x + (size_t)i * T * C + ch;
+        float v = 0.0f;
+        int at = -1, taken = 0;
+        for (int t = 0; t < T; t++) {
+            if (!step_taken(tok, i, T, t))
+                continue;
+            float u = xi[(size_t)t * C];
+            if (max) {
+                if (taken == 0 || u > v) {
+                    v = u;
+                    at = t;
+                }
+            } else {
+                v += u;
+            }
+            taken++;
+        }
+        if (max)
+            ARG[blockIdx.y * sarg + e] = at;
+        else if (taken)
+            v /= (float)taken;
+        y[e] = v;
+    }
+}
+
+/* dX (n, T, C) per model: one thread per element; max, dY where arg is this
+ * step; mean, dY / (steps taken) at a step taken; 0 elsewhere. */
+__global__ void k_seq_pool_bwd(int max, float *DX, size_t sdX, const float *DY, size_t sdY,
+                               const int32_t *ARG, size_t sarg, const float *TOK, size_t stok,
+                               int n, int T, int C)
+{
+    float *dx = DX + blockIdx.y * sdX;
+    const float *dy = DY + blockIdx.y * sdY;
+    const float *tok = TOK ? TOK + blockIdx.y * stok : nullptr;
+    size_t total = (size_t)n * (size_t)T * (size_t)C;
+    ELEMENTS(e, total)
+    {
+        int ch = (int)(e % (size_t)C), st = (int)(e / (size_t)C);
+        int t = st % T, i = st / T;
+        size_t o = (size_t)i * C + ch;
+        float d = 0.0f;
+        if (max) {
+            if (ARG[blockIdx.y * sarg + o] == t)
+                d = dy[o];
+        } else if (step_taken(tok, i, T, t)) {
+            int taken = 0;
+            for (int u = 0; u < T; u++)
+                taken += step_taken(tok, i, T, u);
+            d = dy[o] / (float)taken;
+        }
+        dx[e] = d;
+    }
+}
+
 /* ---- batch normalization ------------------------------------------------- */
 
 /* Row phases of a batch-norm block, whose shape is (32, BN_PHASES). */
@@ -1235,6 +1311,30 @@ cudaError_t cu_avgpool_bwd(cudaStream_t s, float *dX, size_t sdX, const float *d
     if (count <= 0 || n == 0)
         return cudaSuccess;
     k_avgpool_bwd<<<grid_for(n, count), THREADS, 0, s>>>(dX, sdX, dY, sdY, *g);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_seq_pool_fwd(cudaStream_t s, int max, float *Y, size_t sY, int32_t *arg,
+                            size_t sarg, const float *X, size_t sX, const float *tokens,
+                            size_t s_tokens, int n, int T, int C, int count)
+{
+    size_t e = (size_t)n * (size_t)C;
+    if (count <= 0 || e == 0)
+        return cudaSuccess;
+    k_seq_pool_fwd<<<grid_for(e, count), THREADS, 0, s>>>(max, Y, sY, arg, sarg, X, sX, tokens,
+                                                          s_tokens, n, T, C);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_seq_pool_bwd(cudaStream_t s, int max, float *dX, size_t sdX, const float *dY,
+                            size_t sdY, const int32_t *arg, size_t sarg, const float *tokens,
+                            size_t s_tokens, int n, int T, int C, int count)
+{
+    size_t e = (size_t)n * (size_t)T * (size_t)C;
+    if (count <= 0 || e == 0)
+        return cudaSuccess;
+    k_seq_pool_bwd<<<grid_for(e, count), THREADS, 0, s>>>(max, dX, sdX, dY, sdY, arg, sarg,
+                                                          tokens, s_tokens, n, T, C);
     return cudaGetLastError();
 }
 

@@ -111,6 +111,15 @@ cudaError_t cu_avgpool_fwd(cudaStream_t s, float *Y, size_t sY, const float *X, 
                            const window_geom *g, int count);
 cudaError_t cu_avgpool_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
                            const window_geom *g, int count);
+/* Global pooling of sequences (backend_impl.h's seq_pool_fwd and _bwd):
+ * one thread per output (forward) or per element of dX (backward, a
+ * gather), the steps in order as the CPU takes them. */
+cudaError_t cu_seq_pool_fwd(cudaStream_t s, int max, float *Y, size_t sY, int32_t *arg,
+                            size_t sarg, const float *X, size_t sX, const float *tokens,
+                            size_t s_tokens, int n, int T, int C, int count);
+cudaError_t cu_seq_pool_bwd(cudaStream_t s, int max, float *dX, size_t sdX, const float *dY,
+                            size_t sdY, const int32_t *arg, size_t sarg, const float *tokens,
+                            size_t s_tokens, int n, int T, int C, int count);
 /* Batch normalization over rows x C; count <= CU_CHUNK. One block per 32
  * channels (fewer when C < 32) of a model reduces over all rows in double,
  * in a fixed order. */
