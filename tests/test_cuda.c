@@ -1520,6 +1520,74 @@ static void test_reasons(device_registry *reg, const char *why)
 }
 
 /* Everything against the CPU, on the device dg with the backend `gpu`. */
+/* ---- token ids (an embedding): gather_rows, scatter_add_rows ------------------ */
+
+/* n ids in [0, V) per model (stride sT, or one row for all), some repeated
+ * many times (the sums the adjoint makes), as floats. */
+static buf token_buf(size_t sT, int n, int V, int count)
+{
+    buf t = buf_make(sT ? sT * (size_t)count : (size_t)n, 0, 1);
+    for (size_t i = 0; i < t.n; i++)
+        t.h[i] = (float)(rng_next(&rng) % 4 == 0 ? 1 : rng_next(&rng) % (uint64_t)V);
+    gpu->copy_h2d(gc, t.d, t.h, t.n * sizeof(float));
+    return t;
+}
+
+static void test_tokens(int count, int shared, int n, int V, int dim)
+{
+    size_t sT = shared ? 0 : (size_t)n + 3, sW = (size_t)V * dim + 5, sY = (size_t)n * dim + 7;
+    buf tok = token_buf(sT, n, V, count);
+    buf W = buf_make(sW * (size_t)count, -1, 1), Y = buf_make(sY * (size_t)count, 7, 8);
+    char what[128];
+    snprintf(what, sizeof what, "gather_rows count %d n %d V %d dim %d%s", count, n, V, dim,
+             shared ? " (shared ids)" : "");
+    cpu->gather_rows(cc, Y.h, sY, tok.h, sT, W.h, sW, n, dim, count);
+    gpu->gather_rows(gc, Y.d, sY, tok.d, sT, W.d, sW, n, dim, count);
+    int wrong = 0;
+    for (int k = 0; k < count; k++)
+        for (int r = 0; r < n; r++)
+            wrong += memcmp(Y.h + k * sY + (size_t)r * dim,
+                            W.h + k * sW + (size_t)tok.h[k * sT + (size_t)r] * dim,
+                            (size_t)dim * sizeof(float)) != 0;
+    CHECK_MSG(wrong == 0, "%s: %d rows of the CPU's are not their table rows", what, wrong);
+    check_same(what, &Y);
+    /* The adjoint, over the table's padding too (it stays as it was). */
+    buf G = buf_make(sW * (size_t)count, 50, 60), dY = buf_make(sY * (size_t)count, -1, 1);
+    float *want = malloc(G.n * sizeof *want);
+    memcpy(want, G.h, G.n * sizeof *want);
+    for (int k = 0; k < count; k++) {
+        float *g = want + k * sW;
+        memset(g, 0, (size_t)V * dim * sizeof *g);
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < dim; j++)
+                g[(size_t)tok.h[k * sT + (size_t)r] * dim + j] += dY.h[k * sY + (size_t)r * dim + j];
+    }
+    snprintf(what, sizeof what, "scatter_add_rows count %d n %d V %d dim %d%s", count, n, V, dim,
+             shared ? " (shared ids)" : "");
+    cpu->scatter_add_rows(cc, G.h, sW, tok.h, sT, dY.h, sY, n, V, dim, count);
+    gpu->scatter_add_rows(gc, G.d, sW, tok.d, sT, dY.d, sY, n, V, dim, count);
+    CHECK_MSG(memcmp(want, G.h, G.n * sizeof *want) == 0,
+              "%s: the CPU's sums are not the rows added in order", what);
+    check_same(what, &G);
+    check_no_error(what);
+    free(want);
+    buf_free(&tok);
+    buf_free(&W);
+    buf_free(&Y);
+    buf_free(&G);
+    buf_free(&dY);
+}
+
+static void test_token_ops(void)
+{
+    for (int c = 1; c <= 3; c += 2) {
+        test_tokens(c, 0, 37, 11, 9);
+        test_tokens(c, 1, 37, 11, 9);
+    }
+    test_tokens(2, 0, 3000, 50, 70); /* many rows to a table row: long sums; the CPU's team */
+    test_tokens(70, 1, 20, 5, 3);    /* more models than the GPU's groups of rows */
+}
+
 static void run_all(device_registry *reg, cohort_device *dg)
 {
     cohort_error err;
@@ -1533,6 +1601,7 @@ static void run_all(device_registry *reg, cohort_device *dg)
     }
     test_ops();
     test_image_ops();
+    test_token_ops();
     /* The ops alone (gpu-check under compute-sanitizer, where whole epochs
      * would take minutes). */
     const char *ops_only = getenv("COHORT_TEST_CUDA_OPS_ONLY");

@@ -1883,12 +1883,137 @@ static void cleanup(void)
 {
     static const char *files[] = {"img", "lbl", "img_gz", "lbl_gz", "big_gz", "big_lbl_gz",
                                   "img_unused", "t.csv", "chunks.csv", "x.npy", "y.npy", "t.npz",
-                                  "simg", "slbl", "simg_other", "r.csv", "r2.csv"};
+                                  "simg", "slbl", "simg_other", "r.csv", "r2.csv",
+                                  "tx.npy", "ty.npy", "timg", "tlbl"};
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         unlink(tpath(p, files[i]));
     if (rmdir(tmpdir) != 0)
         fprintf(stderr, "test_data: could not remove %s\n", tmpdir);
+}
+
+/* ---- token ids (an embedding's input): read as they are, checked ---- */
+
+/* ds read from spec with opt, checked as token ids in [0, limit): the
+ * status, and the message in err. */
+static cohort_status tokens_check(const char *spec, int tokens, int64_t limit,
+                                  cohort_dataset **out, cohort_error *err)
+{
+    data_options opt = {.tokens = tokens};
+    cohort_status st = data_load(spec, &opt, out, err);
+    CHECK_MSG(st == COHORT_OK, "%s: %s", spec, st ? err->message : "");
+    if (st)
+        return st;
+    data_tokens scan;
+    data_tokens_scan(*out, &scan);
+    return data_check_tokens(*out, &scan, limit, "model 'm': its embedding (layers.0)", err);
+}
+
+static void test_tokens(void)
+{
+    cohort_error err;
+    cohort_dataset *ds = NULL;
+    char a[512], b[512], spec[1200];
+    const char *y2 = "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }";
+    int64_t yl[2] = {0, 1};
+    write_npy(tpath(b, "ty.npy"), 1, y2, yl, sizeof yl);
+
+    /* uint8 [2, 3]: as they are with tokens, scaled by 1/255 without. */
+    unsigned char xu[6] = {0, 200, 255, 3, 1, 29};
+    write_npy(tpath(a, "tx.npy"), 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }",
+              xu, sizeof xu);
+    snprintf(spec, sizeof spec, "npy:%s,%s", a, b);
+    CHECK(tokens_check(spec, 1, 256, &ds, &err) == COHORT_OK);
+    if (ds) {
+        CHECK(ds->x_ints && strcmp(ds->x_dtype, "uint8") == 0);
+        CHECK(ds->x[0] == 0 && ds->x[1] == 200 && ds->x[2] == 255 && ds->x[5] == 29);
+    }
+    data_free(ds);
+    CHECK(tokens_check(spec, 1, 255, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "model 'm': its embedding (layers.0) takes token ids in [0, 255), "
+                                "but npy:");
+    CHECK_CONTAINS(err.message, "has x[0, 2] = 255 (its largest id is 255: input_dim must be at "
+                                "least 256)");
+    data_free(ds);
+    ds = NULL;
+    CHECK(data_load(spec, NULL, &ds, &err) == COHORT_OK);
+    if (ds) {
+        CHECK(!ds->x_ints && strcmp(ds->x_dtype, "uint8") == 0);
+        CHECK(ds->x[2] == 1.0f && ds->x[3] == 3.0f / 255.0f);
+    }
+    data_free(ds);
+    ds = NULL;
+
+    /* int64 and int16, big-endian: exact; the first id too large is named. */
+    int64_t xl[6] = {5, 0, 16777215, 7, 30, 31};
+    write_npy(a, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }", xl, sizeof xl);
+    CHECK(tokens_check(spec, 1, 16777216, &ds, &err) == COHORT_OK);
+    CHECK(ds && ds->x[2] == 16777215.0f && strcmp(ds->x_dtype, "int64") == 0 && ds->x_ints);
+    data_free(ds);
+    CHECK(tokens_check(spec, 1, 30, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "has x[0, 2] = 16777215");
+    data_free(ds);
+    unsigned char be[12] = {0, 1, 0, 2, 0, 3, 0, 4, 0xff, 0xfe, 0, 6}; /* 1 2 3 4 -2 6 */
+    write_npy(a, 1, "{'descr': '>i2', 'fortran_order': False, 'shape': (2, 3), }", be, sizeof be);
+    CHECK(tokens_check(spec, 1, 30, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "has x[1, 1] = -2, a negative id");
+    CHECK(ds && ds->x[0] == 1 && ds->x[5] == 6);
+    data_free(ds);
+
+    /* Float and bool arrays are refused, even of whole numbers. */
+    float xf[6] = {1, 2, 3, 4, 5, 6};
+    write_npy(a, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", xf, sizeof xf);
+    CHECK(tokens_check(spec, 1, 30, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "holds float32 values (x[0, 0] is 1); save the ids as an integer "
+                                "array (x.astype(np.int32))");
+    data_free(ds);
+    xf[4] = 2.5f;
+    write_npy(a, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", xf, sizeof xf);
+    CHECK(tokens_check(spec, 1, 30, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "holds float32 values (x[1, 1] is 2.5)");
+    data_free(ds);
+    unsigned char xb[6] = {1, 0, 1, 1, 0, 0};
+    write_npy(a, 1, "{'descr': '|b1', 'fortran_order': False, 'shape': (2, 3), }", xb, sizeof xb);
+    CHECK(tokens_check(spec, 1, 30, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "holds bool values");
+    data_free(ds);
+
+    /* NPZ: uint8 as it is too. */
+    unsigned char zx[256], zy[256], zip[4096];
+    size_t zxl = make_npy(zx, 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }",
+                          xu, sizeof xu);
+    size_t zyl = make_npy(zy, 1, y2, yl, sizeof yl);
+    zmember m[2] = {{"x.npy", zx, zxl, 1, 0, 0}, {"y.npy", zy, zyl, 0, 0, 0}};
+    size_t eocd, zl = make_zip(zip, sizeof zip, m, 2, &eocd);
+    write_file(tpath(a, "t.npz"), zip, zl);
+    snprintf(spec, sizeof spec, "npz:%s", a);
+    CHECK(tokens_check(spec, 1, 256, &ds, &err) == COHORT_OK);
+    CHECK(ds && ds->x_ints && ds->x[1] == 200 && ds->x[2] == 255);
+    data_free(ds);
+    snprintf(spec, sizeof spec, "npz:%s:x,y", a);
+    CHECK(tokens_check(spec, 1, 256, &ds, &err) == COHORT_OK);
+    CHECK(ds && ds->x_ints && ds->x[1] == 200);
+    data_free(ds);
+
+    /* CSV: integers are ids; a fraction is named by its element. */
+    const char *csv = "a,b,c,label\n1,2,3,0\n4,0,6,1\n";
+    write_file(tpath(a, "t.csv"), csv, strlen(csv));
+    snprintf(spec, sizeof spec, "csv:%s", a);
+    CHECK(tokens_check(spec, 1, 7, &ds, &err) == COHORT_OK);
+    CHECK(ds && !ds->x_ints && ds->x_dtype[0] == 0 && ds->x[3] == 4);
+    data_free(ds);
+    csv = "a,b,c,label\n1,2,3,0\n4,0.5,6,1\n";
+    write_file(a, csv, strlen(csv));
+    CHECK(tokens_check(spec, 1, 7, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "has x[1, 1] = 0.5, not an integer");
+    data_free(ds);
+
+    /* IDX images are pixels. */
+    write_idx_pair(tpath(a, "timg"), tpath(b, "tlbl"), 1, 3, 12, 3);
+    snprintf(spec, sizeof spec, "idx:%s,%s", a, b);
+    CHECK(tokens_check(spec, 1, 256, &ds, &err) == COHORT_ERR_INPUT);
+    CHECK_CONTAINS(err.message, "holds IDX images");
+    data_free(ds);
 }
 
 int main(void)
@@ -1911,6 +2036,7 @@ int main(void)
     test_shapes();
     test_split();
     test_load();
+    test_tokens();
     cleanup();
     return check_done("test_data");
 }

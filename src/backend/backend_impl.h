@@ -19,8 +19,9 @@
 #include <stdint.h>
 
 /* Never reused: 8 was briefly taken (2026-12-05); 11: the recurrent steps;
- * 12: dilated windows (window_geom's dh, dw), seq_pool_fwd and _bwd. */
-#define COHORT_BACKEND_API_VERSION 12
+ * 12: dilated windows (window_geom's dh, dw), seq_pool_fwd and _bwd; 13: gather_rows,
+ * scatter_add_rows. */
+#define COHORT_BACKEND_API_VERSION 13
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -395,6 +396,19 @@ typedef struct backend_ops {
     void (*seq_pool_bwd)(backend_ctx *ctx, int max, float *dX, size_t sdX, const float *dY,
                          size_t sdY, const int32_t *arg, size_t sarg, const float *tokens,
                          size_t s_tokens, int n, int T, int C, int count);
+
+    /* -- token ids (an embedding). tok holds n ids as floats (exact below
+     * 2^24), each in [0, V) (checked with the data, data_check_tokens), at
+     * stride sT per model (0: one input read by every model). -- */
+    /* Y[r][:] = W[tok[r]][:] for r < n: row tok[r] of each model's table W
+     * [V, dim] (stride sW) into Y [n, dim] (stride sY). */
+    void (*gather_rows)(backend_ctx *ctx, float *Y, size_t sY, const float *tok, size_t sT,
+                        const float *W, size_t sW, int n, int dim, int count);
+    /* The adjoint: G = 0 ([V, dim], stride sG), then G[tok[r]][:] += dY[r][:]
+     * for r = 0, 1, ..., n - 1 in that order (dY [n, dim], stride sdY), so
+     * that each sum is the same bits on every backend and thread count. */
+    void (*scatter_add_rows)(backend_ctx *ctx, float *G, size_t sG, const float *tok, size_t sT,
+                             const float *dY, size_t sdY, int n, int V, int dim, int count);
 } backend_ops;
 
 /* The CPU backend (what else it offers: backend/cpu/cpu.h). */

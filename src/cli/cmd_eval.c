@@ -66,7 +66,18 @@ static int load_model(const char *cmd, const char *weights, const char *data,
     /* A CSV's label column: --label-column, else the one training read. */
     dopt.label_column = label_column ? label_column
                         : l->m.label_column[0] ? l->m.label_column : NULL;
+    /* An embedding's token ids: read as train read them, and checked, since
+     * an id out of range would index past its table. */
+    const model_spec *sp = &l->m.plan->models[0];
+    dopt.tokens = run_takes_tokens(sp);
     if (data_load(data, &dopt, &l->ds, &err)) {
+        loaded_free(l);
+        return cli_usage_error(cmd, "%s", err.message);
+    }
+    data_tokens scan;
+    if (dopt.tokens)
+        data_tokens_scan(l->ds, &scan);
+    if (dopt.tokens && run_check_tokens(sp, l->ds, &scan, &err)) {
         loaded_free(l);
         return cli_usage_error(cmd, "%s", err.message);
     }
@@ -96,7 +107,6 @@ static int load_model(const char *cmd, const char *weights, const char *data,
     }
     /* Classes come from the weights: a label the last layer has no unit
      * for cannot be scored (mse on one output takes the label as a number). */
-    const model_spec *sp = &l->m.plan->models[0];
     int n_out = group_layout(l->m.g)->n_out;
     /* Real-valued targets must be as wide as the output. */
     if (l->ds->has_labels && group_layout(l->m.g)->metric == METRIC_ERRORS && n_out > 1 &&

@@ -34,6 +34,10 @@ typedef struct cohort_dataset {
     int has_labels;    /* 0: read without labels (data_options.unlabeled_dim); y all 0 */
     char **class_names; /* NULL, or n_classes names, owned: text labels (CSV), sorted by
                            strcmp; label i is class_names[i] */
+    char x_dtype[12];  /* NPY/NPZ: numpy's name of x's dtype ("uint8", "float32"); "" for
+                          CSV, IDX and in-memory data (floats) */
+    int x_ints;        /* x holds the integers of an integer NPY/NPZ array as they are
+                          (data_options.tokens: token ids, uint8 not scaled) */
     char source[1024]; /* the spec it was read from, for messages */
     unsigned borrowed; /* DATA_BORROW_*: arrays the caller owns (memory:), not freed here */
 } cohort_dataset;
@@ -62,6 +66,10 @@ typedef struct data_options {
     int64_t unlabeled_dim;
     const cohort_data *memory; /* the datasets of memory:NAME specs, [n_memory] */
     int n_memory;
+    /* 1: the models read x as token ids (their first layer is an embedding):
+     * an NPY/NPZ array of an integer type is read as it is, uint8 too, which
+     * is otherwise scaled by 1/255 (x_ints); data_check_tokens checks them */
+    int tokens;
 } data_options;
 
 /*
@@ -79,7 +87,8 @@ typedef struct data_options {
  *                          refused when it has both x_train and x_test arrays)
  *   npz:FILE:X,Y           the arrays named X and Y (npz:FILE:X: inputs only, when
  *                          opt->unlabeled_dim != 0)
- * uint8 inputs are scaled to [0, 1]. On error *out is NULL and err names the
+ * uint8 inputs are scaled to [0, 1], except as tokens (data_options.tokens).
+ * On error *out is NULL and err names the
  * file and what is wrong with it; exit status 2 for the CLI (COHORT_ERR_INPUT
  * or COHORT_ERR_IO).
  */
@@ -119,6 +128,33 @@ cohort_status data_read_npz(const char *path, cohort_dataset **out, cohort_error
  * only, has_labels 0); xname NULL: as data_read_npz. */
 cohort_status data_read_npz_named(const char *path, const char *xname, const char *yname,
                                   cohort_dataset **out, cohort_error *err);
+/* data_read_npy and data_read_npz_named with data_options.tokens. */
+cohort_status data_read_npy_as(const char *x_path, const char *y_path, int tokens,
+                               cohort_dataset **out, cohort_error *err);
+cohort_status data_read_npz_as(const char *path, const char *xname, const char *yname,
+                               int tokens, cohort_dataset **out, cohort_error *err);
+
+/*
+ * Token ids (an embedding's input): what data_check_tokens needs of a
+ * dataset, found in one pass (data_tokens_scan) and kept for every model
+ * that reads it. An id is x's float value, exact below 2^24.
+ */
+typedef struct data_tokens {
+    int64_t bad;  /* the first element (flat index into x) that is no id: negative, or not
+                     an integer; -1: none */
+    float max;    /* the largest value */
+} data_tokens;
+void data_tokens_scan(const cohort_dataset *ds, data_tokens *t);
+/*
+ * COHORT_ERR_INPUT unless every value of ds is a token id in [0, limit):
+ * ds holds integers (an integer NPY/NPZ array read as tokens, or CSV or
+ * in-memory values that are all integers: not float, bool or IDX data), none
+ * negative nor limit or more. The message names `who` (the layer that reads
+ * them, "model 'm': embedding (input_dim 30)"), the data, and the element
+ * and its value, "x[3, 7] is 31". scan: data_tokens_scan's of ds.
+ */
+cohort_status data_check_tokens(const cohort_dataset *ds, const data_tokens *scan, int64_t limit,
+                                const char *who, cohort_error *err);
 
 void data_free(cohort_dataset *ds);
 

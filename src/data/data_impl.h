@@ -143,8 +143,10 @@ cohort_status data_src_finish(data_src *src, cohort_error *err);
 /* Release the inflate state (not the FILE). Safe to call twice. */
 void data_src_close(data_src *src);
 
-/* An array read from an .npy stream, converted to x floats or y labels. */
-typedef enum data_npy_role { DATA_NPY_X, DATA_NPY_Y } data_npy_role;
+/* An array read from an .npy stream, converted to x floats or y labels.
+ * DATA_NPY_TOKENS is x read as token ids (data_options.tokens): an integer
+ * array's values as they are, uint8 unscaled. */
+typedef enum data_npy_role { DATA_NPY_X, DATA_NPY_Y, DATA_NPY_TOKENS } data_npy_role;
 
 typedef struct data_npy_array {
     int64_t n, dim;  /* rows, and the product of the other dimensions */
@@ -154,12 +156,15 @@ typedef struct data_npy_array {
                         that are not all class numbers */
     float *t;        /* role Y: real-valued targets [n, dim] (float, bool or multi-column
                         arrays), owned by the caller; NULL for integer labels */
+    char dtype[12];  /* numpy's name of the file's dtype: "uint8", "float32", "bool" */
+    int ints;        /* role TOKENS: an integer dtype, read as it is (cohort_dataset.x_ints) */
 } data_npy_array;
 
 /*
  * Parse an .npy stream (versions 1.0, 2.0, 3.0; either byte order; C or
  * Fortran order, returned in C order) from src and convert it. X: f2, f4, f8,
- * |u1 (scaled by 1/255), another integer type or bool (as is); a value that
+ * |u1 (scaled by 1/255), another integer type or bool (as is); TOKENS as X
+ * but |u1 as it is too; a value that
  * is not a finite float32 (NaN, inf, 1e39 in f8) is an error naming its index.
  * Y: an integer type of shape [n] or [n, 1] is class
  * labels in [0, DATA_MAX_LABEL]; floats, booleans and rows of several
@@ -172,8 +177,13 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
                             cohort_error *err);
 
 /* x from one .npy and y from another into a dataset: checks that the row
- * counts agree ("x has 100 rows, y has 99"). Takes ownership of both. */
+ * counts agree ("x has 100 rows, y has 99"). Takes ownership of both. The
+ * dataset gets x's dtype and ints. */
 cohort_status data_npy_pair(data_npy_array *x, data_npy_array *y, const char *source,
                             cohort_dataset **out, cohort_error *err);
+/* x alone into a dataset without labels (data_make_unlabeled), with x's dtype
+ * and ints. Takes ownership of x. */
+cohort_status data_npy_alone(data_npy_array *x, const char *source, cohort_dataset **out,
+                             cohort_error *err);
 
 #endif

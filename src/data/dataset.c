@@ -456,8 +456,9 @@ static cohort_status load_npz(const char *spec, const char *rest, const data_opt
                               cohort_dataset **out, cohort_error *err)
 {
     const char *colon = strrchr(rest, ':');
+    int tokens = opt && opt->tokens;
     if (!colon || strchr(colon, '/') || file_exists(rest))
-        return data_read_npz(rest, out, err);
+        return data_read_npz_as(rest, NULL, NULL, tokens, out, err);
     char path[4096], x[256], y[256];
     size_t plen = (size_t)(colon - rest);
     const char *names = colon + 1, *comma = strchr(names, ',');
@@ -479,7 +480,7 @@ static cohort_status load_npz(const char *spec, const char *rest, const data_opt
     x[xlen] = 0;
     if (comma)
         memcpy(y, comma + 1, strlen(comma + 1) + 1);
-    return data_read_npz_named(path, x, comma ? y : NULL, out, err);
+    return data_read_npz_as(path, x, comma ? y : NULL, tokens, out, err);
 }
 
 /* The reader for spec; fills *out without touching its source. */
@@ -673,12 +674,14 @@ static cohort_status load_spec(const char *spec, const data_options *opt, cohort
             return st;
         return data_read_idx(a, b, out, err);
     }
+    int tokens = opt && opt->tokens;
     if (PREFIX_IS("npy") && !strchr(rest, ','))
-        return data_read_npy(rest, NULL, out, err); /* inputs only (data_spec_check) */
+        return data_read_npy_as(rest, NULL, tokens, out, err); /* inputs only (data_spec_check) */
     if (PREFIX_IS("idx") || PREFIX_IS("npy")) {
         if ((st = split_pair(spec, rest, a, b, sizeof a, err)))
             return st;
-        return PREFIX_IS("idx") ? data_read_idx(a, b, out, err) : data_read_npy(a, b, out, err);
+        return PREFIX_IS("idx") ? data_read_idx(a, b, out, err)
+                                : data_read_npy_as(a, b, tokens, out, err);
     }
     if (PREFIX_IS("csv"))
         return data_read_csv_cols(rest, opt ? opt->label_column : NULL,

@@ -411,6 +411,16 @@ static cohort_status read_header(data_src *src, npy_header *h, cohort_error *err
     return st;
 }
 
+/* numpy's name of the dtype ("uint8", "float32", "bool"), for messages. */
+static void dtype_name(const npy_header *h, char *buf, size_t n)
+{
+    static const char *const kinds[] = {"float", "float", "float", "int", "uint", "bool"};
+    if (h->kind == NPY_BOOL)
+        snprintf(buf, n, "bool");
+    else
+        snprintf(buf, n, "%s%zu", kinds[h->kind], 8 * h->itemsize);
+}
+
 /* ---- conversion ------------------------------------------------------ */
 
 /* IEEE half precision to float: exact, subnormals, inf and NaN too. */
@@ -662,18 +672,19 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
     cohort_status st = read_header(src, &h, err);
     if (st)
         return st;
-    const char *who = role == DATA_NPY_X ? "x" : "y";
+    int is_x = role != DATA_NPY_Y;
+    const char *who = is_x ? "x" : "y";
     if (!parse_descr(&h))
         return cohort_fail(err, COHORT_ERR_INPUT,
                            "%s: dtype '%s' is not supported for %s (%s)", src->name, h.descr,
                            who,
-                           role == DATA_NPY_X ? "float16, float32, float64, an integer type or bool"
+                           is_x ? "float16, float32, float64, an integer type or bool"
                                               : "integer class labels, or float or bool targets");
     char shape[256];
     format_shape(&h, shape, sizeof shape);
     if (h.ndim == 0)
         return cohort_fail(err, COHORT_ERR_INPUT, "%s: %s is a scalar; expected shape %s",
-                           src->name, who, role == DATA_NPY_X ? "(n, ...)" : "(n,)");
+                           src->name, who, is_x ? "(n, ...)" : "(n,)");
     uint64_t n = h.shape[0], dim = 1;
     for (int i = 1; i < h.ndim; i++)
         if (__builtin_mul_overflow(dim, h.shape[i], &dim))
@@ -687,7 +698,7 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
     int targets = role == DATA_NPY_Y && (dim != 1 || h.kind == NPY_F16 || h.kind == NPY_F32 ||
                                          h.kind == NPY_F64 ||
                                          h.kind == NPY_BOOL);
-    st = role == DATA_NPY_X || targets ? data_check_x(n, dim, src->name, err)
+    st = is_x || targets ? data_check_x(n, dim, src->name, err)
                                        : data_check_x(n, 1, src->name, err);
     if (st)
         return st;
@@ -701,8 +712,8 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
                            src->name, shape, h.descr, (unsigned long long)bytes,
                            (unsigned long long)src->left);
     npy_bad bad = {count, 0};
-    if (role == DATA_NPY_X || targets) {
-        float **to = role == DATA_NPY_X ? &out->x : &out->t;
+    if (is_x || targets) {
+        float **to = is_x ? &out->x : &out->t;
         if ((st = data_alloc_x(n, dim, src->name, to, err)))
             return st;
         st = read_x(src, &h, count, *to, role == DATA_NPY_X, &bad, err);
@@ -735,6 +746,8 @@ cohort_status data_npy_read(data_src *src, data_npy_role role, data_npy_array *o
     out->n = (int64_t)n;
     out->dim = (int64_t)dim;
     out->shape = data_shape_of(h.shape + 1, h.ndim - 1);
+    dtype_name(&h, out->dtype, sizeof out->dtype);
+    out->ints = role == DATA_NPY_TOKENS && (h.kind == NPY_INT || h.kind == NPY_UINT);
     return COHORT_OK;
 }
 
@@ -761,6 +774,10 @@ cohort_status data_npy_pair(data_npy_array *x, data_npy_array *y, const char *so
     } else {
         st = data_make(x->x, labels, x->n, x->dim, &x->shape, source, out, err);
     }
+    if (!st) {
+        str_copy((*out)->x_dtype, sizeof (*out)->x_dtype, x->dtype);
+        (*out)->x_ints = x->ints;
+    }
     if (!st && y->t) {
         (*out)->t = y->t;
         (*out)->t_dim = y->dim;
@@ -772,6 +789,18 @@ cohort_status data_npy_pair(data_npy_array *x, data_npy_array *y, const char *so
     x->x = NULL;
     y->y = NULL;
     y->t = NULL;
+    return st;
+}
+
+cohort_status data_npy_alone(data_npy_array *x, const char *source, cohort_dataset **out,
+                             cohort_error *err)
+{
+    cohort_status st = data_make_unlabeled(x->x, x->n, x->dim, &x->shape, source, out, err);
+    x->x = NULL;
+    if (!st) {
+        str_copy((*out)->x_dtype, sizeof (*out)->x_dtype, x->dtype);
+        (*out)->x_ints = x->ints;
+    }
     return st;
 }
 
@@ -805,19 +834,25 @@ static cohort_status read_npy_file(const char *path, data_npy_role role, data_np
 cohort_status data_read_npy(const char *x_path, const char *y_path, cohort_dataset **out,
                             cohort_error *err)
 {
+    return data_read_npy_as(x_path, y_path, 0, out, err);
+}
+
+cohort_status data_read_npy_as(const char *x_path, const char *y_path, int tokens,
+                               cohort_dataset **out, cohort_error *err)
+{
     if (!out)
         return cohort_fail(err, COHORT_ERR_USAGE, "data_read_npy: out is NULL");
     *out = NULL;
     if (!x_path)
         return cohort_fail(err, COHORT_ERR_USAGE, "data_read_npy: missing path");
     data_npy_array x, y;
-    cohort_status st = read_npy_file(x_path, DATA_NPY_X, &x, err);
+    cohort_status st = read_npy_file(x_path, tokens ? DATA_NPY_TOKENS : DATA_NPY_X, &x, err);
     if (st)
         return st;
     if (!y_path) {
         char src1[1100];
         snprintf(src1, sizeof src1, "npy:%s", x_path);
-        return data_make_unlabeled(x.x, x.n, x.dim, &x.shape, src1, out, err);
+        return data_npy_alone(&x, src1, out, err);
     }
     if ((st = read_npy_file(y_path, DATA_NPY_Y, &y, err))) {
         free(x.x);

@@ -453,6 +453,12 @@ cohort_status data_read_npz(const char *path, cohort_dataset **out, cohort_error
 cohort_status data_read_npz_named(const char *path, const char *xname, const char *yname,
                                   cohort_dataset **out, cohort_error *err)
 {
+    return data_read_npz_as(path, xname, yname, 0, out, err);
+}
+
+cohort_status data_read_npz_as(const char *path, const char *xname, const char *yname,
+                               int tokens, cohort_dataset **out, cohort_error *err)
+{
     if (!out)
         return cohort_fail(err, COHORT_ERR_USAGE, "data_read_npz: out is NULL");
     *out = NULL;
@@ -465,7 +471,7 @@ cohort_status data_read_npz_named(const char *path, const char *xname, const cha
     if (!st)
         st = xname ? find_named(&z, xname, yname, &ex, &ey, err) : pick_members(&z, &ex, &ey, err);
     if (!st)
-        st = read_member(&z, ex, DATA_NPY_X, &x, err);
+        st = read_member(&z, ex, tokens ? DATA_NPY_TOKENS : DATA_NPY_X, &x, err);
     if (!st && ey)
         st = read_member(&z, ey, DATA_NPY_Y, &y, err);
     zip_close(&z);
@@ -477,6 +483,6 @@ cohort_status data_read_npz_named(const char *path, const char *xname, const cha
     char source[1100];
     snprintf(source, sizeof source, "npz:%s", path);
     if (!ey)
-        return data_make_unlabeled(x.x, x.n, x.dim, &x.shape, source, out, err);
+        return data_npy_alone(&x, source, out, err);
     return data_npy_pair(&x, &y, source, out, err);
 }

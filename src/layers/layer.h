@@ -145,6 +145,12 @@ typedef struct layer_ops {
      * the first layer's for as long as its batch stays, a later layer's
      * made at every forward pass (step.c) */
     int uses_xt;
+    /* Its input is token ids (an embedding, the model's first layer): it takes
+     * the ids [0, tokens(ls)) (its input_dim). A model whose first layer has
+     * it reads its data as ids (integer NPY/NPZ arrays as they are, uint8 not
+     * scaled: data_options.tokens), each checked before anything trains
+     * (data_check_tokens). NULL: its input is values. */
+    int64_t (*tokens)(const layer_spec *ls);
     /* Multiply-adds per sample of the forward pass (NULL: none worth counting). */
     double (*macs)(const layer_plan *lp);
 

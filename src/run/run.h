@@ -212,6 +212,17 @@ cohort_status run_claim_out_dir(cohort_run *run, cohort_error *err);
  * training data, eval and predict their data, with the same message. */
 cohort_status run_check_targets(const model_spec *s, int n_out, const cohort_dataset *ds,
                                 cohort_error *err);
+/* The model reads its data as token ids: its first layer is an embedding
+ * (an entry with layer_ops.tokens). */
+int run_takes_tokens(const model_spec *s);
+/* ds is what a model of spec s reads: for a model that takes token ids,
+ * every value of ds is one in its first layer's range (data_check_tokens,
+ * with scan, data_tokens_scan's of ds); for any other model, ds was not read
+ * as token ids where that changed its values (uint8 arrays, unscaled for the
+ * run's embeddings). Train checks each of its datasets, eval and predict
+ * theirs. */
+cohort_status run_check_tokens(const model_spec *s, const cohort_dataset *ds,
+                               const data_tokens *scan, cohort_error *err);
 /* Apply a plan's devices: section (splits, policies, limits) to r; errors
  * name the plan's file and line. */
 cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, cohort_error *err);

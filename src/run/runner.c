@@ -1,6 +1,7 @@
 /* cohort_run: its creation (datasets, devices, the model entries, memory plans,
  * placement, the auto strategy, the output directory), its results read back, and its
  * release. Training is strategy.c's (run/jobs.h). */
+#include "layers/layer.h"
 #include "run/run.h"
 #include "run/shard.h"
 #include "util/util.h"
@@ -78,6 +79,11 @@ static cohort_status load_data(cohort_run *run, cohort_error *err)
                          .label_columns = d->label_columns[0] ? d->label_columns : NULL,
                          .memory = run->opt.memory,
                          .n_memory = run->opt.n_memory};
+    /* Token ids where a model's first layer takes them: an integer array is
+     * read as it is, for every model (run_check_tokens refuses a model that
+     * would read uint8 values unscaled without an embedding). */
+    for (int i = 0; i < run->plan->n_models; i++)
+        dopt.tokens |= run_takes_tokens(&run->plan->models[i]);
     side_load side = {run, &dopt, COHORT_OK, {0}};
     pthread_t t;
     int threaded =
@@ -221,6 +227,29 @@ cohort_status run_check_targets(const model_spec *s, int n_out, const cohort_dat
                            "units; make it {dense: %lld}",
                            s->name, ds->source, (long long)ds->t_dim, n_out, (long long)ds->t_dim);
     return COHORT_OK;
+}
+
+int run_takes_tokens(const model_spec *s)
+{
+    return s->n_layers > 0 && s->layers[0].kind->tokens != NULL;
+}
+
+cohort_status run_check_tokens(const model_spec *s, const cohort_dataset *ds,
+                               const data_tokens *scan, cohort_error *err)
+{
+    const layer_spec *ls = &s->layers[0];
+    if (!run_takes_tokens(s)) {
+        if (ds->x_ints && strcmp(ds->x_dtype, "uint8") == 0)
+            return cohort_fail(err, COHORT_ERR_INPUT,
+                               "model '%s' reads %s (uint8) as values, scaled by 1/255, but the "
+                               "plan's embeddings read it as token ids, unscaled; train them "
+                               "from separate plans",
+                               s->name, ds->source);
+        return COHORT_OK;
+    }
+    char who[COHORT_NAME_MAX + 64];
+    snprintf(who, sizeof who, "model '%s': its %s (layers.0)", s->name, ls->kind->name);
+    return data_check_tokens(ds, scan, ls->kind->tokens(ls), who, err);
 }
 
 cohort_status devices_apply_plan(device_registry *r, const cohort_plan *plan, cohort_error *err)
@@ -482,6 +511,10 @@ static cohort_status make_entries(cohort_run *run, cohort_error *err)
     if (!run->m)
         return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
     cohort_status st = COHORT_OK;
+    /* Each dataset's token ids scanned once, for every model that reads them. */
+    const cohort_dataset *sets[3] = {run->train_ds, run->val_ds, run->test_ds};
+    data_tokens scans[3];
+    int scanned = 0;
     for (int i = 0; !st && i < run->n; i++) {
         model_entry *e = &run->m[i];
         e->spec = &plan->models[i];
@@ -492,6 +525,14 @@ static cohort_status make_entries(cohort_run *run, cohort_error *err)
         st = model_layout_make(e->spec, run->in_shape, run->n_classes, 1, &e->L, err);
         if (!st)
             st = run_check_targets(e->spec, e->L.n_out, run->train_ds, err);
+        for (int d = 0; !scanned && run_takes_tokens(e->spec) && d < 3; d++)
+            if (sets[d])
+                data_tokens_scan(sets[d], &scans[d]);
+        scanned |= run_takes_tokens(e->spec);
+        for (int d = 0; !st && d < 3; d++)
+            if (sets[d] && (st = run_check_tokens(e->spec, sets[d], &scans[d], err)) &&
+                run_takes_tokens(e->spec))
+                e->L.error_line = e->spec->layers[0].line;
         if (!st)
             warn_monitors(run, e);
         /* An init_from file that does not fit the model is bad input, found

@@ -1308,6 +1308,73 @@ static void cpu_lstm_bwd(backend_ctx *c, const rnn_step *s) { rnn_run(c, kern_ls
 static void cpu_gru_fwd(backend_ctx *c, const rnn_step *s) { rnn_run(c, kern_gru_fwd, s, 75); }
 static void cpu_gru_bwd(backend_ctx *c, const rnn_step *s) { rnn_run(c, kern_gru_bwd, s, 20); }
 
+/* ---- token ids (an embedding) ---- */
+
+typedef struct rows_of_job {
+    float *out;
+    const float *tok, *in;
+    size_t s_out, sT, s_in;
+    int n, V, dim, count;
+} rows_of_job;
+
+/* Rows r0..r1 of every model: each a copy, any split gives the same. */
+static void gather_part(void *p, int part, int parts)
+{
+    const rows_of_job *j = p;
+    int r0, r1;
+    part_range(j->n * j->count, 1, part, parts, &r0, &r1);
+    size_t dim = (size_t)j->dim;
+    for (int t = r0; t < r1; t++) {
+        int k = t / j->n, r = t % j->n;
+        size_t id = (size_t)j->tok[k * j->sT + (size_t)r];
+        memcpy(j->out + k * j->s_out + (size_t)r * dim, j->in + k * j->s_in + id * dim,
+               dim * sizeof(float));
+    }
+}
+
+static void cpu_gather_rows(backend_ctx *c, float *Y, size_t sY, const float *tok, size_t sT,
+                            const float *W, size_t sW, int n, int dim, int count)
+{
+    rows_of_job j = {Y, tok, W, sY, sT, sW, n, 0, dim, count};
+    double work = (double)n * dim * count;
+    team_run(c, gather_part, &j, work >= GATHER_MIN_SPLIT ? POOL_MIN_WORK : 0.0);
+}
+
+/* Columns of 16 floats, (model, block) pairs split among the parts: each
+ * column's sums run over the rows in order, whatever the split. */
+#define SCATTER_COLS 16
+
+static void scatter_part(void *p, int part, int parts)
+{
+    const rows_of_job *j = p;
+    int blocks = (j->dim + SCATTER_COLS - 1) / SCATTER_COLS, b0, b1;
+    part_range(blocks * j->count, 1, part, parts, &b0, &b1);
+    size_t dim = (size_t)j->dim;
+    for (int b = b0; b < b1; b++) {
+        int k = b / blocks;
+        size_t c0 = (size_t)(b % blocks) * SCATTER_COLS;
+        size_t c1 = c0 + SCATTER_COLS < dim ? c0 + SCATTER_COLS : dim;
+        float *G = j->out + k * j->s_out;
+        const float *tok = j->tok + k * j->sT, *dY = j->in + k * j->s_in;
+        for (size_t v = 0; v < (size_t)j->V; v++)
+            memset(G + v * dim + c0, 0, (c1 - c0) * sizeof(float));
+        for (int r = 0; r < j->n; r++) {
+            float *g = G + (size_t)tok[r] * dim;
+            const float *d = dY + (size_t)r * dim;
+            for (size_t c = c0; c < c1; c++)
+                g[c] += d[c];
+        }
+    }
+}
+
+static void cpu_scatter_add_rows(backend_ctx *c, float *G, size_t sG, const float *tok,
+                                 size_t sT, const float *dY, size_t sdY, int n, int V, int dim,
+                                 int count)
+{
+    rows_of_job j = {G, tok, dY, sG, sT, sdY, n, V, dim, count};
+    team_run(c, scatter_part, &j, (double)(n + V) * dim * count);
+}
+
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .api_version = COHORT_BACKEND_API_VERSION,
@@ -1363,6 +1430,8 @@ static const backend_ops cpu_ops = {
     .gru_bwd = cpu_gru_bwd,
     .seq_pool_fwd = cpu_seq_pool_fwd,
     .seq_pool_bwd = cpu_seq_pool_bwd,
+    .gather_rows = cpu_gather_rows,
+    .scatter_add_rows = cpu_scatter_add_rows,
 };
 
 const backend_ops *backend_cpu(void) { return &cpu_ops; }

@@ -557,6 +557,21 @@ void cu_copy_op(backend_ctx *c, float *dst, const float *src, size_t s, size_t n
     note(c, "copy", cu_copy(c->stream, dst, src, s, n, count));
 }
 
+void cu_gather_rows_op(backend_ctx *c, float *Y, size_t sY, const float *tok, size_t sT,
+                       const float *W, size_t sW, int n, int dim, int count)
+{
+    on(c);
+    note(c, "gather_rows", cu_gather_rows(c->stream, Y, sY, tok, sT, W, sW, n, dim, count));
+}
+
+void cu_scatter_add_rows_op(backend_ctx *c, float *G, size_t sG, const float *tok, size_t sT,
+                            const float *dY, size_t sdY, int n, int V, int dim, int count)
+{
+    on(c);
+    note(c, "scatter_add_rows",
+         cu_scatter_add_rows(c->stream, G, sG, tok, sT, dY, sdY, n, V, dim, count));
+}
+
 void cu_loss_op(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
                 size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
                 int rows, int cols, float grad_scale, int count)
@@ -861,6 +876,8 @@ backend_ops make_ops()
     o.gru_bwd = cu_gru_bwd_op;
     o.seq_pool_fwd = cu_seq_pool_fwd_op;
     o.seq_pool_bwd = cu_seq_pool_bwd_op;
+    o.gather_rows = cu_gather_rows_op;
+    o.scatter_add_rows = cu_scatter_add_rows_op;
     return o;
 }
 

@@ -1389,3 +1389,70 @@ cudaError_t cu_rnn_step(cudaStream_t s, int kind, const rnn_step *st)
     }
     return cudaGetLastError();
 }
+
+/* ---- token ids (an embedding): gather_rows and its adjoint ---- */
+
+namespace {
+
+/* Y[r][j] = W[tok[r]][j], element by element. */
+__global__ void k_gather_rows(float *Y, size_t sY, const float *T, size_t sT, const float *W,
+                              size_t sW, int n, int dim)
+{
+    float *y = Y + blockIdx.y * sY;
+    const float *t = T + blockIdx.y * sT, *w = W + blockIdx.y * sW;
+    ELEMENTS(i, (size_t)n * (size_t)dim)
+    {
+        size_t r = i / (size_t)dim, j = i % (size_t)dim;
+        y[i] = w[(size_t)t[r] * (size_t)dim + j];
+    }
+}
+
+/* One thread per (column j, group g of table rows, model): it zeroes G[v][j]
+ * for the rows v = g, g + groups, ... of its group, then walks every token
+ * in order, adding dY[r][j] where tok[r] is in its group. No two threads
+ * write one float, and each sum runs over the rows in order, as the CPU's. */
+__global__ void k_scatter_add_rows(float *G, size_t sG, const float *T, size_t sT,
+                                   const float *DY, size_t sdY, int n, int V, int dim, int groups)
+{
+    size_t at = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (at >= (size_t)dim * (size_t)groups)
+        return;
+    int j = (int)(at % (size_t)dim), g = (int)(at / (size_t)dim);
+    float *gk = G + blockIdx.y * sG;
+    const float *t = T + blockIdx.y * sT, *dy = DY + blockIdx.y * sdY;
+    for (int v = g; v < V; v += groups)
+        gk[(size_t)v * dim + j] = 0.0f;
+    for (int r = 0; r < n; r++) {
+        int v = (int)t[r];
+        if (v % groups == g)
+            gk[(size_t)v * dim + j] += dy[(size_t)r * dim + j];
+    }
+}
+
+} /* namespace */
+
+cudaError_t cu_gather_rows(cudaStream_t s, float *Y, size_t sY, const float *tok, size_t sT,
+                           const float *W, size_t sW, int n, int dim, int count)
+{
+    if (count <= 0 || n <= 0 || dim <= 0)
+        return cudaSuccess;
+    k_gather_rows<<<grid_for((size_t)n * (size_t)dim, count), THREADS, 0, s>>>(Y, sY, tok, sT, W,
+                                                                               sW, n, dim);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_scatter_add_rows(cudaStream_t s, float *G, size_t sG, const float *tok, size_t sT,
+                                const float *dY, size_t sdY, int n, int V, int dim, int count)
+{
+    if (count <= 0 || V <= 0 || dim <= 0)
+        return cudaSuccess;
+    /* Enough groups of rows for about 16384 threads in all (a GPU's fill),
+     * no more than the rows: each thread reads every token once. */
+    long want = 16384 / ((long)dim * count);
+    int groups = want < 1 ? 1 : want > V ? V : (int)want;
+    size_t threads = (size_t)dim * (size_t)groups;
+    dim3 grid((unsigned)((threads + THREADS - 1) / THREADS), (unsigned)count);
+    k_scatter_add_rows<<<grid, THREADS, 0, s>>>(G, sG, tok, sT, dY, sdY, n < 0 ? 0 : n, V, dim,
+                                                groups);
+    return cudaGetLastError();
+}

@@ -142,4 +142,12 @@ cudaError_t cu_bn_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, si
 enum { CU_LSTM_FWD, CU_LSTM_BWD, CU_GRU_FWD, CU_GRU_BWD };
 cudaError_t cu_rnn_step(cudaStream_t s, int kind, const rnn_step *st);
 
+/* The token-id ops of backend_impl.h (an embedding), any count. The
+ * adjoint gives each table element to one thread, which adds the rows that
+ * reach it in row order: the CPU's bits, the same every run. */
+cudaError_t cu_gather_rows(cudaStream_t s, float *Y, size_t sY, const float *tok, size_t sT,
+                           const float *W, size_t sW, int n, int dim, int count);
+cudaError_t cu_scatter_add_rows(cudaStream_t s, float *G, size_t sG, const float *tok, size_t sT,
+                                const float *dY, size_t sdY, int n, int V, int dim, int count);
+
 #endif
