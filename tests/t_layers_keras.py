@@ -4,6 +4,8 @@
 AveragePooling2D, GlobalAveragePooling2D, Flatten, BatchNormalization, Activation, Dense,
 Dropout), built by tests/kerasref.py from the plan's layer list.
 
+gelu is Keras's exact form (approximate=False), silu also as swish.
+
 Small images (9 x 8 x 2, channels last as in Keras), several convnets and MLPs from the same
 initial weights (init_from; kernels in torch's layouts, moved into Keras's [kh, kw, in, out] and
 a dense layer's columns after a flatten from torch's (C, H, W) order into Keras's (H, W, C)),
@@ -62,6 +64,11 @@ MODELS = {
     "dense_on_image": [
         {"dense": 7, "activation": "sigmoid"}, {"dense": 5, "activation": "linear"},
         {"activation": "relu"}, SOFTMAX],
+    # Keras's exact gelu (approximate=False) and silu, also spelled swish.
+    "gelu_silu": [
+        {"conv2d": 4, "kernel_size": 3, "activation": "gelu"}, {"max_pooling2d": 2},
+        "flatten", {"dense": 6, "activation": "swish"}, {"activation": "gelu"},
+        {"dense": 5}, {"activation": "silu"}, SOFTMAX],
 }
 DROPOUT = {"dropout_inference": [
     {"conv2d": 4, "kernel_size": 3, "activation": "relu"}, {"max_pooling2d": 2},

@@ -213,7 +213,7 @@ static void test_gemm(int ta, int tb, int count, int shared_b, float beta)
     buf_free(&C);
 }
 
-static const char *act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+static const char *act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax", "gelu", "silu"};
 
 static void test_bias_act(act_kind act, int count)
 {
@@ -233,7 +233,9 @@ static void test_act_backward(act_kind act, int count)
 {
     const size_t n = 777, sd = 790, sY = 800;
     buf d = buf_make(sd * (size_t)count, -2, 2);
-    buf Y = buf_make(sY * (size_t)count, act == ACT_SIGMOID ? 0.0f : -1.0f, 1);
+    /* Y is the output, or for gelu and silu the input z (act_needs_input). */
+    buf Y = act_needs_input(act) ? buf_make(sY * (size_t)count, -4.0f, 4.0f)
+                                 : buf_make(sY * (size_t)count, act == ACT_SIGMOID ? 0.0f : -1.0f, 1);
     cpu->act_backward(cc, d.h, sd, Y.h, sY, n, act, count);
     gpu->act_backward(gc, d.d, sd, Y.d, sY, n, act, count);
     char what[64];
@@ -475,9 +477,55 @@ static void test_clip_reg(int count, size_t n)
     buf_free(&g);
 }
 
+/* gelu and silu on the CPU (the reference above) against their formulas in
+ * double, and their derivatives against central differences of those. */
+static void test_act_formulas(void)
+{
+    enum { N = 601 };
+    float z[N], y[N], d[N];
+    for (int a = ACT_GELU; a <= ACT_SILU; a++) {
+        for (int i = 0; i < N; i++) {
+            z[i] = y[i] = -9.0f + 18.0f * (float)i / (float)(N - 1);
+            d[i] = 1.0f;
+        }
+        cpu->bias_act(cc, y, 0, NULL, 0, 1, N, (act_kind)a, 1);
+        cpu->act_backward(cc, d, 0, z, 0, N, (act_kind)a, 1);
+        double wy = 0, wd = 0;
+        for (int i = 0; i < N; i++) {
+            double x = z[i], h = 1e-4;
+#define F(t) (a == ACT_GELU ? 0.5 * (t) * (1.0 + erf((t) / sqrt(2.0))) : (t) / (1.0 + exp(-(t))))
+            double ey = fabs(y[i] - F(x)), ed = fabs(d[i] - (F(x + h) - F(x - h)) / (2.0 * h));
+#undef F
+            wy = fmax(wy, ey / fmax(1.0, fabs(x)));
+            wd = fmax(wd, ed);
+        }
+        CHECK_MSG(wy <= 2e-6, "%s: worst error %.3g against its formula in double",
+                  act_names[a], wy);
+        CHECK_MSG(wd <= 2e-6, "%s': worst error %.3g against central differences", act_names[a],
+                  wd);
+    }
+}
+
+/* The ops of issue 37's sequence layers, on random draws of their own: the
+ * checks after them see the stream they always saw. */
+static void test_sequence_ops(void)
+{
+    rng_state keep = rng;
+    rng_seed(&rng, 37, 1);
+    test_act_formulas();
+    for (int c = 1; c <= 3; c += 2)
+        for (int a = ACT_GELU; a <= ACT_SILU; a++) {
+            test_bias_act((act_kind)a, c);
+            test_act_backward((act_kind)a, c);
+        }
+    check_no_error("sequence ops");
+    rng = keep;
+}
+
 static void test_ops(void)
 {
     test_copies();
+    test_sequence_ops();
     for (int c = 1; c <= 3; c += 2) {
         test_load(c, 0);
         for (int ta = 0; ta < 2; ta++)

@@ -172,6 +172,9 @@ static void image_checks(void)
     image_check("conv valid s2 + max pool same s1", odd, 0, 3,
                 (layer_spec[]){conv(3, 3, 2, PAD_VALID, ACT_LINEAR),
                                pool("max_pooling2d", 2, 1, PAD_SAME), plain("flatten")});
+    image_check("conv gelu + conv silu + flatten", odd, 0, 3,
+                (layer_spec[]){conv(3, 2, 1, PAD_VALID, ACT_GELU),
+                               conv(2, 3, 2, PAD_SAME, ACT_SILU), plain("flatten")});
     image_check("conv + conv (input gradient of a conv)", odd, 0, 3,
                 (layer_spec[]){conv(3, 2, 1, PAD_VALID, ACT_TANH),
                                conv(2, 3, 2, PAD_SAME, ACT_TANH), plain("flatten")});
@@ -196,6 +199,8 @@ static void sequence_checks(void)
     image_check("dense + dropout + dense on a sequence + batch norm", seq, 1, 5,
                 (layer_spec[]){layer_dense(4, ACT_SIGMOID), layer_dropout(0.3f),
                                layer_dense(2, ACT_TANH), bnorm(), plain("flatten")});
+    image_check("dense gelu + silu on a sequence + flatten", seq, 0, 3,
+                (layer_spec[]){layer_dense(4, ACT_GELU), layer_act(ACT_SILU), plain("flatten")});
 }
 
 static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units, loss_kind loss)
@@ -270,9 +275,10 @@ int main(void)
         return 1;
     }
     model_spec s;
-    static const act_kind acts[] = {ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_LINEAR};
-    static const char *names[] = {"relu", "sigmoid", "tanh", "linear"};
-    for (int a = 0; a < 4; a++) {
+    static const act_kind acts[] = {ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_LINEAR, ACT_GELU,
+                                    ACT_SILU};
+    static const char *names[] = {"relu", "sigmoid", "tanh", "linear", "gelu", "silu"};
+    for (int a = 0; a < 6; a++) {
         char what[64];
         spec_mlp(&s, acts[a], ACT_SOFTMAX, 3, LOSS_SCE);
         snprintf(what, sizeof what, "%s + softmax/cross-entropy", names[a]);
@@ -297,6 +303,18 @@ int main(void)
     s.layers[1] = layer_dense(5, ACT_TANH);
     s.layers[2] = layer_dense(3, ACT_SOFTMAX);
     grad_check("input dropout", &s, 3, 1);
+    /* gelu and silu as layers of their own: after a dense layer that reads
+     * its output (a copy), after a dropout (written over its input), and
+     * one after the other. */
+    s.n_layers = 5;
+    s.layers[0] = layer_dense(5, ACT_TANH);
+    s.layers[1] = layer_act(ACT_GELU);
+    s.layers[2] = layer_dropout(0.2f);
+    s.layers[3] = layer_act(ACT_SILU);
+    s.layers[4] = layer_dense(3, ACT_SOFTMAX);
+    grad_check("dense/gelu/dropout/silu/dense", &s, 3, 1);
+    s.layers[2] = layer_act(ACT_GELU);
+    grad_check("dense/gelu/gelu/silu/dense", &s, 3, 0);
     /* A single layer: softmax regression. */
     spec_mlp(&s, ACT_RELU, ACT_SOFTMAX, 3, LOSS_SCE);
     s.n_layers = 1;

@@ -518,8 +518,8 @@ static void test_layers(void)
     EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dense: 2000000, activation: softmax}]\n",
                "plan.yaml:4: dense units of layers.0 must be at most 1048576");
     EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dense: 2, activation: relux}]\n",
-               "activation of layers.0 must be one of linear, relu, sigmoid, tanh, softmax, got "
-               "'relux' (did you mean 'relu'?)");
+               "activation of layers.0 must be one of linear, relu, sigmoid, tanh, softmax, gelu, "
+               "silu, swish, got 'relux' (did you mean 'relu'?)");
     EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dense: 2, dropout: 0.1}]\n",
                "plan.yaml:4: layers.0 of model 'm' has both 'dense' and 'dropout'");
     EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{activation: relu}]\n",
@@ -634,9 +634,25 @@ static void test_keras_spellings(void)
     cohort_plan_free(p);
     EXPECT_WITH("    optimizer: adamm\n", "plan.yaml:5: optimizer must be one of sgd, adam, adamw, "
                                          "rmsprop, adagrad, nadam, got 'adamm' (did you mean 'adam'?)");
-    EXPECT_LAYERS("      - {dense: 3, activation: GELU}\n",
+    /* gelu and silu in any case; swish is Keras's other name of silu, and
+     * written back as silu. */
+    t = layers_plan("sparse_categorical_crossentropy",
+                    "      - {dense: 4, activation: GELU}\n"
+                    "      - {activation: swish}\n"
+                    "      - {dense: 5, activation: SiLU}\n"
+                    "      - {dense: 3, activation: softmax}\n");
+    p = PARSE(t, NULL, 0);
+    free(t);
+    if (p) {
+        const layer_spec *l = p->models[0].layers;
+        CHECK(l[0].act == ACT_GELU && l[1].act == ACT_SILU && l[2].act == ACT_SILU);
+        CHECK_CONTAINS(p->models[0].config_json, "{\"activation\":\"silu\"}");
+        CHECK_CONTAINS(p->models[0].config_json, "\"dense\":4,\"activation\":\"gelu\"");
+    }
+    cohort_plan_free(p);
+    EXPECT_LAYERS("      - {dense: 3, activation: SELU}\n",
                   "plan.yaml:5: activation of layers.0 must be one of linear, relu, sigmoid, "
-                  "tanh, softmax, got 'GELU'");
+                  "tanh, softmax, gelu, silu, swish, got 'SELU'");
     /* Keras's class names as layer kinds: refused, with cohort's name. */
     EXPECT_LAYERS("      - {conv2d: 4, kernel_size: 3}\n      - {MaxPooling2D: 2}\n"
                   "      - flatten\n      - {dense: 3, activation: softmax}\n",
@@ -874,7 +890,7 @@ static void test_image_layers(void)
                   "0.001}}");
     EXPECT_LAYERS("      - {activation: softplus}\n",
                   "plan.yaml:5: activation of layers.0 must be one of linear, relu, sigmoid, "
-                  "tanh, softmax, got 'softplus'");
+                  "tanh, softmax, gelu, silu, swish, got 'softplus'");
     EXPECT_LAYERS("      - {conv2d: 4, kernel_size: 1}\n",
                   "plan.yaml:5: model 'm': loss sparse_categorical_crossentropy needs the model's "
                   "output to be a softmax, but the last layer is conv2d with activation linear; "

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-_ACTS = ("linear", "relu", "sigmoid", "tanh", "softmax")
+_ACTS = ("linear", "relu", "sigmoid", "tanh", "softmax", "gelu", "silu")
 _KINDS = ("dense", "dropout", "conv2d", "max_pooling2d", "average_pooling2d",
           "global_average_pooling2d", "flatten", "batch_normalization", "activation")
 
@@ -113,6 +113,7 @@ def _reorders(ff):
 
 def _activation_of(name, where):
     a = "linear" if name is None else str(name).lower()
+    a = "silu" if a == "swish" else a  # Keras's other name of silu
     if a not in _ACTS:
         raise ConversionError(f"{where}: activation '{name}' is not one of cohort's "
                               f"({', '.join(_ACTS)})")
@@ -728,6 +729,13 @@ def _torch_act(nn, m):
         return "sigmoid"
     if isinstance(m, nn.Tanh):
         return "tanh"
+    if isinstance(m, nn.GELU):
+        if m.approximate != "none":
+            raise ConversionError(f"GELU(approximate='{m.approximate}') has no cohort form "
+                                  "(cohort's gelu is the exact one, approximate='none')")
+        return "gelu"
+    if isinstance(m, nn.SiLU):
+        return "silu"
     if isinstance(m, nn.Softmax):
         if m.dim not in (1, -1):
             raise ConversionError(f"Softmax(dim={m.dim}) has no cohort form (cohort's is over "
@@ -819,6 +827,7 @@ def to_torch(weights):
             mods.append(nn.Dropout(float(st["dropout"])))
         if act != "linear" and kind in ("dense", "conv2d", "activation"):
             mods.append({"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh,
+                         "gelu": nn.GELU, "silu": nn.SiLU,
                          "softmax": lambda: nn.Softmax(dim=1)}[act]())
     return nn.Sequential(*mods).eval()
 

@@ -183,7 +183,9 @@ typedef struct backend_ops {
      * adds the bias only (the loss applies softmax). */
     void (*bias_act)(backend_ctx *ctx, float *Y, size_t sY, const float *bias, size_t sb, int rows,
                      int cols, act_kind act, int count);
-    /* dZ = dY * act'(from the activation output Y), in place on d. */
+    /* dZ = dY * act'(from the activation output Y), in place on d; for an
+     * activation that act_needs_input (gelu, silu), Y is its input Z (the
+     * layer keeps it from forward to backward). */
     void (*act_backward)(backend_ctx *ctx, float *d, size_t sd, const float *Y, size_t sY,
                          size_t n, act_kind act, int count);
     /* db[j] = sum over rows of dZ[r][j]. */

@@ -148,6 +148,50 @@ void onnx_node_end(onnx_graph *g)
     g->in_node = 0;
 }
 
+/* A scalar constant into name (layers.{index}.{what}). */
+static void scalar_const(onnx_graph *g, float v, char *name, int index, const char *what)
+{
+    onnx_value_name(name, index, what);
+    onnx_node_begin(g, "Constant", NULL, 0, name);
+    onnx_attr_float(g, "value_float", v);
+    onnx_node_end(g);
+}
+
+/* out = op(a, b), out named layers.{index}.{what}. */
+static void binary_node(onnx_graph *g, const char *op, const char *a, const char *b, char *out,
+                        int index, const char *what)
+{
+    const char *in[2] = {a, b};
+    onnx_value_name(out, index, what);
+    onnx_node_begin(g, op, in, 2, out);
+    onnx_node_end(g);
+}
+
+/* Opset 17 has no Gelu: x/2 (1 + erf(x / sqrt 2)) from its pieces; silu
+ * is x sigmoid(x). */
+static void activation_of_input(onnx_graph *g, act_kind a, const char *x, char *y, int index)
+{
+    char c[ONNX_NAME_MAX], t[ONNX_NAME_MAX], u[ONNX_NAME_MAX];
+    if (a == ACT_SILU) {
+        onnx_value_name(t, index, "silu.sigmoid");
+        onnx_node_begin(g, "Sigmoid", &x, 1, t);
+        onnx_node_end(g);
+        binary_node(g, "Mul", x, t, y, index, "silu");
+        return;
+    }
+    scalar_const(g, 0.70710678118654752f, c, index, "gelu.rsqrt2");
+    binary_node(g, "Mul", x, c, t, index, "gelu.scaled");
+    onnx_value_name(u, index, "gelu.erf");
+    const char *tp = t;
+    onnx_node_begin(g, "Erf", &tp, 1, u);
+    onnx_node_end(g);
+    scalar_const(g, 1.0f, c, index, "gelu.one");
+    binary_node(g, "Add", u, c, t, index, "gelu.cdf2");
+    binary_node(g, "Mul", x, t, u, index, "gelu.x_cdf2");
+    scalar_const(g, 0.5f, c, index, "gelu.half");
+    binary_node(g, "Mul", u, c, y, index, "gelu");
+}
+
 void onnx_activation(onnx_graph *g, act_kind a, const char *x, char *y, int index)
 {
     const char *op = NULL;
@@ -157,6 +201,13 @@ void onnx_activation(onnx_graph *g, act_kind a, const char *x, char *y, int inde
     case ACT_SIGMOID: op = "Sigmoid"; break;
     case ACT_TANH: op = "Tanh"; break;
     case ACT_SOFTMAX: op = "Softmax"; break;
+    case ACT_GELU:
+    case ACT_SILU: {
+        char out[ONNX_NAME_MAX];
+        activation_of_input(g, a, x, out, index);
+        memcpy(y, out, sizeof out);
+        return;
+    }
     }
     if (!op) {
         if (y != x)

@@ -42,6 +42,7 @@ static int activation_plan(const layer_spec *ls, layer_plan *lp, char *msg, size
     (void)msg;
     (void)len;
     lp->out = lp->in;
+    lp->n_saved = layer_act_saved(lp, shape_size(lp->in));
     return 0;
 }
 
@@ -50,14 +51,15 @@ static void activation_forward(const layer_pass *p)
     size_t w = shape_size(p->lp->in), s = (size_t)p->batch * w;
     if (p->Y != p->X)
         p->be->copy(p->ctx, p->Y, p->X, s, (size_t)p->rows * w, p->count);
-    p->be->bias_act(p->ctx, p->Y, s, NULL, 0, p->rows, (int)w, p->lp->act, p->count);
+    layer_pass q = *p;
+    q.sY = s;
+    layer_act_forward(&q, NULL, p->rows, (int)w);
 }
 
 static int activation_backward(const layer_pass *p)
 {
     size_t w = shape_size(p->lp->in);
-    p->be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)p->rows * w, p->lp->act,
-                        p->count);
+    layer_act_backward(p, (size_t)p->rows * w);
     return 0;
 }
 

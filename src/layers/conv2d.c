@@ -166,6 +166,7 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
     size_t need = col_floats(lp) +
                   (B + wc - 1) / wc * ((size_t)d.filters * patch(lp) + (size_t)d.filters);
     lp->n_work = (need + B - 1) / B;
+    lp->n_saved = layer_act_saved(lp, shape_size(lp->out));
     return 0;
 }
 
@@ -193,15 +194,19 @@ static void conv_forward(const layer_pass *p)
     const float *W = p->W + lp->p_off;
     const float *b = settings(p->ls[0]).use_bias ? W + (size_t)F * (size_t)kc : NULL;
     if (p->count == 1 && p->be->conv_fwd) {
-        /* The partial sums' region is free in forward: W transposed goes there. */
-        p->be->conv_fwd(p->ctx, p->Y, p->work, partials_of(p), p->X, W, b, &g, F, p->lp->act,
-                        chunk_fwd(lp));
+        /* The partial sums' region is free in forward: W transposed goes
+         * there. An activation made from its input follows the product. */
+        int own = act_needs_input(lp->act);
+        p->be->conv_fwd(p->ctx, p->Y, p->work, partials_of(p), p->X, W, b, &g, F,
+                        own ? ACT_LINEAR : lp->act, chunk_fwd(lp));
+        if (own)
+            layer_act_forward(p, NULL, M, F);
         return;
     }
     p->be->im2col(p->ctx, p->work, p->s_work, p->X, p->sX, &g, p->count);
     p->be->gemm(p->ctx, 0, 1, M, F, kc, 1.0f, p->work, kc, p->s_work, W, kc, p->sP, 0.0f, p->Y,
                 F, p->sY, p->count);
-    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, M, F, p->lp->act, p->count);
+    layer_act_forward(p, b, M, F);
 }
 
 static int conv_backward(const layer_pass *p)
@@ -213,14 +218,16 @@ static int conv_backward(const layer_pass *p)
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
     float *db = settings(p->ls[0]).use_bias ? G + (size_t)F * (size_t)kc : NULL;
     if (p->count == 1 && be->conv_wgrad && be->conv_bwd_data) {
+        int own = act_needs_input(lp->act);
+        if (own)
+            layer_act_backward(p, (size_t)M * (size_t)F);
         be->conv_wgrad(p->ctx, G, db, p->dY, p->Y, p->X, p->work, partials_of(p), &g, F,
-                       p->lp->act, chunk_wgrad(lp));
+                       own ? ACT_LINEAR : lp->act, chunk_wgrad(lp));
         if (p->dX)
             be->conv_bwd_data(p->ctx, p->dX, p->work, p->dY, W, &g, F, chunk_fwd(lp));
         return 0;
     }
-    be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)M * (size_t)F, p->lp->act,
-                     p->count);
+    layer_act_backward(p, (size_t)M * (size_t)F);
     if (db)
         be->bias_grad(p->ctx, db, p->sP, p->dY, p->sd, M, F, p->count);
     be->im2col(p->ctx, p->work, p->s_work, p->X, p->sX, &g, p->count);

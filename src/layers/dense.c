@@ -105,6 +105,7 @@ static int dense_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t le
                                : shape_flat(settings(ls).units);
     lp->n_params = in * units + (settings(ls).use_bias ? units : 0);
     lp->n_fused = in * units;
+    lp->n_saved = layer_act_saved(lp, shape_size(lp->out));
     return 0;
 }
 
@@ -134,7 +135,7 @@ static void dense_forward(const layer_pass *p)
     else
         p->be->gemm(p->ctx, 0, 1, rows, out, in, 1.0f, p->X, in, p->sX, W, in, p->sP, 0.0f,
                     p->Y, out, p->sY, p->count);
-    p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, rows, out, p->lp->act, p->count);
+    layer_act_forward(p, b, rows, out);
 }
 
 /* The gradients from dY (dZ once the activation's derivative is applied):
@@ -146,8 +147,7 @@ static int dense_backward(const layer_pass *p)
     int in = (int)width_of(lp), out = lp->out.c, rows = p->rows * steps_of(lp);
     size_t nw = (size_t)in * (size_t)out;
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
-    be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, (size_t)rows * (size_t)out,
-                     p->lp->act, p->count);
+    layer_act_backward(p, (size_t)rows * (size_t)out);
     if (settings(p->ls[0]).use_bias)
         be->bias_grad(p->ctx, G + nw, p->sP, p->dY, p->sd, rows, out, p->count);
     if (p->dX)

@@ -63,4 +63,48 @@ typedef struct layer_pass {
 /* The window geometry of lp over `rows` images. */
 window_geom layer_window(const layer_plan *lp, int rows);
 
+/*
+ * A layer's activation lp->act over its output Y (p->Y, p->sY: rows x cols
+ * per model) after the bias b (stride p->sP; NULL: none). An activation
+ * whose derivative needs its input (act_needs_input: gelu, silu) has the
+ * input Z kept first in the layer's saved tensors (its plan counts rows x
+ * cols of them in n_saved: layer_act_saved), and backward makes the
+ * derivative from there. `act` is the one to apply (lp->act, or linear
+ * where the backend's fused kernel applies it).
+ */
+static inline size_t layer_act_saved(const layer_plan *lp, size_t width)
+{
+    return act_needs_input(lp->act) ? width : 0;
+}
+
+static inline void layer_act_forward(const layer_pass *p, const float *b, int rows, int cols)
+{
+    act_kind a = p->lp->act;
+    if (!act_needs_input(a)) {
+        p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, rows, cols, a, p->count);
+        return;
+    }
+    size_t n = (size_t)rows * (size_t)cols;
+    if (b)
+        p->be->bias_act(p->ctx, p->Y, p->sY, b, p->sP, rows, cols, ACT_LINEAR, p->count);
+    if (p->sY == p->s_saved)
+        p->be->copy(p->ctx, p->saved, p->Y, p->sY, n, p->count);
+    else
+        for (int k = 0; k < p->count; k++)
+            p->be->copy(p->ctx, p->saved + (size_t)k * p->s_saved, p->Y + (size_t)k * p->sY, 0,
+                        n, 1);
+    p->be->bias_act(p->ctx, p->Y, p->sY, NULL, 0, rows, cols, a, p->count);
+}
+
+/* dY *= act'(...) over n values per model, from the output Y or the kept
+ * input Z (layer_act_forward). */
+static inline void layer_act_backward(const layer_pass *p, size_t n)
+{
+    act_kind a = p->lp->act;
+    if (act_needs_input(a))
+        p->be->act_backward(p->ctx, p->dY, p->sd, p->saved, p->s_saved, n, a, p->count);
+    else
+        p->be->act_backward(p->ctx, p->dY, p->sd, p->Y, p->sY, n, a, p->count);
+}
+
 #endif

@@ -13,9 +13,12 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Same order as act_kind and pad_kind. Read in any case: Keras lowercases
- * padding ("SAME"), and torch spells ReLU, Tanh, Sigmoid. */
-static const char *const act_names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+/* Same order as act_kind and pad_kind, then swish, Keras's other name of
+ * silu. Read in any case: Keras lowercases padding ("SAME"), and torch
+ * spells ReLU, Tanh, Sigmoid, GELU, SiLU. */
+static const char *const act_names[] = {"linear", "relu",  "sigmoid", "tanh",
+                                        "softmax", "gelu", "silu",    "swish"};
+#define ACT_NAMES_COUNT ((int)(sizeof act_names / sizeof act_names[0]))
 static const char *const pad_names[] = {"valid", "same"};
 static const char *const regularizer_keys[] = {"l1", "l2", NULL};
 
@@ -353,10 +356,10 @@ cohort_status layer_parse_act(const layer_syntax *s, layer_spec *ls)
         return COHORT_OK;
     int a;
     snprintf(what, sizeof what, "activation of layers.%d", s->index);
-    cohort_status st = yget_enum_anycase(s->c, act, what, act_names, 5, &a);
+    cohort_status st = yget_enum_anycase(s->c, act, what, act_names, ACT_NAMES_COUNT, &a);
     if (st)
         return st;
-    ls->act = (act_kind)a;
+    ls->act = a == ACT_NAMES_COUNT - 1 ? ACT_SILU : (act_kind)a; /* swish */
     if (ls->act == ACT_SOFTMAX && !s->last)
         return ynode_fail(s->c, act, "layers.%d of %s: softmax is allowed only on the last layer",
                           s->index, s->label);

@@ -17,7 +17,21 @@
 #define COHORT_NAME_MAX 128
 #define COHORT_PATH_MAX 1024
 
-typedef enum act_kind { ACT_LINEAR, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_SOFTMAX } act_kind;
+/* Keras's activations. gelu is Keras's exact form (erf, approximate false);
+ * silu is also called swish. New kinds go at the end. */
+typedef enum act_kind {
+    ACT_LINEAR,
+    ACT_RELU,
+    ACT_SIGMOID,
+    ACT_TANH,
+    ACT_SOFTMAX,
+    ACT_GELU,
+    ACT_SILU
+} act_kind;
+/* The activation's derivative is made from its input Z (gelu, silu), not
+ * from its output: a layer with one keeps Z from forward to backward (in
+ * its saved tensors, counted in n_saved). */
+static inline int act_needs_input(act_kind a) { return a == ACT_GELU || a == ACT_SILU; }
 /* A layer kind is an entry of the layer table (layers/layer.h): one file of
  * src/layers/ and one line of its table. model/ reaches a kind only through
  * its entry, and knows none by name. */

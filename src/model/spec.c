@@ -20,6 +20,8 @@ const char *act_name(act_kind a)
     case ACT_SIGMOID: return "sigmoid";
     case ACT_TANH: return "tanh";
     case ACT_SOFTMAX: return "softmax";
+    case ACT_GELU: return "gelu";
+    case ACT_SILU: return "silu";
     }
     return "unknown";
 }

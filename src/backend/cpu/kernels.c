@@ -1,4 +1,5 @@
 #include "backend/cpu/kernels.h"
+#include "backend/act_math.h"
 #include "backend/cpu/dense_step.h"
 #include "backend/backend_impl.h"
 #include "backend/rnn_cell.h"
@@ -31,6 +32,14 @@ void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act
             for (int j = 0; j < cols; j++)
                 y[j] = tanhf(y[j] + bias[j]);
             break;
+        case ACT_GELU:
+            for (int j = 0; j < cols; j++)
+                y[j] = act_gelu(y[j] + bias[j]);
+            break;
+        case ACT_SILU:
+            for (int j = 0; j < cols; j++)
+                y[j] = act_silu(y[j] + bias[j]);
+            break;
         case ACT_LINEAR:
         case ACT_SOFTMAX:
             for (int j = 0; j < cols; j++)
@@ -55,6 +64,14 @@ void kern_bias_act_flat(float *Y, size_t n, act_kind act)
         for (size_t i = 0; i < n; i++)
             Y[i] = tanhf(Y[i]);
         break;
+    case ACT_GELU:
+        for (size_t i = 0; i < n; i++)
+            Y[i] = act_gelu(Y[i]);
+        break;
+    case ACT_SILU:
+        for (size_t i = 0; i < n; i++)
+            Y[i] = act_silu(Y[i]);
+        break;
     case ACT_LINEAR:
     case ACT_SOFTMAX:
         break;
@@ -75,6 +92,14 @@ void kern_act_backward(float *d, const float *Y, size_t n, act_kind act)
     case ACT_TANH:
         for (size_t i = 0; i < n; i++)
             d[i] *= 1.0f - Y[i] * Y[i];
+        break;
+    case ACT_GELU: /* Y holds the input z (act_needs_input) */
+        for (size_t i = 0; i < n; i++)
+            d[i] *= act_gelu_grad(Y[i]);
+        break;
+    case ACT_SILU:
+        for (size_t i = 0; i < n; i++)
+            d[i] *= act_silu_grad(Y[i]);
         break;
     case ACT_LINEAR:
     case ACT_SOFTMAX:

@@ -12,6 +12,7 @@
 
 extern "C" {
 #include "model/model.h"
+#include "backend/act_math.h"
 }
 
 #include <math.h>
@@ -53,12 +54,15 @@ __global__ void k_bias_act(float *Y, size_t sY, const float *bias, size_t sb, in
         case ACT_RELU: y[i] = z > 0.0f ? z : 0.0f; break;
         case ACT_SIGMOID: y[i] = 1.0f / (1.0f + expf(-z)); break;
         case ACT_TANH: y[i] = tanhf(z); break;
+        case ACT_GELU: y[i] = act_gelu(z); break;
+        case ACT_SILU: y[i] = act_silu(z); break;
         default: y[i] = z; break;
         }
     }
 }
 
-/* d, Y are (n) per model: d *= act'(z), written through the output Y. */
+/* d, Y are (n) per model: d *= act'(z), written through the output Y
+ * (gelu, silu: Y is the input z itself, act_needs_input). */
 __global__ void k_act_backward(float *D, size_t sd, const float *Y, size_t sY, size_t n, int act)
 {
     float *d = D + blockIdx.y * sd;
@@ -69,6 +73,8 @@ __global__ void k_act_backward(float *D, size_t sd, const float *Y, size_t sY, s
         case ACT_RELU: d[i] = y[i] > 0.0f ? d[i] : 0.0f; break;
         case ACT_SIGMOID: d[i] *= y[i] * (1.0f - y[i]); break;
         case ACT_TANH: d[i] *= 1.0f - y[i] * y[i]; break;
+        case ACT_GELU: d[i] *= act_gelu_grad(y[i]); break;
+        case ACT_SILU: d[i] *= act_silu_grad(y[i]); break;
         default: break;
         }
     }
