@@ -148,6 +148,39 @@ devices:
   gpu:0: {memory: preallocate}
 YAML
 run "preallocate at the default limit, threads" "$T/prealloc" "$T/prealloc.yaml" --strategy threads
+# What the GPU holds beside the models is in cohort plan's numbers: each job's
+# context (cuBLAS's workspace and the reductions' scratch, from the pool: a
+# sixty-fourth of the emulated GPU's 128 MiB, 2 MiB) and, under processes,
+# each worker's own CUDA context (a sixteenth, 8 MiB).
+"$COHORT" plan "$T/prealloc.yaml" --strategy threads >"$T/plan" 2>&1
+grep -qE "^  gpu:0 .* 3 models, .* in all, .* with their contexts \(3 x 2\.00 MiB: cuBLAS's workspace" "$T/plan" &&
+    ok || bad "plan under threads: no contexts counted: $(grep gpu:0 "$T/plan")"
+"$COHORT" plan "$T/prealloc.yaml" --strategy processes --json >"$T/plan.json" 2>"$T/plan.err"
+"$PY" - "$T/plan.json" <<'PYEOF' && ok || bad "plan --json under processes: $(cat "$T/plan.err")"
+import json, sys
+d = {x["name"]: x for x in json.load(open(sys.argv[1]))["devices"]}["gpu:0"]
+assert d["context_bytes"] == 3 * (2 << 20) + 3 * (8 << 20), d
+PYEOF
+"$COHORT" plan "$T/prealloc.yaml" --strategy processes >"$T/plan" 2>&1
+grep -qF "and their workers' CUDA contexts (3 x 8.00 MiB, each while its job runs)" "$T/plan" &&
+    ok || bad "plan under processes: no worker contexts counted: $(grep gpu:0 "$T/plan")"
+# A limit of exactly the plan's bytes with their contexts (under preallocate,
+# one slab of them): three contexts side by side fit in it, and train.
+"$PY" - "$T" "$COHORT" <<'PYEOF' || bad "the plan's bytes"
+import json, subprocess, sys
+t = sys.argv[1]
+p = json.loads(subprocess.run([sys.argv[2], "plan", f"{t}/prealloc.yaml", "--strategy", "threads", "--json"],
+                              check=True, capture_output=True, text=True).stdout)
+d = {x["name"]: x for x in p["devices"]}["gpu:0"]
+open(f"{t}/exact.yaml", "w").write(open(f"{t}/prealloc.yaml").read().replace(
+    "{memory: preallocate}", "{memory: preallocate, memory_limit: %d}" % (d["planned_bytes"] + d["context_bytes"])))
+PYEOF
+run "preallocate of exactly the plan with its contexts, threads" "$T/exact" "$T/exact.yaml" --strategy threads
+"$PY" - "$T/exact/results.json" <<'PYEOF' && ok || bad "exact slab: not every model ok"
+import json, sys
+ms = json.load(open(sys.argv[1]))["models"]
+assert len(ms) == 3 and all(m["status"] == "ok" for m in ms), [(m["name"], m["status"]) for m in ms]
+PYEOF
 # Under processes each worker takes its own slab: of its group's size, not the
 # whole limit again (two of the three workers ran out of memory).
 run "preallocate at the default limit, processes" "$T/prealloc_p" "$T/prealloc.yaml" --strategy processes

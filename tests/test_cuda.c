@@ -1239,7 +1239,10 @@ static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt, int 
     CHECK_MSG(group_peak_bytes(ggpu) == L->total_bytes,
               "%s: planned %zu bytes, the pool's peak is %llu", dg->info.name, L->total_bytes,
               (unsigned long long)group_peak_bytes(ggpu));
-    CHECK(mem_pool_in_use(dg->mem_pool) == L->total_bytes * (dg == dc ? 2 : 1));
+    /* Beside each group's slab, on a GPU, its context's bytes (cuBLAS's
+     * workspace, the reductions' scratch), from the same pool. */
+    CHECK(mem_pool_in_use(dg->mem_pool) ==
+          (dg == dc ? 2 * L->total_bytes : L->total_bytes + device_ctx_bytes(dg)));
     train_result rc[3], rg[3];
     memset(rc, 0, sizeof rc);
     memset(rg, 0, sizeof rg);
@@ -1299,8 +1302,11 @@ static void test_mem_pools(cohort_device *dg)
     CHECK(model_layout_make(&s, shape_flat(TDIM), TCLASSES, 1, &L, &err) == COHORT_OK);
     cohort_device d = *dg;
     train_group *g = NULL;
+    /* A group takes its layout's bytes and, on a GPU, its context's
+     * (device_ctx_bytes: cuBLAS's workspace, the reductions' scratch). */
+    const uint64_t ctx = device_ctx_bytes(dg), all = L.total_bytes + ctx;
     /* One alignment unit short: refused before anything trains. */
-    CHECK(mem_pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes - 64, COHORT_MEM_GROW, &d.mem_pool,
+    CHECK(mem_pool_create("gpu:0/test", dg->be, dg->be_dev, all - 64, COHORT_MEM_GROW, &d.mem_pool,
                       &err) == COHORT_OK);
     cohort_status st = group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err);
     CHECK(st == COHORT_ERR_NOMEM && g == NULL);
@@ -1309,12 +1315,12 @@ static void test_mem_pools(cohort_device *dg)
     mem_pool_free(d.mem_pool);
     for (int policy = 0; policy < 2; policy++) {
         cohort_mem_policy pol = policy ? COHORT_MEM_PREALLOCATE : COHORT_MEM_GROW;
-        CHECK(mem_pool_create("gpu:0/test", dg->be, dg->be_dev, L.total_bytes, pol, &d.mem_pool, &err) ==
+        CHECK(mem_pool_create("gpu:0/test", dg->be, dg->be_dev, all, pol, &d.mem_pool, &err) ==
               COHORT_OK);
         st = group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err);
         CHECK_MSG(st == COHORT_OK, "%s pool of exactly the plan: %s", policy ? "preallocate" : "grow",
                   err.message);
-        CHECK(mem_pool_in_use(d.mem_pool) == L.total_bytes && mem_pool_peak(d.mem_pool) == L.total_bytes);
+        CHECK(mem_pool_in_use(d.mem_pool) == all && mem_pool_peak(d.mem_pool) == all);
         if (g)
             CHECK(group_peak_bytes(g) == L.total_bytes);
         group_free(g);
@@ -1376,7 +1382,8 @@ typedef struct taker {
 static void take_released(void *arg, void *ptr, size_t bytes)
 {
     taker *t = arg;
-    t->calls++;
+    if (t->calls++) /* the slab's only */
+        return;
     t->n = bytes / sizeof(float);
     t->mark = malloc(t->n * sizeof(float));
     for (size_t i = 0; i < t->n; i++)
@@ -1393,8 +1400,8 @@ static void test_group_free_order(cohort_device *dg)
     cohort_error err;
     CHECK(model_layout_make(&s, shape_flat(TDIM), TCLASSES, 1, &L, &err) == COHORT_OK);
     cohort_device d = *dg;
-    CHECK(mem_pool_create("gpu:0/order", dg->be, dg->be_dev, L.total_bytes, COHORT_MEM_PREALLOCATE,
-                          &d.mem_pool, &err) == COHORT_OK);
+    CHECK(mem_pool_create("gpu:0/order", dg->be, dg->be_dev, L.total_bytes + device_ctx_bytes(dg),
+                          COHORT_MEM_PREALLOCATE, &d.mem_pool, &err) == COHORT_OK);
     train_group *g = NULL;
     if (group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err) != COHORT_OK) {
         CHECK_MSG(0, "group on a slab of its size: %s", err.message);
@@ -1405,9 +1412,12 @@ static void test_group_free_order(cohort_device *dg)
     taker t = {gc, NULL, 0, 0};
     g->be->memzero(g->ctx, g->slab, L.total_bytes); /* queued, not waited for */
     mem_pool_on_release(d.mem_pool, take_released, &t);
+    int workspace = g->ctx_ws != NULL;
     group_free(g);
     mem_pool_on_release(d.mem_pool, NULL, NULL);
-    CHECK_MSG(t.calls == 1, "the slab was released %d times", t.calls);
+    /* The slab, then (on a GPU) the context's workspace: the hook's last
+     * call wrote the workspace, which no later work touched either. */
+    CHECK_MSG(t.calls == 1 + workspace, "the pool had %d releases", t.calls);
     if (t.mark) {
         float *back = malloc(t.n * sizeof(float));
         gpu->copy_d2h(gc, back, slab, t.n * sizeof(float));
@@ -1538,6 +1548,56 @@ static void test_rnn_steps(void)
     test_rnn_step(1, 300, 70, 2, 1, 1, 0, 0);
 }
 
+/*
+ * What a group holds on a GPU is what the planner counts: its slab and its
+ * context's bytes (device_ctx_bytes), both from its pool, and nothing else;
+ * a preallocated pool of exactly that takes one slab, so the GPU's free
+ * memory falls by exactly the pool's limit. cuBLAS's own default workspace,
+ * or scratch a context allocated for itself, would show here (the
+ * emulation counts every cudaMalloc, cuBLAS's included).
+ */
+static void test_ctx_bytes(cohort_device *dg)
+{
+    if (dg->be->host_memory)
+        return;
+    model_spec s;
+    spec_small(&s, 7, OPT_ADAM);
+    const model_spec *sp[1] = {&s};
+    model_layout L;
+    cohort_error err;
+    CHECK(model_layout_make(&s, shape_flat(TDIM), TCLASSES, 1, &L, &err) == COHORT_OK);
+    uint64_t limit = (mem_pool_charge(L.total_bytes) + device_ctx_bytes(dg) + 255) / 256 * 256;
+    CHECK_MSG(device_ctx_bytes(dg) >= 256, "%s: no bytes for a context (%llu)", dg->info.name,
+              (unsigned long long)device_ctx_bytes(dg));
+    cohort_device d = *dg;
+    CHECK(mem_pool_create("gpu:0/held", dg->be, dg->be_dev, limit, COHORT_MEM_PREALLOCATE, &d.mem_pool,
+                          &err) == COHORT_OK);
+    gpu_info before, after;
+    char why[256];
+    CHECK(cuda_plugin_query(&before, 1, why, sizeof why) == 1);
+    train_group *g = NULL;
+    CHECK_MSG(group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err) == COHORT_OK,
+              "group on a pool of its plan and its context: %s", err.message);
+    if (g) {
+        CHECK(g->ctx_ws != NULL);
+        /* A GEMM on the group's context: cuBLAS works in its workspace. */
+        g->be->gemm(g->ctx, 0, 1, 4, 4, 4, 1.0f, g->params, 4, 0, g->params, 4, 0, 0.0f, g->grads,
+                    4, 0, 1);
+        g->be->sync(g->ctx);
+        CHECK(cuda_plugin_query(&after, 1, why, sizeof why) == 1);
+        CHECK_MSG(before.free_bytes - after.free_bytes == limit,
+                  "%s: a group of %llu planned bytes and %llu for its context took %llu bytes of "
+                  "the GPU",
+                  dg->info.name, (unsigned long long)L.total_bytes,
+                  (unsigned long long)device_ctx_bytes(dg),
+                  (unsigned long long)(before.free_bytes - after.free_bytes));
+        const char *e = g->be->ctx_error ? g->be->ctx_error(g->ctx) : "";
+        CHECK_MSG(!e[0], "a GEMM in the context's workspace: %s", e);
+        group_free(g);
+    }
+    mem_pool_free(d.mem_pool);
+}
+
 /* ---- without a GPU ---------------------------------------------------------- */
 
 static void test_reasons(device_registry *reg, const char *why)
@@ -1647,6 +1707,13 @@ static void run_all(device_registry *reg, cohort_device *dg)
         cpu->ctx_free(cc);
         return;
     }
+    /* Its scratch and cuBLAS workspace from device memory, as a group's come
+     * from its pool (the emulation refuses a GEMM without one). */
+    void *ws = NULL;
+    if (gpu->ctx_workspace && device_ctx_bytes(dg)) {
+        ws = dev_alloc((size_t)device_ctx_bytes(dg));
+        gpu->ctx_workspace(gc, ws, (size_t)device_ctx_bytes(dg));
+    }
     test_ops();
     test_image_ops();
     test_token_ops();
@@ -1665,9 +1732,12 @@ static void run_all(device_registry *reg, cohort_device *dg)
     }
     test_mem_pools(dg);
     test_group_free_order(dg);
+    test_ctx_bytes(dg);
     test_rnn_steps(); /* last: the fits above start from this rng's draws */
     check_no_error("the end");
     gpu->ctx_free(gc);
+    if (ws)
+        gpu->mem_free(0, ws);
     cpu->ctx_free(cc);
 }
 

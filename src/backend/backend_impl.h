@@ -20,8 +20,9 @@
 
 /* Never reused: 8 was briefly taken (2026-12-05); 11: the recurrent steps;
  * 12: dilated windows (window_geom's dh, dw), seq_pool_fwd and _bwd; 13: gather_rows,
- * scatter_add_rows. */
-#define COHORT_BACKEND_API_VERSION 13
+ * scatter_add_rows; 14: ctx_workspace (a GPU context's scratch and cuBLAS workspace
+ * from the pool). */
+#define COHORT_BACKEND_API_VERSION 14
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -151,6 +152,12 @@ typedef struct backend_ops {
      * diverged model, nor save as weights. Optional (NULL: none can occur). */
     const char *(*ctx_error)(const backend_ctx *ctx);
     void (*ctx_free)(backend_ctx *ctx);
+    /* Optional (NULL: the context needs none): device memory, `bytes` from
+     * `dev` (256-byte aligned), that the context uses for its own scratch
+     * (a GPU: cuBLAS's workspace, the reductions' partial sums) instead of
+     * memory of its own, so that the pool counts it. The caller frees it
+     * after ctx_free. */
+    void (*ctx_workspace)(backend_ctx *ctx, void *dev, size_t bytes);
     /* Raw device memory, 64-byte aligned; NULL when the device has none left. */
     void *(*mem_alloc)(int device, size_t bytes);
     void (*mem_free)(int device, void *p);

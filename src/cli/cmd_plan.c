@@ -232,9 +232,32 @@ static void print_text(const cohort_run *run, const run_group_info *g, int n_gro
         printf("  %-8s limit %s; %d model%s, %s in all", dev->info.name,
                format_bytes(mem_pool_limit(dev->mem_pool), a, sizeof a), count, count == 1 ? "" : "s",
                format_bytes(planned, c, sizeof c));
+        /* What the device holds beside the models: each job's context (from
+         * the pool) and, under processes on a GPU, each worker's own. */
+        uint64_t ctx = device_ctx_bytes(dev), own = 0, jobs = 0, job_peak = 0;
+        for (int i = 0; i < n_groups; i++)
+            if (g[i].device == d && g[i].n > 0) {
+                uint64_t room = run_job_room(run, d, g[i].bytes);
+                own += room - g[i].bytes;
+                if (room > job_peak)
+                    job_peak = room;
+                jobs++;
+            }
+        if (jobs && own) {
+            char e[32], wb[32];
+            uint64_t worker = own / jobs - ctx;
+            printf(", %s with %s (%llu x %s: cuBLAS's workspace and the reductions' scratch)",
+                   format_bytes(planned + own, a, sizeof a),
+                   jobs == 1 ? "its context" : "their contexts", (unsigned long long)jobs,
+                   format_bytes(ctx, e, sizeof e));
+            if (worker)
+                printf(" and %s workers' CUDA contexts (%llu x %s, each while its job runs)",
+                       jobs == 1 ? "its" : "their", (unsigned long long)jobs,
+                       format_bytes(worker, wb, sizeof wb));
+        }
         if (run->strategy == COHORT_STRATEGY_SEQUENTIAL)
             printf(", at most %s at once (sequential)",
-                   format_bytes(peak_concurrent, a, sizeof a));
+                   format_bytes(jobs ? job_peak : peak_concurrent, a, sizeof a));
         printf("\n");
     }
     if (run->strategy != COHORT_STRATEGY_FUSED)

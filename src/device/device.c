@@ -30,7 +30,13 @@ const device_kind device_kind_cuda = {
     .auto_fuse = 1,
     .dealt_to_ranks = 1,
     .headroom = gpu_headroom,
+    .ctx_bytes = gpu_ctx_bytes,
 };
+
+uint64_t device_ctx_bytes(const cohort_device *d)
+{
+    return d->kind->ctx_bytes ? d->kind->ctx_bytes(d->info.total_bytes) : 0;
+}
 
 static void cpu_model_name(char *buf, size_t n)
 {

@@ -88,6 +88,11 @@ typedef struct device_kind {
      * free at discovery: what the runtime takes beside the pools (NULL:
      * none; a GPU: gpu_headroom). */
     uint64_t (*headroom)(uint64_t free_bytes);
+    /* Device memory each training context (one per job: a model or a fused
+     * group) takes from the device's pool beside its group's slab, on a
+     * device of total_bytes (NULL: none; a GPU: gpu_ctx_bytes). The planner
+     * counts it for every job it places there. */
+    uint64_t (*ctx_bytes)(uint64_t total_bytes);
     /* What runs a device's models, for `cohort devices`: the backend's own
      * kernels and why (NULL where the kind has no such choice). */
     const char *(*kernels)(void);
@@ -130,8 +135,15 @@ void devices_discover_gpus(device_registry *r);
  * discover_gpu.c). */
 uint64_t gpu_headroom(uint64_t free_bytes);
 /* Device memory a worker process (strategy processes) takes on a GPU of
- * total_bytes beside its group: its CUDA context and cuBLAS workspace. */
+ * total_bytes beside its group and its group's context bytes: its own CUDA
+ * context (see discover_gpu.c). */
 uint64_t gpu_worker_bytes(uint64_t total_bytes);
+/* Device memory a context takes on a GPU of total_bytes beside its group's
+ * slab: the reductions' scratch and cuBLAS's workspace (cuda_plugin.h). */
+uint64_t gpu_ctx_bytes(uint64_t total_bytes);
+/* What a training context takes on d beside its group (d->kind->ctx_bytes
+ * of the physical device's memory; 0 on a CPU). */
+uint64_t device_ctx_bytes(const cohort_device *d);
 /* A worker process's copy of a preallocated GPU pool, lowered to the one
  * job it trains (nothing in use, no slab taken yet): each worker takes a
  * slab of its own. */

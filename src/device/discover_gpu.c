@@ -125,12 +125,14 @@ static int query_in_child(gpu_report *rep)
  * What a training process takes on a GPU beside its pools, kept out of the
  * default limit: the kernels CUDA loads lazily on first launch (cuBLAS's and
  * cuBLASLt's that the run's GEMMs use, and the plugin's own: tens to a few
- * hundred MB), each context's cuBLAS workspace (32 MiB on Hopper) and buffer of
- * byte batches, and cudaMalloc's 2 MiB granules under a grow pool (one per
- * group). Packed to the free memory, a preallocated slab or the last group
- * failed at run time. The process's own CUDA context is not in it: discovery's
- * child measured the free memory with a context of its own, and the training
- * process's takes its place. 512 MiB, at most an eighth of what is free.
+ * hundred MB), each context's buffer of byte batches, and cudaMalloc's 2 MiB
+ * granules under a grow pool (one per group). Packed to the free memory, a
+ * preallocated slab or the last group failed at run time. Each context's
+ * cuBLAS workspace and reduction scratch are not in it: they come from the
+ * pool, counted by the planner (gpu_ctx_bytes). Nor is the process's own CUDA
+ * context: discovery's child measured the free memory with a context of its
+ * own, and the training process's takes its place. 512 MiB, at most an
+ * eighth of what is free.
  */
 uint64_t gpu_headroom(uint64_t free_bytes)
 {
@@ -138,13 +140,31 @@ uint64_t gpu_headroom(uint64_t free_bytes)
     return h < free_bytes / 8 ? h : free_bytes / 8;
 }
 
-/* A CUDA context takes some 500 MB of a GPU, and cuBLAS's workspace 32 MiB
- * on Hopper: 544 MiB, at most a sixteenth of the GPU (the emulation's GPUs are
- * small, and so are its contexts). */
+/*
+ * A worker process (strategy processes) opens a CUDA context of its own,
+ * which the parent's discovery did not see: some 500 MB on an H100 or H200.
+ * Most of it is the local memory CUDA reserves for thread stacks (the
+ * default 1 KiB for each of the 2048 threads an SM holds, on 132 SMs: 264
+ * MiB), the rest the device heap for malloc (8 MiB), the printf buffer
+ * (1 MiB), the runtime's own state and the modules the worker loads (the
+ * plugin's kernels, the cuBLAS kernels its GEMMs use). 512 MiB, at most a
+ * sixteenth of the GPU (the emulation's GPUs are small, and so are its
+ * contexts). Its group's cuBLAS workspace is gpu_ctx_bytes, counted apart.
+ */
 uint64_t gpu_worker_bytes(uint64_t total_bytes)
 {
-    uint64_t w = (uint64_t)544 << 20;
+    uint64_t w = (uint64_t)512 << 20;
     return w < total_bytes / 16 ? w : total_bytes / 16;
+}
+
+/* A context's scratch and cuBLAS workspace (cuda_plugin.h): 33 MiB, at most
+ * a sixty-fourth of the GPU, in 256-byte units (cuBLAS's alignment). */
+uint64_t gpu_ctx_bytes(uint64_t total_bytes)
+{
+    uint64_t w = (uint64_t)(CUDA_REDUCE_SCRATCH + CUDA_BLAS_WORKSPACE);
+    if (w > total_bytes / 64)
+        w = total_bytes / 64;
+    return w / 256 * 256;
 }
 
 void devices_discover_gpus(device_registry *r)

@@ -45,8 +45,9 @@ static cohort_status make_jobs(job_runner *s, cohort_error *err)
                     f->start_epoch == e->start_epoch && f->start_step == e->start_step &&
                     f->stop_epoch == e->stop_epoch) {
                     c->idx[c->n] = i;
+                    const cohort_device *d = &run->devices->dev[e->device];
                     uint64_t b = group_bytes(run, c->idx, c->n + 1);
-                    if (b && b <= mem_pool_limit(run->devices->dev[e->device].mem_pool))
+                    if (b && b + device_ctx_bytes(d) <= mem_pool_limit(d->mem_pool))
                         j = c;
                 }
             }
@@ -120,33 +121,42 @@ static cohort_status split_groups_over_cores(job_runner *s, int cores, cohort_er
  * another job on the device has yet to take its block (where that lands
  * decides what is left), and then until the largest free block holds it.
  */
-/* The bytes job j takes on its device while it runs: its group's, and under
- * processes on a device whose workers each open a context of their own (a
- * GPU's CUDA context and cuBLAS workspace), that context's. */
-static uint64_t job_room(const job_runner *s, const job *j)
+/* The bytes job j takes on its device while it runs: its group's, its
+ * context's (a GPU's cuBLAS workspace and scratch, from the pool:
+ * device_ctx_bytes), and under processes on a device whose workers each open
+ * a CUDA context of their own, that context's (gpu_worker_bytes). */
+uint64_t run_job_room(const cohort_run *run, int device, uint64_t bytes)
 {
-    const cohort_device *d = &s->run->devices->dev[j->device];
-    if (s->run->strategy == COHORT_STRATEGY_PROCESSES && d->kind->visible_env)
-        return j->bytes + gpu_worker_bytes(d->info.total_bytes);
-    return j->bytes;
+    const cohort_device *d = &run->devices->dev[device];
+    uint64_t room = bytes + device_ctx_bytes(d);
+    if (run->strategy == COHORT_STRATEGY_PROCESSES && d->kind->visible_env)
+        room += gpu_worker_bytes(d->info.total_bytes);
+    return room;
 }
 
 int job_reserve(job_runner *s, job *j)
 {
-    mem_pool *pool = s->run->devices->dev[j->device].mem_pool;
-    uint64_t room = job_room(s, j);
+    const cohort_device *d = &s->run->devices->dev[j->device];
+    mem_pool *pool = d->mem_pool;
+    uint64_t room = run_job_room(s->run, j->device, j->bytes);
+    /* A slab's two blocks (the group's, its context's) both fit where its
+     * largest free block holds the two together. */
+    uint64_t block = mem_pool_charge(j->bytes) + device_ctx_bytes(d);
     if (s->reserved[j->device] > 0) {
         if (s->reserved[j->device] + room > mem_pool_limit(pool))
             return 0;
         if (mem_pool_policy(pool) == COHORT_MEM_PREALLOCATE &&
-            (s->starting[j->device] > 0 || mem_pool_largest_free(pool) < mem_pool_charge(j->bytes)))
+            (s->starting[j->device] > 0 || mem_pool_largest_free(pool) < block))
             return 0;
     }
     s->reserved[j->device] += room;
     return 1;
 }
 
-void job_unreserve(job_runner *s, job *j) { s->reserved[j->device] -= job_room(s, j); }
+void job_unreserve(job_runner *s, job *j)
+{
+    s->reserved[j->device] -= run_job_room(s->run, j->device, j->bytes);
+}
 
 /* The threads job j may take now, want at most: on a CPU part, no more than
  * its cores leave free (0 when they are all taken). */

@@ -482,7 +482,8 @@ static void pin_gpus(const cohort_mpi *m, cohort_run *run)
             continue;
         int best = -1;
         for (int k = 0; k < nm; k++)
-            if (e->planned_bytes <= mem_pool_limit(run->devices->dev[mine[k]].mem_pool) &&
+            if (e->planned_bytes + device_ctx_bytes(&run->devices->dev[mine[k]]) <=
+                    mem_pool_limit(run->devices->dev[mine[k]].mem_pool) &&
                 (best < 0 || load[k] < load[best]))
                 best = k;
         if (best < 0)

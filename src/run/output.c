@@ -471,9 +471,16 @@ char *run_plan_json(const cohort_run *run, const run_group_info *g, int n_groups
                 planned += run_model_planned(run, g, n_groups, i);
         sb_puts(&b, first ? "    {\"name\": " : ",\n    {\"name\": ");
         first = 0;
+        /* Beside the models: each job's context and, under processes on a
+         * GPU, its worker's (run_job_room). */
+        uint64_t beside = 0;
+        for (int i = 0; i < n_groups; i++)
+            if (g[i].device == d && g[i].n > 0)
+                beside += run_job_room(run, d, g[i].bytes) - g[i].bytes;
         sb_json_str(&b, dev->info.name);
-        sb_printf(&b, ", \"limit_bytes\": %llu, \"planned_bytes\": %llu}",
-                  (unsigned long long)mem_pool_limit(dev->mem_pool), (unsigned long long)planned);
+        sb_printf(&b, ", \"limit_bytes\": %llu, \"planned_bytes\": %llu, \"context_bytes\": %llu}",
+                  (unsigned long long)mem_pool_limit(dev->mem_pool), (unsigned long long)planned,
+                  (unsigned long long)beside);
     }
     sb_puts(&b, "\n  ],\n  \"scheduler\": ");
     const scheduler_spec *sc = &run->plan->scheduler;

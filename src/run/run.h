@@ -328,6 +328,13 @@ uint64_t run_group_share(uint64_t bytes, int n);
 /* Model i's planned bytes under the groups g: its share of its group, or,
  * in none, its own plan. `cohort plan` prints this number. */
 uint64_t run_model_planned(const cohort_run *run, const run_group_info *g, int n_groups, int i);
+/* The device memory a job (a model, or a fused group) of `bytes` planned
+ * bytes takes on device `device` while it runs: those, its context's
+ * (device_ctx_bytes: a GPU's cuBLAS workspace and the reductions' scratch,
+ * from the same pool) and, under processes on a GPU, its worker's own CUDA
+ * context (gpu_worker_bytes). The runner reserves this much before a job
+ * starts; `cohort plan` counts it. (jobs.c) */
+uint64_t run_job_room(const cohort_run *run, int device, uint64_t bytes);
 /* Every member of g draws the same shuffle order (shared_order). */
 int run_group_shares_order(const cohort_run *run, const run_group_info *g);
 /* The plan of run as `cohort plan --json` prints it (malloc'd; NULL: no memory). */

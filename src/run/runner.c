@@ -278,8 +278,11 @@ static double device_speed(const cohort_device *d)
 
 static void refuse(cohort_run *run, model_entry *e, const cohort_device *d)
 {
-    char need[32], lim[32];
-    uint64_t limit = mem_pool_limit(d->mem_pool);
+    char need[32], lim[32], ctx_s[32];
+    uint64_t limit = mem_pool_limit(d->mem_pool), ctx = device_ctx_bytes(d);
+    /* What the model itself may take: its context's bytes come from the
+     * same pool (a GPU's cuBLAS workspace and scratch). */
+    uint64_t room = limit > ctx ? limit - ctx : 0;
     e->res.state = MODEL_FAILED;
     e->done = 1;
     /* What would fit: the batch size whose plan is under the limit. */
@@ -289,7 +292,7 @@ static void refuse(cohort_run *run, model_entry *e, const cohort_device *d)
         model_layout L;
         s.batch_size = (int)b;
         if (model_layout_make(&s, run->in_shape, run->n_classes, 1, &L, NULL) == COHORT_OK &&
-            L.total_bytes <= limit) {
+            L.total_bytes <= room) {
             fit = b;
             break;
         }
@@ -319,11 +322,15 @@ static void refuse(cohort_run *run, model_entry *e, const cohort_device *d)
     } else {
         snprintf(hint, sizeof hint, "no batch size fits");
     }
+    char with[80] = "";
+    if (ctx)
+        snprintf(with, sizeof with, " (%s of it its context's: cuBLAS's workspace and scratch)",
+                 format_bytes(ctx, ctx_s, sizeof ctx_s));
+    format_bytes(e->planned_bytes + ctx, need, sizeof need);
     snprintf(e->res.error, sizeof e->res.error,
-             "model '%s' needs %s but %s has a limit of %s; give it a device or split of at least "
-             "%s, %s",
-             e->spec->name, format_bytes(e->planned_bytes, need, sizeof need), d->info.name,
-             format_bytes(limit, lim, sizeof lim), format_bytes(e->planned_bytes, need, sizeof need),
+             "model '%s' needs %s%s but %s has a limit of %s; give it a device or split of at "
+             "least %s, %s",
+             e->spec->name, need, with, d->info.name, format_bytes(limit, lim, sizeof lim), need,
              hint);
 }
 
@@ -372,7 +379,7 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
                                d->info.name);
         }
         e->device = (int)(d - run->devices->dev);
-        if (e->planned_bytes > mem_pool_limit(d->mem_pool))
+        if (e->planned_bytes + device_ctx_bytes(d) > mem_pool_limit(d->mem_pool))
             refuse(run, e, d);
         else
             load[e->device] += cost / device_speed(d);
@@ -395,7 +402,7 @@ static cohort_status place_models(cohort_run *run, cohort_error *err)
             const cohort_device *d = &run->devices->dev[usable[j]];
             if (mem_pool_limit(d->mem_pool) > mem_pool_limit(run->devices->dev[biggest].mem_pool))
                 biggest = usable[j];
-            if (mem_pool_limit(d->mem_pool) < e->planned_bytes)
+            if (mem_pool_limit(d->mem_pool) < e->planned_bytes + device_ctx_bytes(d))
                 continue;
             double finish = load[usable[j]] + cost / device_speed(d);
             if (best < 0 || finish < best_finish) {

@@ -67,9 +67,10 @@ static int launch(job_runner *s, job *j, int threads)
             d->be_dev = 0;
             mem_pool_rebind(d->mem_pool, 0);
             /* A preallocated slab is taken here, by each worker on the GPU:
-             * it holds this job's group, not the whole limit again. */
+             * it holds this job's group and its context's bytes, not the
+             * whole limit again. */
             if (mem_pool_policy(d->mem_pool) == COHORT_MEM_PREALLOCATE)
-                pool_shrink(d->mem_pool, mem_pool_charge(j->bytes));
+                pool_shrink(d->mem_pool, mem_pool_charge(j->bytes) + device_ctx_bytes(d));
         }
         j->threads = threads;
         backend_cpu_set_blas_threads(backend_cpu_blas_threads(threads));

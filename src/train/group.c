@@ -213,6 +213,18 @@ cohort_status group_create(const model_spec *const *specs, int K, sample_shape i
         group_free(g);
         return COHORT_ERR_NOMEM;
     }
+    /* The context's own device scratch (a GPU's cuBLAS workspace and partial
+     * sums) from the pool too, beside the slab and not in the models' bytes:
+     * the planner counts one per job (device_ctx_bytes). */
+    uint64_t ws = device_ctx_bytes(dev);
+    if (ws && g->be->ctx_workspace) {
+        g->ctx_ws = mem_pool_alloc(dev->mem_pool, (size_t)ws, NULL, specs[0]->name, err);
+        if (!g->ctx_ws) {
+            group_free(g);
+            return COHORT_ERR_NOMEM;
+        }
+        g->be->ctx_workspace(g->ctx, g->ctx_ws, (size_t)ws);
+    }
     g->be->memzero(g->ctx, g->slab, L->total_bytes);
     size_t KP = (size_t)K * L->p_stride;
 #define BUF(i) (g->slab + L->buf_off[i])
@@ -279,12 +291,15 @@ void group_free(train_group *g)
     if (!g)
         return;
     /* The context first: ctx_free waits for the work it queued, which may
-     * still write the slab; released before, a preallocated block could be
-     * another group's (another thread's) while that work ran. */
+     * still write the slab and its workspace; released before, a
+     * preallocated block could be another group's (another thread's) while
+     * that work ran. */
     if (g->ctx)
         g->be->ctx_free(g->ctx);
     if (g->slab)
         mem_pool_release(g->dev->mem_pool, g->slab, &g->acct);
+    if (g->ctx_ws)
+        mem_pool_release(g->dev->mem_pool, g->ctx_ws, NULL);
     free(g->order);
     free(g->host);
     free(g);

@@ -22,6 +22,7 @@ struct train_group {
     backend_ctx *ctx;
     mem_account acct;
     char *slab;
+    void *ctx_ws; /* the context's scratch from the pool (device_ctx_bytes), or NULL */
     float *params, *grads, *opt_m, *opt_v, *act, *delta[2], *saved, *stat, *work, *best;
     int32_t *labels;
     float *targets; /* [K or slots, B, n_out] target rows, for every loss but SCE */

@@ -12,11 +12,19 @@
  * Hopper) from cublasCreate on; cublasSetWorkspace gives it the caller's
  * instead and frees the default; cublasSetStream goes back to the default
  * (as cuBLAS documents), so a workspace is set after the stream.
+ *
+ * The plugin gives every handle a workspace from its pool (ctx_workspace),
+ * which the planner counts: a GEMM on a handle still on its default is
+ * refused (CUBLAS_STATUS_NOT_SUPPORTED, and a line that says so), and each
+ * GEMM overwrites the whole workspace with 0xff bytes when it runs, as a
+ * real one may use all of it, so that a workspace that overlaps live data,
+ * or is used after its block went back to the pool, gives wrong numbers.
  */
 #include "cublas_v2.h"
 #include "emu.h"
 
 #include <stdio.h>
+#include <string.h>
 
 struct emu_cublas {
     cudaStream_t stream;
@@ -115,10 +123,20 @@ cublasStatus_t gemm(emu_cublas *h, const gemm_args &g)
                    g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.sA, g.sB, g.sC, g.batch);
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
+    if (!h->user_ws) {
+        fprintf(stderr, "cuda_emu: cublasSgemm on a handle without cublasSetWorkspace: cuBLAS "
+                        "would work in a workspace of its own, which no pool counts\n");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     gemm_args q = g;
     if (!reads_ab)
         q.k = 0; /* no read of A or B: the product is 0 */
-    emu::enqueue(h->stream, [q]() { gemm_run(q); });
+    void *ws = h->user_ws;
+    size_t ws_bytes = h->user_ws_bytes;
+    emu::enqueue(h->stream, [q, ws, ws_bytes]() {
+        memset(ws, 0xff, ws_bytes);
+        gemm_run(q);
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -210,6 +228,7 @@ const char *cublasGetStatusString(cublasStatus_t s)
     case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
     case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
     case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
     default: return "unknown cuBLAS status";
     }
 }

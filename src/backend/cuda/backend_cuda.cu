@@ -31,9 +31,9 @@
  * one never waits for the copy of the one before. */
 #define STAGES 4
 
-/* Device bytes a context keeps for the partial sums of its reductions: 64
+/* Device bytes a context's reductions keep their partial sums in: 64
  * chunks of 4096 columns of one model's bias gradient. */
-#define REDUCE_SCRATCH ((size_t)1 << 20)
+#define REDUCE_SCRATCH CUDA_REDUCE_SCRATCH
 
 typedef struct stage {
     void *host;
@@ -56,7 +56,8 @@ struct backend_ctx {
     uint8_t *bytes;
     size_t bytes_cap;
     /* Partial sums of the two-stage reductions (bias_grad, sum_sq,
-     * reg_penalty), REDUCE_SCRATCH bytes; NULL: they run in one stage. */
+     * reg_penalty), REDUCE_SCRATCH bytes of the block ctx_workspace gave
+     * (the pool's); NULL: they run in one stage. */
     void *scratch;
     char error[512]; /* the first error an op met */
 };
@@ -71,6 +72,7 @@ struct cublas_api {
     decltype(&cublasDestroy_v2) destroy;
     decltype(&cublasSetStream_v2) set_stream;
     decltype(&cublasSetMathMode) set_math_mode;
+    decltype(&cublasSetWorkspace_v2) set_workspace;
     decltype(&cublasSgemm_v2) sgemm;
     decltype(&cublasSgemmStridedBatched) sgemm_strided;
     decltype(&cublasGetStatusString) status_string;
@@ -123,6 +125,7 @@ bool blas_load(char *why, size_t n)
               blas_sym(blas.destroy, "cublasDestroy_v2", why, n) &&
               blas_sym(blas.set_stream, "cublasSetStream_v2", why, n) &&
               blas_sym(blas.set_math_mode, "cublasSetMathMode", why, n) &&
+              blas_sym(blas.set_workspace, "cublasSetWorkspace_v2", why, n) &&
               blas_sym(blas.sgemm, "cublasSgemm_v2", why, n) &&
               blas_sym(blas.sgemm_strided, "cublasSgemmStridedBatched", why, n) &&
               blas_sym(blas.status_string, "cublasGetStatusString", why, n);
@@ -202,8 +205,6 @@ void ctx_release(backend_ctx *c)
     }
     if (c->bytes)
         cudaFree(c->bytes);
-    if (c->scratch)
-        cudaFree(c->scratch);
     if (c->blas)
         blas.destroy(c->blas);
     if (c->stream)
@@ -246,12 +247,32 @@ cohort_status cu_ctx_create(int device, int threads, backend_ctx **out, cohort_e
         return fail(err, COHORT_ERR_DEVICE, "gpu:%d: cuBLAS setup failed: %s", device,
                     blas.status_string(s));
     }
-    if (cudaMalloc(&c->scratch, REDUCE_SCRATCH) != cudaSuccess) {
-        (void)cudaGetLastError();
-        c->scratch = nullptr; /* the reductions run in one stage */
-    }
     *out = c;
     return COHORT_OK;
+}
+
+/*
+ * The pool's block for the context's own device memory (gpu_ctx_bytes):
+ * the reductions' partial sums first where it holds twice their scratch,
+ * the rest cuBLAS's workspace, so that cuBLAS allocates nothing of its own
+ * (cublasSetStream would give it back its own: the stream is set before).
+ * cuBLAS wants the workspace 256-byte aligned, a pool block is 64-byte.
+ */
+void cu_ctx_workspace(backend_ctx *c, void *dev, size_t bytes)
+{
+    on(c);
+    uintptr_t p = (uintptr_t)dev, a = (p + 255) / 256 * 256;
+    if (!dev || bytes < a - p + 256)
+        return;
+    char *ws = reinterpret_cast<char *>(a);
+    bytes -= a - p;
+    if (bytes >= 2 * REDUCE_SCRATCH) {
+        c->scratch = ws;
+        ws += REDUCE_SCRATCH;
+        bytes -= REDUCE_SCRATCH;
+    }
+    cublasStatus_t s = blas.set_workspace(c->blas, ws, bytes / 256 * 256);
+    note_blas(c, "cuBLAS workspace", s);
 }
 
 void cu_ctx_free(backend_ctx *c)
@@ -839,6 +860,7 @@ backend_ops make_ops()
     o.ctx_error = cohort_cuda_ctx_error;
     o.ctx_create = cu_ctx_create;
     o.ctx_free = cu_ctx_free;
+    o.ctx_workspace = cu_ctx_workspace;
     o.mem_alloc = cu_mem_alloc;
     o.mem_free = cu_mem_free;
     o.copy_h2d = cu_copy_h2d;

@@ -18,6 +18,18 @@ extern "C" {
 #define CUDA_PLUGIN_FILE "libcohort_cuda.so"
 #define CUDA_MAX_GPUS 16
 
+/*
+ * The device bytes each context takes beside its group's slab, which the
+ * group takes from its device's pool and hands over with ctx_workspace, so
+ * that the planner counts them (gpu_ctx_bytes): the partial sums of the
+ * two-stage reductions first (CUDA_REDUCE_SCRATCH, where the block is at
+ * least twice that), then cuBLAS's workspace (cublasSetWorkspace), up to
+ * CUDA_BLAS_WORKSPACE, the size cuBLAS's documentation recommends on Hopper
+ * (4 MiB before it).
+ */
+#define CUDA_REDUCE_SCRATCH ((size_t)1 << 20)
+#define CUDA_BLAS_WORKSPACE ((size_t)32 << 20)
+
 /* What discovery learns of one GPU. */
 typedef struct gpu_info {
     char name[128];
