@@ -903,6 +903,20 @@ static void test_bn(int rows, int C, int count)
     check_close(what, &st, 1e-4);
     check_close(what, &mm, 1e-4);
     check_close(what, &mv, 1e-4);
+    /* Run to run, the same bits (the sums' order is the shapes'; the
+     * emulation runs the second launch's blocks and threads in another
+     * order). The moving statistics move again; Y and stat do not. */
+    float *y1 = buf_back(&Y), *s1 = buf_back(&st);
+    gpu->bn_fwd_train(gc, Y.d, sX, X.d, sX, gam.d, bet.d, mm.d, mv.d, sp, st.d, sst, rows, C, &o,
+                      count);
+    float *y2 = buf_back(&Y), *s2 = buf_back(&st);
+    CHECK_MSG(memcmp(y1, y2, nX * sizeof(float)) == 0 &&
+                  memcmp(s1, s2, sst * (size_t)count * sizeof(float)) == 0,
+              "%s: a second run gave other bits", what);
+    free(y1);
+    free(s1);
+    free(y2);
+    free(s2);
 
     buf_upload(&mm);
     buf_upload(&mv);
@@ -916,6 +930,7 @@ static void test_bn(int rows, int C, int count)
 
     buf_upload(&st);
     buf dY = buf_make(nX, -1, 1), dX = buf_make(nX, 50, 60);
+    float *dg1 = NULL, *db1 = NULL;
     for (int with_dx = 1; with_dx >= 0; with_dx--) {
         buf dg = buf_make(sg * (size_t)count, 50, 60), db = buf_make(sg * (size_t)count, 50, 60);
         for (int k = 0; k < count; k++)
@@ -927,9 +942,26 @@ static void test_bn(int rows, int C, int count)
                  with_dx ? "" : " (no dX)");
         check_close(what, &dg, 1e-4);
         check_close(what, &db, 1e-4);
+        /* With dX and without, the same sums: the same bits (each model's C
+         * values; the padding after them is each buffer's own). */
+        float *dg2 = buf_back(&dg), *db2 = buf_back(&db);
+        if (dg1) {
+            int same = 1;
+            for (int k = 0; k < count; k++)
+                same &= memcmp(dg1 + k * sg, dg2 + k * sg, (size_t)C * sizeof(float)) == 0 &&
+                        memcmp(db1 + k * sg, db2 + k * sg, (size_t)C * sizeof(float)) == 0;
+            CHECK_MSG(same, "%s: other bits than the run with dX", what);
+            free(dg2);
+            free(db2);
+        } else {
+            dg1 = dg2;
+            db1 = db2;
+        }
         buf_free(&dg);
         buf_free(&db);
     }
+    free(dg1);
+    free(db1);
     snprintf(what, sizeof what, "bn_bwd %d x %d count %d: dX", rows, C, count);
     check_close(what, &dX, 1e-4);
     check_no_error(what);
@@ -1089,6 +1121,18 @@ static void test_seq_pool(int n, int T, int C, int masked, int shared_tokens, in
     }
     buf_free(&X);
     buf_free(&tok);
+}
+
+/* Batch normalization over many rows, in two stages: rows in several chunks
+ * (of at least 512 rows), the last one shorter; C < 32 and two channel
+ * groups; and more channels than one tile of inference scales (4096). */
+static void test_bn_many(void)
+{
+    if (!have_image_ops())
+        return;
+    test_bn(2600, 40, 3);
+    test_bn(1100, 3, 2);
+    test_bn(3, 4100, 1);
 }
 
 static void test_image_ops(void)
@@ -1733,7 +1777,9 @@ static void run_all(device_registry *reg, cohort_device *dg)
     test_mem_pools(dg);
     test_group_free_order(dg);
     test_ctx_bytes(dg);
-    test_rnn_steps(); /* last: the fits above start from this rng's draws */
+    /* After the fits, which start from this rng's draws. */
+    test_rnn_steps();
+    test_bn_many();
     check_no_error("the end");
     gpu->ctx_free(gc);
     if (ws)

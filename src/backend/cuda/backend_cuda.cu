@@ -793,7 +793,8 @@ void cu_bn_fwd_train_op(backend_ctx *c, float *Y, size_t sY, const float *X, siz
         note(c, "bn_fwd_train",
              cu_bn_fwd_train(c->stream, Y + (size_t)k0 * sY, sY, X + (size_t)k0 * sX, sX,
                              gamma + kp, beta + kp, mov_mean + kp, mov_var + kp, sp,
-                             stat + (size_t)k0 * sst, sst, rows, C, &a, m));
+                             stat + (size_t)k0 * sst, sst, rows, C, &a, m, c->scratch,
+                             REDUCE_SCRATCH));
     }
 }
 
@@ -820,7 +821,7 @@ void cu_bn_bwd_op(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t
 {
     on(c);
     note(c, "bn_bwd", cu_bn_bwd(c->stream, dX, sdX, dY, sdY, X, sX, gamma, sp, stat, sst, dgamma,
-                                dbeta, sg, rows, C, count));
+                                dbeta, sg, rows, C, count, c->scratch, REDUCE_SCRATCH));
 }
 
 void cu_lstm_fwd_op(backend_ctx *c, const rnn_step *s)

@@ -880,31 +880,102 @@ __device__ void bn_block_sums(const bn_lane &b, double u, double v, double &tu, 
     tv = rv[b.j];
 }
 
+/* A two-stage batch-norm reduction's partial sums: per model k, chunk z and
+ * channel, three doubles (the two sums, and the reference the forward pass
+ * sums about). */
+__device__ __forceinline__ double *bn_part(double *PART, int k, int z, int chunks, int C, int ch)
+{
+    return PART + (((size_t)k * (size_t)chunks + (size_t)z) * (size_t)C + (size_t)ch) * 3;
+}
+
+/* Stage one over many rows: block (g, k, z) sums rows [z * rpc, (z + 1) *
+ * rpc) of its channels as the one-stage kernels sum all of them, into
+ * bn_part(PART, k, z): forward (DY NULL) x - ref and its square, ref the
+ * channel's first value; backward dy and dy * (x - mean). */
+__global__ void k_bn_partial(double *PART, const float *X, size_t sX, const float *DY, size_t sdY,
+                             const float *STAT, size_t sst, int rows, int C, int rpc)
+{
+    int k = blockIdx.y, z = blockIdx.z;
+    const float *x = X + k * sX;
+    bn_lane b = bn_lane_of(C);
+    int r0 = z * rpc, r1 = rows - r0 < rpc ? rows : r0 + rpc;
+    double u = 0.0, v = 0.0;
+    float ref = 0.0f;
+    if (b.on && !DY) {
+        ref = x[b.ch];
+        for (int r = r0 + b.first; r < r1; r += b.step) {
+            double d = (double)x[(size_t)r * C + b.ch] - (double)ref;
+            u += d;
+            v += d * d;
+        }
+    } else if (b.on) {
+        const float *dy = DY + k * sdY;
+        ref = STAT[k * sst + b.ch];
+        for (int r = r0 + b.first; r < r1; r += b.step) {
+            size_t o = (size_t)r * C + b.ch;
+            u += (double)dy[o];
+            v += (double)dy[o] * ((double)x[o] - (double)ref);
+        }
+    }
+    bn_block_sums(b, u, v, u, v);
+    if (b.on && b.s == 0 && threadIdx.y == 0) {
+        double *p = bn_part(PART, k, z, (int)gridDim.z, C, b.ch);
+        p[0] = u;
+        p[1] = v;
+        p[2] = (double)ref;
+    }
+}
+
+/* Stage two's sums of a channel: the chunks' partial sums, chunk 0 first
+ * (every block of the channel adds them alike, so all see the same bits). */
+__device__ void bn_part_sums(const double *PART, int k, int chunks, int C, int ch, double &u,
+                             double &v)
+{
+    const double *p = bn_part(const_cast<double *>(PART), k, 0, chunks, C, ch);
+    u = p[0];
+    v = p[1];
+    for (int z = 1; z < chunks; z++) {
+        p += (size_t)C * 3;
+        u += p[0];
+        v += p[1];
+    }
+}
+
 /* X, Y (rows, C) per model; gamma, beta, mov_mean, mov_var (C); stat (2, C).
  * Sums of x and x*x in double, then Y in place-safe order (each element is
- * read and written by one thread). */
+ * read and written by one thread). With PART (two stages) the sums are
+ * k_bn_partial's and block z writes rows [z * rpc, (z + 1) * rpc); without,
+ * one block sums and writes every row (rpc = rows). */
 __global__ void k_bn_fwd_train(float *Y, size_t sY, const float *X, size_t sX,
                                const float *GAMMA, const float *BETA, float *MM, float *MV,
-                               size_t sp, float *STAT, size_t sst, int rows, int C, cu_bn_args a)
+                               size_t sp, float *STAT, size_t sst, int rows, int C, cu_bn_args a,
+                               const double *PART, int rpc)
 {
     int k = blockIdx.y;
     float *y = Y + k * sY;
     const float *x = X + k * sX;
     bn_lane b = bn_lane_of(C);
+    int r0 = (int)blockIdx.z * rpc, r1 = rows - r0 < rpc ? rows : r0 + rpc;
     /* As kern_bn_fwd_train: sums about the channel's first value (the
      * variance stays exact for a large mean), mean and variance in double,
      * Y = (X - mean) * (float)(gamma * inv_std) + beta. rows > 0 here. */
     double s1 = 0.0, s2 = 0.0;
     float ref = 0.0f;
-    if (b.on) {
-        ref = x[b.ch];
-        for (int r = b.first; r < rows; r += b.step) {
-            double d = (double)x[(size_t)r * C + b.ch] - (double)ref;
-            s1 += d;
-            s2 += d * d;
+    if (!PART) {
+        if (b.on) {
+            ref = x[b.ch];
+            for (int r = b.first; r < rows; r += b.step) {
+                double d = (double)x[(size_t)r * C + b.ch] - (double)ref;
+                s1 += d;
+                s2 += d * d;
+            }
         }
+        bn_block_sums(b, s1, s2, s1, s2);
+    } else if (b.on) {
+        /* The reference from stage one: row 0 may be Y's already. */
+        ref = (float)bn_part(const_cast<double *>(PART), k, 0, (int)gridDim.z, C, b.ch)[2];
+        bn_part_sums(PART, k, (int)gridDim.z, C, b.ch, s1, s2);
     }
-    bn_block_sums(b, s1, s2, s1, s2);
     if (!b.on)
         return;
     double dm = s1 / rows, var = s2 / rows - dm * dm;
@@ -912,14 +983,14 @@ __global__ void k_bn_fwd_train(float *Y, size_t sY, const float *X, size_t sX,
     double mu = (double)ref + dm, inv = 1.0 / sqrt(var + (double)a.eps[k]);
     size_t p = k * sp + b.ch;
     float m = (float)mu, scale = (float)((double)GAMMA[p] * inv), be = BETA[p];
-    if (b.s == 0 && threadIdx.y == 0) {
+    if (b.s == 0 && threadIdx.y == 0 && blockIdx.z == 0) {
         float *stat = STAT + k * sst, mom = a.momentum[k];
         stat[b.ch] = m;
         stat[C + b.ch] = (float)inv;
         MM[p] = mom * MM[p] + (1.0f - mom) * m;
         MV[p] = mom * MV[p] + (1.0f - mom) * (float)var;
     }
-    for (int r = b.first; r < rows; r += b.step) {
+    for (int r = r0 + b.first; r < r1; r += b.step) {
         size_t o = (size_t)r * C + b.ch;
         y[o] = (x[o] - m) * scale + be;
     }
@@ -934,54 +1005,69 @@ __global__ void k_bn_fwd_infer(float *Y, size_t sY, const float *X, size_t sX,
     float *y = Y + k * sY;
     const float *x = X + k * sX;
     float eps = a.eps[k];
-    size_t n = (size_t)rows * (size_t)C;
     /* kern_bn_fwd_infer's scale, in double, rounded once: worked out once per
-     * channel by each block (not a double sqrt and division per element)
-     * when the channels fit BN_SCALES, else per element. */
+     * channel by each block (not a double sqrt and division per element),
+     * for a tile of up to BN_SCALES channels at a time (one tile, the whole
+     * tensor, where the channels fit). */
     __shared__ float scales[BN_SCALES];
-    bool cached = C <= BN_SCALES;
-    if (cached) {
-        for (int c = (int)threadIdx.x; c < C; c += (int)blockDim.x) {
-            size_t p = k * sp + (size_t)c;
-            scales[c] = (float)((double)GAMMA[p] / sqrt((double)MV[p] + (double)eps));
+    for (int c0 = 0; c0 < C; c0 += BN_SCALES) {
+        int w = C - c0 < BN_SCALES ? C - c0 : BN_SCALES;
+        /* Every thread is done with the tile before. (With blockDim.x
+         * dividing BN_SCALES and the grid's stride, a thread writes and
+         * reads only its own residue of the tile, so this wait is never
+         * what orders them; it keeps that an accident of the shapes.) */
+        if (c0 > 0)
+            __syncthreads();
+        for (int j = (int)threadIdx.x; j < w; j += (int)blockDim.x) {
+            size_t p = k * sp + (size_t)(c0 + j);
+            scales[j] = (float)((double)GAMMA[p] / sqrt((double)MV[p] + (double)eps));
         }
         __syncthreads();
-    }
-    ELEMENTS(i, n)
-    {
-        size_t c = i % (size_t)C, p = k * sp + c;
-        float scale =
-            cached ? scales[c] : (float)((double)GAMMA[p] / sqrt((double)MV[p] + (double)eps));
-        y[i] = (x[i] - MM[p]) * scale + BETA[p];
+        size_t n = (size_t)rows * (size_t)w;
+        ELEMENTS(i, n)
+        {
+            size_t j = i % (size_t)w, o = i / (size_t)w * (size_t)C + (size_t)c0 + j;
+            size_t p = k * sp + (size_t)c0 + j;
+            y[o] = (x[o] - MM[p]) * scales[j] + BETA[p];
+        }
     }
 }
 
 /* dY, X, dX (rows, C) per model; gamma (C), stat (2, C), dgamma, dbeta (C):
- * sums of dY and dY*xhat in double, then dX when DX is not NULL. */
+ * sums of dY and dY*xhat in double, then dX when DX is not NULL. With PART
+ * (two stages) the sums are k_bn_partial's and block z writes rows
+ * [z * rpc, (z + 1) * rpc) of dX; without, one block does all (rpc = rows). */
 __global__ void k_bn_bwd(float *DX, size_t sdX, const float *DY, size_t sdY, const float *X,
                          size_t sX, const float *GAMMA, size_t sp, const float *STAT, size_t sst,
-                         float *DG, float *DB, size_t sg, int rows, int C)
+                         float *DG, float *DB, size_t sg, int rows, int C, const double *PART,
+                         int rpc)
 {
     int k = blockIdx.y;
     const float *dy = DY + k * sdY, *x = X + k * sX, *stat = STAT + k * sst;
     bn_lane b = bn_lane_of(C);
+    int r0 = (int)blockIdx.z * rpc, r1 = rows - r0 < rpc ? rows : r0 + rpc;
     /* As kern_bn_bwd: sums of dY and dY * (X - mean) in double, then
      * dX = A dY + B (X - mean) + D with kern_bn_bwd's A, B and D. */
     float m = 0.0f;
     double sd = 0.0, sdx = 0.0;
-    if (b.on) {
-        m = stat[b.ch];
-        for (int r = b.first; r < rows; r += b.step) {
-            size_t o = (size_t)r * C + b.ch;
-            sd += (double)dy[o];
-            sdx += (double)dy[o] * ((double)x[o] - (double)m);
+    if (!PART) {
+        if (b.on) {
+            m = stat[b.ch];
+            for (int r = b.first; r < rows; r += b.step) {
+                size_t o = (size_t)r * C + b.ch;
+                sd += (double)dy[o];
+                sdx += (double)dy[o] * ((double)x[o] - (double)m);
+            }
         }
+        bn_block_sums(b, sd, sdx, sd, sdx);
+    } else if (b.on) {
+        m = stat[b.ch];
+        bn_part_sums(PART, k, (int)gridDim.z, C, b.ch, sd, sdx);
     }
-    bn_block_sums(b, sd, sdx, sd, sdx);
     if (!b.on)
         return;
     double inv = (double)stat[C + b.ch], dg = sdx * inv;
-    if (b.s == 0 && threadIdx.y == 0) {
+    if (b.s == 0 && threadIdx.y == 0 && blockIdx.z == 0) {
         DG[k * sg + b.ch] = (float)dg;
         DB[k * sg + b.ch] = (float)sd;
     }
@@ -990,7 +1076,7 @@ __global__ void k_bn_bwd(float *DX, size_t sdX, const float *DY, size_t sdY, con
     float *dx = DX + k * sdX;
     double ga = (double)GAMMA[k * sp + b.ch] * inv, n = (double)rows;
     float A = (float)ga, Bc = (float)(-ga * inv * dg / n), D = (float)(-ga * sd / n);
-    for (int r = b.first; r < rows; r += b.step) {
+    for (int r = r0 + b.first; r < r1; r += b.step) {
         size_t o = (size_t)r * C + b.ch;
         dx[o] = A * dy[o] + Bc * (x[o] - m) + D;
     }
@@ -1099,6 +1185,24 @@ __global__ void k_gru_bwd(rnn_step s)
         float hp = s.h_prev ? rnn_row(s.h_prev, s.ld_hp, s.s_hp, k, r)[j] : 0.0f;
         *dh = gru_unit_bwd(x, R, H, hp, g);
     }
+}
+
+/* Rows a chunk of a two-stage batch-norm reduction takes at least: 32 per
+ * row phase of a block. */
+const int BN_CHUNK_ROWS = 32 * BN_PHASES;
+
+/* The chunks of a batch-norm reduction over `rows` (1: one stage, *part
+ * NULL) and the rows each takes, *rpc; a function of the shapes alone. */
+int bn_chunks(int rows, int C, int count, void *scratch, size_t scratch_bytes, int *rpc,
+              double **part)
+{
+    int chunks = chunks_for((size_t)rows, (size_t)BN_CHUNK_ROWS,
+                            (size_t)C * (size_t)count * 3 * sizeof(double),
+                            scratch ? scratch_bytes : 0);
+    *rpc = chunks > 1 ? (rows + chunks - 1) / chunks : rows;
+    chunks = chunks > 1 ? (rows + *rpc - 1) / *rpc : 1; /* no empty chunk */
+    *part = chunks > 1 ? static_cast<double *>(scratch) : nullptr;
+    return chunks;
 }
 
 } /* namespace */
@@ -1347,13 +1451,20 @@ cudaError_t cu_seq_pool_bwd(cudaStream_t s, int max, float *dX, size_t sdX, cons
 cudaError_t cu_bn_fwd_train(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
                             const float *gamma, const float *beta, float *mov_mean,
                             float *mov_var, size_t sp, float *stat, size_t sst, int rows, int C,
-                            const cu_bn_args *a, int count)
+                            const cu_bn_args *a, int count, void *scratch, size_t scratch_bytes)
 {
     if (count <= 0 || rows <= 0 || C <= 0)
         return cudaSuccess;
-    dim3 grid(bn_groups(C), (unsigned)count);
+    int rpc;
+    double *part;
+    int chunks = bn_chunks(rows, C, count, scratch, scratch_bytes, &rpc, &part);
+    dim3 grid(bn_groups(C), (unsigned)count, (unsigned)chunks);
+    if (part)
+        k_bn_partial<<<grid, dim3(32, BN_PHASES), 0, s>>>(part, X, sX, nullptr, 0, nullptr, 0,
+                                                          rows, C, rpc);
     k_bn_fwd_train<<<grid, dim3(32, BN_PHASES), 0, s>>>(Y, sY, X, sX, gamma, beta, mov_mean,
-                                                        mov_var, sp, stat, sst, rows, C, *a);
+                                                        mov_var, sp, stat, sst, rows, C, *a,
+                                                        part, rpc);
     return cudaGetLastError();
 }
 
@@ -1372,13 +1483,19 @@ cudaError_t cu_bn_fwd_infer(cudaStream_t s, float *Y, size_t sY, const float *X,
 cudaError_t cu_bn_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
                       const float *X, size_t sX, const float *gamma, size_t sp,
                       const float *stat, size_t sst, float *dgamma, float *dbeta, size_t sg,
-                      int rows, int C, int count)
+                      int rows, int C, int count, void *scratch, size_t scratch_bytes)
 {
     if (count <= 0 || rows <= 0 || C <= 0)
         return cudaSuccess;
-    dim3 grid(bn_groups(C), (unsigned)count);
+    int rpc;
+    double *part;
+    int chunks = bn_chunks(rows, C, count, scratch, scratch_bytes, &rpc, &part);
+    dim3 grid(bn_groups(C), (unsigned)count, (unsigned)chunks);
+    if (part)
+        k_bn_partial<<<grid, dim3(32, BN_PHASES), 0, s>>>(part, X, sX, dY, sdY, stat, sst, rows,
+                                                          C, rpc);
     k_bn_bwd<<<grid, dim3(32, BN_PHASES), 0, s>>>(dX, sdX, dY, sdY, X, sX, gamma, sp, stat, sst,
-                                                  dgamma, dbeta, sg, rows, C);
+                                                  dgamma, dbeta, sg, rows, C, part, rpc);
     return cudaGetLastError();
 }
 

@@ -126,16 +126,18 @@ cudaError_t cu_seq_pool_bwd(cudaStream_t s, int max, float *dX, size_t sdX, cons
 cudaError_t cu_bn_fwd_train(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
                             const float *gamma, const float *beta, float *mov_mean,
                             float *mov_var, size_t sp, float *stat, size_t sst, int rows, int C,
-                            const cu_bn_args *a, int count);
+                            const cu_bn_args *a, int count, void *scratch, size_t scratch_bytes);
 cudaError_t cu_bn_fwd_infer(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
                             const float *gamma, const float *beta, const float *mov_mean,
                             const float *mov_var, size_t sp, int rows, int C,
                             const cu_bn_args *a, int count);
-/* dX may be NULL (the gradients of gamma and beta only); any count. */
+/* dX may be NULL (the gradients of gamma and beta only); any count. The
+ * batch-norm reductions run in two stages over many rows where scratch
+ * (scratch_bytes of device memory, or NULL) holds the partial sums. */
 cudaError_t cu_bn_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
                       const float *X, size_t sX, const float *gamma, size_t sp,
                       const float *stat, size_t sst, float *dgamma, float *dbeta, size_t sg,
-                      int rows, int C, int count);
+                      int rows, int C, int count, void *scratch, size_t scratch_bytes);
 
 /* The recurrent layers' steps of backend_impl.h (lstm_fwd, lstm_bwd,
  * gru_fwd, gru_bwd: kind), one launch over every model and unit. */
