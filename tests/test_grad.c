@@ -6,6 +6,7 @@
 #include "check.h"
 #include "layer_text.h"
 #include "device/device.h"
+#include "layers/pass.h"
 #include "train/train.h"
 #include "util/util.h"
 
@@ -19,6 +20,10 @@ typedef struct tiny_data {
     float x[TINY_N * TINY_DIM];
     int32_t y[TINY_N];
 } tiny_data;
+
+/* Where set, fills the samples' x [TINY_N, dim] after make_data's draws
+ * (padded token sequences for the masked checks). */
+static void (*fill_x)(float *x, int dim);
 
 static void make_data(tiny_data *t, sample_shape in, int classes)
 {
@@ -34,6 +39,8 @@ static void make_data(tiny_data *t, sample_shape in, int classes)
         t->x[i] = 2.0f * rng_uniform(&r) - 1.0f;
     for (int i = 0; i < TINY_N; i++)
         t->y[i] = (int32_t)(i % classes);
+    if (fill_x)
+        fill_x(t->x, (int)t->ds.dim);
 }
 
 /* Compare analytic and central-difference gradients for every parameter of
@@ -203,6 +210,239 @@ static void sequence_checks(void)
                 (layer_spec[]){layer_dense(4, ACT_GELU), layer_act(ACT_SILU), plain("flatten")});
 }
 
+/* ---- the recurrent layers, with and without a token mask ---- */
+
+/*
+ * A kind only this binary has (layer_register), standing in for a mask_zero
+ * embedding: flat samples of T token values in, the sequence [T, E] of
+ * x[t] * w + b out, with the token mask (0: padding) on it. w and b [E] are
+ * trained, so the gradient reaching the layer before a recurrent layer is
+ * checked too. Plain loops over host memory: CPU devices only.
+ */
+enum { TOK_E = 3 };
+
+static int tok_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    (void)ls;
+    if (lp->in.rank != 1) {
+        snprintf(msg, len, "token_seq takes flat samples of tokens");
+        return 1;
+    }
+    lp->out = shape_seq(lp->in.c, TOK_E);
+    lp->n_params = 2 * TOK_E;
+    lp->mask_out = 1;
+    return 0;
+}
+
+static void tok_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
+{
+    (void)ls;
+    (void)seed;
+    for (int e = 0; e < TOK_E; e++) {
+        P[lp->p_off + e] = 0.5f + 0.3f * (float)e;
+        P[lp->p_off + TOK_E + e] = 0.1f * (float)(e - 1);
+    }
+}
+
+static void tok_forward(const layer_pass *p)
+{
+    int T = p->lp->in.c;
+    for (int k = 0; k < p->count; k++) {
+        const float *x = p->X + (size_t)k * p->sX, *w = p->W + (size_t)k * p->sP + p->lp->p_off;
+        float *y = p->Y + (size_t)k * p->sY;
+        for (int i = 0; i < p->rows * T; i++)
+            for (int e = 0; e < TOK_E; e++)
+                y[i * TOK_E + e] = x[i] * w[e] + w[TOK_E + e];
+    }
+}
+
+static int tok_backward(const layer_pass *p)
+{
+    int T = p->lp->in.c;
+    for (int k = 0; k < p->count; k++) {
+        const float *x = p->X + (size_t)k * p->sX, *dy = p->dY + (size_t)k * p->sd;
+        float *g = p->G + (size_t)k * p->sP + p->lp->p_off;
+        for (int e = 0; e < 2 * TOK_E; e++)
+            g[e] = 0.0f;
+        for (int i = 0; i < p->rows * T; i++)
+            for (int e = 0; e < TOK_E; e++) {
+                g[e] += x[i] * dy[i * TOK_E + e];
+                g[TOK_E + e] += dy[i * TOK_E + e];
+            }
+    }
+    return 0;
+}
+
+static const layer_ops tok_ops = {
+    .name = "token_seq",
+    .fuse_key = layer_fuse_any,
+    .plan = tok_plan,
+    .init = tok_init,
+    .forward = tok_forward,
+    .backward = tok_backward,
+};
+
+/* Samples of T tokens, rows padded with 0 before (pad_mode 1) or after (2)
+ * their 1..T-1 real steps (a different count per row; one row unpadded). */
+static int pad_mode;
+
+static void fill_tokens(float *x, int T)
+{
+    rng_state r;
+    rng_seed(&r, 9, 9);
+    for (int i = 0; i < TINY_N; i++) {
+        int real = i == 0 ? T : 1 + i % (T - 1);
+        for (int t = 0; t < T; t++) {
+            int pad = pad_mode == 1 ? t < T - real : t >= real;
+            x[i * T + t] = pad ? 0.0f : 0.2f + 0.8f * rng_uniform(&r);
+        }
+    }
+}
+
+static void rnn_spec(model_spec *s, int masked, const char *first, const char *second)
+{
+    model_spec_defaults(s);
+    str_copy(s->name, sizeof s->name, "rnn");
+    s->batch_size = TINY_N;
+    s->n_layers = 0;
+    if (masked)
+        s->layers[s->n_layers++] = layer_text("token_seq");
+    s->layers[s->n_layers++] = layer_text("%s", first);
+    if (second)
+        s->layers[s->n_layers++] = layer_text("%s", second);
+    s->layers[s->n_layers++] = layer_dense(3, ACT_SOFTMAX);
+}
+
+/* Model k's outputs for the TINY_N samples of x (shape in), from params p. */
+static int rnn_outputs(const model_spec *spec, sample_shape in, const float *x, const float *p,
+                       size_t P, float *out)
+{
+    tiny_data t;
+    make_data(&t, in, 3);
+    memcpy(t.x, x, (size_t)TINY_N * shape_size(in) * sizeof(float));
+    data_view v = data_view_all(&t.ds);
+    const model_spec *specs[1] = {spec};
+    train_group *g;
+    cohort_error err;
+    if (group_create(specs, 1, in, 3, &reg->dev[0], 1, &g, &err) != COHORT_OK) {
+        CHECK_MSG(0, "padding check: %s", err.message);
+        return 1;
+    }
+    CHECK(group_layout(g)->n_params == P);
+    if (p)
+        group_set_params(g, 0, p);
+    group_predict(g, 0, &v, out);
+    group_free(g);
+    return 0;
+}
+
+/* Padding changes nothing: each sample's real steps, padded before or
+ * after to T = 6, give the outputs of the same steps unpadded (a model of
+ * T = 3 with the same parameters, on the samples with 3 real steps). */
+static void padding_check(const char *first, const char *second)
+{
+    enum { TL = 6, TS = 3 };
+    model_spec s;
+    rnn_spec(&s, 1, first, second);
+    tiny_data t;
+    make_data(&t, shape_flat(TS), 3);
+    float shortx[TINY_N * TS], pre[TINY_N * TL], post[TINY_N * TL];
+    for (int i = 0; i < TINY_N * TS; i++)
+        shortx[i] = 0.2f + 0.8f * (0.5f + 0.5f * t.x[i]);
+    for (int i = 0; i < TINY_N; i++)
+        for (int q = 0; q < TL; q++) {
+            pre[i * TL + q] = q < TL - TS ? 0.0f : shortx[i * TS + q - (TL - TS)];
+            post[i * TL + q] = q < TS ? shortx[i * TS + q] : 0.0f;
+        }
+    /* The parameters of a T = 6 group, moved off their initial values. */
+    tiny_data d6;
+    make_data(&d6, shape_flat(TL), 3);
+    const model_spec *specs[1] = {&s};
+    train_group *g;
+    cohort_error err;
+    if (group_create(specs, 1, shape_flat(TL), 3, &reg->dev[0], 1, &g, &err) != COHORT_OK) {
+        CHECK_MSG(0, "padding check: %s", err.message);
+        return;
+    }
+    size_t P = group_layout(g)->n_params;
+    float *p = malloc(P * sizeof *p);
+    group_get_params(g, 0, p);
+    group_free(g);
+    rng_state r;
+    rng_seed(&r, 3, 3);
+    for (size_t i = 0; i < P; i++)
+        p[i] += 0.3f * (rng_uniform(&r) - 0.5f);
+    float want[TINY_N * 3], got_pre[TINY_N * 3], got_post[TINY_N * 3];
+    if (rnn_outputs(&s, shape_flat(TS), shortx, p, P, want) ||
+        rnn_outputs(&s, shape_flat(TL), pre, p, P, got_pre) ||
+        rnn_outputs(&s, shape_flat(TL), post, p, P, got_post)) {
+        free(p);
+        return;
+    }
+    int bad_pre = 0, bad_post = 0;
+    for (int i = 0; i < TINY_N * 3; i++) {
+        bad_pre += !(fabsf(got_pre[i] - want[i]) <= 1e-6f);
+        bad_post += !(fabsf(got_post[i] - want[i]) <= 1e-6f);
+    }
+    CHECK_MSG(bad_pre == 0, "%s%s%s: %d of %d outputs with padding before differ from the "
+              "unpadded sequence's", first, second ? " + " : "", second ? second : "", bad_pre,
+              TINY_N * 3);
+    CHECK_MSG(bad_post == 0, "%s%s%s: %d of %d outputs with padding after differ from the "
+              "unpadded sequence's", first, second ? " + " : "", second ? second : "", bad_post,
+              TINY_N * 3);
+    /* And the padding is not ignored for nothing: tokens in its place change them. */
+    for (int i = 0; i < TINY_N * TL; i++)
+        if (post[i] == 0.0f)
+            post[i] = 0.7f;
+    rnn_outputs(&s, shape_flat(TL), post, p, P, got_post);
+    int moved = 0;
+    for (int i = 0; i < TINY_N * 3; i++)
+        moved += got_post[i] != want[i];
+    CHECK_MSG(moved > 0, "%s: the steps after the real ones changed no output", first);
+    free(p);
+}
+
+static void rnn_checks(void)
+{
+    static const char *cells[] = {"lstm", "gru"};
+    sample_shape seq = shape_seq(5, 3);
+    for (int c = 0; c < 2; c++) {
+        char one[64], seq1[96], what[160];
+        snprintf(one, sizeof one, "{%s: 4}", cells[c]);
+        snprintf(seq1, sizeof seq1, "{%s: 3, return_sequences: true}", cells[c]);
+        model_spec s;
+        snprintf(what, sizeof what, "%s, last step", cells[c]);
+        rnn_spec(&s, 0, one, NULL);
+        grad_check_shape(what, &s, seq, 3, 1);
+        snprintf(what, sizeof what, "%s return_sequences + %s", cells[c], cells[1 - c]);
+        char other[64];
+        snprintf(other, sizeof other, "{%s: 4}", cells[1 - c]);
+        rnn_spec(&s, 0, seq1, other);
+        grad_check_shape(what, &s, seq, 3, 1);
+        snprintf(what, sizeof what, "%s return_sequences + flatten", cells[c]);
+        rnn_spec(&s, 0, seq1, "flatten");
+        grad_check_shape(what, &s, seq, 3, 1);
+        snprintf(what, sizeof what, "%s of one step", cells[c]);
+        rnn_spec(&s, 0, one, NULL);
+        grad_check_shape(what, &s, shape_seq(1, 3), 3, 1);
+        /* Masked: padding before and after, the mask through a sequence. */
+        fill_x = fill_tokens;
+        for (pad_mode = 1; pad_mode <= 2; pad_mode++) {
+            snprintf(what, sizeof what, "%s masked, padding %s", cells[c],
+                     pad_mode == 1 ? "before" : "after");
+            rnn_spec(&s, 1, one, NULL);
+            grad_check_shape(what, &s, shape_flat(5), 3, 1);
+            snprintf(what, sizeof what, "%s return_sequences masked + %s, padding %s", cells[c],
+                     cells[1 - c], pad_mode == 1 ? "before" : "after");
+            rnn_spec(&s, 1, seq1, other);
+            grad_check_shape(what, &s, shape_flat(5), 3, 1);
+        }
+        fill_x = NULL;
+        padding_check(one, NULL);
+        padding_check(seq1, other);
+    }
+}
+
 static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units, loss_kind loss)
 {
     model_spec_defaults(s);
@@ -322,6 +562,8 @@ int main(void)
     grad_check("softmax regression", &s, 3, 0);
     image_checks();
     sequence_checks();
+    CHECK(layer_register(&tok_ops) == 0);
+    rnn_checks();
     big_batch_check();
     devices_free(reg);
     return check_done("test_grad");

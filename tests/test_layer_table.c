@@ -118,10 +118,12 @@ static void syntax(void)
                        "'padding' does not apply to scaled_identity layers (layers.1 of model "
                        "'a'); it takes no other settings");
     expect_layer_error("scaled_identiy", 6, "(did you mean 'scaled_identity'?)");
+    /* The table's kinds, the registered one last (the built-in list grows). */
     expect_layer_error("{kernel_size: 3}", 6,
                        "has no layer kind; give one of dense, dropout, conv2d, max_pooling2d, "
                        "average_pooling2d, global_average_pooling2d, flatten, "
-                       "batch_normalization, activation or scaled_identity");
+                       "batch_normalization, activation, ");
+    expect_layer_error("{kernel_size: 3}", 6, " or scaled_identity (like {conv2d: 32, ");
     expect_layer_error("{scaled_identity: 1, activation: relu}", 6,
                        "'activation' applies only to dense, conv2d and activation layers "
                        "(layers.1 of model 'a' is scaled_identity)");
@@ -294,7 +296,7 @@ static void table(void)
     int n;
     const layer_ops *const *kinds = layer_kinds(&n);
     CHECK(n >= 10 && kinds[n - 1] == &layer_scaled_identity_ops);
-    CHECK(layer_find("scaled_identity") == &layer_scaled_identity_ops && !layer_find("lstm"));
+    CHECK(layer_find("scaled_identity") == &layer_scaled_identity_ops && !layer_find("no_such_kind"));
     const char *keys[LAYER_KEYS_MAX];
     int count = layer_all_keys(keys, LAYER_KEYS_MAX), names = 0, strides = 0;
     for (int i = 0; i < count; i++) {

@@ -13,6 +13,7 @@
 #include "layer_text.h"
 #include "device/device.h"
 #include "run/run.h"
+#include "train/group_impl.h"
 #include "train/train.h"
 #include "util/util.h"
 
@@ -322,6 +323,136 @@ static void cnn_fit_within_plan(void)
     }
 }
 
+/* ---- the recurrent layers ---- */
+
+/* An lstm or gru model on sequences [T, 3]: v 0..3 = lstm, lstm with
+ * return_sequences + gru, gru, gru with return_sequences + flatten. */
+static const char *rnn_what[] = {"lstm", "lstm seq + gru", "gru", "gru seq + flatten"};
+
+static void rnn_spec(int v, int batch, uint64_t seed, model_spec *s)
+{
+    model_spec_defaults(s);
+    snprintf(s->name, sizeof s->name, "rnn%llu", (unsigned long long)seed);
+    s->batch_size = batch;
+    s->seed = seed;
+    s->n_layers = 0;
+    switch (v) {
+    case 0: s->layers[s->n_layers++] = layer_text("{lstm: 5}"); break;
+    case 1:
+        s->layers[s->n_layers++] = layer_text("{lstm: 6, return_sequences: true}");
+        s->layers[s->n_layers++] = layer_text("{gru: 4}");
+        break;
+    case 2: s->layers[s->n_layers++] = layer_text("{gru: 7}"); break;
+    default:
+        s->layers[s->n_layers++] = layer_text("{gru: 3, return_sequences: true}");
+        s->layers[s->n_layers++] = layer_text("flatten");
+        break;
+    }
+    s->layers[s->n_layers++] = layer_dense(4, ACT_SOFTMAX);
+}
+
+/* The floats a recurrent layer keeps per sample, as its header comment
+ * says: its gates at every step (4H, 3H), the LSTM's cells or the GRU's
+ * recurrent products (H, 3H), and without return_sequences the outputs of
+ * steps 0..T-2; scratch dL/dh (and the LSTM's dL/dc). */
+static void rnn_sizes(const char *kind, int T, int H, int seq, size_t *saved, size_t *work)
+{
+    int gru = strcmp(kind, "gru") == 0;
+    *saved = (size_t)T * (size_t)H * (gru ? 6 : 5) + (seq ? 0 : (size_t)(T - 1) * (size_t)H);
+    *work = (size_t)H * (gru ? 1 : 2);
+}
+
+/* planned == peak for batch sizes x K x sequence lengths; each recurrent
+ * layer's saved and scratch sizes are the ones above; and a training pass
+ * of a full batch writes every float of the saved region planned (filled
+ * with a NaN pattern first): nothing planned is left unused. */
+static void rnn_planned_equals_peak(void)
+{
+    static const int batches[] = {1, 7, 64}, steps[] = {1, 4, 9};
+    for (int v = 0; v < 4; v++)
+        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+            for (size_t t = 0; t < sizeof steps / sizeof *steps; t++)
+                for (int K = 1; K <= 3; K += 2) {
+                    model_spec s[3];
+                    const model_spec *specs[3];
+                    for (int k = 0; k < 3; k++) {
+                        rnn_spec(v, batches[b], 1 + (uint64_t)k, &s[k]);
+                        specs[k] = &s[k];
+                    }
+                    sample_shape in = shape_seq(steps[t], 3);
+                    model_layout L;
+                    cohort_error err;
+                    cohort_status st = model_layout_make(&s[0], in, 4, K, &L, &err);
+                    CHECK_MSG(st == COHORT_OK, "%s: layout: %s", rnn_what[v], err.message);
+                    if (st)
+                        continue;
+                    for (int i = 0; i < L.n_layers; i++) {
+                        const layer_plan *lp = &L.layers[i];
+                        const char *kind = lp->kind->name;
+                        if (strcmp(kind, "lstm") && strcmp(kind, "gru"))
+                            continue;
+                        size_t sv, wk;
+                        rnn_sizes(kind, lp->in.h, lp->out.c, lp->out.rank == 2, &sv, &wk);
+                        CHECK_MSG(lp->n_saved == sv && lp->n_work == wk,
+                                  "%s T %d layer %d: saved %zu work %zu per sample, expected %zu "
+                                  "and %zu", rnn_what[v], steps[t], i, lp->n_saved, lp->n_work, sv,
+                                  wk);
+                    }
+                    mem_pool *pool = reg->dev[0].mem_pool;
+                    uint64_t before = mem_pool_in_use(pool);
+                    train_group *g;
+                    st = group_create(specs, K, in, 4, &reg->dev[0], 1, &g, &err);
+                    CHECK_MSG(st == COHORT_OK, "%s: %s", rnn_what[v], err.message);
+                    if (st)
+                        continue;
+                    CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
+                              "%s, batch %d, T %d, K %d: planned %zu, pool gave %llu",
+                              rnn_what[v], batches[b], steps[t], K, L.total_bytes,
+                              (unsigned long long)group_peak_bytes(g));
+                    CHECK(mem_pool_in_use(pool) - before == L.total_bytes);
+                    /* One full batch: every saved float written. */
+                    int n = batches[b];
+                    size_t dim = shape_size(in), n_saved = (size_t)K * (size_t)n * L.saved_width;
+                    float *x = malloc((size_t)n * dim * sizeof *x);
+                    int32_t *y = malloc((size_t)n * sizeof *y);
+                    float *grad = malloc((size_t)K * L.n_params * sizeof *grad);
+                    rng_state r;
+                    rng_seed(&r, 4, 4);
+                    for (size_t i = 0; i < (size_t)n * dim; i++)
+                        x[i] = 2.0f * rng_uniform(&r) - 1.0f;
+                    for (int i = 0; i < n; i++)
+                        y[i] = i % 4;
+                    cohort_dataset ds;
+                    memset(&ds, 0, sizeof ds);
+                    ds.n = n;
+                    ds.dim = (int64_t)dim;
+                    ds.shape = in;
+                    ds.x = x;
+                    ds.y = y;
+                    ds.n_classes = 4;
+                    data_view dv = data_view_all(&ds);
+                    const uint32_t pattern = 0x7fc0beefu;
+                    for (size_t i = 0; i < n_saved; i++)
+                        memcpy(&g->saved[i], &pattern, sizeof pattern);
+                    double loss[3];
+                    group_loss_grad(g, &dv, 1, 1, loss, grad);
+                    size_t unused = 0;
+                    for (size_t i = 0; i < n_saved; i++)
+                        unused += memcmp(&g->saved[i], &pattern, sizeof pattern) == 0;
+                    CHECK_MSG(unused == 0, "%s, batch %d, T %d, K %d: %zu of %zu saved floats "
+                              "planned but never written", rnn_what[v], n, steps[t], K, unused,
+                              n_saved);
+                    CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
+                              "%s: the account went past the plan in a training pass",
+                              rnn_what[v]);
+                    free(x);
+                    free(y);
+                    free(grad);
+                    group_free(g);
+                    CHECK(mem_pool_in_use(pool) == before);
+                }
+}
+
 static void mem_pool_limits(void)
 {
     cohort_error err;
@@ -491,6 +622,7 @@ int main(void)
     planned_equals_peak();
     cnn_planned_equals_peak();
     cnn_fit_within_plan();
+    rnn_planned_equals_peak();
     mem_pool_limits();
     devices_free(reg);
     fifty_in_a_row();

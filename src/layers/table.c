@@ -11,6 +11,7 @@
 extern const layer_ops layer_dense_ops, layer_dropout_ops, layer_conv2d_ops, layer_max_pool_ops,
     layer_avg_pool_ops, layer_global_avg_pool_ops, layer_flatten_ops, layer_batch_norm_ops,
     layer_activation_ops;
+extern const layer_ops layer_lstm_ops, layer_gru_ops;
 
 /* Room for the built-in kinds and the test binaries' own. */
 #define LAYER_TABLE_MAX 64
@@ -25,6 +26,8 @@ static const layer_ops *table[LAYER_TABLE_MAX] = {
     &layer_flatten_ops,
     &layer_batch_norm_ops,
     &layer_activation_ops,
+    &layer_lstm_ops,
+    &layer_gru_ops,
 };
 
 /* The entries: the listed ones, then the registered. */

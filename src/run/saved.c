@@ -137,7 +137,9 @@ cohort_status saved_model_open(const char *weights, saved_model *m, cohort_error
      * (mse on one-hot labels) rather than errors. */
     m->on_classes = classes && strtol(classes, NULL, 10) > 0;
     int names_bad = names_parse(names, &m->names, &m->n_names);
-    int h, w, c, image = shape && sscanf(shape, "(%d, %d, %d)", &h, &w, &c) == 3;
+    /* "(h, w, c)" an image, "(T, F)" a sequence. */
+    int h, w, c, axes = shape ? sscanf(shape, "(%d, %d, %d)", &h, &w, &c) : 0;
+    int image = axes == 3, seq = axes == 2;
     long n_in = inputs ? strtol(inputs, NULL, 10) : 0;
     free(classes);
     free(names);
@@ -169,6 +171,9 @@ cohort_status saved_model_open(const char *weights, saved_model *m, cohort_error
     if (image && h > 0 && w > 0 && c > 0) {
         m->in = shape_image(h, w, c);
         n_in = (long)h * w * c;
+    } else if (seq && h > 0 && w > 0) {
+        m->in = shape_seq(h, w);
+        n_in = (long)h * w;
     }
     m->n_in = n_in > 0 && n_in <= INT32_MAX ? n_in : 0;
     char *text = eval_plan_json(spec);

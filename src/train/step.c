@@ -297,6 +297,8 @@ static void adjust_grads(train_group *g, krange r)
             for (int j = 0; j < n; j++) {
                 if (t[j].off + t[j].n > L->n_trained)
                     continue; /* moving statistics: not a trained variable */
+                if (j > 0 && t[j].off == t[j - 1].off)
+                    continue; /* a file's alone, over the one before (lstm's bias_hh_l0) */
                 g->be->sum_sq(g->ctx, acc, gr + t[j].off, P, t[j].n, 0, r.count);
                 g->be->clip_norm(g->ctx, gr + t[j].off, P, t[j].n, acc, a, r.count);
             }

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Parity of the recurrent layers with PyTorch: from the same initial weights (init_from,
+torch's tensors), one unshuffled epoch with SGD-momentum and with Adam (Keras's formula)
+must give the weights a float64 torch.nn.LSTM / torch.nn.GRU reference gives. Each model
+stacks two recurrent layers (the first with return_sequences, so both the sequence output
+and the last step are trained through) and a dense softmax, on sequences [n, T, F] with a
+partial last batch.
+
+The init file's LSTM bias_hh_l0 is not zero: cohort adds it into its one bias (Keras's), and
+the reference trains that sum as bias_ih_l0 with bias_hh_l0 held at zero, which is what
+cohort's file then holds. The GRU keeps torch's two biases (Keras's reset_after).
+
+Tolerance: refcheck.weights_match's 2e-5 + 1e-4 |w| for every weight.
+Run by ctest; needs /usr/bin/python3 with numpy and torch (else: skipped, 77)."""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from refcheck import Checks, cohort_bin, cohort_train, need, weights_match  # noqa: E402
+
+NAME = "t_rnn_torch.py"
+np, torch = need(NAME, "numpy", "torch")
+from st_numpy import read_safetensors, write_safetensors  # noqa: E402
+
+check = Checks(NAME)
+N, T, F, H1, H2, CLASSES, BATCH = 90, 6, 4, 7, 5, 3, 16
+
+
+def make_init(rng, kind):
+    """Torch-layout tensors of [kind H1 seq, kind H2, dense CLASSES], biases not zero."""
+    G = 4 if kind == "lstm" else 3
+    init = {}
+    for i, (fin, h) in enumerate([(F, H1), (H1, H2)]):
+        lim = 1 / np.sqrt(h)
+        init[f"layers.{i}.weight_ih_l0"] = rng.uniform(-lim, lim, (G * h, fin))
+        init[f"layers.{i}.weight_hh_l0"] = rng.uniform(-lim, lim, (G * h, h))
+        init[f"layers.{i}.bias_ih_l0"] = rng.uniform(-0.2, 0.2, G * h)
+        init[f"layers.{i}.bias_hh_l0"] = rng.uniform(-0.2, 0.2, G * h)
+    lim = np.sqrt(6 / (H2 + CLASSES))
+    init["layers.2.weight"] = rng.uniform(-lim, lim, (CLASSES, H2))
+    init["layers.2.bias"] = rng.uniform(-0.1, 0.1, CLASSES)
+    return {k: v.astype(np.float32) for k, v in init.items()}
+
+
+def keras_adam_step(params, state, t, lr, b1=0.9, b2=0.999, eps=1e-7):
+    """Keras's Adam (as cohort's), in the parameters' float64."""
+    alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+    for p, (m, v) in zip(params, state):
+        g = p.grad
+        m += (g - m) * (1 - b1)
+        v += (g * g - v) * (1 - b2)
+        p -= alpha * m / (torch.sqrt(v) + eps)
+
+
+def torch_train(init, x, y, kind, opt):
+    """The reference: one unshuffled epoch in float64; returns the tensors as cohort's file
+    names them."""
+    f64 = torch.float64
+    cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
+    rnns = [cls(F, H1, batch_first=True, dtype=f64), cls(H1, H2, batch_first=True, dtype=f64)]
+    with torch.no_grad():
+        for i, m in enumerate(rnns):
+            for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+                getattr(m, name).copy_(torch.tensor(init[f"layers.{i}.{name}"], dtype=f64))
+            if kind == "lstm":
+                m.bias_ih_l0 += m.bias_hh_l0
+                m.bias_hh_l0.zero_()
+                m.bias_hh_l0.requires_grad_(False)
+    W = torch.tensor(init["layers.2.weight"], dtype=f64, requires_grad=True)
+    b = torch.tensor(init["layers.2.bias"], dtype=f64, requires_grad=True)
+    params = [p for m in rnns for p in m.parameters() if p.requires_grad] + [W, b]
+    if opt["name"] == "sgd":
+        o = torch.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"])
+    state = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+    X, Y = torch.tensor(x, dtype=f64), torch.tensor(y, dtype=torch.long)
+    t = 0
+    for s in range(0, len(x), BATCH):
+        seq, _ = rnns[0](X[s:s + BATCH])
+        out, _ = rnns[1](seq)
+        z = out[:, -1, :] @ W.T + b
+        loss = torch.nn.functional.cross_entropy(z, Y[s:s + BATCH])
+        for p in params:
+            p.grad = None
+        loss.backward()
+        t += 1
+        if opt["name"] == "sgd":
+            o.step()
+        else:
+            with torch.no_grad():
+                keras_adam_step(params, state, t, opt["lr"])
+    got = {f"layers.{i}.{n}": getattr(m, n).detach().numpy().astype(np.float32)
+           for i, m in enumerate(rnns)
+           for n in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")}
+    got["layers.2.weight"] = W.detach().numpy().astype(np.float32)
+    got["layers.2.bias"] = b.detach().numpy().astype(np.float32)
+    return got
+
+
+def torch_predict(w, x, kind):
+    """Probabilities of the trained file w's model in torch, loaded as docs/plan.md shows."""
+    f64 = torch.float64
+    cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
+    rnns = [cls(F, H1, batch_first=True, dtype=f64), cls(H1, H2, batch_first=True, dtype=f64)]
+    for i, m in enumerate(rnns):
+        m.load_state_dict({k[len(f"layers.{i}."):]: torch.tensor(v, dtype=f64)
+                           for k, v in w.items() if k.startswith(f"layers.{i}.")})
+    with torch.no_grad():
+        seq, _ = rnns[0](torch.tensor(x, dtype=f64))
+        out, _ = rnns[1](seq)
+        z = out[:, -1] @ torch.tensor(w["layers.2.weight"], dtype=f64).T
+        return (z + torch.tensor(w["layers.2.bias"], dtype=f64)).softmax(1).numpy()
+
+
+def cohort_predict(cohort, weights, data):
+    """cohort predict's probability columns, [n, CLASSES]."""
+    import subprocess
+    r = subprocess.run([cohort, "predict", weights, "--data", data], capture_output=True,
+                       text=True)
+    check(r.returncode == 0, f"cohort predict {weights}: exit {r.returncode}: {r.stderr}")
+    rows = [line.split(",") for line in r.stdout.splitlines()[1:]]
+    return np.array([[float(v) for v in row[-CLASSES:]] for row in rows])
+
+
+def main():
+    cohort = cohort_bin(NAME)
+    if not cohort:
+        return 1
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((N, T, F)).astype(np.float32)
+    y = (np.argmax(x[:, -2:, :CLASSES].sum(axis=1) + 0.3 * rng.standard_normal((N, CLASSES)),
+                   axis=1)).astype(np.int64)
+    optimizers = {"sgd": {"name": "sgd", "lr": 0.1, "momentum": 0.9},
+                  "adam": {"name": "adam", "lr": 0.01}}
+    inits = {k: make_init(rng, k) for k in ("lstm", "gru")}
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(f"{tmp}/x.npy", x)
+        np.save(f"{tmp}/y.npy", y)
+        models = []
+        for kind, init in inits.items():
+            write_safetensors(f"{tmp}/{kind}.safetensors", init)
+            for oname, opt in optimizers.items():
+                models.append({"name": f"{kind}_{oname}", "optimizer": opt,
+                               "init_from": f"{tmp}/{kind}.safetensors",
+                               "layers": [{kind: H1, "return_sequences": True}, {kind: H2},
+                                          {"dense": CLASSES, "activation": "softmax"}]})
+        plan = {"data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy"},
+                "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False},
+                "models": models}
+        if not cohort_train(check, cohort, plan, tmp):
+            return check.done()
+        for kind, init in inits.items():
+            for oname, opt in optimizers.items():
+                name = f"{kind}_{oname}"
+                want = torch_train(init, x, y, kind, opt)
+                got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
+                if kind == "lstm":
+                    for i in range(2):
+                        k = f"layers.{i}.bias_hh_l0"
+                        check(not got[k].any(), f"{name} {k}: not written as zeros")
+                        want.pop(k)
+                worst, rel = weights_match(check, name, got, want, init)
+                print(f"{NAME}: {name}: max |cohort - torch| = {worst:.3g} (relative {rel:.3g})")
+                # The trained file, loaded into torch, predicts what cohort predict prints.
+                w = {k: v for k, v in got.items()}
+                p = cohort_predict(cohort, f"{tmp}/out/models/{name}.safetensors",
+                                   f"npy:{tmp}/x.npy")
+                q = torch_predict(w, x, kind)
+                check(p.shape == q.shape and bool((abs(p - q) <= 2e-6 + 1e-5 * q).all()),
+                      f"{name}: cohort predict differs from torch by up to "
+                      f"{float(abs(p - q).max()) if p.shape == q.shape else p.shape}")
+    return check.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
