@@ -506,6 +506,82 @@ static void test_act_formulas(void)
     }
 }
 
+/* ln_fwd and ln_bwd: the GPU against the CPU, and the CPU against the
+ * formulas in double (backend_impl.h) with a row of another scale and
+ * offset than the rest. */
+static void test_layer_norm(int rows, int C, int count)
+{
+    size_t sX = (size_t)rows * C + 5, sp = (size_t)C + 3, sst = 2 * (size_t)rows + 1;
+    buf X = buf_make(sX * (size_t)count, -2, 2), dY = buf_make(sX * (size_t)count, -1, 1);
+    buf gam = buf_make(sp * (size_t)count, 0.5f, 1.5f), bet = buf_make(sp * (size_t)count, -1, 1);
+    buf Y = buf_make(sX * (size_t)count, 0, 0), dX = buf_make(sX * (size_t)count, 0, 0);
+    buf st = buf_make(sst * (size_t)count, 0, 0), dg = buf_make(2 * sp * (size_t)count, 0, 0);
+    for (int j = 0; j < C; j++) /* row 0 of model 0: far from 0, a small spread */
+        X.h[j] = 10.0f + 0.1f * X.h[j];
+    gpu->copy_h2d(gc, X.d, X.h, X.n * sizeof(float));
+    float eps[3] = {1e-3f, 1e-5f, 0.5f};
+    cpu->ln_fwd(cc, Y.h, sX, X.h, sX, gam.h, bet.h, sp, st.h, sst, eps, rows, C, count);
+    gpu->ln_fwd(gc, Y.d, sX, X.d, sX, gam.d, bet.d, sp, st.d, sst, eps, rows, C, count);
+    cpu->ln_bwd(cc, dX.h, sX, dY.h, sX, X.h, sX, gam.h, sp, st.h, sst, dg.h, dg.h + sp,
+                2 * sp, rows, C, count);
+    gpu->ln_bwd(gc, dX.d, sX, dY.d, sX, X.d, sX, gam.d, sp, st.d, sst, dg.d, dg.d + sp, 2 * sp,
+                rows, C, count);
+    char what[96];
+    snprintf(what, sizeof what, "ln_fwd %d x %d count %d", rows, C, count);
+    check_close(what, &Y, 1e-5);
+    check_close(what, &st, 1e-5);
+    snprintf(what, sizeof what, "ln_bwd %d x %d count %d", rows, C, count);
+    check_close(what, &dX, 1e-5);
+    check_close_norm(what, &dg, 1e-5);
+    /* The CPU against double. */
+    double wy = 0, wdx = 0, wdg = 0;
+    for (int k = 0; k < count; k++) {
+        const float *x = X.h + k * sX, *dy = dY.h + k * sX, *g = gam.h + k * sp,
+                    *b = bet.h + k * sp;
+        for (int j = 0; j < C; j++) {
+            double sg = 0, sb = 0;
+            for (int r = 0; r < rows; r++) {
+                const float *xr = x + (size_t)r * C;
+                double m = 0, v = 0;
+                for (int i = 0; i < C; i++)
+                    m += xr[i];
+                m /= C;
+                for (int i = 0; i < C; i++)
+                    v += (xr[i] - m) * (xr[i] - m);
+                double inv = 1.0 / sqrt(v / C + eps[k]);
+                sg += dy[(size_t)r * C + j] * (xr[j] - m) * inv;
+                sb += dy[(size_t)r * C + j];
+                if (j == 0)
+                    for (int i = 0; i < C; i++) {
+                        double xh = (xr[i] - m) * inv, a = 0, c = 0;
+                        wy = fmax(wy, fabs(Y.h[k * sX + (size_t)r * C + i] - (g[i] * xh + b[i])));
+                        for (int q = 0; q < C; q++) {
+                            double gq = dy[(size_t)r * C + q] * g[q];
+                            a += gq;
+                            c += gq * (xr[q] - m) * inv;
+                        }
+                        double want = inv * (dy[(size_t)r * C + i] * g[i] - a / C - xh * c / C);
+                        wdx = fmax(wdx, fabs(dX.h[k * sX + (size_t)r * C + i] - want) /
+                                            fmax(1.0, fabs(want)));
+                    }
+            }
+            wdg = fmax(wdg, fabs(dg.h[k * 2 * sp + j] - sg) / fmax(1.0, fabs(sg)));
+            wdg = fmax(wdg, fabs(dg.h[k * 2 * sp + sp + j] - sb) / fmax(1.0, fabs(sb)));
+        }
+    }
+    CHECK_MSG(wy <= 1e-5 && wdx <= 1e-3 && wdg <= 1e-5,
+              "layer norm %d x %d: the CPU against double: y %.3g, dx %.3g, dgamma/dbeta %.3g",
+              rows, C, wy, wdx, wdg);
+    buf_free(&X);
+    buf_free(&dY);
+    buf_free(&gam);
+    buf_free(&bet);
+    buf_free(&Y);
+    buf_free(&dX);
+    buf_free(&st);
+    buf_free(&dg);
+}
+
 /* The ops of issue 37's sequence layers, on random draws of their own: the
  * checks after them see the stream they always saw. */
 static void test_sequence_ops(void)
@@ -518,6 +594,9 @@ static void test_sequence_ops(void)
             test_bias_act((act_kind)a, c);
             test_act_backward((act_kind)a, c);
         }
+    test_layer_norm(37, 19, 1);
+    test_layer_norm(70, 64, 3);
+    test_layer_norm(5, 1, 2);
     check_no_error("sequence ops");
     rng = keep;
 }

@@ -208,6 +208,20 @@ static void sequence_checks(void)
                                layer_dense(2, ACT_TANH), bnorm(), plain("flatten")});
     image_check("dense gelu + silu on a sequence + flatten", seq, 0, 3,
                 (layer_spec[]){layer_dense(4, ACT_GELU), layer_act(ACT_SILU), plain("flatten")});
+    /* layer_normalization: on the input sequence, after a dense layer, on a
+     * flat sample (the input's gradient of a later one included), and on a
+     * flattened image (its features in the image's order). */
+    layer_spec ln = layer_text("{layer_normalization: {epsilon: 0.01}}");
+    image_check("layer norm on a sequence + dense + layer norm + flatten", seq, 0, 4,
+                (layer_spec[]){ln, layer_dense(4, ACT_TANH), plain("layer_normalization"),
+                               plain("flatten")});
+    image_check("flatten + layer norm + dense + layer norm", seq, 0, 4,
+                (layer_spec[]){plain("flatten"), ln, layer_dense(6, ACT_GELU),
+                               plain("layer_normalization")});
+    image_check("conv + flatten + layer norm", shape_image(5, 4, 2), 0, 3,
+                (layer_spec[]){conv(3, 3, 1, PAD_SAME, ACT_TANH), plain("flatten"), ln});
+    image_check("conv + layer norm on the channels + flatten", shape_image(5, 4, 2), 0, 3,
+                (layer_spec[]){conv(3, 3, 1, PAD_SAME, ACT_TANH), ln, plain("flatten")});
 }
 
 /* ---- the recurrent layers, with and without a token mask ---- */

@@ -110,7 +110,7 @@ typedef struct cnn_variant {
     int restore_best;
 } cnn_variant;
 
-#define CNN_VARIANTS 12
+#define CNN_VARIANTS 13
 static void cnn_variant_get(int v, cnn_variant *c)
 {
     sample_shape odd = shape_image(9, 7, 2), rgb = shape_image(8, 8, 3);
@@ -182,6 +182,13 @@ static void cnn_variant_get(int v, cnn_variant *c)
         *c = (cnn_variant){"conv gelu + flatten + dense silu + gelu + dense", odd, 5,
                            {conv(4, 3, 1, PAD_SAME, ACT_GELU), plain("flatten"),
                             dense(6, ACT_SILU), layer_act(ACT_GELU), dense(4, ACT_SOFTMAX)},
+                           OPT_ADAM, 0};
+        break;
+    case 12: /* layer normalization keeps each vector's mean and 1/std */
+        *c = (cnn_variant){"layer norm on channels + conv + flatten + layer norm + dense", odd, 5,
+                           {plain("layer_normalization"), conv(3, 3, 1, PAD_VALID, ACT_RELU),
+                            plain("flatten"), plain("layer_normalization"),
+                            dense(4, ACT_SOFTMAX)},
                            OPT_ADAM, 0};
         break;
     default:
@@ -258,7 +265,7 @@ static void cnn_planned_equals_peak(void)
 static void cnn_fit_within_plan(void)
 {
     enum { N = 50 };
-    static const int pick[] = {4, 7, 8, 9, 11};
+    static const int pick[] = {4, 7, 8, 9, 11, 12};
     for (size_t v = 0; v < sizeof pick / sizeof pick[0]; v++) {
         cnn_variant c;
         cnn_variant_get(pick[v], &c);

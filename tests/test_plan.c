@@ -650,6 +650,13 @@ static void test_keras_spellings(void)
         CHECK_CONTAINS(p->models[0].config_json, "\"dense\":4,\"activation\":\"gelu\"");
     }
     cohort_plan_free(p);
+    EXPECT_LAYERS("      - {layer_normalization: {epsilon: 0}}\n      - {dense: 3, activation: softmax}\n",
+                  "plan.yaml:5: epsilon of layers.0 must be");
+    EXPECT_LAYERS("      - {layer_normalization: 3}\n      - {dense: 3, activation: softmax}\n",
+                  "plan.yaml:5: layer_normalization of layers.0 of model 'm' must be a map like "
+                  "{epsilon: 0.001}, or nothing, got");
+    EXPECT_LAYERS("      - {layer_normalization: {axis: 1}}\n      - {dense: 3, activation: softmax}\n",
+                  "plan.yaml:5: unknown key 'axis' in layer_normalization of layers.0");
     EXPECT_LAYERS("      - {dense: 3, activation: SELU}\n",
                   "plan.yaml:5: activation of layers.0 must be one of linear, relu, sigmoid, "
                   "tanh, softmax, gelu, silu, swish, got 'SELU'");

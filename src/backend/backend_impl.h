@@ -418,6 +418,23 @@ typedef struct backend_ops {
      * that each sum is the same bits on every backend and thread count. */
     void (*scatter_add_rows)(backend_ctx *ctx, float *G, size_t sG, const float *tok, size_t sT,
                              const float *dY, size_t sdY, int n, int V, int dim, int count);
+
+    /* -- layer normalization over the last axis: rows vectors of C features
+     * per model; the formulas and their order of summation are
+     * backend/norm_rows.h's, in double. -- */
+    /* Y = gamma * (X - mean) / sqrt(var + eps[k]) + beta per row (mean and
+     * biased variance of the row); stat [rows, 2] (stride sst; NULL: not
+     * kept) receives each row's mean and 1/sqrt(var + eps). gamma and beta
+     * [C] with stride sp; eps host memory [count]. */
+    void (*ln_fwd)(backend_ctx *ctx, float *Y, size_t sY, const float *X, size_t sX,
+                   const float *gamma, const float *beta, size_t sp, float *stat, size_t sst,
+                   const float *eps, int rows, int C, int count);
+    /* Its gradients from dY: dgamma and dbeta ([C], stride sg, overwritten;
+     * each a sum over the rows in order) and, where dX is not NULL, dX. */
+    void (*ln_bwd)(backend_ctx *ctx, float *dX, size_t sdX, const float *dY, size_t sdY,
+                   const float *X, size_t sX, const float *gamma, size_t sp, const float *stat,
+                   size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C,
+                   int count);
 } backend_ops;
 
 /* The CPU backend (what else it offers: backend/cpu/cpu.h). */

@@ -8,6 +8,7 @@
 #include "backend/cpu/dense_step.h"
 #include "backend/cpu/gemm_grid.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/norm_attn.h"
 #include "backend/cpu/team_solo.h"
 #include "device/device.h"
 #include "backend/cpu/window.h"
@@ -1432,6 +1433,8 @@ static const backend_ops cpu_ops = {
     .seq_pool_bwd = cpu_seq_pool_bwd,
     .gather_rows = cpu_gather_rows,
     .scatter_add_rows = cpu_scatter_add_rows,
+    .ln_fwd = cpu_ln_fwd,
+    .ln_bwd = cpu_ln_bwd,
 };
 
 const backend_ops *backend_cpu(void) { return &cpu_ops; }

@@ -768,6 +768,24 @@ void cu_seq_pool_bwd_op(backend_ctx *c, int max, float *dX, size_t sdX, const fl
                          count));
 }
 
+void cu_ln_fwd_op(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
+                  const float *gamma, const float *beta, size_t sp, float *stat, size_t sst,
+                  const float *eps, int rows, int C, int count)
+{
+    on(c);
+    note(c, "ln_fwd", cu_ln_fwd(c->stream, Y, sY, X, sX, gamma, beta, sp, stat, sst, eps, rows,
+                                C, count));
+}
+
+void cu_ln_bwd_op(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
+                  const float *X, size_t sX, const float *gamma, size_t sp, const float *stat,
+                  size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C, int count)
+{
+    on(c);
+    note(c, "ln_bwd", cu_ln_bwd(c->stream, dX, sdX, dY, sdY, X, sX, gamma, sp, stat, sst, dgamma,
+                                dbeta, sg, rows, C, count));
+}
+
 /* The models k0 .. k0 + m - 1 of o, the most one launch carries. */
 cu_bn_args bn_args(const bn_step *o, int k0, int m)
 {
@@ -901,6 +919,8 @@ backend_ops make_ops()
     o.seq_pool_bwd = cu_seq_pool_bwd_op;
     o.gather_rows = cu_gather_rows_op;
     o.scatter_add_rows = cu_scatter_add_rows_op;
+    o.ln_fwd = cu_ln_fwd_op;
+    o.ln_bwd = cu_ln_bwd_op;
     return o;
 }
 

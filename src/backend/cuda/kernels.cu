@@ -13,6 +13,7 @@
 extern "C" {
 #include "model/model.h"
 #include "backend/act_math.h"
+#include "backend/norm_rows.h"
 }
 
 #include <math.h>
@@ -1577,5 +1578,78 @@ cudaError_t cu_scatter_add_rows(cudaStream_t s, float *G, size_t sG, const float
     dim3 grid((unsigned)((threads + THREADS - 1) / THREADS), (unsigned)count);
     k_scatter_add_rows<<<grid, THREADS, 0, s>>>(G, sG, tok, sT, dY, sdY, n < 0 ? 0 : n, V, dim,
                                                 groups);
+    return cudaGetLastError();
+}
+
+/* ---- layer normalization (backend_impl.h's ln_fwd, ln_bwd): one thread per
+ * row, and per column for the parameters' sums, each norm_rows.h's loop, as
+ * the CPU runs it ---- */
+
+__global__ void k_ln_fwd(float *Y, size_t sY, const float *X, size_t sX, const float *gamma,
+                         const float *beta, size_t sp, float *stat, size_t sst, cu_eps eps,
+                         int rows, int C)
+{
+    size_t k = blockIdx.y;
+    ELEMENTS(r, (size_t)rows)
+    {
+        size_t o = r * (size_t)C;
+        ln_row_fwd(Y + k * sY + o, X + k * sX + o, gamma + k * sp, beta + k * sp,
+                   stat ? stat + k * sst + 2 * r : NULL, eps.v[k], C);
+    }
+}
+
+__global__ void k_ln_bwd_dx(float *dX, size_t sdX, const float *dY, size_t sdY, const float *X,
+                            size_t sX, const float *gamma, size_t sp, const float *stat,
+                            size_t sst, int rows, int C)
+{
+    size_t k = blockIdx.y;
+    ELEMENTS(r, (size_t)rows)
+    {
+        size_t o = r * (size_t)C;
+        ln_row_bwd(dX + k * sdX + o, dY + k * sdY + o, X + k * sX + o, gamma + k * sp,
+                   stat + k * sst + 2 * r, C);
+    }
+}
+
+__global__ void k_ln_grad(float *dgamma, float *dbeta, size_t sg, const float *dY, size_t sdY,
+                          const float *X, size_t sX, const float *stat, size_t sst, int rows,
+                          int C)
+{
+    size_t k = blockIdx.y;
+    ELEMENTS(j, (size_t)C)
+    ln_col_grad(dgamma + k * sg + j, dbeta + k * sg + j, dY + k * sdY, C, X + k * sX, C,
+                stat + k * sst, rows, (int)j);
+}
+
+cudaError_t cu_ln_fwd(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
+                      const float *gamma, const float *beta, size_t sp, float *stat, size_t sst,
+                      const float *eps, int rows, int C, int count)
+{
+    for (int k0 = 0; k0 < count; k0 += CU_EPS_MAX) {
+        int m = count - k0 < CU_EPS_MAX ? count - k0 : CU_EPS_MAX;
+        cu_eps e;
+        for (int k = 0; k < m; k++)
+            e.v[k] = eps[k0 + k];
+        size_t o = (size_t)k0;
+        k_ln_fwd<<<grid_for((size_t)rows, m), THREADS, 0, s>>>(
+            Y + o * sY, sY, X + o * sX, sX, gamma + o * sp, beta + o * sp, sp,
+            stat ? stat + o * sst : NULL, sst, e, rows, C);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t cu_ln_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
+                      const float *X, size_t sX, const float *gamma, size_t sp, const float *stat,
+                      size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C,
+                      int count)
+{
+    if (count <= 0 || rows <= 0 || C <= 0)
+        return cudaSuccess;
+    k_ln_grad<<<grid_for((size_t)C, count), THREADS, 0, s>>>(dgamma, dbeta, sg, dY, sdY, X, sX,
+                                                              stat, sst, rows, C);
+    if (dX)
+        k_ln_bwd_dx<<<grid_for((size_t)rows, count), THREADS, 0, s>>>(dX, sdX, dY, sdY, X, sX,
+                                                                      gamma, sp, stat, sst, rows,
+                                                                      C);
     return cudaGetLastError();
 }

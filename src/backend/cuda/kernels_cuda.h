@@ -152,4 +152,18 @@ cudaError_t cu_gather_rows(cudaStream_t s, float *Y, size_t sY, const float *tok
 cudaError_t cu_scatter_add_rows(cudaStream_t s, float *G, size_t sG, const float *tok, size_t sT,
                                 const float *dY, size_t sdY, int n, int V, int dim, int count);
 
+/* Layer normalization (backend_impl.h's ln_fwd and ln_bwd): a thread per
+ * row (per column for dgamma, dbeta), norm_rows.h's sums. */
+#define CU_EPS_MAX 64
+typedef struct cu_eps {
+    float v[CU_EPS_MAX]; /* each model's epsilon, by value to the kernel */
+} cu_eps;
+cudaError_t cu_ln_fwd(cudaStream_t s, float *Y, size_t sY, const float *X, size_t sX,
+                      const float *gamma, const float *beta, size_t sp, float *stat, size_t sst,
+                      const float *eps, int rows, int C, int count);
+cudaError_t cu_ln_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, size_t sdY,
+                      const float *X, size_t sX, const float *gamma, size_t sp, const float *stat,
+                      size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C,
+                      int count);
+
 #endif

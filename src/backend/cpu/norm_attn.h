@@ -1,0 +1,19 @@
+/*
+ * backend/cpu/norm_attn: the CPU backend's ops of layer normalization
+ * (backend_impl.h's ln_fwd, ln_bwd) and of attention, over count models.
+ * Each row's and column's sums are backend/norm_rows.h's, in a fixed order:
+ * no result depends on threads.
+ */
+#ifndef COHORT_BACKEND_CPU_NORM_ATTN_H
+#define COHORT_BACKEND_CPU_NORM_ATTN_H
+
+#include "backend/backend_impl.h"
+
+void cpu_ln_fwd(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
+                const float *gamma, const float *beta, size_t sp, float *stat, size_t sst,
+                const float *eps, int rows, int C, int count);
+void cpu_ln_bwd(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t sdY,
+                const float *X, size_t sX, const float *gamma, size_t sp, const float *stat,
+                size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C, int count);
+
+#endif
