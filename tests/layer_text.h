@@ -29,6 +29,18 @@ static inline layer_spec layer_text(const char *fmt, ...)
     return ls;
 }
 
+/* A model's whole layers list from its plan text ("[{dense: 8}, {residual:
+ * [...]}]"), blocks flattened, into s->layers and s->n_layers. */
+static inline void layers_text(model_spec *s, const char *text)
+{
+    cohort_error err;
+    if (layer_parse_list_text(text, s->layers, COHORT_MAX_LAYERS, &s->n_layers, &err) !=
+        COHORT_OK) {
+        fprintf(stderr, "layers_text(\"%s\"): %s\n", text, err.message);
+        abort();
+    }
+}
+
 static inline const char *pad_text(pad_kind pad) { return pad == PAD_SAME ? "same" : "valid"; }
 
 static inline layer_spec layer_dense(int units, act_kind act)

@@ -309,6 +309,51 @@ static void test_dropout(int count)
     buf_free(&d);
 }
 
+/* add (a residual's sum and its gradients): Y = A + B at three different
+ * strides, B read by every model (stride 0), in place over A and over B,
+ * and B NULL (a copy between strides). */
+static void test_add(int count)
+{
+    const size_t n = 777, sy = 781, sa = 790, sb = 800;
+    buf A = buf_make(sa * (size_t)count, -2, 2), B = buf_make(sb * (size_t)count, -3, 3);
+    buf Y = buf_make(sy * (size_t)count, 7, 8);
+    char what[64];
+    cpu->add(cc, Y.h, sy, A.h, sa, B.h, sb, n, count);
+    gpu->add(gc, Y.d, sy, A.d, sa, B.d, sb, n, count);
+    snprintf(what, sizeof what, "add count %d", count);
+    check_same(what, &Y);
+    int wrong = 0;
+    for (int k = 0; k < count; k++)
+        for (size_t i = 0; i < n; i++)
+            wrong += Y.h[(size_t)k * sy + i] != A.h[(size_t)k * sa + i] + B.h[(size_t)k * sb + i];
+    CHECK_MSG(wrong == 0, "add count %d: %d sums wrong", count, wrong);
+    cpu->add(cc, Y.h, sy, A.h, sa, B.h, 0, n, count);
+    gpu->add(gc, Y.d, sy, A.d, sa, B.d, 0, n, count);
+    snprintf(what, sizeof what, "add, B shared, count %d", count);
+    check_same(what, &Y);
+    cpu->add(cc, A.h, sa, A.h, sa, B.h, sb, n, count);
+    gpu->add(gc, A.d, sa, A.d, sa, B.d, sb, n, count);
+    snprintf(what, sizeof what, "add in place over A, count %d", count);
+    check_same(what, &A);
+    cpu->add(cc, B.h, sb, A.h, sa, B.h, sb, n - 3, count);
+    gpu->add(gc, B.d, sb, A.d, sa, B.d, sb, n - 3, count);
+    snprintf(what, sizeof what, "add in place over B, count %d", count);
+    check_same(what, &B);
+    cpu->add(cc, Y.h, sy, B.h, sb, NULL, 0, n, count);
+    gpu->add(gc, Y.d, sy, B.d, sb, NULL, 0, n, count);
+    snprintf(what, sizeof what, "add of nothing (a copy), count %d", count);
+    check_same(what, &Y);
+    /* The sum itself, where the two backends could agree on a wrong one. */
+    int bad = 0;
+    for (int k = 0; k < count; k++)
+        for (size_t i = 0; i < n - 3; i++)
+            bad += Y.h[(size_t)k * sy + i] != B.h[(size_t)k * sb + i];
+    CHECK_MSG(bad == 0, "add of nothing, count %d: %d values not copied", count, bad);
+    buf_free(&A);
+    buf_free(&B);
+    buf_free(&Y);
+}
+
 /* One loss: the outputs (made the model's output in place), the gradient
  * and the stats doubles, CPU against GPU; targets as labels (rows 0) or
  * target rows, with or without class weights. */
@@ -597,6 +642,8 @@ static void test_sequence_ops(void)
     test_layer_norm(37, 19, 1);
     test_layer_norm(70, 64, 3);
     test_layer_norm(5, 1, 2);
+    for (int c = 1; c <= 70; c = c == 3 ? 70 : c + 2)
+        test_add(c);
     check_no_error("sequence ops");
     rng = keep;
 }

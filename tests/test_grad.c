@@ -469,6 +469,44 @@ static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units
     s->layers[2] = layer_dense(out_units, out);
 }
 
+/* Residual blocks, x + f(x): the gradient that skips f must reach the dense
+ * layer before the block (a residual that dropped it, or added it twice,
+ * fails here); a block on the model's input, which every model of the
+ * group reads at once; blocks of element-wise layers; two in a row; a
+ * block on an image. */
+static void residual_checks(void)
+{
+    static const char *const lists[] = {
+        "[{dense: 5, activation: tanh}, {residual: [{dense: 7, activation: tanh}, {dense: 5}]}, "
+        "{dense: 3, activation: softmax}]",
+        "[{residual: [{dense: 4, activation: sigmoid}, {dense: 6, activation: tanh}]}, "
+        "{dense: 3, activation: softmax}]",
+        "[{dense: 5, activation: linear}, {residual: [{activation: tanh}]}, "
+        "{residual: [{dense: 8, activation: tanh}, {dropout: 0.3}, {dense: 5}]}, "
+        "{dense: 3, activation: softmax}]",
+        "[{dense: 5, activation: sigmoid}, {residual: [{dense: 5, activation: relu}]}, "
+        "{activation: tanh}, {dense: 3, activation: softmax}]",
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        model_spec s;
+        spec_mlp(&s, ACT_TANH, ACT_SOFTMAX, 3, LOSS_SCE);
+        layers_text(&s, lists[i]);
+        grad_check(lists[i], &s, 3, 1);
+    }
+    model_spec s;
+    spec_mlp(&s, ACT_TANH, ACT_SOFTMAX, 3, LOSS_SCE);
+    layers_text(&s, "[{conv2d: 2, kernel_size: 3, padding: same, activation: tanh}, {residual: "
+                    "[{conv2d: 3, kernel_size: 2, padding: same, activation: tanh}, {conv2d: 2, "
+                    "kernel_size: 3, padding: same}]}, flatten, {dense: 3, activation: softmax}]");
+    grad_check_shape("residual of conv2d layers", &s, shape_image(5, 4, 1), 3, 0);
+    /* A Transformer's feed-forward block on a sequence [T, E]. */
+    spec_mlp(&s, ACT_TANH, ACT_SOFTMAX, 3, LOSS_SCE);
+    layers_text(&s, "[{dense: 4, activation: tanh}, {residual: [layer_normalization, {dense: 8, "
+                    "activation: gelu}, {dense: 4}]}, flatten, {dense: 3, activation: softmax}]");
+    grad_check_shape("residual [layer_normalization, dense gelu, dense] on a sequence", &s,
+                     shape_seq(3, 5), 3, 0);
+}
+
 /* A batch of more than 1024 rows: the loss of group_loss_grad over all of
  * its rows is the loss group_evaluate gives for the same data (a fixed
  * index array of 1024 once read past its end here; ASan sees it). */
@@ -578,6 +616,7 @@ int main(void)
     sequence_checks();
     CHECK(layer_register(&tok_ops) == 0);
     rnn_checks();
+    residual_checks();
     big_batch_check();
     devices_free(reg);
     return check_done("test_grad");

@@ -460,6 +460,103 @@ static void rnn_planned_equals_peak(void)
                 }
 }
 
+/* Residual blocks: planned == peak for batch sizes 1, 7 and 64 and groups
+ * of 1 and 3; the saved bytes are the add's one row of the block's width per
+ * sample (the gradient that skips f, kept for the residual's backward) and
+ * the dropout's mask, nothing for the residual itself; and two epochs of a
+ * group of 3 take nothing from the pool past the plan. */
+static void residual_within_plan(void)
+{
+    static const int batches[] = {1, 7, 64};
+    enum { N = 50, D = 12 };
+    const char *text = "[{dense: 16, activation: relu}, {residual: [{dense: 24, activation: "
+                       "tanh}, {dropout: 0.2}, {dense: 16}]}, {residual: [{activation: relu}]}, "
+                       "{dense: 4, activation: softmax}]";
+    model_spec s[3];
+    const model_spec *specs[3];
+    for (int k = 0; k < 3; k++) {
+        model_spec_defaults(&s[k]);
+        snprintf(s[k].name, sizeof s[k].name, "res%d", k);
+        s[k].seed = 1 + (uint64_t)k;
+        s[k].epochs = 2;
+        layers_text(&s[k], text);
+        specs[k] = &s[k];
+    }
+    mem_pool *pool = reg->dev[0].mem_pool;
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+        for (int K = 1; K <= 3; K += 2) {
+            for (int k = 0; k < 3; k++)
+                s[k].batch_size = batches[b];
+            model_layout L;
+            cohort_error err;
+            cohort_status st = model_layout_make(&s[0], shape_flat(D), 4, K, &L, &err);
+            CHECK_MSG(st == COHORT_OK, "residual: layout: %s", err.message);
+            if (st)
+                continue;
+            CHECK_MSG(L.saved_width == 24 + 16 + 16, "residual: saved %zu floats a sample",
+                      L.saved_width);
+            uint64_t before = mem_pool_in_use(pool);
+            train_group *g;
+            st = group_create(specs, K, shape_flat(D), 4, &reg->dev[0], 1, &g, &err);
+            CHECK_MSG(st == COHORT_OK, "residual: %s", err.message);
+            if (st)
+                continue;
+            CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
+                      "residual, batch %d, K %d: planned %zu, pool gave %llu", batches[b], K,
+                      L.total_bytes, (unsigned long long)group_peak_bytes(g));
+            CHECK(mem_pool_in_use(pool) - before == L.total_bytes);
+            group_free(g);
+            CHECK(mem_pool_in_use(pool) == before);
+        }
+    }
+    float *x = malloc(N * D * sizeof *x);
+    int32_t *y = malloc(N * sizeof *y);
+    rng_state r;
+    rng_seed(&r, 5, 0);
+    for (int i = 0; i < N * D; i++)
+        x[i] = 2.0f * rng_uniform(&r) - 1.0f;
+    for (int i = 0; i < N; i++)
+        y[i] = i % 4;
+    cohort_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.n = N;
+    ds.dim = D;
+    ds.shape = shape_flat(D);
+    ds.x = x;
+    ds.y = y;
+    ds.n_classes = 4;
+    data_view train, val;
+    data_split(&ds, 0.2, &train, &val);
+    for (int k = 0; k < 3; k++)
+        s[k].batch_size = 16;
+    uint64_t before = mem_pool_in_use(pool);
+    train_group *g;
+    cohort_error err;
+    cohort_status st = group_create(specs, 3, shape_flat(D), 4, &reg->dev[0], 1, &g, &err);
+    CHECK_MSG(st == COHORT_OK, "residual: %s", err.message);
+    if (st == COHORT_OK) {
+        size_t planned = group_layout(g)->total_bytes;
+        train_result res[3];
+        epoch_metrics hist[3][2];
+        memset(res, 0, sizeof res);
+        for (int k = 0; k < 3; k++)
+            res[k].history = hist[k];
+        st = group_fit(g, &train, &val, NULL, NULL, res, &err);
+        CHECK_MSG(st == COHORT_OK, "residual: fit: %s", err.message);
+        for (int k = 0; k < 3; k++)
+            CHECK_MSG(res[k].state == MODEL_OK && res[k].epochs_run == 2,
+                      "residual: model %d: %s after %d epochs", k, model_state_str(res[k].state),
+                      res[k].epochs_run);
+        CHECK_MSG(group_peak_bytes(g) == planned,
+                  "residual: planned %zu bytes, the group's account peaked at %llu", planned,
+                  (unsigned long long)group_peak_bytes(g));
+        group_free(g);
+    }
+    CHECK(mem_pool_in_use(pool) == before);
+    free(x);
+    free(y);
+}
+
 static void mem_pool_limits(void)
 {
     cohort_error err;
@@ -630,6 +727,7 @@ int main(void)
     cnn_planned_equals_peak();
     cnn_fit_within_plan();
     rnn_planned_equals_peak();
+    residual_within_plan();
     mem_pool_limits();
     devices_free(reg);
     fifty_in_a_row();

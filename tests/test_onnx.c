@@ -128,7 +128,7 @@ static void model_errors(void)
     CHECK(len > 12 * 4);
 
     CHECK(write_one("{dense: 3}", t, 1, &err, &len) == COHORT_ERR_INPUT);
-    CHECK_CONTAINS(err.message, "layer 0 (dense) of model 'm': the weights have no tensor "
+    CHECK_CONTAINS(err.message, "layers.0 (dense) of model 'm': the weights have no tensor "
                                 "layers.0.bias");
     st_tensor wrong = t[0];
     wrong.shape[0] = 4;
@@ -137,7 +137,7 @@ static void model_errors(void)
     CHECK_CONTAINS(err.message, "layers.0.weight is not of the shape its layer plans");
 
     CHECK(write_one(NULL, t, 2, &err, &len) == COHORT_ERR_INPUT);
-    CHECK_CONTAINS(err.message, "layer 0 (hookless) of model 'm': ONNX has no form for the "
+    CHECK_CONTAINS(err.message, "layers.0 (hookless) of model 'm': ONNX has no form for the "
                                 "layer kind hookless");
 }
 

@@ -21,8 +21,8 @@
 /* Never reused: 8 was briefly taken (2026-12-05); 11: the recurrent steps;
  * 12: dilated windows (window_geom's dh, dw), seq_pool_fwd and _bwd; 13: gather_rows,
  * scatter_add_rows; 14: ctx_workspace (a GPU context's scratch and cuBLAS workspace
- * from the pool). */
-#define COHORT_BACKEND_API_VERSION 14
+ * from the pool); 15: add. */
+#define COHORT_BACKEND_API_VERSION 15
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -208,6 +208,11 @@ typedef struct backend_ops {
     void (*mul)(backend_ctx *ctx, float *d, size_t sd, const float *mask, size_t sm, size_t n,
                 int count);
     void (*copy)(backend_ctx *ctx, float *dst, const float *src, size_t s, size_t n, int count);
+    /* Y = A + B over n elements per model, strides sY, sA, sB (0: one operand
+     * read by every model); B NULL: Y = A. Y may be A or B (a residual's
+     * sum and its gradients). */
+    void (*add)(backend_ctx *ctx, float *Y, size_t sY, const float *A, size_t sA, const float *B,
+                size_t sB, size_t n, int count);
     /*
      * The loss of outputs Z (rows x cols per model, stride sZ) against labels
      * y (t NULL: one-hot when cols > 1, else the label as a number) or target

@@ -33,19 +33,11 @@ static const char *help =
 static void layers_str(const model_entry *e, char *buf, size_t n)
 {
     sample_shape in = e->L.in_shape;
-    int len = in.rank == 3   ? snprintf(buf, n, "%dx%dx%d", in.h, in.w, in.c)
-              : in.rank == 2 ? snprintf(buf, n, "%dx%d", in.h, in.c)
-                             : snprintf(buf, n, "%d", e->L.n_in);
-    for (int i = 0; i < e->spec->n_layers && len >= 0 && (size_t)len < n; i++) {
-        int w = snprintf(buf + len, n - (size_t)len, "-");
-        if (w < 0 || (size_t)(len + w) >= n)
-            break;
-        len += w;
-        w = layer_abbrev(&e->spec->layers[i], buf + len, n - (size_t)len);
-        if (w < 0)
-            break;
-        len += w;
-    }
+    int len = in.rank == 3   ? snprintf(buf, n, "%dx%dx%d-", in.h, in.w, in.c)
+              : in.rank == 2 ? snprintf(buf, n, "%dx%d-", in.h, in.c)
+                             : snprintf(buf, n, "%d-", e->L.n_in);
+    if (len >= 0 && (size_t)len < n)
+        layer_list_abbrev(e->spec->layers, e->spec->n_layers, buf + len, n - (size_t)len);
 }
 
 /* Each layer of e: its output shape, parameters and the buffers it adds. */
@@ -54,11 +46,19 @@ static void print_layers(const model_entry *e, int w)
     const model_layout *L = &e->L;
     char a[32], shape[48];
     size_t rows = (size_t)L->B * sizeof(float);
+    int name_w = 9; /* "layers.12", or wider inside a block: "layers.12.3" */
+    for (int i = 0; i < L->n_layers; i++) {
+        char at[32];
+        int len = layer_plan_name(&L->layers[i], at, sizeof at);
+        name_w = len > name_w ? len : name_w;
+    }
     for (int i = 0; i < L->n_layers; i++) {
         const layer_plan *lp = &L->layers[i];
         shape_format(lp->out, shape, sizeof shape);
-        printf("%-*s    layers.%-2d %-24s -> %-14s %9zu params", w, "", i,
-               lp->kind->name, shape, lp->n_params);
+        char at[32];
+        layer_plan_name(lp, at, sizeof at);
+        printf("%-*s    %-*s %-24s -> %-14s %9zu params", w, "", name_w, at, lp->kind->name,
+               shape, lp->n_params);
         if (lp->alias)
             printf(", in place");
         if (lp->n_state)

@@ -36,6 +36,7 @@ struct onnx_graph {
     char msg[512];
     char names[4 * COHORT_MAX_LAYERS][ONNX_NAME_MAX + 32]; /* the initializers' names */
     int n_names;
+    char inputs[COHORT_MAX_LAYERS][ONNX_NAME_MAX]; /* the value each layer took */
 };
 
 static void graph_fail(onnx_graph *g, const char *fmt, ...) COHORT_PRINTF(2, 3);
@@ -55,6 +56,11 @@ void onnx_value_name(char *name, int index, const char *what)
     snprintf(name, ONNX_NAME_MAX, "layers.%d.%s", index, what);
 }
 
+const char *onnx_layer_input(onnx_graph *g, int index)
+{
+    return index >= 0 && index < COHORT_MAX_LAYERS ? g->inputs[index] : "";
+}
+
 static const char *weight(onnx_graph *g, const layer_plan *lp, const char *suffix)
 {
     if (g->failed)
@@ -68,8 +74,9 @@ static const char *weight(onnx_graph *g, const layer_plan *lp, const char *suffi
     int n = lp->kind->tensors ? lp->kind->tensors(lp, t) : 0, k = 0;
     while (k < n && strcmp(t[k].suffix, suffix) != 0)
         k++;
-    char *name = g->names[g->n_names];
-    snprintf(name, sizeof g->names[0], "layers.%d.%s", lp->index, suffix);
+    char *name = g->names[g->n_names], at[32];
+    layer_plan_name(lp, at, sizeof at);
+    snprintf(name, sizeof g->names[0], "%s.%s", at, suffix);
     const st_tensor *f = st_find(g->file, name);
     if (k == n || !f) {
         graph_fail(g, "the weights have no tensor %s", name);
@@ -314,15 +321,19 @@ cohort_status onnx_model(const model_spec *spec, const model_layout *L, const st
     for (int i = 0; i < L->n_layers && !st; i++) {
         const layer_spec *ls = &spec->layers[i];
         char next[ONNX_NAME_MAX], why[512] = "";
+        memcpy(g->inputs[i], cur, sizeof cur);
         if (!ls->kind->onnx)
             snprintf(why, sizeof why, "ONNX has no form for the layer kind %s", ls->kind->name);
         else if (ls->kind->onnx(g, ls, &L->layers[i], cur, next, why, sizeof why) || g->failed)
             str_copy(why, sizeof why, g->failed ? g->msg : why[0] ? why : "it has no ONNX form");
         else
             memcpy(cur, next, sizeof cur);
-        if (why[0])
-            st = cohort_fail(err, COHORT_ERR_INPUT, "layer %d (%s) of model '%s': %s", i,
+        if (why[0]) {
+            char at[32];
+            layer_plan_name(&L->layers[i], at, sizeof at);
+            st = cohort_fail(err, COHORT_ERR_INPUT, "%s (%s) of model '%s': %s", at,
                              ls->kind->name, spec->name, why);
+        }
     }
     if (!st) {
         const char *last = cur;

@@ -29,6 +29,9 @@ typedef struct onnx_graph onnx_graph;
 
 /* A new value's name for layer `index` ("layers.3.conv"), into name. */
 void onnx_value_name(char *name, int index, const char *what);
+/* The name of the value layer `index` took as its input (a residual's add
+ * reads its block's). */
+const char *onnx_layer_input(onnx_graph *g, int index);
 /* The initializers of the layer's first n tensors (its entry's `tensors`,
  * in file order) into names: the weights file's layers.{index}.{suffix},
  * each checked against the shape the layer plans. 0 when one is missing or

@@ -37,23 +37,23 @@ static cohort_status bn_parse(const layer_syntax *s, layer_spec *ls)
     if (layer_no_settings(v))
         return COHORT_OK;
     if (v->type != YNODE_MAP)
-        return ynode_fail(c, v, "batch_normalization of layers.%d of %s must be a map like "
+        return ynode_fail(c, v, "batch_normalization of %s of %s must be a map like "
                                 "{momentum: 0.99, epsilon: 0.001}, or nothing, got %s",
-                          s->index, s->label, ynode_describe(v, got, sizeof got));
-    cohort_status st = plan_check_keys(c, v, bn_keys, "in batch_normalization of layers.%d of %s",
-                                       s->index, s->label);
+                          s->where, s->label, ynode_describe(v, got, sizeof got));
+    cohort_status st = plan_check_keys(c, v, bn_keys, "in batch_normalization of %s of %s",
+                                       s->where, s->label);
     if (st)
         return st;
     const ynode *x;
     double num;
     if ((x = ymap_get(v, "momentum"))) {
-        snprintf(what, sizeof what, "momentum of layers.%d", s->index);
+        snprintf(what, sizeof what, "momentum of %s", s->where);
         if ((st = yget_num(c, x, what, YR_UNIT, 1, &num)))
             return st;
         d.momentum = (float)num;
     }
     if ((x = ymap_get(v, "epsilon"))) {
-        snprintf(what, sizeof what, "epsilon of layers.%d", s->index);
+        snprintf(what, sizeof what, "epsilon of %s", s->where);
         if ((st = yget_num(c, x, what, YR_POSITIVE, 1, &num)))
             return st;
         d.epsilon = (float)num;

@@ -44,17 +44,17 @@ static cohort_status conv_parse(const layer_syntax *s, layer_spec *ls)
     conv_settings d = {0};
     char what[200];
     long long filters;
-    snprintf(what, sizeof what, "conv2d filters of layers.%d", s->index);
+    snprintf(what, sizeof what, "conv2d filters of %s", s->where);
     cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &filters);
     if (st)
         return st;
     d.filters = (int)filters;
     const ynode *v = ymap_get(s->map, "kernel_size");
     if (!v)
-        return ynode_fail(s->c, s->node, "layers.%d of %s: conv2d needs kernel_size (like "
+        return ynode_fail(s->c, s->node, "%s of %s: conv2d needs kernel_size (like "
                                          "{conv2d: %d, kernel_size: 3})",
-                          s->index, s->label, d.filters);
-    snprintf(what, sizeof what, "kernel_size of layers.%d", s->index);
+                          s->where, s->label, d.filters);
+    snprintf(what, sizeof what, "kernel_size of %s", s->where);
     if ((st = layer_get_hw(s->c, v, what, &d.kh, &d.kw)))
         return st;
     d.sh = d.sw = 1;

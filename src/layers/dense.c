@@ -37,7 +37,7 @@ static cohort_status dense_parse(const layer_syntax *s, layer_spec *ls)
     dense_settings d = {0};
     char what[200];
     long long units;
-    snprintf(what, sizeof what, "dense units of layers.%d", s->index);
+    snprintf(what, sizeof what, "dense units of %s", s->where);
     cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &units);
     if (st)
         return st;

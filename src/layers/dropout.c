@@ -24,7 +24,7 @@ static cohort_status dropout_parse(const layer_syntax *s, layer_spec *ls)
 {
     char what[200];
     double d;
-    snprintf(what, sizeof what, "dropout rate of layers.%d", s->index);
+    snprintf(what, sizeof what, "dropout rate of %s", s->where);
     cohort_status st = yget_num(s->c, s->value, what, YR_UNIT, 1, &d);
     if (st)
         return st;

@@ -50,9 +50,10 @@ typedef struct layer_syntax {
     const ynode *node;  /* the entry: a map, or a bare name */
     const ynode *map;   /* node when it is a map, else NULL */
     const ynode *value; /* the value of the kind's key; NULL for a bare name */
-    int index;          /* i of layers.i */
+    int index;          /* i of layers.i (inside a block, the block's i) */
     int last;           /* the model's last layer */
     const char *label;  /* "model 'm'", for messages */
+    const char *where;  /* "layers.3", "layers.3.1" inside a block: for messages */
 } layer_syntax;
 
 /* A setting PBT may change between epochs (model/hyper.c): path
@@ -111,6 +112,11 @@ typedef struct layer_ops {
     /* Its activation is its value ({activation: relu}): messages call it
      * "activation relu" rather than "activation with activation relu". */
     int act_is_value;
+
+    /* A kind that holds layers (a residual): its value is a list of layers,
+     * which a spec's flat list holds after this kind's entry and before an
+     * entry of block_end's kind (layers/block.c). NULL: an ordinary layer. */
+    const struct layer_ops *block_end;
 
     /* ---- shapes and sizes ---- */
     /* Fill lp's output shape and sizes (out, n_params, n_fused, n_state,
@@ -219,13 +225,14 @@ int layer_all_keys(const char **keys, int max);
 
 /* ---- the syntax every kind shares (layers/syntax.c) ---- */
 
-/* One entry of a model's layers: a map like {conv2d: 32, kernel_size: 3} or a
- * bare name like flatten, with Keras's defaults, into ls. */
-cohort_status layer_parse(const yctx *c, const ynode *n, int i, int last, const char *label,
-                          layer_spec *ls);
 /* One layer from YAML text ("{dense: 10, activation: softmax}"), as a plan's
- * layers.0 (for tests and tools); err may be NULL. */
+ * layers.0 (for tests and tools); err may be NULL. A model's layers list is
+ * read by layer_parse_list (below). */
 cohort_status layer_parse_text(const char *text, layer_spec *ls, cohort_error *err);
+/* A list of layers from YAML text ("[{dense: 8}, {residual: [...]}]"),
+ * blocks flattened, into ls[0..max) and *n (for tests and tools). */
+cohort_status layer_parse_list_text(const char *text, layer_spec *ls, int max, int *n,
+                                    cohort_error *err);
 /* The layer as the JSON object a spec stores. */
 void layer_to_json(const layer_spec *ls, strbuf *b);
 /* Two layers may train in one fused group: same kind, same fusion key. */
@@ -240,6 +247,44 @@ int layer_abbrev(const layer_spec *ls, char *buf, size_t n);
  * without one; binary: 1 unit). */
 void layer_describe_output(const layer_spec *ls, act_kind want, int binary, char *is,
                            size_t is_len, char *fix, size_t fix_len);
+
+/* ---- blocks: kinds that hold layers (layers/block.c) ----
+ * A model spec's layers are one flat list: a block (a residual) is its
+ * kind's entry, the layers of its value, then the entry of its kind's
+ * block_end, which the layout pairs (layer_plan.pair). Blocks do not nest.
+ * A layer's place in the plan's lists, its path, names its weights:
+ * layers.{i} at the top, layers.{i}.{j} for layer j of the block at i. */
+
+/* The deepest a layer may sit: layers.i.j. */
+#define LAYER_PATH_MAX 2
+/* One entry of a layers list at path (i, j) (j -1: at the top) into ls; a
+ * block's entry takes its value's list as it is (layer_parse_list reads it). */
+cohort_status layer_parse_at(const yctx *c, const ynode *n, const int *path, int last,
+                             const char *label, layer_spec *ls);
+/* A model's `layers` (a YAML list) into ls[0..max), blocks flattened, with
+ * their count in *n; errors (an empty or nested block, more than max
+ * entries) at file:line. */
+cohort_status layer_parse_list(const yctx *c, const ynode *list, const char *label,
+                               layer_spec *ls, int max, int *n);
+/* The path of each of ls[0..n) into path[i][0..1] (path[i][1] -1 outside a
+ * block); returns 0, or -1 where the list's blocks do not open and close
+ * as the parser makes them. */
+int layer_paths(const layer_spec *ls, int n, int (*path)[2]);
+/* The flat index of the layer at path (i, j) (j -1: the top-level layer i,
+ * a block's opening entry), or -1. */
+int layer_at_path(const layer_spec *ls, int n, int i, int j);
+/* "layers.3" (path[1] < 0) or "layers.3.1", snprintf's result. */
+int layer_path_name(const int *path, char *buf, size_t size);
+/* The weight names' prefix of lp: "layers.3", "layers.3.1". */
+int layer_plan_name(const layer_plan *lp, char *buf, size_t size);
+/* The block list of a plan's layer map ({residual: [...]}), or NULL where
+ * the map is no block: for sweep and --set paths layers.N.J. */
+ynode *layer_block_list(const ynode *layer);
+/* The list as the JSON array a spec stores (a block as {"residual":[...]}). */
+void layer_list_to_json(const layer_spec *ls, int n, strbuf *b);
+/* The list as `cohort plan` abbreviates it ("128relu-res[ln-64]-10softmax"),
+ * snprintf's result. */
+int layer_list_abbrev(const layer_spec *ls, int n, char *buf, size_t size);
 
 /* Helpers for the entries' syntax. */
 /* Nothing, "~" or {}: the value of a layer that takes no settings. */

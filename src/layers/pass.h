@@ -58,6 +58,13 @@ typedef struct layer_pass {
     opt_kind opt;
     float *s1, *s2;              /* optimizer slots, laid out as W */
     float *host;                 /* [4 * count] host scratch for per-model settings */
+    /* A block's opening or closing entry (lp->pair >= 0; layers/block.c):
+     * the other entry's input activations [rows, its in] (stride s_pair_X;
+     * 0: one input read by every model) and its saved tensors. */
+    const float *pair_X;
+    size_t s_pair_X;
+    float *pair_saved;
+    size_t s_pair_saved;
 } layer_pass;
 
 /* The window geometry of lp over `rows` images. */

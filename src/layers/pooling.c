@@ -37,7 +37,7 @@ static cohort_status pooling_parse(const layer_syntax *s, layer_spec *ls)
     char what[200];
     cohort_status st;
     d.kh = d.kw = 2; /* Keras's pool_size */
-    snprintf(what, sizeof what, "pool size of layers.%d", s->index);
+    snprintf(what, sizeof what, "pool size of %s", s->where);
     if (s->value && !ynode_is_null(s->value) &&
         (st = layer_get_hw(s->c, s->value, what, &d.kh, &d.kw)))
         return st;

@@ -70,14 +70,14 @@ static cohort_status rnn_parse(const layer_syntax *s, layer_spec *ls)
     rnn_settings r = {0};
     char what[200];
     long long units;
-    snprintf(what, sizeof what, "%s units of layers.%d", ls->kind->name, s->index);
+    snprintf(what, sizeof what, "%s units of %s", ls->kind->name, s->where);
     cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &units);
     if (st)
         return st;
     r.units = (int)units;
     const ynode *v = s->map ? ymap_get(s->map, "return_sequences") : NULL;
     if (v) {
-        snprintf(what, sizeof what, "return_sequences of layers.%d", s->index);
+        snprintf(what, sizeof what, "return_sequences of %s", s->where);
         if ((st = yget_bool(s->c, v, what, &r.return_sequences)))
             return st;
     }

@@ -101,7 +101,8 @@ static void act_kinds(char *buf, size_t size)
 /* A map's keys that Keras users write and cohort spells otherwise: Keras's
  * argument names for a kind's value, Python's tuples (which YAML reads as
  * text), a kind's inner keys written beside it. */
-static cohort_status keras_hints(const yctx *c, const ynode *n, int i, const char *label)
+static cohort_status keras_hints(const yctx *c, const ynode *n, const char *where,
+                                  const char *label)
 {
     int n_kinds;
     const layer_ops *const *kinds = layer_kinds(&n_kinds);
@@ -110,30 +111,30 @@ static cohort_status keras_hints(const yctx *c, const ynode *n, int i, const cha
         for (int k = 0; k < n_kinds; k++)
             for (const layer_keras_arg *a = kinds[k]->keras_args; a && a->arg; a++)
                 if (strcmp(key, a->arg) == 0)
-                    return ynode_fail(c, n->keys[j], "unknown key '%s' in layers.%d of %s: %s",
-                                      a->arg, i, label, a->hint);
+                    return ynode_fail(c, n->keys[j], "unknown key '%s' in %s of %s: %s",
+                                      a->arg, where, label, a->hint);
         if (strcmp(key, "input_shape") == 0 || strcmp(key, "input_dim") == 0)
-            return ynode_fail(c, n->keys[j], "unknown key '%s' in layers.%d of %s: the input %s "
+            return ynode_fail(c, n->keys[j], "unknown key '%s' in %s of %s: the input %s "
                                              "is the data's (data.input_shape reshapes flat data)",
-                              key, i, label, key[6] == 's' ? "shape" : "size");
+                              key, where, label, key[6] == 's' ? "shape" : "size");
         const ynode *v = n->vals[j];
         if (v->type == YNODE_SCALAR && v->plain && v->str[0] == '(')
-            return ynode_fail(c, v, "%s of layers.%d of %s is a Python tuple ('%.20s'), which "
+            return ynode_fail(c, v, "%s of %s of %s is a Python tuple ('%.20s'), which "
                                     "YAML does not have; write a list: %s: [h, w]",
-                              key, i, label, v->str, key);
+                              key, where, label, v->str, key);
     }
     for (size_t j = 0; j < n->n; j++)
         for (int k = 0; k < n_kinds; k++)
             if (in_list(kinds[k]->inner, n->keys[j]->str))
-                return ynode_fail(c, n->keys[j], "'%s' in layers.%d of %s goes inside %s: %s",
-                                  n->keys[j]->str, i, label, kinds[k]->name,
+                return ynode_fail(c, n->keys[j], "'%s' in %s of %s goes inside %s: %s",
+                                  n->keys[j]->str, where, label, kinds[k]->name,
                                   kinds[k]->hint ? kinds[k]->hint : "give them in its value's map");
     return COHORT_OK;
 }
 
 /* Which kind a layer is: a bare name, or the one kind key of its map
  * ('activation' is the Activation layer only when no other kind is there). */
-static cohort_status kind_of(const yctx *c, const ynode *n, int i, const char *label,
+static cohort_status kind_of(const yctx *c, const ynode *n, const char *where, const char *label,
                              const layer_ops **kind)
 {
     char got[80];
@@ -145,29 +146,29 @@ static cohort_status kind_of(const yctx *c, const ynode *n, int i, const char *l
             char hint[80] = "";
             if (near)
                 snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
-            return ynode_fail(c, n, "layers.%d of %s must be a map like {dense: 10, activation: "
+            return ynode_fail(c, n, "%s of %s must be a map like {dense: 10, activation: "
                                     "softmax}, or the name of a layer without settings (flatten, "
                                     "global_average_pooling2d, batch_normalization, "
                                     "max_pooling2d), got %s%s",
-                              i, label, ynode_describe(n, got, sizeof got), hint);
+                              where, label, ynode_describe(n, got, sizeof got), hint);
         }
         if (k->example)
-            return ynode_fail(c, n, "layers.%d of %s: %s needs a value; write it as %s", i, label,
+            return ynode_fail(c, n, "%s of %s: %s needs a value; write it as %s", where, label,
                               k->name, k->example);
         *kind = k;
         return COHORT_OK;
     }
     if (n->type != YNODE_MAP)
-        return ynode_fail(c, n, "layers.%d of %s must be a map like {dense: 10, activation: "
+        return ynode_fail(c, n, "%s of %s must be a map like {dense: 10, activation: "
                                 "softmax}, or the name of a layer without settings (like "
                                 "flatten), got %s",
-                          i, label, ynode_describe(n, got, sizeof got));
-    cohort_status st = keras_hints(c, n, i, label);
+                          where, label, ynode_describe(n, got, sizeof got));
+    cohort_status st = keras_hints(c, n, where, label);
     if (st)
         return st;
     const char *all[LAYER_KEYS_MAX];
     layer_all_keys(all, LAYER_KEYS_MAX);
-    st = plan_check_keys(c, n, all, "in layers.%d of %s", i, label);
+    st = plan_check_keys(c, n, all, "in %s of %s", where, label);
     if (st)
         return st;
     const layer_ops *found = NULL, *setting = NULL;
@@ -180,18 +181,18 @@ static cohort_status kind_of(const yctx *c, const ynode *n, int i, const char *l
         if (!k)
             continue;
         if (found)
-            return ynode_fail(c, n, "layers.%d of %s has both '%s' and '%s'; a layer is one kind "
+            return ynode_fail(c, n, "%s of %s has both '%s' and '%s'; a layer is one kind "
                                     "(give each its own entry)",
-                              i, label, found->name, k->name);
+                              where, label, found->name, k->name);
         found = k;
     }
     if (!found && !setting) {
         const char *names[LAYER_KEYS_MAX];
         char list[600];
         join_names(list, sizeof list, names, kind_names(names, LAYER_KEYS_MAX), " or ");
-        return ynode_fail(c, n, "layers.%d of %s has no layer kind; give one of %s (like "
+        return ynode_fail(c, n, "%s of %s has no layer kind; give one of %s (like "
                                 "{conv2d: 32, kernel_size: 3})",
-                          i, label, list);
+                          where, label, list);
     }
     *kind = found ? found : setting;
     for (size_t j = 0; j < n->n; j++) {
@@ -201,41 +202,54 @@ static cohort_status kind_of(const yctx *c, const ynode *n, int i, const char *l
         char takes[600];
         if (setting && strcmp(key, setting->name) == 0) {
             act_kinds(takes, sizeof takes);
-            return ynode_fail(c, n->keys[j], "'%s' applies only to %s layers (layers.%d of %s "
+            return ynode_fail(c, n->keys[j], "'%s' applies only to %s layers (%s of %s "
                                              "is %s); put {%s: %s} after it as a layer of its own",
-                              key, takes, i, label, (*kind)->name, key,
+                              key, takes, where, label, (*kind)->name, key,
                               n->vals[j]->type == YNODE_SCALAR ? n->vals[j]->str : "relu");
         }
         takes_list(*kind, takes, sizeof takes);
-        return ynode_fail(c, n->keys[j], "'%s' does not apply to %s layers (layers.%d of %s); %s",
-                          key, (*kind)->name, i, label, takes);
+        return ynode_fail(c, n->keys[j], "'%s' does not apply to %s layers (%s of %s); %s",
+                          key, (*kind)->name, where, label, takes);
     }
     return COHORT_OK;
 }
 
-cohort_status layer_parse(const yctx *c, const ynode *n, int i, int last, const char *label,
-                          layer_spec *ls)
+/* One entry of a layers list at path (i, j) (j -1: at the top): a map like
+ * {conv2d: 32, kernel_size: 3} or a bare name like flatten, with Keras's
+ * defaults, into ls. A block's entry (a residual) takes its value's list
+ * as it is: layer_parse_list reads the layers in it. */
+cohort_status layer_parse_at(const yctx *c, const ynode *n, const int *path, int last,
+                             const char *label, layer_spec *ls)
 {
-    char got[80];
+    char got[80], where[32];
     const layer_ops *kind = NULL;
     memset(ls, 0, sizeof *ls);
-    cohort_status st = kind_of(c, n, i, label, &kind);
+    layer_path_name(path, where, sizeof where);
+    cohort_status st = kind_of(c, n, where, label, &kind);
     if (st)
         return st;
     const ynode *map = n->type == YNODE_MAP ? n : NULL;
-    layer_syntax s = {c, n, map, map ? ymap_get(map, kind->name) : NULL, i, last, label};
+    layer_syntax s = {c, n, map, map ? ymap_get(map, kind->name) : NULL, path[0], last, label,
+                      where};
     ls->kind = kind;
     ls->line = n->line;
     ls->act = ACT_LINEAR;
+    if (kind->block_end && (!s.value || s.value->type != YNODE_SEQ))
+        return ynode_fail(c, s.value ? s.value : n, "%s of %s: the value of %s is a list of "
+                                                    "layers, like %s",
+                          where, label, kind->name, kind->example ? kind->example : "[...]");
     if (kind->parse)
         return kind->parse(&s, ls);
-    if (!layer_no_settings(s.value))
+    if (!kind->block_end && !layer_no_settings(s.value))
         return ynode_fail(c, s.value, "%s takes no settings; write it as %s, got %s", kind->name,
                           kind->name, ynode_describe(s.value, got, sizeof got));
     return COHORT_OK;
 }
 
-cohort_status layer_parse_text(const char *text, layer_spec *ls, cohort_error *err)
+/* Text parsed as one YAML node, handed to f. */
+static cohort_status parse_text(const char *text, cohort_error *err,
+                                cohort_status (*f)(const yctx *c, const ynode *root, void *arg),
+                                void *arg)
 {
     ynode *root = NULL;
     cohort_error mine;
@@ -247,9 +261,40 @@ cohort_status layer_parse_text(const char *text, layer_spec *ls, cohort_error *e
     if (!root)
         return cohort_fail(err, COHORT_ERR_INPUT, "layer: empty");
     yctx c = {"layer", err, NULL};
-    st = layer_parse(&c, root, 0, 1, "the layer", ls);
+    st = f(&c, root, arg);
     ynode_free(root);
     return st;
+}
+
+static cohort_status one_layer(const yctx *c, const ynode *root, void *arg)
+{
+    static const int path[2] = {0, -1};
+    return layer_parse_at(c, root, path, 1, "the layer", arg);
+}
+
+cohort_status layer_parse_text(const char *text, layer_spec *ls, cohort_error *err)
+{
+    return parse_text(text, err, one_layer, ls);
+}
+
+typedef struct list_arg {
+    layer_spec *ls;
+    int max, *n;
+} list_arg;
+
+static cohort_status layer_list(const yctx *c, const ynode *root, void *arg)
+{
+    const list_arg *a = arg;
+    if (root->type != YNODE_SEQ)
+        return ynode_fail(c, root, "a list of layers is a YAML list");
+    return layer_parse_list(c, root, "the layers", a->ls, a->max, a->n);
+}
+
+cohort_status layer_parse_list_text(const char *text, layer_spec *ls, int max, int *n,
+                                    cohort_error *err)
+{
+    list_arg a = {ls, max, n};
+    return parse_text(text, err, layer_list, &a);
 }
 
 int layer_no_settings(const ynode *v)
@@ -289,13 +334,13 @@ cohort_status layer_parse_window(const layer_syntax *s, int *sh, int *sw, pad_ki
     const ynode *v;
     cohort_status st;
     if (s->map && (v = ymap_get(s->map, "strides"))) {
-        snprintf(what, sizeof what, "strides of layers.%d", s->index);
+        snprintf(what, sizeof what, "strides of %s", s->where);
         if ((st = layer_get_hw(s->c, v, what, sh, sw)))
             return st;
     }
     if (s->map && (v = ymap_get(s->map, "padding"))) {
         int p;
-        snprintf(what, sizeof what, "padding of layers.%d", s->index);
+        snprintf(what, sizeof what, "padding of %s", s->where);
         if ((st = yget_enum_anycase(s->c, v, what, pad_names, 2, &p)))
             return st;
         *pad = (pad_kind)p;
@@ -310,7 +355,7 @@ cohort_status layer_parse_use_bias(const layer_syntax *s, int *use_bias)
     *use_bias = 1;
     if (!s->map || !(v = ymap_get(s->map, "use_bias")))
         return COHORT_OK;
-    snprintf(what, sizeof what, "use_bias of layers.%d", s->index);
+    snprintf(what, sizeof what, "use_bias of %s", s->where);
     return yget_bool(s->c, v, what, use_bias);
 }
 
@@ -332,16 +377,16 @@ cohort_status layer_parse_regularizer(const layer_syntax *s, layer_spec *ls)
         return COHORT_OK;
     }
     if (v->type != YNODE_MAP)
-        return ynode_fail(c, v, "kernel_regularizer of layers.%d of %s must be l1, l2 or a map "
+        return ynode_fail(c, v, "kernel_regularizer of %s of %s must be l1, l2 or a map "
                                 "like {l2: 0.0001, l1: 0}, got %s",
-                          s->index, s->label, ynode_describe(v, got, sizeof got));
+                          s->where, s->label, ynode_describe(v, got, sizeof got));
     cohort_status st = plan_check_keys(c, v, regularizer_keys, "in kernel_regularizer of "
-                                       "layers.%d of %s", s->index, s->label);
+                                       "%s of %s", s->where, s->label);
     for (int j = 0; !st && j < 2; j++) {
         const ynode *x = ymap_get(v, regularizer_keys[j]);
         double d;
-        snprintf(what, sizeof what, "kernel_regularizer.%s of layers.%d", regularizer_keys[j],
-                 s->index);
+        snprintf(what, sizeof what, "kernel_regularizer.%s of %s", regularizer_keys[j],
+                 s->where);
         if (x && !(st = yget_num(c, x, what, YR_NONNEG, 1, &d)))
             *(j ? &ls->l2 : &ls->l1) = (float)d;
     }
@@ -355,14 +400,14 @@ cohort_status layer_parse_act(const layer_syntax *s, layer_spec *ls)
     if (!act)
         return COHORT_OK;
     int a;
-    snprintf(what, sizeof what, "activation of layers.%d", s->index);
+    snprintf(what, sizeof what, "activation of %s", s->where);
     cohort_status st = yget_enum_anycase(s->c, act, what, act_names, ACT_NAMES_COUNT, &a);
     if (st)
         return st;
     ls->act = a == ACT_NAMES_COUNT - 1 ? ACT_SILU : (act_kind)a; /* swish */
     if (ls->act == ACT_SOFTMAX && !s->last)
-        return ynode_fail(s->c, act, "layers.%d of %s: softmax is allowed only on the last layer",
-                          s->index, s->label);
+        return ynode_fail(s->c, act, "%s of %s: softmax is allowed only on the last layer",
+                          s->where, s->label);
     return COHORT_OK;
 }
 

@@ -13,6 +13,7 @@ extern const layer_ops layer_dense_ops, layer_dropout_ops, layer_conv2d_ops, lay
     layer_activation_ops;
 extern const layer_ops layer_lstm_ops, layer_gru_ops;
 extern const layer_ops layer_layer_normalization_ops;
+extern const layer_ops layer_residual_ops;
 
 /* Room for the built-in kinds and the test binaries' own. */
 #define LAYER_TABLE_MAX 64
@@ -30,6 +31,7 @@ static const layer_ops *table[LAYER_TABLE_MAX] = {
     &layer_lstm_ops,
     &layer_gru_ops,
     &layer_layer_normalization_ops,
+    &layer_residual_ops,
 };
 
 /* The entries: the listed ones, then the registered. */

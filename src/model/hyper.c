@@ -55,17 +55,24 @@ static int optimizer_key(const char *name, hyper_key *out)
     return 1;
 }
 
-/* The key of path into *out, and its layer index (-1: the optimizer's);
- * 0 when path is no mutable setting. */
+/* The key of path into *out, and its layer's path (layers.N.KEY, or
+ * layers.N.J.KEY inside a block; layer[0] -1: the optimizer's); 0 when
+ * path is no mutable setting. */
 static int find(const char *path, int *layer, hyper_key *out)
 {
-    int n = 0;
-    *layer = -1;
+    int n = 0, m = 0;
+    layer[0] = layer[1] = -1;
     if (!strncmp(path, "optimizer.", 10))
         return optimizer_key(path + 10, out);
-    if (sscanf(path, "layers.%d.%n", layer, &n) != 1 || n <= 0 || *layer < 0 ||
-        *layer >= COHORT_MAX_LAYERS)
+    if (sscanf(path, "layers.%d.%n", &layer[0], &n) != 1 || n <= 0 || layer[0] < 0 ||
+        layer[0] >= COHORT_MAX_LAYERS)
         return 0;
+    if (path[n] >= '0' && path[n] <= '9') {
+        if (sscanf(path + n, "%d.%n", &layer[1], &m) != 1 || m <= 0 || layer[1] < 0 ||
+            layer[1] >= COHORT_MAX_LAYERS)
+            return 0;
+        n += m;
+    }
     const layer_hyper *h = layer_key(NULL, path + n);
     if (!h)
         return 0;
@@ -75,25 +82,26 @@ static int find(const char *path, int *layer, hyper_key *out)
 
 int model_hyper_known(const char *path)
 {
-    int layer;
+    int layer[2];
     hyper_key k;
-    return find(path, &layer, &k);
+    return find(path, layer, &k);
 }
 
 float *model_hyper_field(model_spec *spec, const char *path)
 {
-    int li;
+    int at[2];
     hyper_key k;
-    if (!find(path, &li, &k))
+    if (!find(path, at, &k))
         return NULL;
-    if (li < 0) {
+    if (at[0] < 0) {
         optim_spec *o = &spec->opt;
         if (!strcmp(k.name, "lr"))
             return &o->lr;
         const optim_key *ok = optim_key_of(o->kind, k.name);
         return ok ? optim_field(o, ok) : NULL;
     }
-    if (li >= spec->n_layers)
+    int li = layer_at_path(spec->layers, spec->n_layers, at[0], at[1]);
+    if (li < 0)
         return NULL;
     layer_spec *l = &spec->layers[li];
     const layer_hyper *h = layer_key(l->kind, k.name);
@@ -102,9 +110,9 @@ float *model_hyper_field(model_spec *spec, const char *path)
 
 int model_hyper_allows(const char *path, double v, char *range, size_t size)
 {
-    int li;
+    int at[2];
     hyper_key key, *k = &key;
-    if (!find(path, &li, k))
+    if (!find(path, at, k))
         return 0;
     if (range) {
         char hi[32];

@@ -11,6 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
+static int same_shape(sample_shape a, sample_shape b)
+{
+    return a.rank == b.rank && a.h == b.h && a.w == b.w && a.c == b.c;
+}
+
 static size_t align_up(size_t n) { return (n + COHORT_ALIGN - 1) / COHORT_ALIGN * COHORT_ALIGN; }
 
 /* Fail for layer i of spec, the shape it sees and why; L->error_line is
@@ -19,8 +24,10 @@ static cohort_status layer_fail(cohort_error *err, model_layout *L, const model_
                                 const char *why)
 {
     const layer_spec *ls = &spec->layers[i];
+    char where[32];
+    layer_plan_name(&L->layers[i], where, sizeof where);
     L->error_line = ls->line;
-    return cohort_fail(err, COHORT_ERR_INPUT, "model '%s', layers.%d (%s): %s", spec->name, i,
+    return cohort_fail(err, COHORT_ERR_INPUT, "model '%s', %s (%s): %s", spec->name, where,
                        ls->kind ? ls->kind->name : "unknown", why);
 }
 
@@ -120,7 +127,10 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
         return cohort_fail(err, COHORT_ERR_INPUT, "model '%s': empty model or data", spec->name);
     /* A sample of two axes reads as an image of one channel (MNIST's NPY
      * [n, 28, 28]); a first layer that takes sequences reads it as T steps. */
-    const struct layer_ops *first = spec->layers[0].kind;
+    int f = 0; /* the first layer that reads the input: inside a block that opens the model */
+    while (f + 1 < spec->n_layers && spec->layers[f].kind && spec->layers[f].kind->block_end)
+        f++;
+    const struct layer_ops *first = spec->layers[f].kind;
     if (in.rank == 3 && in.c == 1 && first && first->takes_sequence)
         in = shape_seq(in.h, in.w);
     L->in_shape = in;
@@ -128,6 +138,27 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
     L->K = K;
     L->B = spec->batch_size;
     L->n_layers = spec->n_layers;
+
+    /* Each layer's weight names and its block's other end (layers/block.c). */
+    int path[COHORT_MAX_LAYERS][2], open = -1;
+    if (spec->n_layers > COHORT_MAX_LAYERS || layer_paths(spec->layers, spec->n_layers, path))
+        return cohort_fail(err, COHORT_ERR_INPUT, "model '%s': its blocks of layers do not open "
+                                                  "and close in order", spec->name);
+    for (int i = 0; i < spec->n_layers; i++) {
+        layer_plan *lp = &L->layers[i];
+        const layer_ops *ops = spec->layers[i].kind;
+        lp->path[0] = path[i][0];
+        lp->path[1] = path[i][1];
+        lp->inner = path[i][1] >= 0;
+        lp->pair = -1;
+        if (open >= 0 && ops == spec->layers[open].kind->block_end) {
+            lp->pair = open;
+            L->layers[open].pair = i;
+            open = -1;
+        } else if (ops && ops->block_end) {
+            open = i;
+        }
+    }
 
     /* Shapes and per-layer sizes from the table; then the offsets. */
     sample_shape cur = in, flat_from = in;
@@ -139,6 +170,17 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
         lp->kind = ls->kind;
         lp->act = ls->act;
         lp->index = i;
+        /* A block's end takes back the shape its block took: x + f(x). */
+        if (lp->pair >= 0 && lp->pair < i && !same_shape(cur, L->layers[lp->pair].in)) {
+            char a[48], b[48], why[320], where[32];
+            shape_format(cur, a, sizeof a);
+            shape_format(L->layers[lp->pair].in, b, sizeof b);
+            layer_plan_name(&L->layers[lp->pair], where, sizeof where);
+            snprintf(why, sizeof why, "it gives %s, but the %s at %s takes %s: x + f(x) needs f "
+                                      "to end at its input's shape",
+                     a, spec->layers[lp->pair].kind->name, where, b);
+            return layer_fail(err, L, spec, i - 1, why);
+        }
         lp->batch = spec->batch_size;
         lp->in = cur;
         if (cur.rank == 1 && flat_from.rank == 3 && shape_size(flat_from) == shape_size(cur))
@@ -153,11 +195,13 @@ cohort_status model_layout_make(const model_spec *spec, sample_shape in, int n_c
             int from = i - 1;
             while (from > 0 && L->layers[from - 1].mask_out)
                 from--;
-            snprintf(why, sizeof why, "%s cannot take the mask of the embedding at layers.%d "
+            char at[32];
+            layer_plan_name(&L->layers[from], at, sizeof at);
+            snprintf(why, sizeof why, "%s cannot take the mask of the embedding at %s "
                                       "(mask_zero: true), as in Keras; pool the sequence first "
                                       "(global_average_pooling1d, or an lstm without "
                                       "return_sequences), or set mask_zero: false",
-                     ops->name, L->layers[from].index);
+                     ops->name, at);
             return layer_fail(err, L, spec, i, why);
         }
         if (ops->plan(ls, lp, why, sizeof why))

@@ -189,7 +189,8 @@ char *model_spec_to_json(const model_spec *spec);
 /* The settings that may change between epochs without changing shapes or
  * memory (PBT's hyperparam_mutations; model/hyper.c), by canonical dotted
  * path: optimizer.lr, momentum, beta_1, beta_2, epsilon, weight_decay, rho;
- * layers.N.dropout, layers.N.kernel_regularizer.l1 and .l2. */
+ * layers.N.dropout, layers.N.kernel_regularizer.l1 and .l2 (layers.N.J.KEY:
+ * layer J inside the residual at N). */
 int model_hyper_known(const char *path);
 /* The float of spec at path, or NULL when spec has no such setting (its
  * optimizer does not take it, layer N is not a dropout layer, ...). */
@@ -205,7 +206,15 @@ int model_hyper_allows(const char *path, double v, char *range, size_t size);
  */
 typedef struct layer_plan {
     const struct layer_ops *kind; /* the entry of the table */
-    int index;             /* in model_spec.layers: the weight names' layers.{i} */
+    int index;             /* its place in model_spec.layers, the flat list (a block's
+                            * layers between its opening and closing entries): the key of
+                            * its initial weights and dropout masks */
+    int path[2];           /* its weight names: layers.{path[0]}, or inside a block (a
+                            * residual; inner 1) at path[0], layers.{path[0]}.{path[1]}
+                            * (layers/block.c: layer_plan_name) */
+    int inner;
+    int pair;              /* a block's opening or closing entry: the index of the other
+                            * one (layer_pass's pair_X and pair_saved); -1: none */
     act_kind act;          /* the activation its kernels apply: the spec's, except the
                             * model's output activation that the loss applies (softmax;
                             * sigmoid under binary_crossentropy), which is linear here */

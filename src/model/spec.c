@@ -242,13 +242,8 @@ char *model_spec_to_json(const model_spec *spec)
     sb_puts(&b, "{\"name\":");
     sb_json_str(&b, spec->name);
     sb_key(&b, "layers");
-    sb_putn(&b, "[", 1);
-    for (int i = 0; i < spec->n_layers && i < COHORT_MAX_LAYERS; i++) {
-        if (i)
-            sb_putn(&b, ",", 1);
-        layer_to_json(&spec->layers[i], &b);
-    }
-    sb_putn(&b, "]", 1);
+    layer_list_to_json(spec->layers, spec->n_layers < COHORT_MAX_LAYERS ? spec->n_layers
+                                                                        : COHORT_MAX_LAYERS, &b);
 
     sb_key(&b, "optimizer");
     sb_optimizer(&b, &spec->opt);

@@ -35,13 +35,8 @@ static cohort_status build_layers(const yctx *c, const ynode *t, const char *lab
     if (n->n > COHORT_MAX_LAYERS)
         return ynode_fail(c, n->vals[COHORT_MAX_LAYERS], "%s has %zu layers, more than the %d allowed",
                           label, n->n, COHORT_MAX_LAYERS);
-    for (size_t i = 0; i < n->n; i++) {
-        cohort_status st = layer_parse(c, n->vals[i], (int)i, i + 1 == n->n, label, &s->layers[i]);
-        if (st)
-            return st;
-    }
-    s->n_layers = (int)n->n;
-    return plan_check_output(c, n->vals[n->n - 1], label, s);
+    cohort_status st = layer_parse_list(c, n, label, s->layers, COHORT_MAX_LAYERS, &s->n_layers);
+    return st ? st : plan_check_output(c, n->vals[n->n - 1], label, s);
 }
 
 static int name_char_ok(unsigned char ch)

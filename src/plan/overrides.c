@@ -2,6 +2,8 @@
  * checked. */
 #include "plan/plan_impl.h"
 
+#include "layers/layer.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +56,10 @@ cohort_status plan_apply_override(const yctx *c, ynode *root, const char *ov)
             ynode_free(val);
             return set_fail(c, ov, "the key has an empty part");
         }
+        /* layers.N.J: layer J inside the residual at layers.N. */
+        ynode *block = part[strspn(part, "0123456789")] == 0 ? layer_block_list(cur) : NULL;
+        if (block)
+            cur = block;
         if (cur->type == YNODE_MAP) {
             if (last) {
                 ynode *k = ynode_scalar(part, 0, ov);

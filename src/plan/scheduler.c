@@ -113,7 +113,8 @@ static cohort_status parse_pbt(const yctx *c, const ynode *n, scheduler_spec *s)
                                       "model's shapes or memory, which pbt cannot do while a "
                                       "model trains; it mutates optimizer.lr, .momentum, "
                                       ".beta_1, .beta_2, .epsilon, .weight_decay, .rho, "
-                                      "layers.N.dropout and layers.N.kernel_regularizer.l1/.l2",
+                                      "layers.N.dropout and layers.N.kernel_regularizer.l1/.l2 "
+                                      "(layers.N.J.dropout: layer J inside the residual at N)",
                               key->str);
         for (size_t j = 0; j < i; j++)
             if (!strcmp(s->mut[j].path, m->path))

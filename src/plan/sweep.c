@@ -58,29 +58,68 @@ static cohort_status bad_key(const yctx *c, const ynode *key, const char *what, 
     return ynode_fail(c, key, "%s '%.200s' is not a model key%s", what, key->str, hint);
 }
 
-/* The keys of four parts: optimizer.schedule.SCHEDULE.KEY and
- * layers.N.kernel_regularizer.l1|l2 (the keys below a schedule are checked
- * where the model is built, with the sweep key's line). */
+/* The keys of four parts: optimizer.schedule.SCHEDULE.KEY (the keys below
+ * a schedule are checked where the model is built, with the sweep key's
+ * line). */
 static int deep_path_ok(char **parts)
 {
     static const char *const schedules[] = {"cosine_decay", "exponential_decay",
                                             "piecewise_constant", NULL};
+    return strcmp(parts[0], "optimizer") == 0 && strcmp(parts[1], "schedule") == 0 &&
+           in_list(parts[2], schedules);
+}
+
+static int index_ok(const char *s)
+{
+    return all_digits(s) && strlen(s) <= 4 && atoi(s) < COHORT_MAX_LAYERS;
+}
+
+/* layers.N, layers.N.KEY and layers.N.kernel_regularizer.l1|l2, where N may
+ * be N.J: layer J inside the residual at N. */
+static cohort_status layers_path(const yctx *c, const ynode *key, const char *what, char **parts,
+                                 int n, char *canon, size_t size)
+{
     static const char *const reg[] = {"l1", "l2", NULL};
-    if (strcmp(parts[0], "optimizer") == 0)
-        return strcmp(parts[1], "schedule") == 0 && in_list(parts[2], schedules);
-    return strcmp(parts[0], "layers") == 0 && all_digits(parts[1]) && strlen(parts[1]) <= 4 &&
-           atoi(parts[1]) < COHORT_MAX_LAYERS && strcmp(parts[2], "kernel_regularizer") == 0 &&
-           in_list(parts[3], reg);
+    char hint[300] = "", at[32];
+    int np = 2;
+    if (n < 2 || !index_ok(parts[1]))
+        return bad_key(c, key, what, " (after 'layers.' comes a layer index, like layers.0.dense)");
+    snprintf(at, sizeof at, "layers.%d", atoi(parts[1]));
+    if (n > 2 && all_digits(parts[2])) {
+        if (!index_ok(parts[2]))
+            return bad_key(c, key, what, " (after 'layers.N.' comes a layer's key, or the index "
+                                         "of a layer inside the residual at N)");
+        snprintf(at, sizeof at, "layers.%d.%d", atoi(parts[1]), atoi(parts[2]));
+        np = 3;
+    }
+    int w = -1;
+    const char *layer_keys[LAYER_KEYS_MAX];
+    int n_layer_keys = layer_all_keys(layer_keys, LAYER_KEYS_MAX);
+    if (n == np)
+        w = snprintf(canon, size, "%s", at);
+    else if (n == np + 2 && strcmp(parts[np], "kernel_regularizer") == 0 &&
+             in_list(parts[np + 1], reg))
+        w = snprintf(canon, size, "%s.kernel_regularizer.%s", at, parts[np + 1]);
+    else if (n == np + 1 && in_list(parts[np], layer_keys))
+        w = snprintf(canon, size, "%s.%s", at, parts[np]);
+    if (w >= 0 && (size_t)w < size)
+        return COHORT_OK;
+    if (n == np + 1) {
+        const char *near = ysuggest(parts[np], layer_keys, n_layer_keys);
+        if (near)
+            snprintf(hint, sizeof hint, " (did you mean '%s.%s'?)", at, near);
+    }
+    return bad_key(c, key, what, hint);
 }
 
 cohort_status plan_key_path(const yctx *c, const ynode *key, const char *what, char *canon,
                             size_t size)
 {
     char buf[256], hint[300] = "";
-    char *parts[4];
+    char *parts[5];
     if (str_copy(buf, sizeof buf, key->str))
         return bad_key(c, key, what, " (too long)");
-    int n = split_path(buf, parts, 4);
+    int n = split_path(buf, parts, 5);
     if (n < 0)
         return bad_key(c, key, what, "");
     const char *p0 = parts[0];
@@ -103,11 +142,10 @@ cohort_status plan_key_path(const yctx *c, const ynode *key, const char *what, c
         str_copy(canon, size, p0);
         return COHORT_OK;
     }
+    if (strcmp(p0, "layers") == 0)
+        return layers_path(c, key, what, parts, n, canon, size);
     if (n == 4 && deep_path_ok(parts)) {
-        if (strcmp(p0, "layers") == 0)
-            snprintf(canon, size, "layers.%d.%s.%s", atoi(parts[1]), parts[2], parts[3]);
-        else
-            snprintf(canon, size, "optimizer.schedule.%s.%s", parts[2], parts[3]);
+        snprintf(canon, size, "optimizer.schedule.%s.%s", parts[2], parts[3]);
         return COHORT_OK;
     }
     if (sub) {
@@ -125,26 +163,6 @@ cohort_status plan_key_path(const yctx *c, const ynode *key, const char *what, c
         int w = snprintf(canon, size, "%s.%s", p0,
                          strcmp(parts[1], "learning_rate") == 0 ? "lr" : parts[1]);
         return w < 0 || (size_t)w >= size ? bad_key(c, key, what, " (too long)") : COHORT_OK;
-    }
-    if (strcmp(p0, "layers") == 0) {
-        if (!all_digits(parts[1]) || strlen(parts[1]) > 4 || atoi(parts[1]) >= COHORT_MAX_LAYERS)
-            return bad_key(c, key, what, " (after 'layers.' comes a layer index, like layers.0.dense)");
-        if (n == 2) {
-            snprintf(canon, size, "layers.%d", atoi(parts[1]));
-            return COHORT_OK;
-        }
-        const char *layer_keys[LAYER_KEYS_MAX];
-        int n_layer_keys = layer_all_keys(layer_keys, LAYER_KEYS_MAX);
-        if (n == 3 && in_list(parts[2], layer_keys)) {
-            snprintf(canon, size, "layers.%d.%s", atoi(parts[1]), parts[2]);
-            return COHORT_OK;
-        }
-        if (n == 3) {
-            const char *near = ysuggest(parts[2], layer_keys, n_layer_keys);
-            if (near)
-                snprintf(hint, sizeof hint, " (did you mean 'layers.%.8s.%s'?)", parts[1], near);
-        }
-        return bad_key(c, key, what, hint);
     }
     snprintf(hint, sizeof hint, " ('%.100s' has no parts to sweep; use '%.100s')", p0, p0);
     return bad_key(c, key, what, hint);
@@ -537,9 +555,9 @@ static cohort_status apply_one(const yctx *c, const plan_sweep_key *k, const yno
                                ynode *model, const char *model_label)
 {
     char buf[256];
-    char *parts[4];
+    char *parts[5];
     str_copy(buf, sizeof buf, k->path);
-    int n = split_path(buf, parts, 4);
+    int n = split_path(buf, parts, 5);
     if (n == 1)
         return set_copy(c, k->key, model, parts[0], v);
     if (strcmp(parts[0], "layers") != 0) {
@@ -560,7 +578,23 @@ static cohort_status apply_one(const yctx *c, const plan_sweep_key *k, const yno
     if (li >= layers->n)
         return ynode_fail(c, k->key, "sweep key '%s': %s has only %zu layers", k->key->str,
                           model_label, layers->n);
-    if (n == 2) {
+    int np = 2; /* the parts that name the layer */
+    if (n > 2 && all_digits(parts[2])) {
+        ynode *inner = layer_block_list(layers->vals[li]);
+        if (!inner)
+            return ynode_fail(c, k->key, "sweep key '%s': layers.%zu of %s is no residual, so it "
+                                         "has no layer %s inside",
+                              k->key->str, li, model_label, parts[2]);
+        size_t j = (size_t)atoi(parts[2]);
+        if (j >= inner->n)
+            return ynode_fail(c, k->key, "sweep key '%s': the residual at layers.%zu of %s has "
+                                         "only %zu layers",
+                              k->key->str, li, model_label, inner->n);
+        layers = inner;
+        li = j;
+        np = 3;
+    }
+    if (n == np) {
         ynode *val = ynode_clone(v, 0);
         if (!val)
             return ynode_nomem(c);
@@ -574,12 +608,12 @@ static cohort_status apply_one(const yctx *c, const plan_sweep_key *k, const yno
         return ynode_fail(c, layer, "layers.%zu of %s must be a map to sweep '%s', got %s", li,
                           model_label, k->key->str, ynode_describe(layer, got, sizeof got));
     }
-    if (n == 4) {
+    if (n == np + 2) {
         ynode *reg = NULL;
-        cohort_status st = child_map(c, k, layer, parts[2], &reg);
-        return st ? st : set_copy(c, k->key, reg, parts[3], v);
+        cohort_status st = child_map(c, k, layer, parts[np], &reg);
+        return st ? st : set_copy(c, k->key, reg, parts[np + 1], v);
     }
-    return set_copy(c, k->key, layer, parts[2], v);
+    return set_copy(c, k->key, layer, parts[np], v);
 }
 
 /* Append "-label=value" to suffix, with characters a model name may not

@@ -281,7 +281,9 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
         for (int j = 0; j < m; j++) {
             st_tensor *w = &t[n++];
             memset(w, 0, sizeof *w);
-            snprintf(w->name, sizeof w->name, "layers.%d.%s", lp->index, lt[j].suffix);
+            char prefix[32];
+            layer_plan_name(lp, prefix, sizeof prefix);
+            snprintf(w->name, sizeof w->name, "%s.%s", prefix, lt[j].suffix);
             w->ndim = lt[j].ndim;
             for (int d = 0; d < lt[j].ndim; d++)
                 w->shape[d] = lt[j].shape[d];

@@ -72,8 +72,9 @@ cohort_status model_load_params(const model_spec *spec, const model_layout *L, c
         layer_tensor t[4];
         int n = ops->tensors ? ops->tensors(lp, t) : 0;
         for (int j = 0; j < n && !st; j++) {
-            char name[64];
-            snprintf(name, sizeof name, "layers.%d.%s", lp->index, t[j].suffix);
+            char name[64], at[32];
+            layer_plan_name(lp, at, sizeof at);
+            snprintf(name, sizeof name, "%s.%s", at, t[j].suffix);
             const st_tensor *ft = st_find(&f, name);
             int ok = ft && ft->ndim == t[j].ndim;
             for (int d = 0; ok && d < t[j].ndim; d++)

@@ -109,6 +109,12 @@ static layer_pass pass_of(train_group *g, int i, krange r, int rows, const layer
     p.host = g->hp;
     if (lp->mask_in)
         p.tokens = group_act(g, 0, r, &p.s_tokens);
+    if (lp->pair >= 0) {
+        const layer_plan *pp = &L->layers[lp->pair];
+        p.pair_X = group_act(g, lp->pair, r, &p.s_pair_X);
+        p.s_pair_saved = B * pp->n_saved;
+        p.pair_saved = AT(g->saved + K * B * pp->saved_off, p.s_pair_saved, r);
+    }
     return p;
 }
 

@@ -633,6 +633,21 @@ static void cpu_copyf(backend_ctx *c, float *dst, const float *src, size_t s, si
         memcpy(dst + k * s, src + k * s, n * sizeof(float));
 }
 
+static void cpu_add(backend_ctx *c, float *Y, size_t sY, const float *A, size_t sA,
+                    const float *B, size_t sB, size_t n, int count)
+{
+    (void)c;
+    for (int k = 0; k < count; k++) {
+        float *y = Y + k * sY;
+        const float *a = A + k * sA, *b = B ? B + k * sB : NULL;
+        if (!b)
+            memmove(y, a, n * sizeof(float));
+        else
+            for (size_t i = 0; i < n; i++)
+                y[i] = a[i] + b[i];
+    }
+}
+
 static void cpu_loss(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
                      size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
                      int rows, int cols, float grad_scale, int count)
@@ -1402,6 +1417,7 @@ static const backend_ops cpu_ops = {
     .dropout_fwd = cpu_dropout_fwd,
     .mul = cpu_mul,
     .copy = cpu_copyf,
+    .add = cpu_add,
     .loss = cpu_loss,
     .optimize = cpu_optimize,
     .sum_sq = cpu_sum_sq,

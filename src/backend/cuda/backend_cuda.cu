@@ -593,6 +593,13 @@ void cu_scatter_add_rows_op(backend_ctx *c, float *G, size_t sG, const float *to
          cu_scatter_add_rows(c->stream, G, sG, tok, sT, dY, sdY, n, V, dim, count));
 }
 
+void cu_add_op(backend_ctx *c, float *Y, size_t sY, const float *A, size_t sA, const float *B,
+               size_t sB, size_t n, int count)
+{
+    on(c);
+    note(c, "add", cu_add(c->stream, Y, sY, A, sA, B, sB, n, count));
+}
+
 void cu_loss_op(backend_ctx *c, const loss_step *o, float *Z, size_t sZ, const int32_t *y,
                 size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
                 int rows, int cols, float grad_scale, int count)
@@ -895,6 +902,7 @@ backend_ops make_ops()
     o.dropout_fwd = cu_dropout_fwd_op;
     o.mul = cu_mul_op;
     o.copy = cu_copy_op;
+    o.add = cu_add_op;
     o.loss = cu_loss_op;
     o.optimize = cu_optimize_op;
     o.sum_sq = cu_sum_sq_op;

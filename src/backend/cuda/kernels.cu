@@ -173,6 +173,19 @@ __global__ void k_copy(float *D, const float *S, size_t st, size_t n)
     ELEMENTS(i, n) { d[i] = s[i]; }
 }
 
+__global__ void k_add(float *Y, size_t sy, const float *A, size_t sa, const float *B, size_t sb,
+                      size_t n)
+{
+    float *y = Y + blockIdx.y * sy;
+    const float *a = A + blockIdx.y * sa;
+    if (B) {
+        const float *b = B + blockIdx.y * sb;
+        ELEMENTS(i, n) { y[i] = a[i] + b[i]; }
+    } else {
+        ELEMENTS(i, n) { y[i] = a[i]; }
+    }
+}
+
 /* The larger of two (value, index) candidates; ties go to the lower index,
  * so a warp finds the first maximum, as the CPU's sequential scan does. */
 __device__ __forceinline__ void argmax_merge(float &v, int &idx, float ov, int oi)
@@ -1278,6 +1291,15 @@ cudaError_t cu_copy(cudaStream_t s, float *dst, const float *src, size_t st, siz
     if (count <= 0 || n == 0)
         return cudaSuccess;
     k_copy<<<grid_for(n, count), THREADS, 0, s>>>(dst, src, st, n);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_add(cudaStream_t s, float *Y, size_t sY, const float *A, size_t sA, const float *B,
+                   size_t sB, size_t n, int count)
+{
+    if (count <= 0 || n == 0)
+        return cudaSuccess;
+    k_add<<<grid_for(n, count), THREADS, 0, s>>>(Y, sY, A, sA, B, sB, n);
     return cudaGetLastError();
 }
 

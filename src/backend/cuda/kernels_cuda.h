@@ -70,6 +70,9 @@ cudaError_t cu_mul(cudaStream_t s, float *d, size_t sd, const float *mask, size_
 cudaError_t cu_bytes_to_float(cudaStream_t s, float *dst, size_t sd, const uint8_t *src,
                               size_t sb, size_t n, int count);
 cudaError_t cu_copy(cudaStream_t s, float *dst, const float *src, size_t st, size_t n, int count);
+/* Y = A + B (B NULL: Y = A), n elements per model at strides sY, sA, sB. */
+cudaError_t cu_add(cudaStream_t s, float *Y, size_t sY, const float *A, size_t sA, const float *B,
+                   size_t sB, size_t n, int count);
 /* The loss op of backend_impl.h; count <= CU_CHUNK. */
 cudaError_t cu_loss(cudaStream_t s, const cu_loss_args *a, float *Z, size_t sZ, const int32_t *y,
                     size_t sy, const float *t, size_t st, float *dZ, size_t sdZ, double *stats,
