@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cohort export WEIGHTS --format onnx: the ONNX files of an MLP of flat data and of a CNN with
-# every layer kind pass onnx.checker and predict in onnxruntime (scripts/pyenv test) what
+# every layer kind (residual blocks of both: an Add) pass onnx.checker and predict in onnxruntime (scripts/pyenv test) what
 # `cohort predict` prints, to 1e-5; bad input is exit status 2 naming what, nothing written.
 # Runs under the sanitizers too (the writer is C; Python only reads the files).
 set -u
@@ -36,6 +36,11 @@ models:
   - name: gap
     layers: [{conv2d: 3, kernel_size: 3, activation: sigmoid}, global_average_pooling2d,
              {dense: 3, activation: softmax}]
+  - name: resconv
+    layers: [{conv2d: 3, kernel_size: 3, padding: same, activation: relu},
+             {residual: [{conv2d: 4, kernel_size: 3, padding: same, activation: relu},
+                         {conv2d: 3, kernel_size: 1}]},
+             global_average_pooling2d, {dense: 3, activation: softmax}]
 data: {train: "npy:$T/x.npy,$T/y.npy"}
 YAML
 cat > "$T/mlp.yaml" <<YAML
@@ -45,6 +50,8 @@ models:
   - {name: mlp, layers: [{dense: 8, activation: relu}, batch_normalization, {dense: 3, activation: softmax}]}
   - {name: logits, loss: {name: sparse_categorical_crossentropy, from_logits: true},
      layers: [{dense: 6, activation: sigmoid}, {dense: 3}]}
+  - {name: resmlp, layers: [{dense: 8, activation: tanh}, {residual: [{dense: 12, activation: relu},
+     {dropout: 0.1}, {dense: 8}]}, {residual: [{activation: relu}]}, {dense: 3, activation: softmax}]}
 YAML
 expect_status 0 "train the CNNs" -- "$COHORT" train "$T/plan.yaml" --out "$T/img" --quiet
 expect_status 0 "train the MLPs" -- "$COHORT" train "$T/mlp.yaml" --out "$T/flat" --quiet
@@ -79,6 +86,8 @@ check_model "$T/img/models/cnn.safetensors" "npy:$T/x.npy" "$T/x.npy"
 check_model "$T/img/models/gap.safetensors" "npy:$T/x.npy" "$T/x.npy"
 check_model "$T/flat/models/mlp.safetensors" "csv:$T/train.csv" "$T/xflat.npy"
 check_model "$T/flat/models/logits.safetensors" "csv:$T/train.csv" "$T/xflat.npy"
+check_model "$T/img/models/resconv.safetensors" "npy:$T/x.npy" "$T/x.npy"
+check_model "$T/flat/models/resmlp.safetensors" "csv:$T/train.csv" "$T/xflat.npy"
 
 # Bad input: a usage error (2) that names what, and no file.
 expect_status 2 "format" -- "$COHORT" export "$T/flat/models/mlp.safetensors" --format tflite --out "$T/x.onnx"
