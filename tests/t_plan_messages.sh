@@ -93,4 +93,18 @@ printf 'data: {train: csv:%s}\nmodels: [{name: m, layers: [{dense: 3, activation
 expect_status 2 "big label" -- "$COHORT" plan "$T/big.yaml"
 expect_err "big.yaml:2: model 'm': the data's largest label is 2147483646, so it has 2147483647 classes, more than the 1048576 units a layer may have; number the classes from 0" "big label"
 grep -q "dense: 2147483647" "$T/err" && bad "big label: suggests the layer: $(cat "$T/err")" || ok
+
+# multi_head_attention (issue 37): no heads, no key_dim, a setting missing,
+# and flat samples where it takes a sequence; said at the layer's line,
+# exit 2, nothing trained.
+for c in "num_heads: 0, key_dim: 4|num_heads of layers.0 must be a positive integer, got '0'" \
+         "num_heads: 2, key_dim: 0|key_dim of layers.0 must be a positive integer, got '0'" \
+         "num_heads: 2|multi_head_attention of layers.0 of model 'm' needs key_dim" \
+         "num_heads: 2, key_dim: 4|model 'm', layers.0 (multi_head_attention): multi_head_attention takes a sequence [T, E], but gets flat samples (4)"; do
+    keys=${c%%|*} msg=${c#*|}
+    printf 'data: {train: csv:%s}\ndefaults: {epochs: 1, batch_size: 8}\nmodels:\n  - name: m\n    layers:\n      - {multi_head_attention: {%s}}\n      - flatten\n      - {dense: 3, activation: softmax}\n' "$T/train.csv" "$keys" > "$T/mha.yaml"
+    expect_status 2 "attention {$keys}" -- "$COHORT" train "$T/mha.yaml" --out "$T/o_mha"
+    expect_err "mha.yaml:6: $msg" "attention {$keys}"
+    [ ! -e "$T/o_mha/models" ] && ok || bad "attention {$keys}: trained"
+done
 finish

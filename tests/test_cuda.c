@@ -627,6 +627,81 @@ static void test_layer_norm(int rows, int C, int count)
     buf_free(&dg);
 }
 
+/* attn_softmax_fwd and _bwd: the GPU against the CPU, and the CPU against
+ * the masked softmax written here (keys of padding and, causal, after the
+ * query take no part; a padded query's row is 0). n samples of T tokens,
+ * padded before or after; tokens one copy per model or shared. */
+static void test_attn_softmax(int n, int H, int T, int causal, int masked, int shared, int count)
+{
+    size_t sS = (size_t)H * n * T * T + 7, st = shared ? 0 : (size_t)n * T + 3;
+    buf S = buf_make(sS * (size_t)count, -4, 4), dS = buf_make(sS * (size_t)count, -1, 1);
+    buf tok = buf_make((shared ? 1 : (size_t)count) * ((size_t)n * T + 3), 1, 5);
+    for (int k = 0; k < (shared ? 1 : count); k++)
+        for (int b = 0; b < n; b++) {
+            int real = 1 + (b + k) % T, pre = b % 2; /* the first sample all padding */
+            for (int t = 0; t < T; t++) {
+                int pad = b == 0 || (pre ? t < T - real : t >= real);
+                if (pad && masked)
+                    tok.h[k * st + (size_t)b * T + t] = 0.0f;
+            }
+        }
+    gpu->copy_h2d(gc, tok.d, tok.h, tok.n * sizeof(float));
+    float *S0 = malloc(S.n * sizeof(float));
+    memcpy(S0, S.h, S.n * sizeof(float));
+    const float *th = masked ? tok.h : NULL, *td = masked ? tok.d : NULL;
+    cpu->attn_softmax_fwd(cc, S.h, sS, th, st, n, H, T, causal, count);
+    gpu->attn_softmax_fwd(gc, S.d, sS, td, st, n, H, T, causal, count);
+    buf dS2 = buf_make(dS.n, 0, 0);
+    memcpy(dS2.h, dS.h, dS.n * sizeof(float));
+    cpu->attn_softmax_bwd(cc, dS.h, sS, S.h, sS, n, H, T, count);
+    gpu->attn_softmax_bwd(gc, dS.d, sS, S.d, sS, n, H, T, count);
+    char what[128];
+    snprintf(what, sizeof what, "attn_softmax n %d H %d T %d%s%s%s count %d", n, H, T,
+             causal ? " causal" : "", masked ? " masked" : "", shared ? " shared" : "", count);
+    check_close(what, &S, 1e-6);
+    check_close(what, &dS, 1e-6);
+    /* The CPU against its definition, in double. */
+    double worst = 0;
+    int rows_zero = 0, want_zero = 0;
+    for (int k = 0; k < count; k++)
+        for (int h = 0; h < H; h++)
+            for (int b = 0; b < n; b++)
+                for (int i = 0; i < T; i++) {
+                    size_t o = k * sS + (((size_t)h * n + b) * T + i) * T;
+                    const float *tk = th ? th + k * st + (size_t)b * T : NULL;
+                    int in[64], any = !tk || tk[i] != 0.0f;
+                    double mx = -INFINITY, sum = 0, dot = 0;
+                    for (int j = 0; j < T; j++) {
+                        in[j] = any && !(causal && j > i) && (!tk || tk[j] != 0.0f);
+                        if (in[j] && S0[o + j] > mx)
+                            mx = S0[o + j];
+                    }
+                    for (int j = 0; j < T; j++)
+                        sum += in[j] ? exp(S0[o + j] - mx) : 0.0;
+                    int none = 1;
+                    for (int j = 0; j < T; j++) {
+                        double pj = in[j] ? exp(S0[o + j] - mx) / sum : 0.0;
+                        worst = fmax(worst, fabs(S.h[o + j] - pj));
+                        dot += pj * dS2.h[o + j];
+                        none &= S.h[o + j] == 0.0f;
+                    }
+                    for (int j = 0; j < T; j++) {
+                        double pj = in[j] ? exp(S0[o + j] - mx) / sum : 0.0;
+                        worst = fmax(worst, fabs(dS.h[o + j] - pj * (dS2.h[o + j] - dot)));
+                    }
+                    want_zero += !any;
+                    rows_zero += none;
+                }
+    CHECK_MSG(worst <= 1e-6, "%s: the CPU against the masked softmax in double: %.3g", what, worst);
+    CHECK_MSG(rows_zero == want_zero, "%s: %d rows all 0, %d queries padded", what, rows_zero,
+              want_zero);
+    free(S0);
+    buf_free(&S);
+    buf_free(&dS);
+    buf_free(&dS2);
+    buf_free(&tok);
+}
+
 /* The ops of issue 37's sequence layers, on random draws of their own: the
  * checks after them see the stream they always saw. */
 static void test_sequence_ops(void)
@@ -644,6 +719,12 @@ static void test_sequence_ops(void)
     test_layer_norm(5, 1, 2);
     for (int c = 1; c <= 70; c = c == 3 ? 70 : c + 2)
         test_add(c);
+    for (int causal = 0; causal < 2; causal++)
+        for (int masked = 0; masked < 2; masked++) {
+            test_attn_softmax(4, 2, 7, causal, masked, 0, 1);
+            test_attn_softmax(5, 3, 6, causal, masked, masked, 3);
+        }
+    test_attn_softmax(40, 4, 33, 1, 1, 0, 2);
     check_no_error("sequence ops");
     rng = keep;
 }

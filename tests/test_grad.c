@@ -457,6 +457,43 @@ static void rnn_checks(void)
     }
 }
 
+/* ---- multi_head_attention: heads of key_dim other than E / H, causal,
+ * without biases, value_dim of its own, dropout on the weights, and under a
+ * token mask (padding before and after; a masked gru after it) ---- */
+static void attention_checks(void)
+{
+    static const char *const layers[] = {
+        "{multi_head_attention: {num_heads: 2, key_dim: 3}}",
+        "{multi_head_attention: {num_heads: 1, key_dim: 4, causal: true}}",
+        "{multi_head_attention: {num_heads: 3, key_dim: 2, value_dim: 4, use_bias: false}}",
+        "{multi_head_attention: {num_heads: 2, key_dim: 2, dropout: 0.3, causal: true}}",
+    };
+    sample_shape seq = shape_seq(5, 3);
+    model_spec s;
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+        rnn_spec(&s, 0, layers[i], "flatten");
+        grad_check_shape(layers[i], &s, seq, 3, 1);
+    }
+    /* Two in a row, with a layer norm between: the input gradient of one. */
+    rnn_spec(&s, 0, layers[0], "layer_normalization");
+    s.layers[3] = s.layers[2];
+    s.layers[2] = layer_text("%s", layers[1]);
+    s.layers[4] = s.layers[3];
+    s.layers[3] = plain("flatten");
+    s.n_layers = 5;
+    grad_check_shape("attention + attention causal + layer norm", &s, seq, 3, 1);
+    fill_x = fill_tokens;
+    for (pad_mode = 1; pad_mode <= 2; pad_mode++)
+        for (int c = 0; c < 2; c++) {
+            char what[160];
+            snprintf(what, sizeof what, "%s masked + gru, padding %s", layers[c],
+                     pad_mode == 1 ? "before" : "after");
+            rnn_spec(&s, 1, layers[c], "{gru: 3}");
+            grad_check_shape(what, &s, shape_flat(5), 3, 1);
+        }
+    fill_x = NULL;
+}
+
 static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units, loss_kind loss)
 {
     model_spec_defaults(s);
@@ -617,6 +654,7 @@ int main(void)
     CHECK(layer_register(&tok_ops) == 0);
     rnn_checks();
     residual_checks();
+    attention_checks();
     big_batch_check();
     devices_free(reg);
     return check_done("test_grad");

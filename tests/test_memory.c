@@ -110,7 +110,7 @@ typedef struct cnn_variant {
     int restore_best;
 } cnn_variant;
 
-#define CNN_VARIANTS 13
+#define CNN_VARIANTS 15
 static void cnn_variant_get(int v, cnn_variant *c)
 {
     sample_shape odd = shape_image(9, 7, 2), rgb = shape_image(8, 8, 3);
@@ -191,6 +191,23 @@ static void cnn_variant_get(int v, cnn_variant *c)
                             dense(4, ACT_SOFTMAX)},
                            OPT_ADAM, 0};
         break;
+    case 13: /* attention keeps Q, K, V, the weights, their mask and the context */
+        *c = (cnn_variant){"attention + layer norm + flatten + dense", shape_seq(5, 6), 4,
+                           {layer_text("{multi_head_attention: {num_heads: 2, key_dim: 3}}"),
+                            plain("layer_normalization"), plain("flatten"),
+                            dense(4, ACT_SOFTMAX)},
+                           OPT_ADAM, 0};
+        break;
+    case 14:
+        *c = (cnn_variant){"attention causal with dropout + attention + flatten", shape_seq(9, 4),
+                           4,
+                           {layer_text("{multi_head_attention: {num_heads: 3, key_dim: 4, "
+                                       "value_dim: 2, dropout: 0.1, causal: true}}"),
+                            layer_text("{multi_head_attention: {num_heads: 1, key_dim: 4, "
+                                       "use_bias: false}}"),
+                            plain("flatten"), dense(4, ACT_SOFTMAX)},
+                           OPT_SGD, 1};
+        break;
     default:
         *c = (cnn_variant){"dropout on the image + conv 5x5 + max pool 3 s3 + flatten",
                            shape_image(10, 10, 1), 5,
@@ -265,7 +282,7 @@ static void cnn_planned_equals_peak(void)
 static void cnn_fit_within_plan(void)
 {
     enum { N = 50 };
-    static const int pick[] = {4, 7, 8, 9, 11, 12};
+    static const int pick[] = {4, 7, 8, 9, 11, 12, 13, 14};
     for (size_t v = 0; v < sizeof pick / sizeof pick[0]; v++) {
         cnn_variant c;
         cnn_variant_get(pick[v], &c);

@@ -440,6 +440,19 @@ typedef struct backend_ops {
                    const float *X, size_t sX, const float *gamma, size_t sp, const float *stat,
                    size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C,
                    int count);
+
+    /* -- attention's softmax over keys: S [H, n, T, T] per model (head h,
+     * sample b, query i, key j; stride sS), the rows' formulas
+     * backend/attn_rows.h's. tokens (NULL: none) are each model's input
+     * rows [n, T] (stride s_tokens, 0: shared): a key whose token is 0
+     * takes no part, nor any key of a query whose token is 0 (its row is
+     * 0); causal: key j > query i takes none. -- */
+    /* S = softmax(S) over each row's keys, in place. */
+    void (*attn_softmax_fwd)(backend_ctx *ctx, float *S, size_t sS, const float *tokens,
+                             size_t s_tokens, int n, int H, int T, int causal, int count);
+    /* dS = P * (dS - sum over the row of P * dS), in place (P the weights). */
+    void (*attn_softmax_bwd)(backend_ctx *ctx, float *dS, size_t sdS, const float *P, size_t sP,
+                             int n, int H, int T, int count);
 } backend_ops;
 
 /* The CPU backend (what else it offers: backend/cpu/cpu.h). */

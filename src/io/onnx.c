@@ -70,7 +70,7 @@ static const char *weight(onnx_graph *g, const layer_plan *lp, const char *suffi
         return NULL;
     }
     /* The shape the layer plans for it. */
-    layer_tensor t[4];
+    layer_tensor t[LAYER_TENSORS_MAX];
     int n = lp->kind->tensors ? lp->kind->tensors(lp, t) : 0, k = 0;
     while (k < n && strcmp(t[k].suffix, suffix) != 0)
         k++;
@@ -253,7 +253,7 @@ void onnx_flatten(onnx_graph *g, const char *x, char *y, int index)
 
 int onnx_weights(onnx_graph *g, const layer_plan *lp, int n, const char **names)
 {
-    layer_tensor t[4];
+    layer_tensor t[LAYER_TENSORS_MAX];
     int have = lp->kind->tensors ? lp->kind->tensors(lp, t) : 0;
     for (int k = 0; k < n; k++)
         names[k] = k < have ? weight(g, lp, t[k].suffix) : NULL;

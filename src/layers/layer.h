@@ -36,7 +36,11 @@ typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
 struct layer_pass;
 struct onnx_graph;
 
-/* A tensor of a weight file: layers.{index}.{suffix}. */
+/* The most tensors one layer writes to a weight file (attention's eight). */
+#define LAYER_TENSORS_MAX 8
+
+/* A tensor of a weight file: layers.{index}.{suffix} (the suffix may hold
+ * dots: q_proj.weight). */
 typedef struct layer_tensor {
     const char *suffix;
     int ndim;
@@ -168,7 +172,8 @@ typedef struct layer_ops {
     /* Returns 1 when the first n_fused parameters took their optimizer
      * step (then their gradients were not stored), else 0. */
     int (*backward)(const struct layer_pass *p);
-    /* The tensors of the weight file (at most 4) in file order; returns
+    /* The tensors of the weight file (at most LAYER_TENSORS_MAX) in file
+     * order; returns
      * their count. NULL: none. */
     int (*tensors)(const layer_plan *lp, layer_tensor *t);
     /* Reorder tensor i between the model's parameters (internal layout) and

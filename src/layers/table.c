@@ -12,7 +12,7 @@ extern const layer_ops layer_dense_ops, layer_dropout_ops, layer_conv2d_ops, lay
     layer_avg_pool_ops, layer_global_avg_pool_ops, layer_flatten_ops, layer_batch_norm_ops,
     layer_activation_ops;
 extern const layer_ops layer_lstm_ops, layer_gru_ops;
-extern const layer_ops layer_layer_normalization_ops;
+extern const layer_ops layer_layer_normalization_ops, layer_multi_head_attention_ops;
 extern const layer_ops layer_residual_ops;
 
 /* Room for the built-in kinds and the test binaries' own. */
@@ -32,6 +32,7 @@ static const layer_ops *table[LAYER_TABLE_MAX] = {
     &layer_gru_ops,
     &layer_layer_normalization_ops,
     &layer_residual_ops,
+    &layer_multi_head_attention_ops,
 };
 
 /* The entries: the listed ones, then the registered. */

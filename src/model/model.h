@@ -239,7 +239,8 @@ typedef struct layer_plan {
     size_t stat_off, n_stat;   /* per model: kept from forward to backward (BUF_STAT) */
     size_t n_work;         /* per row: scratch of one pass (BUF_WORK), shared by all layers */
     /* conv2d, pooling: the window, strides and the padding before the first
-     * row and column (TensorFlow's `same` puts the odd pixel after the last) */
+     * row and column (TensorFlow's `same` puts the odd pixel after the last);
+     * multi_head_attention: kh heads, kw key_dim, sh value_dim, sw use_bias */
     int kh, kw, sh, sw, pad_top, pad_left;
     int dh, dw; /* the window's dilation (conv1d's dilation_rate); 0 or 1: none */
 } layer_plan;

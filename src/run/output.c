@@ -255,7 +255,7 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
                                 int best, char *rel, cohort_error *err)
 {
     const model_layout *L = &e->L;
-    st_tensor t[4 * COHORT_MAX_LAYERS];
+    st_tensor t[LAYER_TENSORS_MAX * COHORT_MAX_LAYERS];
     int n = 0;
     /* Each layer's tensors in the file's layout: written from params where
      * they lie there as they are, else converted into one copy. */
@@ -263,7 +263,7 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
     for (int i = 0; i < L->n_layers; i++) {
         const layer_plan *lp = &L->layers[i];
         const layer_ops *ops = lp->kind;
-        layer_tensor lt[4];
+        layer_tensor lt[LAYER_TENSORS_MAX];
         int m = ops->tensors && ops->convert ? ops->tensors(lp, lt) : 0;
         for (int j = 0; j < m; j++)
             n_convert += lt[j].n;
@@ -276,7 +276,7 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
     for (int i = 0; i < L->n_layers; i++) {
         const layer_plan *lp = &L->layers[i];
         const layer_ops *ops = lp->kind;
-        layer_tensor lt[4];
+        layer_tensor lt[LAYER_TENSORS_MAX];
         int m = ops->tensors ? ops->tensors(lp, lt) : 0;
         for (int j = 0; j < m; j++) {
             st_tensor *w = &t[n++];

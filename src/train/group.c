@@ -69,7 +69,7 @@ cohort_status model_load_params(const model_spec *spec, const model_layout *L, c
     for (int i = 0; i < L->n_layers && !st; i++) {
         const layer_plan *lp = &L->layers[i];
         const layer_ops *ops = lp->kind;
-        layer_tensor t[4];
+        layer_tensor t[LAYER_TENSORS_MAX];
         int n = ops->tensors ? ops->tensors(lp, t) : 0;
         for (int j = 0; j < n && !st; j++) {
             char name[64], at[32];

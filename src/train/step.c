@@ -233,7 +233,7 @@ static void optimize(train_group *g, krange r, int64_t t, const unsigned char *s
 /* The kernel (a dense or conv2d layer's first tensor) of layer i. */
 static layer_tensor kernel_of(const layer_plan *lp)
 {
-    layer_tensor t[4];
+    layer_tensor t[LAYER_TENSORS_MAX];
     lp->kind->tensors(lp, t);
     return t[0];
 }
@@ -298,7 +298,7 @@ static void adjust_grads(train_group *g, krange r)
         for (int i = 0; i < L->n_layers; i++) {
             const layer_plan *lp = &L->layers[i];
             const layer_ops *ops = lp->kind;
-            layer_tensor t[4];
+            layer_tensor t[LAYER_TENSORS_MAX];
             int n = lp->n_params && ops->tensors ? ops->tensors(lp, t) : 0;
             for (int j = 0; j < n; j++) {
                 if (t[j].off + t[j].n > L->n_trained)

@@ -1451,6 +1451,8 @@ static const backend_ops cpu_ops = {
     .scatter_add_rows = cpu_scatter_add_rows,
     .ln_fwd = cpu_ln_fwd,
     .ln_bwd = cpu_ln_bwd,
+    .attn_softmax_fwd = cpu_attn_softmax_fwd,
+    .attn_softmax_bwd = cpu_attn_softmax_bwd,
 };
 
 const backend_ops *backend_cpu(void) { return &cpu_ops; }

@@ -4,6 +4,7 @@
  * functions, which the CUDA plugin runs too.
  */
 #include "backend/cpu/norm_attn.h"
+#include "backend/attn_rows.h"
 #include "backend/norm_rows.h"
 
 void cpu_ln_fwd(backend_ctx *c, float *Y, size_t sY, const float *X, size_t sX,
@@ -35,4 +36,27 @@ void cpu_ln_bwd(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t s
                            C);
             }
     }
+}
+
+void cpu_attn_softmax_fwd(backend_ctx *c, float *S, size_t sS, const float *tokens,
+                          size_t s_tokens, int n, int H, int T, int causal, int count)
+{
+    (void)c;
+    size_t rows = (size_t)H * (size_t)n * (size_t)T;
+    for (int k = 0; k < count; k++)
+        for (size_t r = 0; r < rows; r++) {
+            size_t b = r / (size_t)T % (size_t)n, i = r % (size_t)T;
+            const float *tok = tokens ? tokens + k * s_tokens + b * (size_t)T : NULL;
+            attn_row_softmax(S + k * sS + r * (size_t)T, tok, causal, (int)i, T);
+        }
+}
+
+void cpu_attn_softmax_bwd(backend_ctx *c, float *dS, size_t sdS, const float *P, size_t sP,
+                          int n, int H, int T, int count)
+{
+    (void)c;
+    size_t rows = (size_t)H * (size_t)n * (size_t)T;
+    for (int k = 0; k < count; k++)
+        for (size_t r = 0; r < rows; r++)
+            attn_row_softmax_bwd(dS + k * sdS + r * (size_t)T, P + k * sP + r * (size_t)T, T);
 }

@@ -16,4 +16,9 @@ void cpu_ln_bwd(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t s
                 const float *X, size_t sX, const float *gamma, size_t sp, const float *stat,
                 size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C, int count);
 
+void cpu_attn_softmax_fwd(backend_ctx *c, float *S, size_t sS, const float *tokens,
+                          size_t s_tokens, int n, int H, int T, int causal, int count);
+void cpu_attn_softmax_bwd(backend_ctx *c, float *dS, size_t sdS, const float *P, size_t sP,
+                          int n, int H, int T, int count);
+
 #endif

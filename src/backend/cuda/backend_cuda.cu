@@ -793,6 +793,21 @@ void cu_ln_bwd_op(backend_ctx *c, float *dX, size_t sdX, const float *dY, size_t
                                 dbeta, sg, rows, C, count));
 }
 
+void cu_attn_softmax_fwd_op(backend_ctx *c, float *S, size_t sS, const float *tokens,
+                            size_t s_tokens, int n, int H, int T, int causal, int count)
+{
+    on(c);
+    note(c, "attn_softmax_fwd",
+         cu_attn_softmax_fwd(c->stream, S, sS, tokens, s_tokens, n, H, T, causal, count));
+}
+
+void cu_attn_softmax_bwd_op(backend_ctx *c, float *dS, size_t sdS, const float *P, size_t sP,
+                            int n, int H, int T, int count)
+{
+    on(c);
+    note(c, "attn_softmax_bwd", cu_attn_softmax_bwd(c->stream, dS, sdS, P, sP, n, H, T, count));
+}
+
 /* The models k0 .. k0 + m - 1 of o, the most one launch carries. */
 cu_bn_args bn_args(const bn_step *o, int k0, int m)
 {
@@ -929,6 +944,8 @@ backend_ops make_ops()
     o.scatter_add_rows = cu_scatter_add_rows_op;
     o.ln_fwd = cu_ln_fwd_op;
     o.ln_bwd = cu_ln_bwd_op;
+    o.attn_softmax_fwd = cu_attn_softmax_fwd_op;
+    o.attn_softmax_bwd = cu_attn_softmax_bwd_op;
     return o;
 }
 

@@ -14,6 +14,7 @@ extern "C" {
 #include "model/model.h"
 #include "backend/act_math.h"
 #include "backend/norm_rows.h"
+#include "backend/attn_rows.h"
 }
 
 #include <math.h>
@@ -1673,5 +1674,49 @@ cudaError_t cu_ln_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, si
         k_ln_bwd_dx<<<grid_for((size_t)rows, count), THREADS, 0, s>>>(dX, sdX, dY, sdY, X, sX,
                                                                       gamma, sp, stat, sst, rows,
                                                                       C);
+    return cudaGetLastError();
+}
+
+/* ---- attention's softmax over keys (backend_impl.h's attn_softmax_fwd and
+ * _bwd): a thread per row, attn_rows.h's loop, as the CPU runs it ---- */
+
+__global__ void k_attn_softmax_fwd(float *S, size_t sS, const float *tokens, size_t s_tokens,
+                                   int n, int H, int T, int causal)
+{
+    size_t k = blockIdx.y, rows = (size_t)H * (size_t)n * (size_t)T;
+    ELEMENTS(r, rows)
+    {
+        size_t b = r / (size_t)T % (size_t)n, i = r % (size_t)T;
+        const float *tok = tokens ? tokens + k * s_tokens + b * (size_t)T : NULL;
+        attn_row_softmax(S + k * sS + r * (size_t)T, tok, causal, (int)i, T);
+    }
+}
+
+__global__ void k_attn_softmax_bwd(float *dS, size_t sdS, const float *P, size_t sP, int n,
+                                   int H, int T)
+{
+    size_t k = blockIdx.y, rows = (size_t)H * (size_t)n * (size_t)T;
+    ELEMENTS(r, rows)
+    attn_row_softmax_bwd(dS + k * sdS + r * (size_t)T, P + k * sP + r * (size_t)T, T);
+}
+
+cudaError_t cu_attn_softmax_fwd(cudaStream_t s, float *S, size_t sS, const float *tokens,
+                                size_t s_tokens, int n, int H, int T, int causal, int count)
+{
+    size_t rows = (size_t)H * (size_t)n * (size_t)T;
+    if (count <= 0 || rows == 0)
+        return cudaSuccess;
+    k_attn_softmax_fwd<<<grid_for(rows, count), THREADS, 0, s>>>(S, sS, tokens, s_tokens, n, H,
+                                                                  T, causal);
+    return cudaGetLastError();
+}
+
+cudaError_t cu_attn_softmax_bwd(cudaStream_t s, float *dS, size_t sdS, const float *P, size_t sP,
+                                int n, int H, int T, int count)
+{
+    size_t rows = (size_t)H * (size_t)n * (size_t)T;
+    if (count <= 0 || rows == 0)
+        return cudaSuccess;
+    k_attn_softmax_bwd<<<grid_for(rows, count), THREADS, 0, s>>>(dS, sdS, P, sP, n, H, T);
     return cudaGetLastError();
 }

@@ -169,4 +169,11 @@ cudaError_t cu_ln_bwd(cudaStream_t s, float *dX, size_t sdX, const float *dY, si
                       size_t sst, float *dgamma, float *dbeta, size_t sg, int rows, int C,
                       int count);
 
+/* Attention's softmax over keys (backend_impl.h's attn_softmax_fwd and
+ * _bwd): a thread per row, attn_rows.h's sums. */
+cudaError_t cu_attn_softmax_fwd(cudaStream_t s, float *S, size_t sS, const float *tokens,
+                                size_t s_tokens, int n, int H, int T, int causal, int count);
+cudaError_t cu_attn_softmax_bwd(cudaStream_t s, float *dS, size_t sdS, const float *P, size_t sP,
+                                int n, int H, int T, int count);
+
 #endif

@@ -1,0 +1,427 @@
+/*
+ * layers/multi_head_attention: Keras's MultiHeadAttention as self-attention
+ * (MultiHeadAttention()(x, x): query, key and value are the layer's input
+ * sequence [T, E]), its syntax, spec and compute.
+ *
+ *   Q_h = X Wq_h^T + bq_h, K_h, V_h likewise    (head h of H; key_dim dk,
+ *                                                value_dim dv)
+ *   A_h = softmax(Q_h K_h^T / sqrt(dk))          over the keys, masked
+ *   Y   = sum over h of dropout(A_h) V_h Wo_h^T + bo
+ *
+ * Under a token mask (mask_zero) a padded key gets no weight and a padded
+ * query's row is 0 (Keras 3's attention mask from the query and value
+ * masks, whose masked softmax zeroes a row with no key); causal: true is
+ * Keras's use_causal_mask. The mask passes on. Dropout on the weights is
+ * the dropout layer's (its rate per model, PBT may change it).
+ *
+ * Per model, the projections are gemms over the H heads and the scores and
+ * contexts gemms over the H x n (head, sample) pairs of the batch: each
+ * head's Q, K, V and context lie [H, n, T, d] in the layer's saved tensors,
+ * so every (head, sample) problem is one stride from the next. Saved from
+ * forward to backward, per sample: Q, K, V, the [H, T, T] weights, their
+ * dropout mask and the context; scratch (the workspace): the dropped
+ * weights and the backward's gradients.
+ *
+ * Weights, torch's nn.Linear layout: q_proj.weight [H dk, E] (head h's rows
+ * h dk .. h dk + dk - 1), k_proj, v_proj [H dv, E], out_proj.weight
+ * [E, H dv], each with .bias.
+ */
+#include "layers/pass.h"
+#include "plan/keys.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- syntax and spec: {multi_head_attention: {num_heads, key_dim,
+ * value_dim, dropout, causal, use_bias}} ---- */
+
+typedef struct mha_settings {
+    int heads, key_dim, value_dim; /* value_dim: key_dim unless given */
+    float dropout;                 /* on the attention weights, in [0, 1) */
+    int causal;                    /* Keras's use_causal_mask */
+    int use_bias;
+} mha_settings;
+LAYER_SETTINGS_OF(mha_settings);
+
+static mha_settings settings(const layer_spec *ls) { return mha_settings_of(ls); }
+
+static const char *const mha_keys[] = {"num_heads", "key_dim", "value_dim", "dropout",
+                                       "causal",    "use_bias", NULL};
+
+/* Those a plan may write beside the kind by mistake, for the hint (dropout
+ * and use_bias are names of their own there: a layer kind, dense's key). */
+static const char *const mha_inner[] = {"num_heads", "key_dim", "value_dim", "causal", NULL};
+
+static const layer_keras_arg mha_keras[] = {
+    {"use_causal_mask", "write {multi_head_attention: {num_heads: 4, key_dim: 16, causal: "
+                        "true}} (Keras's use_causal_mask=True)"},
+    {NULL, NULL}};
+
+#define MHA_EXAMPLE "{multi_head_attention: {num_heads: 4, key_dim: 16}}"
+
+static cohort_status mha_parse(const layer_syntax *s, layer_spec *ls)
+{
+    const yctx *c = s->c;
+    const ynode *v = s->value, *x;
+    char got[80], what[200];
+    if (!v || v->type != YNODE_MAP)
+        return ynode_fail(c, v ? v : s->node,
+                          "multi_head_attention of layers.%d of %s must be a map like " MHA_EXAMPLE
+                          ", got %s",
+                          s->index, s->label,
+                          v ? ynode_describe(v, got, sizeof got) : "nothing");
+    cohort_status st = plan_check_keys(c, v, mha_keys,
+                                       "in multi_head_attention of layers.%d of %s", s->index,
+                                       s->label);
+    if (st)
+        return st;
+    mha_settings d = {0, 0, 0, 0.0f, 0, 1};
+    static const char *const ints[] = {"num_heads", "key_dim", "value_dim"};
+    int *dst[] = {&d.heads, &d.key_dim, &d.value_dim};
+    for (int i = 0; i < 3; i++) {
+        long long n;
+        if (!(x = ymap_get(v, ints[i]))) {
+            if (i < 2)
+                return ynode_fail(c, v, "multi_head_attention of layers.%d of %s needs %s: "
+                                        "write " MHA_EXAMPLE,
+                                  s->index, s->label, ints[i]);
+            continue;
+        }
+        snprintf(what, sizeof what, "%s of layers.%d", ints[i], s->index);
+        if ((st = yget_int(c, x, what, 1, LAYER_UNITS_MAX, &n)))
+            return st;
+        *dst[i] = (int)n;
+    }
+    if (!d.value_dim)
+        d.value_dim = d.key_dim;
+    if ((x = ymap_get(v, "dropout"))) {
+        double r;
+        snprintf(what, sizeof what, "dropout of layers.%d", s->index);
+        if ((st = yget_num(c, x, what, YR_UNIT, 1, &r)))
+            return st;
+        d.dropout = (float)r;
+    }
+    if ((x = ymap_get(v, "causal"))) {
+        snprintf(what, sizeof what, "causal of layers.%d", s->index);
+        if ((st = yget_bool(c, x, what, &d.causal)))
+            return st;
+    }
+    if ((x = ymap_get(v, "use_bias"))) {
+        snprintf(what, sizeof what, "use_bias of layers.%d", s->index);
+        if ((st = yget_bool(c, x, what, &d.use_bias)))
+            return st;
+    }
+    mha_settings_put(ls, &d);
+    return COHORT_OK;
+}
+
+static void mha_json(const layer_spec *ls, strbuf *b)
+{
+    mha_settings d = settings(ls);
+    sb_printf(b, "\"multi_head_attention\":{\"num_heads\":%d,\"key_dim\":%d,\"value_dim\":%d,"
+                 "\"dropout\":",
+              d.heads, d.key_dim, d.value_dim);
+    sb_json_float(b, d.dropout);
+    sb_printf(b, ",\"causal\":%s,\"use_bias\":%s}", d.causal ? "true" : "false",
+              d.use_bias ? "true" : "false");
+}
+
+static int mha_abbrev(const layer_spec *ls, char *buf, size_t n)
+{
+    mha_settings d = settings(ls);
+    return snprintf(buf, n, "mha%dx%d%s", d.heads, d.key_dim, d.causal ? "c" : "");
+}
+
+static int mha_fuse_key(const layer_spec *ls, int *key)
+{
+    mha_settings d = settings(ls);
+    key[0] = d.heads;
+    key[1] = d.key_dim;
+    key[2] = d.value_dim;
+    key[3] = d.causal;
+    key[4] = d.use_bias;
+    return 5;
+}
+
+static float *dropout_field(layer_spec *ls)
+{
+    return LAYER_SETTINGS_FLOAT(mha_settings, dropout, ls);
+}
+
+static const layer_hyper mha_hyper[] = {{"dropout", 0, 1, 0, 1, dropout_field},
+                                        {NULL, 0, 0, 0, 0, NULL}};
+
+/* ---- shapes ---- */
+
+/* The sizes every pass reads. */
+typedef struct mha_dims {
+    int H, dk, dv, T, E;
+    size_t wq, wk, wv, wo, bq, bk, bv, bo; /* parameter offsets from p_off */
+    size_t n_w;                            /* floats of the four kernels */
+} mha_dims;
+
+/* From the plan, which keeps the settings that decide sizes (model.h: kh
+ * heads, kw key_dim, sh value_dim, sw use_bias). */
+static mha_dims dims_of(const layer_plan *lp)
+{
+    mha_dims m;
+    m.H = lp->kh, m.dk = lp->kw, m.dv = lp->sh;
+    m.T = lp->in.h, m.E = lp->in.c;
+    size_t H = (size_t)m.H, E = (size_t)m.E, hk = H * (size_t)m.dk, hv = H * (size_t)m.dv;
+    m.wq = 0;
+    m.wk = hk * E;
+    m.wv = 2 * hk * E;
+    m.wo = 2 * hk * E + hv * E;
+    m.n_w = m.wo + E * hv;
+    m.bq = m.n_w;
+    m.bk = m.bq + hk;
+    m.bv = m.bk + hk;
+    m.bo = m.bv + hv;
+    return m;
+}
+
+/* Per sample: the saved tensors (Q, K, V, weights, mask, context) and the
+ * scratch (dropped weights or their gradient, dC, dQ, dK, dV). */
+static size_t saved_per_row(const mha_dims *m)
+{
+    return (size_t)m->H * (size_t)m->T *
+           (2 * (size_t)m->dk + 2 * (size_t)m->dv + 2 * (size_t)m->T);
+}
+static size_t work_per_row(const mha_dims *m)
+{
+    return (size_t)m->H * (size_t)m->T *
+           ((size_t)m->T + 2 * (size_t)m->dv + 2 * (size_t)m->dk);
+}
+
+static int mha_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    if (lp->in.rank != 2) {
+        char s[48];
+        shape_format(lp->in, s, sizeof s);
+        snprintf(msg, len, "multi_head_attention takes a sequence [T, E], but gets %s %s; give "
+                           "the data as [n, T, F] (or data.input_shape: [T, F])",
+                 lp->in.rank == 3 ? "an image" : "flat samples", s);
+        return 1;
+    }
+    mha_settings d = settings(ls);
+    lp->kh = d.heads, lp->kw = d.key_dim, lp->sh = d.value_dim, lp->sw = d.use_bias;
+    mha_dims m = dims_of(lp);
+    size_t E = (size_t)m.E;
+    lp->out = lp->in;
+    lp->n_params = m.n_w + (d.use_bias ? 2 * (size_t)m.H * (size_t)m.dk +
+                                             (size_t)m.H * (size_t)m.dv + E
+                                       : 0);
+    lp->n_saved = saved_per_row(&m);
+    lp->n_work = work_per_row(&m);
+    return 0;
+}
+
+/* The projections, the scores and the contexts, per sample. */
+static double mha_macs(const layer_plan *lp)
+{
+    mha_dims m = dims_of(lp);
+    double T = m.T, E = m.E, H = m.H;
+    return T * E * H * (2.0 * m.dk + 2.0 * m.dv) + H * T * T * (m.dk + m.dv);
+}
+
+/* ---- init (Keras 3: glorot_uniform over each kernel's input and output
+ * axes, as a dense layer's; zero biases) ---- */
+
+static void glorot(rng_state *r, float *W, size_t n_out, size_t n_in)
+{
+    float limit = sqrtf(6.0f / (float)(n_in + n_out));
+    for (size_t i = 0; i < n_out * n_in; i++)
+        W[i] = (2.0f * rng_uniform(r) - 1.0f) * limit;
+}
+
+static void mha_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
+{
+    mha_settings d = settings(ls);
+    mha_dims m = dims_of(lp);
+    size_t E = (size_t)m.E, hk = (size_t)m.H * (size_t)m.dk, hv = (size_t)m.H * (size_t)m.dv;
+    float *W = P + lp->p_off;
+    rng_state r;
+    rng_seed(&r, seed, 1000 + (uint64_t)lp->index);
+    glorot(&r, W + m.wq, hk, E);
+    glorot(&r, W + m.wk, hk, E);
+    glorot(&r, W + m.wv, hv, E);
+    glorot(&r, W + m.wo, E, hv);
+    if (d.use_bias)
+        memset(W + m.bq, 0, (2 * hk + hv + E) * sizeof(float));
+}
+
+/* ---- forward and backward, one model at a time ---- */
+
+/* Model k's slots: the saved tensors and the scratch, each [H, n, T, d]
+ * packed for the pass's n samples in room for the batch's B. */
+typedef struct mha_slots {
+    float *Q, *K, *V, *P, *M, *C; /* saved */
+    float *A, *dC, *dQ, *dK, *dV; /* scratch */
+} mha_slots;
+
+static mha_slots slots_of(const layer_pass *p, const mha_dims *m, int k)
+{
+    size_t B = (size_t)p->batch, HT = (size_t)m->H * (size_t)m->T;
+    size_t qk = B * HT * (size_t)m->dk, v = B * HT * (size_t)m->dv, tt = B * HT * (size_t)m->T;
+    mha_slots s;
+    float *sv = p->saved + (size_t)k * p->s_saved, *w = p->work + (size_t)k * p->s_work;
+    s.Q = sv;
+    s.K = s.Q + qk;
+    s.V = s.K + qk;
+    s.P = s.V + v;
+    s.M = s.P + tt;
+    s.C = s.M + tt;
+    s.A = w;
+    s.dC = s.A + tt;
+    s.dQ = s.dC + v;
+    s.dK = s.dQ + qk;
+    s.dV = s.dK + qk;
+    return s;
+}
+
+static void mha_forward(const layer_pass *p)
+{
+    const backend_ops *be = p->be;
+    backend_ctx *ctx = p->ctx;
+    mha_settings d0 = settings(p->ls[0]);
+    mha_dims m = dims_of(p->lp);
+    int n = p->rows, T = m.T, E = m.E, H = m.H, dk = m.dk, dv = m.dv, BT = n * T;
+    size_t bt = (size_t)BT, tt = (size_t)T * (size_t)T, ntt = (size_t)H * (size_t)n * tt;
+    float scale = 1.0f / sqrtf((float)dk);
+    for (int k = 0; k < p->count; k++) {
+        const float *X = p->X + (size_t)k * p->sX, *W = p->W + (size_t)k * p->sP + p->lp->p_off;
+        float *Y = p->Y + (size_t)k * p->sY;
+        mha_slots s = slots_of(p, &m, k);
+        /* The projections, [H, n, T, d] each. */
+        const float *w3[3] = {W + m.wq, W + m.wk, W + m.wv}, *b3[3] = {W + m.bq, W + m.bk,
+                                                                      W + m.bv};
+        float *z3[3] = {s.Q, s.K, s.V};
+        int d3[3] = {dk, dk, dv};
+        for (int j = 0; j < 3; j++) {
+            be->gemm(ctx, 0, 1, BT, d3[j], E, 1.0f, X, E, 0, w3[j], E,
+                     (size_t)d3[j] * (size_t)E, 0.0f, z3[j], d3[j], bt * (size_t)d3[j], H);
+            if (d0.use_bias)
+                be->bias_act(ctx, z3[j], bt * (size_t)d3[j], b3[j], (size_t)d3[j], BT, d3[j],
+                             ACT_LINEAR, H);
+        }
+        /* The weights, per (head, sample), then dropout (rate 0 outside
+         * training: its mask 1, so that backward reads a mask either way). */
+        be->gemm(ctx, 0, 1, T, T, dk, scale, s.Q, dk, (size_t)T * (size_t)dk, s.K, dk,
+                 (size_t)T * (size_t)dk, 0.0f, s.P, T, tt, H * n);
+        be->attn_softmax_fwd(ctx, s.P, 0, p->tokens ? p->tokens + (size_t)k * p->s_tokens : NULL,
+                             0, n, H, T, d0.causal, 1);
+        float rate = p->training ? settings(p->ls[k]).dropout : 0.0f;
+        uint64_t key = p->seed[k] * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(p->lp->index + 1);
+        size_t per = (size_t)p->batch * (size_t)H * tt;
+        be->dropout_fwd(ctx, s.A, s.P, s.M, 0, ntt, &rate, &key, p->counter * per, 1);
+        /* The context, then the output projection summed over the heads in order. */
+        be->gemm(ctx, 0, 0, T, dv, T, 1.0f, s.A, T, tt, s.V, dv, (size_t)T * (size_t)dv, 0.0f,
+                 s.C, dv, (size_t)T * (size_t)dv, H * n);
+        for (int h = 0; h < H; h++)
+            be->gemm(ctx, 0, 1, BT, E, dv, 1.0f, s.C + (size_t)h * bt * (size_t)dv, dv, 0,
+                     W + m.wo + (size_t)h * (size_t)dv, H * dv, 0, h ? 1.0f : 0.0f, Y, E, 0, 1);
+        if (d0.use_bias)
+            be->bias_act(ctx, Y, 0, W + m.bo, 0, BT, E, ACT_LINEAR, 1);
+    }
+}
+
+static int mha_backward(const layer_pass *p)
+{
+    const backend_ops *be = p->be;
+    backend_ctx *ctx = p->ctx;
+    mha_settings d0 = settings(p->ls[0]);
+    mha_dims m = dims_of(p->lp);
+    int n = p->rows, T = m.T, E = m.E, H = m.H, dk = m.dk, dv = m.dv, BT = n * T;
+    size_t bt = (size_t)BT, tt = (size_t)T * (size_t)T, ntt = (size_t)H * (size_t)n * tt;
+    size_t tk = (size_t)T * (size_t)dk, tv = (size_t)T * (size_t)dv;
+    float scale = 1.0f / sqrtf((float)dk);
+    for (int k = 0; k < p->count; k++) {
+        const float *X = p->X + (size_t)k * p->sX, *W = p->W + (size_t)k * p->sP + p->lp->p_off;
+        float *G = p->G + (size_t)k * p->sP + p->lp->p_off;
+        const float *dY = p->dY + (size_t)k * p->sd;
+        float *dX = p->dX ? p->dX + (size_t)k * p->sd : NULL;
+        mha_slots s = slots_of(p, &m, k);
+        /* The output projection: its gradients, and dC per head. */
+        if (d0.use_bias)
+            be->bias_grad(ctx, G + m.bo, 0, dY, 0, BT, E, 1);
+        be->gemm(ctx, 1, 0, E, dv, BT, 1.0f, dY, E, 0, s.C, dv, bt * (size_t)dv, 0.0f, G + m.wo,
+                 H * dv, (size_t)dv, H);
+        be->gemm(ctx, 0, 0, BT, dv, E, 1.0f, dY, E, 0, W + m.wo, H * dv, (size_t)dv, 0.0f, s.dC,
+                 dv, bt * (size_t)dv, H);
+        /* dV from the dropped weights; then their gradient, through the
+         * dropout mask and the softmax, into the scores' (A). */
+        be->copy(ctx, s.A, s.P, 0, ntt, 1);
+        be->mul(ctx, s.A, 0, s.M, 0, ntt, 1);
+        be->gemm(ctx, 1, 0, T, dv, T, 1.0f, s.A, T, tt, s.dC, dv, tv, 0.0f, s.dV, dv, tv, H * n);
+        be->gemm(ctx, 0, 1, T, T, dv, 1.0f, s.dC, dv, tv, s.V, dv, tv, 0.0f, s.A, T, tt, H * n);
+        be->mul(ctx, s.A, 0, s.M, 0, ntt, 1);
+        be->attn_softmax_bwd(ctx, s.A, 0, s.P, 0, n, H, T, 1);
+        be->gemm(ctx, 0, 0, T, dk, T, scale, s.A, T, tt, s.K, dk, tk, 0.0f, s.dQ, dk, tk, H * n);
+        be->gemm(ctx, 1, 0, T, dk, T, scale, s.A, T, tt, s.Q, dk, tk, 0.0f, s.dK, dk, tk, H * n);
+        /* The three projections' gradients, then dX summed over them and
+         * their heads in order. */
+        const float *w3[3] = {W + m.wq, W + m.wk, W + m.wv};
+        float *g3[3] = {G + m.wq, G + m.wk, G + m.wv}, *gb3[3] = {G + m.bq, G + m.bk, G + m.bv};
+        const float *dz3[3] = {s.dQ, s.dK, s.dV};
+        int d3[3] = {dk, dk, dv};
+        for (int j = 0; j < 3; j++) {
+            size_t dj = (size_t)d3[j];
+            be->gemm(ctx, 1, 0, d3[j], E, BT, 1.0f, dz3[j], d3[j], bt * dj, X, E, 0, 0.0f, g3[j],
+                     E, dj * (size_t)E, H);
+            if (d0.use_bias)
+                be->bias_grad(ctx, gb3[j], dj, dz3[j], bt * dj, BT, d3[j], H);
+        }
+        if (!dX)
+            continue;
+        int first = 1;
+        for (int j = 0; j < 3; j++)
+            for (int h = 0; h < H; h++) {
+                size_t dj = (size_t)d3[j];
+                be->gemm(ctx, 0, 0, BT, E, d3[j], 1.0f, dz3[j] + (size_t)h * bt * dj, d3[j], 0,
+                         w3[j] + (size_t)h * dj * (size_t)E, E, 0, first ? 0.0f : 1.0f, dX, E, 0,
+                         1);
+                first = 0;
+            }
+    }
+    return 0;
+}
+
+static int mha_tensors(const layer_plan *lp, layer_tensor *t)
+{
+    mha_dims m = dims_of(lp);
+    int64_t E = m.E, hk = (int64_t)m.H * m.dk, hv = (int64_t)m.H * m.dv;
+    size_t o = lp->p_off;
+    t[0] = (layer_tensor){"q_proj.weight", 2, {hk, E}, o + m.wq, (size_t)(hk * E)};
+    t[1] = (layer_tensor){"k_proj.weight", 2, {hk, E}, o + m.wk, (size_t)(hk * E)};
+    t[2] = (layer_tensor){"v_proj.weight", 2, {hv, E}, o + m.wv, (size_t)(hv * E)};
+    t[3] = (layer_tensor){"out_proj.weight", 2, {E, hv}, o + m.wo, (size_t)(E * hv)};
+    if (!lp->sw)
+        return 4;
+    t[4] = (layer_tensor){"q_proj.bias", 1, {hk}, o + m.bq, (size_t)hk};
+    t[5] = (layer_tensor){"k_proj.bias", 1, {hk}, o + m.bk, (size_t)hk};
+    t[6] = (layer_tensor){"v_proj.bias", 1, {hv}, o + m.bv, (size_t)hv};
+    t[7] = (layer_tensor){"out_proj.bias", 1, {E}, o + m.bo, (size_t)E};
+    return 8;
+}
+
+const layer_ops layer_multi_head_attention_ops = {
+    .name = "multi_head_attention",
+    .inner = mha_inner,
+    .hint = "write " MHA_EXAMPLE,
+    .example = MHA_EXAMPLE,
+    .keras_args = mha_keras,
+    .parse = mha_parse,
+    .to_json = mha_json,
+    .abbrev = mha_abbrev,
+    .fuse_key = mha_fuse_key,
+    .hyper = mha_hyper,
+    .plan = mha_plan,
+    .init = mha_init,
+    .forward = mha_forward,
+    .backward = mha_backward,
+    .takes_mask = 1,
+    .takes_sequence = 1,
+    .tensors = mha_tensors,
+    .macs = mha_macs,
+};
