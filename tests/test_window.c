@@ -16,6 +16,8 @@
  */
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/isa.h"
+#include "backend/cpu/window.h"
 #include "check.h"
 #include "optim/optim.h"
 #include "util/util.h"
@@ -843,6 +845,65 @@ static void test_dropout(void)
     free(M);
 }
 
+/*
+ * The convolutions' own kernels bit for bit against one fmaf a term in k
+ * (or row) order, for each vector ISA the CPU has: kern_conv_fwd_own (the
+ * forward product read straight from X) over images [i0, n), and
+ * kern_gemm_own over kern_im2col's rows, must both give those bits, which
+ * is what lets the backend take either; kern_conv_small_wgrad with 8, 16,
+ * 32 and 48 filters (AVX-512's two vectors a pass, one, and AVX2's).
+ */
+static void test_conv_own_exact(window_geom g, int F, int i0)
+{
+    size_t kc = (size_t)g.kh * g.kw * g.c, pix = (size_t)g.oh * g.ow;
+    size_t rows = (size_t)(g.n - i0) * pix;
+    float *X = fbuf(img_n(&g)), *wt = fbuf(kc * (size_t)F), *col = fbuf(rows * kc);
+    float *ref = fbuf(rows * (size_t)F), *Y = fbuf(rows * (size_t)F);
+    float *dY = fbuf(rows * (size_t)F), *G = fbuf((size_t)F * kc), *Gr = fbuf((size_t)F * kc);
+    fill(X, img_n(&g), -1, 1);
+    fill(wt, kc * (size_t)F, -0.5f, 0.5f);
+    fill(dY, rows * (size_t)F, -1, 1);
+    kern_im2col(col, X, &g, i0, g.n);
+    for (size_t r = 0; r < rows; r++)
+        for (int f = 0; f < F; f++) {
+            float y = 0.0f;
+            for (size_t k = 0; k < kc; k++)
+                y = fmaf(col[r * kc + k], wt[k * (size_t)F + (size_t)f], y);
+            ref[r * (size_t)F + (size_t)f] = y;
+        }
+    for (int f = 0; f < F; f++)
+        for (size_t k = 0; k < kc; k++) {
+            float s = 0.0f;
+            for (size_t r = 0; r < rows; r++)
+                s = fmaf(dY[r * (size_t)F + (size_t)f], col[r * kc + k], s);
+            Gr[(size_t)f * kc + k] = s;
+        }
+    char what[256];
+    snprintf(what, sizeof what, "F=%d from image %d of %s", F, i0, gname(&g));
+    CHECK_MSG(conv_fwd_own_ok(&g, F) == (F % 16 == 0), "%s: conv_fwd_own_ok", what);
+    cpu_isa best = cpu_isa_detect();
+    for (cpu_isa isa = ISA_AVX2; isa <= best; isa++) {
+        if (conv_fwd_own_ok(&g, F)) {
+            memset(Y, 0xff, rows * (size_t)F * sizeof(float));
+            kern_conv_fwd_own(isa, Y, (size_t)F, X, &g, i0, g.n, wt, (size_t)F, F);
+            CHECK_MSG(!memcmp(Y, ref, rows * (size_t)F * sizeof(float)),
+                      "%s %s: kern_conv_fwd_own differs from the fmaf sums", cpu_isa_name(isa), what);
+            memset(Y, 0xff, rows * (size_t)F * sizeof(float));
+            kern_gemm_own(isa, Y, (size_t)F, col, kc, 1, wt, (size_t)F, (int)rows, F, (int)kc);
+            CHECK_MSG(!memcmp(Y, ref, rows * (size_t)F * sizeof(float)),
+                      "%s %s: kern_gemm_own differs from the fmaf sums", cpu_isa_name(isa), what);
+        }
+        if (conv_small_ok((int)kc, F)) {
+            memset(G, 0xff, (size_t)F * kc * sizeof(float));
+            kern_conv_small_wgrad(isa, G, dY, col, (int)rows, F, (int)kc);
+            CHECK_MSG(!memcmp(G, Gr, (size_t)F * kc * sizeof(float)),
+                      "%s %s: kern_conv_small_wgrad differs from the fmaf sums", cpu_isa_name(isa),
+                      what);
+        }
+    }
+    free(X), free(wt), free(col), free(ref), free(Y), free(dY), free(G), free(Gr);
+}
+
 int main(void)
 {
     struct timespec t0, t1;
@@ -908,6 +969,25 @@ int main(void)
     test_conv(geom(5, 9, 9, 8, 3, 3, 1, 1, 0), 32, 2);    /* kc 72: own forward only */
     test_conv(geom(4, 7, 6, 16, 3, 3, 1, 1, 1), 16, 2);   /* kc 144: own forward and dX */
     test_conv(geom(3, 6, 5, 8, 2, 2, 1, 1, 0), 24, 1);    /* kc 32: own dX only */
+    if (cpu_isa_detect() != ISA_NONE) {
+        /* valid windows: the forward without col; kc 9 for the small weight gradient */
+        static const int exact[][9] = {
+            {3, 8, 7, 1, 3, 3, 1, 1, 0}, {2, 9, 8, 2, 3, 2, 2, 1, 0}, {3, 7, 6, 3, 3, 3, 1, 1, 0},
+            {2, 6, 6, 32, 3, 3, 1, 1, 0}, {2, 8, 9, 1, 3, 3, 2, 2, 0}, {2, 5, 5, 4, 1, 1, 1, 1, 1},
+        };
+        static const int filters[] = {8, 16, 32, 48, 64};
+        for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+            for (size_t f = 0; f < sizeof filters / sizeof filters[0]; f++) {
+                const int *q = exact[i];
+                window_geom g = geom(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8]);
+                test_conv_own_exact(g, filters[f], 0);
+                test_conv_own_exact(g, filters[f], 1);
+            }
+        /* `same` padding reads zeros, a dilated window is no run: the forward keeps col */
+        window_geom same = geom(2, 7, 5, 3, 3, 3, 1, 1, 1), dil = geom_dil(2, 9, 9, 2, 3, 3, 2, 2, 0);
+        CHECK(!conv_fwd_own_ok(&same, 16));
+        CHECK(!conv_fwd_own_ok(&dil, 16)); /* a dilated window's taps are not one run */
+    }
 
     if (be->dense_step)
         test_pooling_denormals();

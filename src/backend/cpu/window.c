@@ -117,6 +117,14 @@ static void col2im_dilated(float *restrict dX, const float *restrict col, const 
     }
 }
 
+/* No window reads padding (an undilated window's test: kern_im2col
+ * checks `dilated` first, conv_fwd_own_ok as well). */
+static int window_valid(const window_geom *g)
+{
+    return g->pad_top == 0 && g->pad_left == 0 && (g->oh - 1) * g->sh + g->kh <= g->h &&
+           (g->ow - 1) * g->sw + g->kw <= g->w;
+}
+
 /* col rows of image i: (oh*ow, kh*kw*c) from X's image (h, w, c). */
 void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i1)
 {
@@ -124,8 +132,7 @@ void kern_im2col(float *col, const float *X, const window_geom *g, int i0, int i
         im2col_dilated(col, X, g, i0, i1);
         return;
     }
-    int valid = g->pad_top == 0 && g->pad_left == 0 && (g->oh - 1) * g->sh + g->kh <= g->h &&
-                (g->ow - 1) * g->sw + g->kw <= g->w;
+    int valid = window_valid(g);
     const size_t c = (size_t)g->c, run = (size_t)g->kw * c, K = (size_t)g->kh * run;
     for (int i = i0; i < i1; i++) {
         const float *xi = X + (size_t)i * image_floats(g);
@@ -652,6 +659,20 @@ void kern_gemm_own(cpu_isa isa, float *Y, size_t ldy, const float *A, size_t ar,
         gemm_own_avx2(Y, ldy, A, ar, ac, B, ldb, M, N, K);
 }
 
+int conv_fwd_own_ok(const window_geom *g, int N)
+{
+    return gemm_own_ok(N) && !dilated(g) && window_valid(g);
+}
+
+void kern_conv_fwd_own(cpu_isa isa, float *Y, size_t ldy, const float *X, const window_geom *g,
+                       int i0, int i1, const float *B, size_t ldb, int N)
+{
+    if (isa == ISA_AVX512)
+        conv_fwd_own_avx512(Y, ldy, X, g, i0, i1, B, ldb, N);
+    else
+        conv_fwd_own_avx2(Y, ldy, X, g, i0, i1, B, ldb, N);
+}
+
 /* Sixteen filters at a time with AVX-512, then eight (F % 8 == 0). */
 void kern_conv_small_wgrad(cpu_isa isa, float *G, const float *dY, const float *col, int rows,
                            int F, int kc)
@@ -662,6 +683,17 @@ void kern_conv_small_wgrad(cpu_isa isa, float *G, const float *dY, const float *
     conv_small_wgrad_avx2(G, dY, col, rows, F, kc, &f0);
 }
 #else
+int conv_fwd_own_ok(const window_geom *g, int N)
+{
+    (void)g, (void)N;
+    return 0;
+}
+void kern_conv_fwd_own(cpu_isa isa, float *Y, size_t ldy, const float *X, const window_geom *g,
+                       int i0, int i1, const float *B, size_t ldb, int N)
+{
+    (void)isa, (void)Y, (void)ldy, (void)X, (void)g, (void)i0, (void)i1, (void)B, (void)ldb,
+        (void)N;
+}
 void kern_gemm_own(cpu_isa isa, float *Y, size_t ldy, const float *A, size_t ar, size_t ac,
                    const float *B, size_t ldb, int M, int N, int K)
 {

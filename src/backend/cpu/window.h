@@ -103,4 +103,18 @@ int gemm_own_ok(int N);
 void kern_gemm_own(cpu_isa isa, float *Y, size_t ldy, const float *A, size_t ar, size_t ac,
                    const float *B, size_t ldb, int M, int N, int K);
 
+/*
+ * A convolution's forward product Y = col·B for the rows of images [i0, i1)
+ * without col: kern_gemm_own with A = kern_im2col's rows, each broadcast
+ * read from X where im2col would have copied it from. Needs
+ * conv_fwd_own_ok: N % 16 == 0, an undilated window, none reading padding (`valid`, or
+ * `same` where the kernel is 1 x 1). The same bits as im2col and then
+ * kern_gemm_own: each element the same sum over k in the same order. The
+ * Keras convnet's second layer (one image a chunk: 121 rows of 288) had
+ * spent a fifth of its forward copying 384-byte runs into col.
+ */
+int conv_fwd_own_ok(const window_geom *g, int N);
+void kern_conv_fwd_own(cpu_isa isa, float *Y, size_t ldy, const float *X, const window_geom *g,
+                       int i0, int i1, const float *B, size_t ldb, int N);
+
 #endif
