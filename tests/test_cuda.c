@@ -1805,7 +1805,9 @@ static void test_rnn_steps(void)
  * a preallocated pool of exactly that takes one slab, so the GPU's free
  * memory falls by exactly the pool's limit. cuBLAS's own default workspace,
  * or scratch a context allocated for itself, would show here (the
- * emulation counts every cudaMalloc, cuBLAS's included).
+ * emulation counts every cudaMalloc, cuBLAS's included). A real GPU hands
+ * out memory in 2 MiB pages: there the fall is the limit rounded up to
+ * them, after a first GEMM of the shape has loaded its kernels.
  */
 static void test_ctx_bytes(cohort_device *dg)
 {
@@ -1825,6 +1827,10 @@ static void test_ctx_bytes(cohort_device *dg)
                           &err) == COHORT_OK);
     gpu_info before, after;
     char why[256];
+    float *warm = dev_alloc(16 * sizeof(float));
+    gpu->memzero(gc, warm, 16 * sizeof(float));
+    gpu->gemm(gc, 0, 1, 4, 4, 4, 1.0f, warm, 4, 0, warm, 4, 0, 0.0f, warm, 4, 0, 1);
+    gpu->sync(gc);
     CHECK(cuda_plugin_query(&before, 1, why, sizeof why) == 1);
     train_group *g = NULL;
     CHECK_MSG(group_create(sp, 1, shape_flat(TDIM), TCLASSES, &d, 1, &g, &err) == COHORT_OK,
@@ -1836,17 +1842,24 @@ static void test_ctx_bytes(cohort_device *dg)
                     4, 0, 1);
         g->be->sync(g->ctx);
         CHECK(cuda_plugin_query(&after, 1, why, sizeof why) == 1);
-        CHECK_MSG(before.free_bytes - after.free_bytes == limit,
+        uint64_t took = before.free_bytes - after.free_bytes, page = (uint64_t)2 << 20;
+        int emulated = strstr(dg->info.model, "emulation") != NULL;
+        if (!emulated)
+            printf("test_cuda: a group of %llu planned bytes and %llu for its context took %llu "
+                   "bytes of the GPU\n",
+                   (unsigned long long)L.total_bytes, (unsigned long long)device_ctx_bytes(dg),
+                   (unsigned long long)took);
+        CHECK_MSG(emulated ? took == limit : took >= limit && took <= (limit + page - 1) / page * page,
                   "%s: a group of %llu planned bytes and %llu for its context took %llu bytes of "
                   "the GPU",
                   dg->info.name, (unsigned long long)L.total_bytes,
-                  (unsigned long long)device_ctx_bytes(dg),
-                  (unsigned long long)(before.free_bytes - after.free_bytes));
+                  (unsigned long long)device_ctx_bytes(dg), (unsigned long long)took);
         const char *e = g->be->ctx_error ? g->be->ctx_error(g->ctx) : "";
         CHECK_MSG(!e[0], "a GEMM in the context's workspace: %s", e);
         group_free(g);
     }
     mem_pool_free(d.mem_pool);
+    gpu->mem_free(0, warm);
 }
 
 /* ---- without a GPU ---------------------------------------------------------- */
