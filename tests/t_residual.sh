@@ -68,6 +68,12 @@ plan_error "inner setting" "bad.yaml:9: dropout rate of layers.1.1 must be a num
     "          - {dense: 16}" \
     "          - {dropout: 1.5}" \
     "      - {dense: 3, activation: softmax}"
+plan_error "attention setting" "bad.yaml:9: num_heads of layers.1.1 must be" \
+    "      - {dense: 16}" \
+    "      - residual:" \
+    "          - layer_normalization" \
+    "          - {multi_head_attention: {num_heads: 0, key_dim: 8}}" \
+    "      - {dense: 3, activation: softmax}"
 blocks=$(for i in $(seq 11); do printf '      - {residual: [{dense: 16}]}\n'; done)
 plan_error "too many" "has more than the 32 layers allowed (each residual counts as its layers and two more)" \
     "      - {dense: 16}" "$blocks" "      - {dense: 3, activation: softmax}"

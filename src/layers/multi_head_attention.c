@@ -67,12 +67,12 @@ static cohort_status mha_parse(const layer_syntax *s, layer_spec *ls)
     char got[80], what[200];
     if (!v || v->type != YNODE_MAP)
         return ynode_fail(c, v ? v : s->node,
-                          "multi_head_attention of layers.%d of %s must be a map like " MHA_EXAMPLE
+                          "multi_head_attention of %s of %s must be a map like " MHA_EXAMPLE
                           ", got %s",
-                          s->index, s->label,
+                          s->where, s->label,
                           v ? ynode_describe(v, got, sizeof got) : "nothing");
     cohort_status st = plan_check_keys(c, v, mha_keys,
-                                       "in multi_head_attention of layers.%d of %s", s->index,
+                                       "in multi_head_attention of %s of %s", s->where,
                                        s->label);
     if (st)
         return st;
@@ -83,12 +83,12 @@ static cohort_status mha_parse(const layer_syntax *s, layer_spec *ls)
         long long n;
         if (!(x = ymap_get(v, ints[i]))) {
             if (i < 2)
-                return ynode_fail(c, v, "multi_head_attention of layers.%d of %s needs %s: "
+                return ynode_fail(c, v, "multi_head_attention of %s of %s needs %s: "
                                         "write " MHA_EXAMPLE,
-                                  s->index, s->label, ints[i]);
+                                  s->where, s->label, ints[i]);
             continue;
         }
-        snprintf(what, sizeof what, "%s of layers.%d", ints[i], s->index);
+        snprintf(what, sizeof what, "%s of %s", ints[i], s->where);
         if ((st = yget_int(c, x, what, 1, LAYER_UNITS_MAX, &n)))
             return st;
         *dst[i] = (int)n;
@@ -97,18 +97,18 @@ static cohort_status mha_parse(const layer_syntax *s, layer_spec *ls)
         d.value_dim = d.key_dim;
     if ((x = ymap_get(v, "dropout"))) {
         double r;
-        snprintf(what, sizeof what, "dropout of layers.%d", s->index);
+        snprintf(what, sizeof what, "dropout of %s", s->where);
         if ((st = yget_num(c, x, what, YR_UNIT, 1, &r)))
             return st;
         d.dropout = (float)r;
     }
     if ((x = ymap_get(v, "causal"))) {
-        snprintf(what, sizeof what, "causal of layers.%d", s->index);
+        snprintf(what, sizeof what, "causal of %s", s->where);
         if ((st = yget_bool(c, x, what, &d.causal)))
             return st;
     }
     if ((x = ymap_get(v, "use_bias"))) {
-        snprintf(what, sizeof what, "use_bias of layers.%d", s->index);
+        snprintf(what, sizeof what, "use_bias of %s", s->where);
         if ((st = yget_bool(c, x, what, &d.use_bias)))
             return st;
     }
