@@ -32,8 +32,10 @@ models:
   - {name: l_sgd, optimizer: {name: sgd, lr: 0.1, momentum: 0.9}}
   - {name: g_a, layers: [{gru: 8}, {dense: 3, activation: softmax}]}
   - {name: g_b, layers: [{gru: 8}, {dense: 3, activation: softmax}], optimizer: {name: adam, lr: 0.02}}
+  - {name: b_a, layers: [{bidirectional: {gru: 4, return_sequences: true}}, {bidirectional: {lstm: 3}}, {dense: 3, activation: softmax}]}
+  - {name: b_b, layers: [{bidirectional: {gru: 4, return_sequences: true}}, {bidirectional: {lstm: 3}}, {dense: 3, activation: softmax}], optimizer: {name: adam, lr: 0.01}}
 YAML
-MODELS="l_a l_b l_c l_sgd g_a g_b"
+MODELS="l_a l_b l_c l_sgd g_a g_b b_a b_b"
 
 "$COHORT" train "$T/plan.yaml" --strategy sequential --threads 1 --out "$T/sequential" --quiet \
     >/dev/null 2>"$T/seq.err" && ok || bad "sequential run: $(cat "$T/seq.err")"
@@ -50,12 +52,12 @@ for s in threads fused1 fused2; do
     done
 done
 # fused1 did fuse: the three LSTMs under adam in one group (l_sgd alone: another
-# optimizer), the two GRUs in another.
+# optimizer), the two GRUs in another, the two bidirectional models in a third.
 "$COHORT" plan "$T/plan.yaml" --strategy fused --threads 1 --json >"$T/groups.json" 2>&1
 "$PY" - "$T/groups.json" "$T/fused1/results.json" <<'PY' && ok || bad "fused: the models did not form the groups expected"
 import json, sys
 groups = json.load(open(sys.argv[1]))["groups"]
-assert sorted(len(g["models"]) for g in groups) == [1, 2, 3], groups
+assert sorted(len(g["models"]) for g in groups) == [1, 2, 2, 3], groups
 for m in json.load(open(sys.argv[2]))["models"]:
     assert m["status"] == "ok" and m["planned_bytes"] == m["peak_bytes"], m
 PY
@@ -155,4 +157,32 @@ models:
 YAML
 expect_status 2 "lstm with an activation" -- "$COHORT" plan "$T/seqout.yaml"
 expect_err "seqout.yaml:7:" "lstm with an activation"
+cat > "$T/bi_dense.yaml" <<YAML
+data: {train: "npy:$T/x.npy,$T/y.npy"}
+models:
+  - name: m
+    layers:
+      - {bidirectional: {dense: 4}}
+      - {dense: 3, activation: softmax}
+YAML
+refuse bi_dense 5 "unknown key 'dense' in the bidirectional layer of layers.0"
+cat > "$T/bi_merge.yaml" <<YAML
+data: {train: "npy:$T/x.npy,$T/y.npy"}
+models:
+  - name: m
+    layers:
+      - {bidirectional: {gru: 4}, merge_mode: sum}
+      - {dense: 3, activation: softmax}
+YAML
+refuse bi_merge 5 "merge_mode of layers.0 of model 'm' is 'sum'; cohort's bidirectional concatenates"
+cat > "$T/bi_flat.yaml" <<YAML
+data: {train: "npy:$T/x.npy,$T/y.npy"}
+models:
+  - name: m
+    layers:
+      - {bidirectional: {lstm: 4}}
+      - {bidirectional: {gru: 4}}
+      - {dense: 3, activation: softmax}
+YAML
+refuse bi_flat 6 "bidirectional needs a sequence [steps, features], and gets a flat input (8)"
 finish

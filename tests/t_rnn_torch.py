@@ -4,7 +4,9 @@ torch's tensors), one unshuffled epoch with SGD-momentum and with Adam (Keras's 
 must give the weights a float64 torch.nn.LSTM / torch.nn.GRU reference gives. Each model
 stacks two recurrent layers (the first with return_sequences, so both the sequence output
 and the last step are trained through) and a dense softmax, on sequences [n, T, F] with a
-partial last batch.
+partial last batch; the bidirectional models stack two bidirectional layers (torch's
+bidirectional=True; the _reverse tensors), the last one's output the forward direction's
+last step and the reverse direction's step 0 (torch's h_n).
 
 The init file's LSTM bias_hh_l0 is not zero: cohort adds it into its one bias (Keras's), and
 the reference trains that sum as bias_ih_l0 with bias_hh_l0 held at zero, which is what
@@ -27,18 +29,25 @@ check = Checks(NAME)
 N, T, F, H1, H2, CLASSES, BATCH = 90, 6, 4, 7, 5, 3, 16
 
 
-def make_init(rng, kind):
-    """Torch-layout tensors of [kind H1 seq, kind H2, dense CLASSES], biases not zero."""
+SUFFIXES = ("", "_reverse")
+NAMES = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+
+
+def make_init(rng, kind, bi):
+    """Torch-layout tensors of [kind H1 seq, kind H2, dense CLASSES] (bi: bidirectional
+    layers of those), biases not zero."""
     G = 4 if kind == "lstm" else 3
+    dirs = 2 if bi else 1
     init = {}
-    for i, (fin, h) in enumerate([(F, H1), (H1, H2)]):
+    for i, (fin, h) in enumerate([(F, H1), (dirs * H1, H2)]):
         lim = 1 / np.sqrt(h)
-        init[f"layers.{i}.weight_ih_l0"] = rng.uniform(-lim, lim, (G * h, fin))
-        init[f"layers.{i}.weight_hh_l0"] = rng.uniform(-lim, lim, (G * h, h))
-        init[f"layers.{i}.bias_ih_l0"] = rng.uniform(-0.2, 0.2, G * h)
-        init[f"layers.{i}.bias_hh_l0"] = rng.uniform(-0.2, 0.2, G * h)
-    lim = np.sqrt(6 / (H2 + CLASSES))
-    init["layers.2.weight"] = rng.uniform(-lim, lim, (CLASSES, H2))
+        for sfx in SUFFIXES[:dirs]:
+            init[f"layers.{i}.weight_ih_l0{sfx}"] = rng.uniform(-lim, lim, (G * h, fin))
+            init[f"layers.{i}.weight_hh_l0{sfx}"] = rng.uniform(-lim, lim, (G * h, h))
+            init[f"layers.{i}.bias_ih_l0{sfx}"] = rng.uniform(-0.2, 0.2, G * h)
+            init[f"layers.{i}.bias_hh_l0{sfx}"] = rng.uniform(-0.2, 0.2, G * h)
+    lim = np.sqrt(6 / (dirs * H2 + CLASSES))
+    init["layers.2.weight"] = rng.uniform(-lim, lim, (CLASSES, dirs * H2))
     init["layers.2.bias"] = rng.uniform(-0.1, 0.1, CLASSES)
     return {k: v.astype(np.float32) for k, v in init.items()}
 
@@ -53,20 +62,39 @@ def keras_adam_step(params, state, t, lr, b1=0.9, b2=0.999, eps=1e-7):
         p -= alpha * m / (torch.sqrt(v) + eps)
 
 
-def torch_train(init, x, y, kind, opt):
+def make_rnns(kind, bi):
+    f64 = torch.float64
+    cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
+    dirs = 2 if bi else 1
+    return [cls(F, H1, batch_first=True, dtype=f64, bidirectional=bi),
+            cls(dirs * H1, H2, batch_first=True, dtype=f64, bidirectional=bi)]
+
+
+def last_output(m, seq):
+    """The layer's output without return_sequences: the last step's, and for two directions
+    the reverse one's at step 0 beside it (torch's h_n)."""
+    out, state = m(seq)
+    if not m.bidirectional:
+        return out[:, -1]
+    h_n = state[0] if isinstance(state, tuple) else state
+    return torch.cat([h_n[0], h_n[1]], dim=1)
+
+
+def torch_train(init, x, y, kind, bi, opt):
     """The reference: one unshuffled epoch in float64; returns the tensors as cohort's file
     names them."""
     f64 = torch.float64
-    cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
-    rnns = [cls(F, H1, batch_first=True, dtype=f64), cls(H1, H2, batch_first=True, dtype=f64)]
+    rnns = make_rnns(kind, bi)
     with torch.no_grad():
         for i, m in enumerate(rnns):
-            for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
-                getattr(m, name).copy_(torch.tensor(init[f"layers.{i}.{name}"], dtype=f64))
-            if kind == "lstm":
-                m.bias_ih_l0 += m.bias_hh_l0
-                m.bias_hh_l0.zero_()
-                m.bias_hh_l0.requires_grad_(False)
+            for sfx in SUFFIXES[:2 if bi else 1]:
+                for name in NAMES:
+                    getattr(m, name + sfx).copy_(
+                        torch.tensor(init[f"layers.{i}.{name}{sfx}"], dtype=f64))
+                if kind == "lstm":
+                    getattr(m, "bias_ih_l0" + sfx).add_(getattr(m, "bias_hh_l0" + sfx))
+                    getattr(m, "bias_hh_l0" + sfx).zero_()
+                    getattr(m, "bias_hh_l0" + sfx).requires_grad_(False)
     W = torch.tensor(init["layers.2.weight"], dtype=f64, requires_grad=True)
     b = torch.tensor(init["layers.2.bias"], dtype=f64, requires_grad=True)
     params = [p for m in rnns for p in m.parameters() if p.requires_grad] + [W, b]
@@ -77,8 +105,7 @@ def torch_train(init, x, y, kind, opt):
     t = 0
     for s in range(0, len(x), BATCH):
         seq, _ = rnns[0](X[s:s + BATCH])
-        out, _ = rnns[1](seq)
-        z = out[:, -1, :] @ W.T + b
+        z = last_output(rnns[1], seq) @ W.T + b
         loss = torch.nn.functional.cross_entropy(z, Y[s:s + BATCH])
         for p in params:
             p.grad = None
@@ -89,26 +116,23 @@ def torch_train(init, x, y, kind, opt):
         else:
             with torch.no_grad():
                 keras_adam_step(params, state, t, opt["lr"])
-    got = {f"layers.{i}.{n}": getattr(m, n).detach().numpy().astype(np.float32)
-           for i, m in enumerate(rnns)
-           for n in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")}
+    got = {f"layers.{i}.{n}{sfx}": getattr(m, n + sfx).detach().numpy().astype(np.float32)
+           for i, m in enumerate(rnns) for sfx in SUFFIXES[:2 if bi else 1] for n in NAMES}
     got["layers.2.weight"] = W.detach().numpy().astype(np.float32)
     got["layers.2.bias"] = b.detach().numpy().astype(np.float32)
     return got
 
 
-def torch_predict(w, x, kind):
+def torch_predict(w, x, kind, bi):
     """Probabilities of the trained file w's model in torch, loaded as docs/plan.md shows."""
     f64 = torch.float64
-    cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
-    rnns = [cls(F, H1, batch_first=True, dtype=f64), cls(H1, H2, batch_first=True, dtype=f64)]
+    rnns = make_rnns(kind, bi)
     for i, m in enumerate(rnns):
         m.load_state_dict({k[len(f"layers.{i}."):]: torch.tensor(v, dtype=f64)
                            for k, v in w.items() if k.startswith(f"layers.{i}.")})
     with torch.no_grad():
         seq, _ = rnns[0](torch.tensor(x, dtype=f64))
-        out, _ = rnns[1](seq)
-        z = out[:, -1] @ torch.tensor(w["layers.2.weight"], dtype=f64).T
+        z = last_output(rnns[1], seq) @ torch.tensor(w["layers.2.weight"], dtype=f64).T
         return (z + torch.tensor(w["layers.2.bias"], dtype=f64)).softmax(1).numpy()
 
 
@@ -133,40 +157,44 @@ def main():
                    axis=1)).astype(np.int64)
     optimizers = {"sgd": {"name": "sgd", "lr": 0.1, "momentum": 0.9},
                   "adam": {"name": "adam", "lr": 0.01}}
-    inits = {k: make_init(rng, k) for k in ("lstm", "gru")}
+    cases = {(k, bi): make_init(rng, k, bi) for bi in (False, True) for k in ("lstm", "gru")}
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/x.npy", x)
         np.save(f"{tmp}/y.npy", y)
         models = []
-        for kind, init in inits.items():
-            write_safetensors(f"{tmp}/{kind}.safetensors", init)
+        for (kind, bi), init in cases.items():
+            tag = ("bi" if bi else "") + kind
+            write_safetensors(f"{tmp}/{tag}.safetensors", init)
+            layers = [{kind: H1, "return_sequences": True}, {kind: H2}]
+            if bi:
+                layers = [{"bidirectional": r} for r in layers]
             for oname, opt in optimizers.items():
-                models.append({"name": f"{kind}_{oname}", "optimizer": opt,
-                               "init_from": f"{tmp}/{kind}.safetensors",
-                               "layers": [{kind: H1, "return_sequences": True}, {kind: H2},
-                                          {"dense": CLASSES, "activation": "softmax"}]})
+                models.append({"name": f"{tag}_{oname}", "optimizer": opt,
+                               "init_from": f"{tmp}/{tag}.safetensors",
+                               "layers": layers + [{"dense": CLASSES, "activation": "softmax"}]})
         plan = {"data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy"},
                 "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False},
                 "models": models}
         if not cohort_train(check, cohort, plan, tmp):
             return check.done()
-        for kind, init in inits.items():
+        for (kind, bi), init in cases.items():
             for oname, opt in optimizers.items():
-                name = f"{kind}_{oname}"
-                want = torch_train(init, x, y, kind, opt)
+                name = ("bi" if bi else "") + f"{kind}_{oname}"
+                want = torch_train(init, x, y, kind, bi, opt)
                 got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
                 if kind == "lstm":
                     for i in range(2):
-                        k = f"layers.{i}.bias_hh_l0"
-                        check(not got[k].any(), f"{name} {k}: not written as zeros")
-                        want.pop(k)
+                        for sfx in SUFFIXES[:2 if bi else 1]:
+                            k = f"layers.{i}.bias_hh_l0{sfx}"
+                            check(not got[k].any(), f"{name} {k}: not written as zeros")
+                            want.pop(k)
                 worst, rel = weights_match(check, name, got, want, init)
                 print(f"{NAME}: {name}: max |cohort - torch| = {worst:.3g} (relative {rel:.3g})")
                 # The trained file, loaded into torch, predicts what cohort predict prints.
                 w = {k: v for k, v in got.items()}
                 p = cohort_predict(cohort, f"{tmp}/out/models/{name}.safetensors",
                                    f"npy:{tmp}/x.npy")
-                q = torch_predict(w, x, kind)
+                q = torch_predict(w, x, kind, bi)
                 check(p.shape == q.shape and bool((abs(p - q) <= 2e-6 + 1e-5 * q).all()),
                       f"{name}: cohort predict differs from torch by up to "
                       f"{float(abs(p - q).max()) if p.shape == q.shape else p.shape}")

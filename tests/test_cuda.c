@@ -1691,7 +1691,7 @@ static void test_group_free_order(cohort_device *dg)
  * dimensions and model strides wider than the rows, so that an op that
  * writes past its row or model shows in the padding. */
 typedef struct rnn_bufs {
-    buf gates, rec, bias, c, cp, h, hp, dy, dh, dc, tok;
+    buf gates, rec, bias, c, cp, h, hp, dy, dh, dc, tok, y;
     int rows, H, count, G;
 } rnn_bufs;
 
@@ -1709,6 +1709,7 @@ static rnn_bufs rnn_bufs_make(int rows, int H, int count, int G)
     b.dy = buf_make(n * (R * (h + 5) + 1), -1, 1);
     b.dh = buf_make(n * (R * h + 2), -1, 1);
     b.dc = buf_make(n * (R * h + 2), -1, 1);
+    b.y = buf_make(n * (R * (2 * h + 1) + 4), -1, 1);
     /* Tokens 0 (padding), 1 and 2, one per row 3 floats apart, per model. */
     b.tok = buf_make(n * R * 3, 0, 2.99f);
     for (size_t i = 0; i < b.tok.n; i++)
@@ -1720,13 +1721,14 @@ static rnn_bufs rnn_bufs_make(int rows, int H, int count, int G)
 static void rnn_bufs_free(rnn_bufs *b)
 {
     buf *all[] = {&b->gates, &b->rec, &b->bias, &b->c, &b->cp, &b->h,
-                  &b->hp,    &b->dy,  &b->dh,   &b->dc, &b->tok};
+                  &b->hp,    &b->dy,  &b->dh,   &b->dc, &b->tok, &b->y};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         buf_free(all[i]);
 }
 
 /* The step over b's host copies (dev 0) or device copies (dev 1). */
-static rnn_step rnn_step_of(const rnn_bufs *b, int dev, int prev, int tok, int first, int dy)
+static rnn_step rnn_step_of(const rnn_bufs *b, int dev, int prev, int tok, int first, int dy,
+                            int y)
 {
 #define P(x) (dev ? b->x.d : b->x.h)
     size_t R = (size_t)b->rows, h = (size_t)b->H;
@@ -1740,6 +1742,8 @@ static rnn_step rnn_step_of(const rnn_bufs *b, int dev, int prev, int tok, int f
     s.dy = dy ? P(dy) : NULL, s.ld_dy = b->H + 5, s.s_dy = R * (h + 5) + 1;
     s.dh = P(dh), s.dc = P(dc), s.s_d = R * h + 2;
     s.first = first;
+    /* y: the output's copy (1), 0 at padded steps (2). */
+    s.y = y ? P(y) : NULL, s.ld_y = 2 * b->H + 1, s.s_y = R * (2 * h + 1) + 4, s.zero_out = y == 2;
     /* Shared tokens with one model in three (stride 0). */
     s.tok = tok ? P(tok) : NULL, s.ld_t = 3, s.s_t = b->count % 3 == 0 ? 0 : R * 3;
 #undef P
@@ -1750,14 +1754,15 @@ static rnn_step rnn_step_of(const rnn_bufs *b, int dev, int prev, int tok, int f
  * compared after each (the forward's gates feed the backward as a layer's
  * do). */
 static void test_rnn_step(int gru, int rows, int H, int count, int prev, int tok, int first,
-                          int dy)
+                          int dy, int y)
 {
     rnn_bufs b = rnn_bufs_make(rows, H, count, gru ? 3 : 4);
-    rnn_step hs = rnn_step_of(&b, 0, prev, tok, first, dy), ds = rnn_step_of(&b, 1, prev, tok, first, dy);
+    rnn_step hs = rnn_step_of(&b, 0, prev, tok, first, dy, y);
+    rnn_step ds = rnn_step_of(&b, 1, prev, tok, first, dy, y);
     char what[160];
-    snprintf(what, sizeof what, "%s rows %d H %d count %d%s%s%s%s", gru ? "gru" : "lstm", rows,
+    snprintf(what, sizeof what, "%s rows %d H %d count %d%s%s%s%s%s", gru ? "gru" : "lstm", rows,
              H, count, prev ? " with a state" : "", tok ? " padded" : "", first ? " first" : "",
-             dy ? " dy" : "");
+             dy ? " dy" : "", y == 2 ? " y, zero_out" : y ? " y" : "");
     (gru ? cpu->gru_fwd : cpu->lstm_fwd)(cc, &hs);
     (gru ? gpu->gru_fwd : gpu->lstm_fwd)(gc, &ds);
     char w2[200];
@@ -1765,6 +1770,8 @@ static void test_rnn_step(int gru, int rows, int H, int count, int prev, int tok
     check_close(w2, &b.gates, 1e-5);
     snprintf(w2, sizeof w2, "%s forward: h", what);
     check_close(w2, &b.h, 1e-5);
+    snprintf(w2, sizeof w2, "%s forward: y", what);
+    check_close(w2, &b.y, 1e-5);
     snprintf(w2, sizeof w2, "%s forward: %s", what, gru ? "recurrent products" : "c");
     check_close(w2, gru ? &b.rec : &b.c, 1e-5);
     /* The backward from the forward's own state (the CPU's, on both). */
@@ -1792,11 +1799,12 @@ static void test_rnn_steps(void)
     for (int gru = 0; gru < 2; gru++)
         for (int count = 1; count <= 3; count += 2)
             for (int v = 0; v < 4; v++) {
-                test_rnn_step(gru, 37, 19, count, v & 1, v >> 1, 0, 1);
-                test_rnn_step(gru, 37, 19, count, v & 1, v >> 1, 1, v & 1);
+                test_rnn_step(gru, 37, 19, count, v & 1, v >> 1, 0, 1, 0);
+                test_rnn_step(gru, 37, 19, count, v & 1, v >> 1, 1, v & 1, 0);
+                test_rnn_step(gru, 37, 19, count, v & 1, v >> 1, v & 1, 1, 1 + (v >> 1));
             }
-    test_rnn_step(0, 300, 70, 2, 1, 1, 0, 1); /* several blocks per model */
-    test_rnn_step(1, 300, 70, 2, 1, 1, 0, 0);
+    test_rnn_step(0, 300, 70, 2, 1, 1, 0, 1, 2); /* several blocks per model */
+    test_rnn_step(1, 300, 70, 2, 1, 1, 0, 0, 1);
 }
 
 /*

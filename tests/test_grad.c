@@ -296,6 +296,39 @@ static const layer_ops tok_ops = {
     .backward = tok_backward,
 };
 
+/* A flatten that takes a masked sequence (and drops the mask), only this
+ * binary's: to look at a masked layer's outputs, padded steps included. */
+static int take_flat_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    (void)ls;
+    (void)msg;
+    (void)len;
+    lp->out = shape_flat((int)shape_size(lp->in));
+    return 0;
+}
+
+static void take_flat_forward(const layer_pass *p)
+{
+    p->be->copy(p->ctx, p->Y, p->X, p->sY, (size_t)p->rows * shape_size(p->lp->in), p->count);
+}
+
+static int take_flat_backward(const layer_pass *p)
+{
+    if (p->dX)
+        p->be->copy(p->ctx, p->dX, p->dY, p->sd, (size_t)p->rows * shape_size(p->lp->in),
+                    p->count);
+    return 0;
+}
+
+static const layer_ops take_flat_ops = {
+    .name = "take_flat",
+    .fuse_key = layer_fuse_any,
+    .plan = take_flat_plan,
+    .forward = take_flat_forward,
+    .backward = take_flat_backward,
+    .takes_mask = 1,
+};
+
 /* Samples of T tokens, rows padded with 0 before (pad_mode 1) or after (2)
  * their 1..T-1 real steps (a different count per row; one row unpadded). */
 static int pad_mode;
@@ -416,6 +449,57 @@ static void padding_check(const char *first, const char *second)
     free(p);
 }
 
+/* A bidirectional layer with return_sequences gives 0 at padded steps (both
+ * directions), and the real steps' outputs: flatten + a dense layer whose
+ * weights read only one output value at a time show each. */
+static void bi_zero_check(void)
+{
+    enum { TL = 5 };
+    model_spec s;
+    rnn_spec(&s, 1, "{bidirectional: {lstm: 2, return_sequences: true}}", "take_flat");
+    tiny_data t;
+    make_data(&t, shape_flat(TL), 3);
+    pad_mode = 2;
+    fill_tokens(t.x, TL);
+    data_view v = data_view_all(&t.ds);
+    const model_spec *specs[1] = {&s};
+    train_group *g;
+    cohort_error err;
+    if (group_create(specs, 1, shape_flat(TL), 3, &reg->dev[0], 1, &g, &err) != COHORT_OK) {
+        CHECK_MSG(0, "bidirectional zeros: %s", err.message);
+        return;
+    }
+    const model_layout *L = group_layout(g);
+    size_t P = L->n_params;
+    float *p = malloc(P * sizeof *p), out[TINY_N * 3];
+    group_get_params(g, 0, p);
+    /* The dense layer (last) [3, TL*4]: output 0 reads value q alone. */
+    const layer_plan *d = &L->layers[L->n_layers - 1];
+    int in = (int)shape_size(d->in), zeros = 0, nonzeros = 0, should = 0;
+    for (int q = 0; q < in; q++) {
+        memset(p + d->p_off, 0, d->n_params * sizeof *p);
+        p[d->p_off + q] = 1.0f; /* W[0][q] */
+        group_set_params(g, 0, p);
+        group_predict(g, 0, &v, out);
+        for (int i = 0; i < TINY_N; i++) {
+            int step = q / 4, real = i == 0 ? TL : 1 + i % (TL - 1);
+            /* softmax of (y, 0, 0): y = 0 exactly where its probability is 1/3 */
+            int zero = out[i * 3] == out[i * 3 + 1];
+            if (step >= real) {
+                should++;
+                zeros += zero;
+            } else {
+                nonzeros += !zero;
+            }
+        }
+    }
+    CHECK_MSG(zeros == should && should > 0, "bidirectional return_sequences: %d of %d outputs "
+              "at padded steps are 0", zeros, should);
+    CHECK_MSG(nonzeros > 0, "bidirectional return_sequences: every real step's output is 0");
+    free(p);
+    group_free(g);
+}
+
 static void rnn_checks(void)
 {
     static const char *cells[] = {"lstm", "gru"};
@@ -454,7 +538,38 @@ static void rnn_checks(void)
         fill_x = NULL;
         padding_check(one, NULL);
         padding_check(seq1, other);
+        /* bidirectional: both directions' gradients, the reverse one's
+         * masked start, and 0 at padded steps with return_sequences. */
+        char bi[96], biseq[96];
+        snprintf(bi, sizeof bi, "{bidirectional: {%s: 3}}", cells[c]);
+        snprintf(biseq, sizeof biseq, "{bidirectional: {%s: 2, return_sequences: true}}",
+                 cells[c]);
+        snprintf(what, sizeof what, "bidirectional %s", cells[c]);
+        rnn_spec(&s, 0, bi, NULL);
+        grad_check_shape(what, &s, seq, 3, 1);
+        snprintf(what, sizeof what, "bidirectional %s return_sequences + %s", cells[c],
+                 cells[1 - c]);
+        rnn_spec(&s, 0, biseq, other);
+        grad_check_shape(what, &s, seq, 3, 1);
+        snprintf(what, sizeof what, "bidirectional %s return_sequences + flatten", cells[c]);
+        rnn_spec(&s, 0, biseq, "flatten");
+        grad_check_shape(what, &s, seq, 3, 1);
+        fill_x = fill_tokens;
+        for (pad_mode = 1; pad_mode <= 2; pad_mode++) {
+            snprintf(what, sizeof what, "bidirectional %s masked, padding %s", cells[c],
+                     pad_mode == 1 ? "before" : "after");
+            rnn_spec(&s, 1, bi, NULL);
+            grad_check_shape(what, &s, shape_flat(5), 3, 1);
+            snprintf(what, sizeof what, "bidirectional %s return_sequences masked + %s, "
+                     "padding %s", cells[c], cells[1 - c], pad_mode == 1 ? "before" : "after");
+            rnn_spec(&s, 1, biseq, other);
+            grad_check_shape(what, &s, shape_flat(5), 3, 1);
+        }
+        fill_x = NULL;
+        padding_check(bi, NULL);
+        padding_check(biseq, other);
     }
+    bi_zero_check();
 }
 
 /* ---- multi_head_attention: heads of key_dim other than E / H, causal,
@@ -651,7 +766,7 @@ int main(void)
     grad_check("softmax regression", &s, 3, 0);
     image_checks();
     sequence_checks();
-    CHECK(layer_register(&tok_ops) == 0);
+    CHECK(layer_register(&tok_ops) == 0 && layer_register(&take_flat_ops) == 0);
     rnn_checks();
     residual_checks();
     attention_checks();

@@ -349,9 +349,12 @@ static void cnn_fit_within_plan(void)
 
 /* ---- the recurrent layers ---- */
 
-/* An lstm or gru model on sequences [T, 3]: v 0..3 = lstm, lstm with
- * return_sequences + gru, gru, gru with return_sequences + flatten. */
-static const char *rnn_what[] = {"lstm", "lstm seq + gru", "gru", "gru seq + flatten"};
+/* A recurrent model on sequences [T, 3]: v 0..5 = lstm, lstm with
+ * return_sequences + gru, gru, gru with return_sequences + flatten,
+ * bidirectional lstm, bidirectional gru with return_sequences + lstm. */
+enum { RNN_VARIANTS = 6 };
+static const char *rnn_what[RNN_VARIANTS] = {"lstm", "lstm seq + gru", "gru", "gru seq + flatten",
+                                             "bidirectional lstm", "bidirectional gru seq + lstm"};
 
 static void rnn_spec(int v, int batch, uint64_t seed, model_spec *s)
 {
@@ -367,6 +370,11 @@ static void rnn_spec(int v, int batch, uint64_t seed, model_spec *s)
         s->layers[s->n_layers++] = layer_text("{gru: 4}");
         break;
     case 2: s->layers[s->n_layers++] = layer_text("{gru: 7}"); break;
+    case 4: s->layers[s->n_layers++] = layer_text("{bidirectional: {lstm: 5}}"); break;
+    case 5:
+        s->layers[s->n_layers++] = layer_text("{bidirectional: {gru: 3, return_sequences: true}}");
+        s->layers[s->n_layers++] = layer_text("{lstm: 2}");
+        break;
     default:
         s->layers[s->n_layers++] = layer_text("{gru: 3, return_sequences: true}");
         s->layers[s->n_layers++] = layer_text("flatten");
@@ -378,11 +386,12 @@ static void rnn_spec(int v, int batch, uint64_t seed, model_spec *s)
 /* The floats a recurrent layer keeps per sample, as its header comment
  * says: its gates at every step (4H, 3H), the LSTM's cells or the GRU's
  * recurrent products (H, 3H), and without return_sequences the outputs of
- * steps 0..T-2; scratch dL/dh (and the LSTM's dL/dc). */
-static void rnn_sizes(const char *kind, int T, int H, int seq, size_t *saved, size_t *work)
+ * steps 0..T-2 (bidirectional: all T states), per direction; scratch dL/dh
+ * (and the LSTM's dL/dc). */
+static void rnn_sizes(int gru, int dirs, int T, int H, int seq, size_t *saved, size_t *work)
 {
-    int gru = strcmp(kind, "gru") == 0;
-    *saved = (size_t)T * (size_t)H * (gru ? 6 : 5) + (seq ? 0 : (size_t)(T - 1) * (size_t)H);
+    size_t states = dirs == 2 ? (size_t)T * (size_t)H : seq ? 0 : (size_t)(T - 1) * (size_t)H;
+    *saved = (size_t)dirs * ((size_t)T * (size_t)H * (gru ? 6 : 5) + states);
     *work = (size_t)H * (gru ? 1 : 2);
 }
 
@@ -393,7 +402,7 @@ static void rnn_sizes(const char *kind, int T, int H, int seq, size_t *saved, si
 static void rnn_planned_equals_peak(void)
 {
     static const int batches[] = {1, 7, 64}, steps[] = {1, 4, 9};
-    for (int v = 0; v < 4; v++)
+    for (int v = 0; v < RNN_VARIANTS; v++)
         for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
             for (size_t t = 0; t < sizeof steps / sizeof *steps; t++)
                 for (int K = 1; K <= 3; K += 2) {
@@ -413,10 +422,14 @@ static void rnn_planned_equals_peak(void)
                     for (int i = 0; i < L.n_layers; i++) {
                         const layer_plan *lp = &L.layers[i];
                         const char *kind = lp->kind->name;
-                        if (strcmp(kind, "lstm") && strcmp(kind, "gru"))
+                        int bi = strcmp(kind, "bidirectional") == 0;
+                        if (strcmp(kind, "lstm") && strcmp(kind, "gru") && !bi)
                             continue;
+                        /* The variants' bidirectional gru is v 5's. */
+                        int gru = bi ? v == 5 : strcmp(kind, "gru") == 0;
                         size_t sv, wk;
-                        rnn_sizes(kind, lp->in.h, lp->out.c, lp->out.rank == 2, &sv, &wk);
+                        rnn_sizes(gru, bi ? 2 : 1, lp->in.h, lp->out.c / (bi ? 2 : 1),
+                                  lp->out.rank == 2, &sv, &wk);
                         CHECK_MSG(lp->n_saved == sv && lp->n_work == wk,
                                   "%s T %d layer %d: saved %zu work %zu per sample, expected %zu "
                                   "and %zu", rnn_what[v], steps[t], i, lp->n_saved, lp->n_work, sv,

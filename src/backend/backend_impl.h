@@ -21,8 +21,8 @@
 /* Never reused: 8 was briefly taken (2026-12-05); 11: the recurrent steps;
  * 12: dilated windows (window_geom's dh, dw), seq_pool_fwd and _bwd; 13: gather_rows,
  * scatter_add_rows; 14: ctx_workspace (a GPU context's scratch and cuBLAS workspace
- * from the pool); 15: add. */
-#define COHORT_BACKEND_API_VERSION 15
+ * from the pool); 15: add; 16: the recurrent steps' y and zero_out. */
+#define COHORT_BACKEND_API_VERSION 16
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -129,6 +129,12 @@ typedef struct rnn_step {
     float *dh, *dc;      /* backward: [rows, H] each, leading dimension H, stride s_d */
     size_t s_d;
     int first;           /* backward: the last step, whose dh and dc are not read (0) */
+    float *y;            /* forward: where not NULL, the output also goes here [rows, H] */
+    int ld_y;
+    size_t s_y;
+    int zero_out;        /* y is 0 at a padded step (Keras's zero_output_for_mask, which its
+                          * Bidirectional sets with return_sequences), and in backward a
+                          * padded step's dy is not added */
     const float *tok;
     int ld_t;
     size_t s_t;

@@ -36,7 +36,8 @@ typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
 struct layer_pass;
 struct onnx_graph;
 
-/* The most tensors one layer writes to a weight file (attention's eight). */
+/* The most tensors one layer writes to a weight file (attention's eight; a
+ * bidirectional lstm's). */
 #define LAYER_TENSORS_MAX 8
 
 /* A tensor of a weight file: layers.{index}.{suffix} (the suffix may hold

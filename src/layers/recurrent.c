@@ -1,10 +1,12 @@
 /*
  * layers/recurrent: the recurrent kinds, lstm and gru (Keras's LSTM and GRU
  * with their defaults: activation tanh, recurrent_activation sigmoid,
- * use_bias; the GRU with reset_after), their syntax, spec and compute, which
- * share all but the cell.
+ * use_bias; the GRU with reset_after) and bidirectional (Keras's
+ * Bidirectional with merge_mode concat), their syntax, spec and compute,
+ * which share all but the cell.
  *
  *   {lstm: UNITS, return_sequences: false}   {gru: UNITS, return_sequences: false}
+ *   {bidirectional: {lstm: UNITS, return_sequences: false}}   (or gru)
  *
  * A sequence [T, F] in; out the sequence of outputs [T, H] with
  * return_sequences, else the last step's output [H]. Under a token mask
@@ -12,11 +14,22 @@
  * the previous one (Keras 3's RNN), so the last output is the last unmasked
  * step's and padding before or after a sequence changes nothing.
  *
+ * bidirectional runs the layer twice, forward and over the steps from the
+ * last to the first (Keras's go_backwards, its outputs put back in step
+ * order), and concatenates the two: [T, 2H] with return_sequences, else
+ * the forward direction's last output and the reverse direction's output at
+ * step 0 [2H]. Under a mask the reverse direction starts at the last
+ * unmasked step (the padding after it carries its zero state over), and
+ * with return_sequences the outputs at padded steps are 0, as Keras's
+ * Bidirectional makes them (zero_output_for_mask).
+ *
  * Parameters, in torch.nn.LSTM's and torch.nn.GRU's layout and gate order
  * (LSTM i, f, g, o; GRU r, z, n): W_ih [G*H, F], W_hh [G*H, H], then the
  * bias: the LSTM's one [4H] (Keras's), the GRU's b_ih [3H] and b_hh [3H]
  * (Keras's reset_after bias [2, 3H]). The LSTM's file has torch's two biases,
  * bias_hh_l0 written as zeros; one read from a file is added into the bias.
+ * bidirectional: the forward direction's, then the reverse one's, whose
+ * tensors have torch's _reverse suffix.
  *
  * Compute: the input's products for all steps are one GEMM (rows*T rows)
  * plus the bias; then per step the K models' recurrent products are one
@@ -24,10 +37,12 @@
  * Kept for backward (BUF_SAVED, per row): the gates of every step (their
  * gradients overwrite them in backward), the LSTM's cells and the GRU's
  * recurrent products, and without return_sequences the outputs of steps
- * 0..T-2 (with it they are the layer's output). Scratch: dL/dh (and dL/dc)
- * of one step.
+ * 0..T-2 (with it they are the layer's output; bidirectional keeps every
+ * step's state h of each direction, its output being another layout). Scratch:
+ * dL/dh (and dL/dc) of one step, used by one direction after the other.
  */
 #include "layers/pass.h"
+#include "plan/keys.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -40,6 +55,7 @@
 typedef struct rnn_settings {
     int units;            /* H */
     int return_sequences; /* Keras's return_sequences (false) */
+    int gru;              /* bidirectional: the layer it runs is a gru, else an lstm */
 } rnn_settings;
 LAYER_SETTINGS_OF(rnn_settings);
 
@@ -54,9 +70,15 @@ typedef struct rnn_cell {
 
 static const rnn_cell lstm_cell = {"lstm", 4, 0}, gru_cell = {"gru", 3, 1};
 
+static int is_bidirectional(const layer_spec *ls)
+{
+    return strcmp(ls->kind->name, "bidirectional") == 0;
+}
+
 static const rnn_cell *cell_of(const layer_spec *ls)
 {
-    return strcmp(ls->kind->name, "gru") == 0 ? &gru_cell : &lstm_cell;
+    int gru = is_bidirectional(ls) ? settings(ls).gru : strcmp(ls->kind->name, "gru") == 0;
+    return gru ? &gru_cell : &lstm_cell;
 }
 
 static const char *const rnn_keys[] = {"return_sequences", NULL};
@@ -65,21 +87,68 @@ static const layer_keras_arg rnn_keras[] = {
     {"units", "a recurrent layer's units are its value: {lstm: 64} (Keras's LSTM(units=64))"},
     {NULL, NULL}};
 
+/* The units (node units) and return_sequences (in map, where it has it) of
+ * the layer `kind` at layers.i. */
+static cohort_status parse_layer(const layer_syntax *s, const char *kind, const ynode *units,
+                                 const ynode *map, rnn_settings *r)
+{
+    char what[200];
+    long long u;
+    snprintf(what, sizeof what, "%s units of %s", kind, s->where);
+    cohort_status st = yget_int(s->c, units, what, 1, LAYER_UNITS_MAX, &u);
+    if (st)
+        return st;
+    r->units = (int)u;
+    const ynode *v = map ? ymap_get(map, "return_sequences") : NULL;
+    if (!v)
+        return COHORT_OK;
+    snprintf(what, sizeof what, "return_sequences of %s", s->where);
+    return yget_bool(s->c, v, what, &r->return_sequences);
+}
+
 static cohort_status rnn_parse(const layer_syntax *s, layer_spec *ls)
 {
     rnn_settings r = {0};
-    char what[200];
-    long long units;
-    snprintf(what, sizeof what, "%s units of %s", ls->kind->name, s->where);
-    cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &units);
+    cohort_status st = parse_layer(s, ls->kind->name, s->value, s->map, &r);
+    if (!st)
+        rnn_settings_put(ls, &r);
+    return st;
+}
+
+static const char *const bi_inner_keys[] = {"lstm", "gru", "return_sequences", NULL};
+
+/* {bidirectional: {lstm: 64, return_sequences: true}, merge_mode: concat} */
+static cohort_status bi_parse(const layer_syntax *s, layer_spec *ls)
+{
+    rnn_settings r = {0};
+    const ynode *in = s->value;
+    if (!in || in->type != YNODE_MAP)
+        return ynode_fail(s->c, in ? in : s->node,
+                          "bidirectional of %s of %s takes the layer it runs both ways: "
+                          "{bidirectional: {lstm: 64}} (Keras's Bidirectional(LSTM(64)))",
+                          s->where, s->label);
+    cohort_status st = plan_check_keys(s->c, in, bi_inner_keys, "in the bidirectional layer "
+                                       "of %s of %s", s->where, s->label);
     if (st)
         return st;
-    r.units = (int)units;
-    const ynode *v = s->map ? ymap_get(s->map, "return_sequences") : NULL;
-    if (v) {
-        snprintf(what, sizeof what, "return_sequences of %s", s->where);
-        if ((st = yget_bool(s->c, v, what, &r.return_sequences)))
+    const ynode *lstm = ymap_get(in, "lstm"), *gru = ymap_get(in, "gru");
+    if (!lstm == !gru)
+        return ynode_fail(s->c, in, "the bidirectional layer of %s of %s runs one lstm or gru: "
+                                    "{bidirectional: {lstm: 64}}", s->where, s->label);
+    r.gru = gru != NULL;
+    if ((st = parse_layer(s, gru ? "gru" : "lstm", gru ? gru : lstm, in, &r)))
+        return st;
+    const ynode *mode = s->map ? ymap_get(s->map, "merge_mode") : NULL;
+    if (mode) {
+        char m[32];
+        char what[200];
+        snprintf(what, sizeof what, "merge_mode of %s", s->where);
+        if ((st = yget_str(s->c, mode, what, m, sizeof m)))
             return st;
+        if (strcmp(m, "concat") != 0)
+            return ynode_fail(s->c, mode, "merge_mode of %s of %s is '%s'; cohort's "
+                                          "bidirectional concatenates (merge_mode: concat, "
+                                          "Keras's default) only", s->where, s->label, m);
     }
     rnn_settings_put(ls, &r);
     return COHORT_OK;
@@ -87,37 +156,51 @@ static cohort_status rnn_parse(const layer_syntax *s, layer_spec *ls)
 
 static void rnn_json(const layer_spec *ls, strbuf *b)
 {
-    sb_printf(b, "\"%s\":%d", ls->kind->name, settings(ls).units);
+    int bi = is_bidirectional(ls);
+    if (bi)
+        sb_puts(b, "\"bidirectional\":{");
+    sb_printf(b, "\"%s\":%d", cell_of(ls)->name, settings(ls).units);
     if (settings(ls).return_sequences)
         sb_puts(b, ",\"return_sequences\":true");
+    if (bi)
+        sb_puts(b, "}");
 }
 
 static int rnn_abbrev(const layer_spec *ls, char *buf, size_t n)
 {
-    return snprintf(buf, n, "%s%d%s", ls->kind->name, settings(ls).units,
-                    settings(ls).return_sequences ? "seq" : "");
+    return snprintf(buf, n, "%s%s%d%s", is_bidirectional(ls) ? "bi" : "", cell_of(ls)->name,
+                    settings(ls).units, settings(ls).return_sequences ? "seq" : "");
 }
 
 static int rnn_fuse_key(const layer_spec *ls, int *key)
 {
     key[0] = settings(ls).units;
     key[1] = settings(ls).return_sequences;
-    return 2;
+    key[2] = settings(ls).gru;
+    return 3;
 }
 
 /* ---- shapes ---- */
 
-/* One layer's sizes: T steps of F features in, H units, G gates. */
+/* One layer's sizes: T steps of F features in, H units, G gates, one or
+ * two directions. */
 typedef struct rnn_dims {
-    int T, F, H, G, seq, gru;
+    int T, F, H, G, seq, gru, dirs;
 } rnn_dims;
 
 static rnn_dims dims_of(const layer_spec *ls, const layer_plan *lp)
 {
     const rnn_cell *c = cell_of(ls);
     rnn_dims d = {lp->in.h, lp->in.c, settings(ls).units, c->gates,
-                  settings(ls).return_sequences, c->gru};
+                  settings(ls).return_sequences, c->gru, is_bidirectional(ls) ? 2 : 1};
     return d;
+}
+
+/* A direction's parameters: W_ih, W_hh, the bias(es). */
+static size_t dir_params(const rnn_dims *d)
+{
+    size_t GH = (size_t)d->G * (size_t)d->H;
+    return GH * (size_t)d->F + GH * (size_t)d->H + GH * (d->gru ? 2 : 1);
 }
 
 /* Per row of BUF_SAVED: the gates of every step, the LSTM's cells or the
@@ -130,7 +213,15 @@ static size_t saved_second(const rnn_dims *d)
 }
 static size_t saved_outputs(const rnn_dims *d)
 {
+    if (d->dirs == 2)
+        return (size_t)d->T * (size_t)d->H; /* every step's state */
     return d->seq ? 0 : (size_t)(d->T - 1) * (size_t)d->H;
+}
+
+/* A direction's saved floats per sample. */
+static size_t dir_saved(const rnn_dims *d)
+{
+    return saved_gates(d) + saved_second(d) + saved_outputs(d);
 }
 
 static int rnn_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
@@ -148,20 +239,28 @@ static int rnn_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
         return 1;
     }
     rnn_dims d = dims_of(ls, lp);
-    size_t F = (size_t)d.F, H = (size_t)d.H, GH = (size_t)d.G * H;
-    lp->out = d.seq ? shape_seq(d.T, d.H) : shape_flat(d.H);
-    lp->n_params = GH * F + GH * H + GH * (d.gru ? 2 : 1);
-    lp->n_saved = saved_gates(&d) + saved_second(&d) + saved_outputs(&d);
-    lp->n_work = (d.gru ? 1 : 2) * H;
+    int width = d.dirs * d.H;
+    lp->out = d.seq ? shape_seq(d.T, width) : shape_flat(width);
+    lp->n_params = (size_t)d.dirs * dir_params(&d);
+    lp->n_saved = (size_t)d.dirs * dir_saved(&d);
+    lp->n_work = (size_t)(d.gru ? 1 : 2) * (size_t)d.H;
     return 0;
 }
 
-static int plan_is_gru(const layer_plan *lp) { return strcmp(lp->kind->name, "gru") == 0; }
+/* A plan's directions and cell, which the spec says and the plan shows: two
+ * directions for bidirectional; the GRU's scratch is one step's dL/dh, the
+ * LSTM's dL/dh and dL/dc. */
+static int plan_dirs(const layer_plan *lp)
+{
+    return strcmp(lp->kind->name, "bidirectional") == 0 ? 2 : 1;
+}
+static int plan_units(const layer_plan *lp) { return lp->out.c / plan_dirs(lp); }
+static int plan_is_gru(const layer_plan *lp) { return lp->n_work == (size_t)plan_units(lp); }
 
 static double rnn_macs(const layer_plan *lp)
 {
-    double F = lp->in.c, H = lp->out.c, T = lp->in.h;
-    return T * (plan_is_gru(lp) ? 3.0 : 4.0) * H * (F + H);
+    double F = lp->in.c, H = plan_units(lp), T = lp->in.h;
+    return plan_dirs(lp) * T * (plan_is_gru(lp) ? 3.0 : 4.0) * H * (F + H);
 }
 
 /* ---- init: Keras's glorot_uniform kernel, orthogonal recurrent kernel,
@@ -211,71 +310,83 @@ static void rnn_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, 
 {
     rnn_dims d = dims_of(ls, lp);
     size_t F = (size_t)d.F, H = (size_t)d.H, GH = (size_t)d.G * H;
-    float *W = P + lp->p_off;
     rng_state r;
     rng_seed(&r, seed, 1000 + (uint64_t)lp->index);
-    /* Keras's kernel is [F, G*H]: fan_in F, fan_out G*H. */
-    float limit = sqrtf(6.0f / (float)(F + GH));
-    for (size_t i = 0; i < GH * F; i++)
-        W[i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
-    orthogonal(W + GH * F, (int)GH, (int)H, &r);
-    float *b = W + GH * F + GH * H;
-    memset(b, 0, GH * (d.gru ? 2 : 1) * sizeof(float));
-    if (!d.gru)
-        for (size_t j = H; j < 2 * H; j++)
-            b[j] = 1.0f;
+    for (int dir = 0; dir < d.dirs; dir++) {
+        float *W = P + lp->p_off + (size_t)dir * dir_params(&d);
+        /* Keras's kernel is [F, G*H]: fan_in F, fan_out G*H. */
+        float limit = sqrtf(6.0f / (float)(F + GH));
+        for (size_t i = 0; i < GH * F; i++)
+            W[i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
+        orthogonal(W + GH * F, (int)GH, (int)H, &r);
+        float *b = W + GH * F + GH * H;
+        memset(b, 0, GH * (d.gru ? 2 : 1) * sizeof(float));
+        if (!d.gru)
+            for (size_t j = H; j < 2 * H; j++)
+                b[j] = 1.0f;
+    }
 }
 
 /* ---- forward and backward ---- */
 
-/* Where a pass's tensors lie: the parameters of model 0 of the range (the
- * others at + k*sP), the saved regions (model stride s_saved; rows of the
- * batch B apart), the outputs of each step. */
+/* Where one direction's tensors lie: the parameters of model 0 of the range
+ * (the others at + k*sP), the saved regions (model stride s_saved; rows of
+ * the batch B apart), the state of each step and where the outputs go. */
 typedef struct rnn_pass {
     rnn_dims d;
+    int dir;      /* 1: the reverse direction, steps T-1 down to 0 */
     const float *Wih, *Whh, *b, *bh; /* bh: the GRU's recurrent bias */
     float *Gih, *Ghh, *Gb;
     float *Z;   /* [B, T, G*H] gates */
     float *S;   /* [B, T, H] cells, or [B, T, 3H] recurrent products */
-    float *Hs;  /* step outputs: Y with return_sequences, else [B, T-1, H] */
+    float *Hs;  /* the states: Y with return_sequences, else [B, T-1, H]; two
+                 * directions: [B, T, H] each, the output Y another layout */
     int ld_z, ld_s, ld_hs;
     size_t s_hs;
 } rnn_pass;
 
-static rnn_pass pass_of(const layer_pass *p)
+static rnn_pass pass_of(const layer_pass *p, int dir)
 {
     const layer_plan *lp = p->lp;
     rnn_pass q;
     q.d = dims_of(p->ls[0], lp);
+    q.dir = dir;
     size_t F = (size_t)q.d.F, H = (size_t)q.d.H, GH = (size_t)q.d.G * H, B = (size_t)p->batch;
-    q.Wih = p->W + lp->p_off;
+    size_t at = lp->p_off + (size_t)dir * dir_params(&q.d);
+    q.Wih = p->W + at;
     q.Whh = q.Wih + GH * F;
     q.b = q.Whh + GH * H;
     q.bh = q.d.gru ? q.b + GH : NULL;
-    q.Gih = p->G + lp->p_off;
+    q.Gih = p->G + at;
     q.Ghh = q.Gih + GH * F;
     q.Gb = q.Ghh + GH * H;
-    q.Z = p->saved;
+    q.Z = p->saved + (size_t)dir * B * dir_saved(&q.d);
     q.S = q.Z + B * saved_gates(&q.d);
     q.ld_z = q.d.T * (int)GH;
     q.ld_s = q.d.T * (int)(q.d.gru ? 3 * H : H);
-    if (q.d.seq) {
+    if (q.d.dirs == 1 && q.d.seq) {
         q.Hs = p->Y;
         q.ld_hs = q.d.T * (int)H;
         q.s_hs = p->sY;
     } else {
         q.Hs = q.S + B * saved_second(&q.d);
-        q.ld_hs = (q.d.T - 1) * (int)H;
+        q.ld_hs = (int)(saved_outputs(&q.d));
         q.s_hs = p->s_saved;
     }
     return q;
 }
 
-/* The step t's operands, forward (the output into Y at the last step of a
- * layer without return_sequences). */
-static rnn_step step_of(const layer_pass *p, const rnn_pass *q, int t)
+/* The step of the i-th iteration (step i forward, T-1-i in reverse), and
+ * the step before it in the direction's order. */
+static int step_at(const rnn_pass *q, int i) { return q->dir ? q->d.T - 1 - i : i; }
+static int step_before(const rnn_pass *q, int t) { return q->dir ? t + 1 : t - 1; }
+
+/* The operands of iteration i (step t); the last iteration's output goes
+ * into Y (its own place in it, for two directions) where the layer returns
+ * the last step alone. */
+static rnn_step step_of(const layer_pass *p, const rnn_pass *q, int i)
 {
-    int H = q->d.H;
+    int H = q->d.H, T = q->d.T, t = step_at(q, i), tp = step_before(q, t);
     rnn_step s;
     memset(&s, 0, sizeof s);
     s.rows = p->rows;
@@ -284,20 +395,25 @@ static rnn_step step_of(const layer_pass *p, const rnn_pass *q, int t)
     s.gates = q->Z + (size_t)t * (size_t)(q->d.G * H);
     s.ld_g = q->ld_z;
     s.s_g = p->s_saved;
-    float *second = q->S + (size_t)t * (size_t)(q->d.gru ? 3 * H : H);
+    size_t second = (size_t)(q->d.gru ? 3 * H : H);
+    float *S = q->S + (size_t)t * second;
     if (q->d.gru) {
-        s.rec = second;
+        s.rec = S;
         s.ld_r = q->ld_s;
         s.s_r = p->s_saved;
         s.bias = q->bh;
         s.s_b = p->sP;
     } else {
-        s.c = second;
-        s.c_prev = t ? second - H : NULL;
+        s.c = S;
+        s.c_prev = i ? q->S + (size_t)tp * second : NULL;
         s.ld_c = q->ld_s;
         s.s_c = p->s_saved;
     }
-    if (!q->d.seq && t == q->d.T - 1) {
+    s.h_prev = i ? q->Hs + (size_t)tp * (size_t)H : NULL;
+    s.ld_hp = q->ld_hs;
+    s.s_hp = q->s_hs;
+    int last = i == T - 1, width = q->d.dirs * H;
+    if (q->d.dirs == 1 && !q->d.seq && last) {
         s.h = p->Y;
         s.ld_h = H;
         s.s_h = p->sY;
@@ -306,29 +422,36 @@ static rnn_step step_of(const layer_pass *p, const rnn_pass *q, int t)
         s.ld_h = q->ld_hs;
         s.s_h = q->s_hs;
     }
-    s.h_prev = t ? q->Hs + (size_t)(t - 1) * (size_t)H : NULL;
-    s.ld_hp = q->ld_hs;
-    s.s_hp = q->s_hs;
+    if (q->d.dirs == 2 && q->d.seq) {
+        s.y = p->Y + (size_t)t * (size_t)width + (size_t)(q->dir * H);
+        s.ld_y = T * width;
+        s.s_y = p->sY;
+        s.zero_out = 1;
+    } else if (q->d.dirs == 2 && last) {
+        s.y = p->Y + (size_t)(q->dir * H);
+        s.ld_y = width;
+        s.s_y = p->sY;
+    }
     if (p->tokens) {
         s.tok = p->tokens + t;
-        s.ld_t = q->d.T;
+        s.ld_t = T;
         s.s_t = p->s_tokens;
     }
     return s;
 }
 
-static void rnn_forward(const layer_pass *p)
+static void dir_forward(const layer_pass *p, int dir)
 {
     const backend_ops *be = p->be;
-    rnn_pass q = pass_of(p);
+    rnn_pass q = pass_of(p, dir);
     int T = q.d.T, F = q.d.F, H = q.d.H, GH = q.d.G * H, rows = p->rows;
     /* The input's products for all steps, and the (input's) bias. */
     be->gemm(p->ctx, 0, 1, rows * T, GH, F, 1.0f, p->X, F, p->sX, q.Wih, F, p->sP, 0.0f, q.Z, GH,
              p->s_saved, p->count);
     be->bias_act(p->ctx, q.Z, p->s_saved, q.b, p->sP, rows * T, GH, ACT_LINEAR, p->count);
-    for (int t = 0; t < T; t++) {
-        rnn_step s = step_of(p, &q, t);
-        if (t) {
+    for (int i = 0; i < T; i++) {
+        rnn_step s = step_of(p, &q, i);
+        if (i) {
             /* The LSTM adds its recurrent products to the gates' sums; the
              * GRU keeps them apart (its n gate scales them by r). */
             float *into = q.d.gru ? s.rec : s.gates;
@@ -340,84 +463,111 @@ static void rnn_forward(const layer_pass *p)
     }
 }
 
-static int rnn_backward(const layer_pass *p)
+static void rnn_forward(const layer_pass *p)
+{
+    for (int dir = 0; dir < dims_of(p->ls[0], p->lp).dirs; dir++)
+        dir_forward(p, dir);
+}
+
+static void dir_backward(const layer_pass *p, int dir)
 {
     const backend_ops *be = p->be;
-    rnn_pass q = pass_of(p);
+    rnn_pass q = pass_of(p, dir);
     int T = q.d.T, F = q.d.F, H = q.d.H, GH = q.d.G * H, rows = p->rows;
+    int width = q.d.dirs * H;
     float *dh = p->work, *dc = q.d.gru ? NULL : p->work + (size_t)p->batch * (size_t)H;
     /* Back through the steps: each step's gates become their gradients, and
      * dL/dh of the step before gets their product with W_hh. */
-    for (int t = T - 1; t >= 0; t--) {
-        rnn_step s = step_of(p, &q, t);
-        s.first = t == T - 1;
+    for (int i = T - 1; i >= 0; i--) {
+        rnn_step s = step_of(p, &q, i);
+        int t = step_at(&q, i);
+        s.first = i == T - 1;
         if (q.d.seq) {
-            s.dy = p->dY + (size_t)t * (size_t)H;
-            s.ld_dy = T * H;
+            s.dy = p->dY + (size_t)t * (size_t)width + (size_t)(dir * H);
+            s.ld_dy = T * width;
             s.s_dy = p->sd;
-        } else if (t == T - 1) {
-            s.dy = p->dY;
-            s.ld_dy = H;
+        } else if (i == T - 1) {
+            s.dy = p->dY + (size_t)(dir * H);
+            s.ld_dy = width;
             s.s_dy = p->sd;
         }
         s.dh = dh;
         s.dc = dc;
         s.s_d = p->s_work;
         (q.d.gru ? be->gru_bwd : be->lstm_bwd)(p->ctx, &s);
-        if (t) {
+        if (i) {
             const float *dr = q.d.gru ? s.rec : s.gates;
             int ld = q.d.gru ? s.ld_r : s.ld_g;
             be->gemm(p->ctx, 0, 0, rows, H, GH, 1.0f, dr, ld, p->s_saved, q.Whh, H, p->sP, 1.0f,
                      dh, H, p->s_work, p->count);
         }
     }
-    /* W_hh's gradient: the recurrent products' gradients of steps 1..T-1
-     * against the outputs of steps 0..T-2 (step 0's h_prev is 0). */
+    /* W_hh's gradient: the recurrent products' gradients of iterations
+     * 1..T-1 against the states before them (the first's is 0). */
     const float *dR = q.d.gru ? q.S : q.Z;
     int ld_r = q.d.gru ? q.ld_s : q.ld_z;
     if (T == 1)
         for (int k = 0; k < p->count; k++)
             be->memzero(p->ctx, q.Ghh + (size_t)k * p->sP, (size_t)GH * (size_t)H * sizeof(float));
-    for (int t = 1; t < T; t++)
+    for (int i = 1; i < T; i++) {
+        int t = step_at(&q, i), tp = step_before(&q, t);
         be->gemm(p->ctx, 1, 0, GH, H, rows, 1.0f, dR + (size_t)t * (size_t)GH, ld_r, p->s_saved,
-                 q.Hs + (size_t)(t - 1) * (size_t)H, q.ld_hs, q.s_hs, t == 1 ? 0.0f : 1.0f, q.Ghh,
-                 H, p->sP, p->count);
-    /* The input's: one GEMM over all steps, and the biases. */
+                 q.Hs + (size_t)tp * (size_t)H, q.ld_hs, q.s_hs, i == 1 ? 0.0f : 1.0f, q.Ghh, H,
+                 p->sP, p->count);
+    }
+    /* The input's: one GEMM over all steps, and the biases; the input
+     * gradient sums the two directions'. */
     be->gemm(p->ctx, 1, 0, GH, F, rows * T, 1.0f, q.Z, GH, p->s_saved, p->X, F, p->sX, 0.0f,
              q.Gih, F, p->sP, p->count);
     be->bias_grad(p->ctx, q.Gb, p->sP, q.Z, p->s_saved, rows * T, GH, p->count);
     if (q.d.gru)
         be->bias_grad(p->ctx, q.Gb + GH, p->sP, q.S, p->s_saved, rows * T, GH, p->count);
     if (p->dX)
-        be->gemm(p->ctx, 0, 0, rows * T, F, GH, 1.0f, q.Z, GH, p->s_saved, q.Wih, F, p->sP, 0.0f,
-                 p->dX, F, p->sd, p->count);
+        be->gemm(p->ctx, 0, 0, rows * T, F, GH, 1.0f, q.Z, GH, p->s_saved, q.Wih, F, p->sP,
+                 dir ? 1.0f : 0.0f, p->dX, F, p->sd, p->count);
+}
+
+static int rnn_backward(const layer_pass *p)
+{
+    for (int dir = 0; dir < dims_of(p->ls[0], p->lp).dirs; dir++)
+        dir_backward(p, dir);
     return 0;
 }
 
 /* ---- the weight file: torch.nn.LSTM's and torch.nn.GRU's tensors ---- */
 
+static const char *const tensor_names[2][4] = {
+    {"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"},
+    {"weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse",
+     "bias_hh_l0_reverse"}};
+
 static int rnn_tensors(const layer_plan *lp, layer_tensor *t)
 {
-    int gru = plan_is_gru(lp);
-    int64_t F = lp->in.c, H = lp->out.c, G = gru ? 3 : 4;
+    int gru = plan_is_gru(lp), dirs = plan_dirs(lp);
+    int64_t F = lp->in.c, H = plan_units(lp), G = gru ? 3 : 4;
     size_t GH = (size_t)(G * H), off = lp->p_off;
-    t[0] = (layer_tensor){"weight_ih_l0", 2, {G * H, F}, off, GH * (size_t)F};
-    off += GH * (size_t)F;
-    t[1] = (layer_tensor){"weight_hh_l0", 2, {G * H, H}, off, GH * (size_t)H};
-    off += GH * (size_t)H;
-    t[2] = (layer_tensor){"bias_ih_l0", 1, {G * H}, off, GH};
-    /* The LSTM's bias_hh_l0 is a file's alone: it lies over the one bias
-     * (written as zeros, added in when read). */
-    t[3] = (layer_tensor){"bias_hh_l0", 1, {G * H}, gru ? off + GH : off, GH};
-    return 4;
+    for (int dir = 0; dir < dirs; dir++) {
+        const char *const *name = tensor_names[dir];
+        layer_tensor *d = t + 4 * dir;
+        d[0] = (layer_tensor){name[0], 2, {G * H, F}, off, GH * (size_t)F};
+        off += GH * (size_t)F;
+        d[1] = (layer_tensor){name[1], 2, {G * H, H}, off, GH * (size_t)H};
+        off += GH * (size_t)H;
+        d[2] = (layer_tensor){name[2], 1, {G * H}, off, GH};
+        /* The LSTM's bias_hh_l0 is a file's alone: it lies over the one bias
+         * (written as zeros, added in when read). */
+        d[3] = (layer_tensor){name[3], 1, {G * H}, gru ? off + GH : off, GH};
+        off += GH * (gru ? 2 : 1);
+    }
+    return 4 * dirs;
 }
 
 static void rnn_convert(const layer_plan *lp, int i, float *P, float *file, int to_file)
 {
-    layer_tensor t[4];
+    layer_tensor t[LAYER_TENSORS_MAX];
     rnn_tensors(lp, t);
     float *mine = P + t[i].off;
-    int lstm_hh = i == 3 && t[3].off == t[2].off;
+    int lstm_hh = i % 4 == 3 && t[i].off == t[i - 1].off;
     if (lstm_hh && to_file)
         memset(file, 0, t[i].n * sizeof(float));
     else if (lstm_hh)
@@ -429,15 +579,18 @@ static void rnn_convert(const layer_plan *lp, int i, float *P, float *file, int 
         memcpy(mine, file, t[i].n * sizeof(float));
 }
 
-#define RNN_OPS(NAME)                                                                            \
+#define RNN_OPS(NAME, PARSE, KEYS, EXAMPLE)                                                      \
     {                                                                                            \
-        .name = #NAME, .keys = rnn_keys, .example = "{" #NAME ": UNITS}",                        \
-        .keras_args = rnn_keras, .parse = rnn_parse, .to_json = rnn_json,                        \
-        .abbrev = rnn_abbrev, .fuse_key = rnn_fuse_key, .plan = rnn_plan, .init = rnn_init,     \
-        .forward = rnn_forward, .backward = rnn_backward, .reads_output = 1,                     \
-        .shares_input = 1, .takes_mask = 1, .takes_sequence = 1, .tensors = rnn_tensors,         \
-        .convert = rnn_convert, .macs = rnn_macs,                                                \
+        .name = #NAME, .keys = KEYS, .example = EXAMPLE, .keras_args = rnn_keras,                \
+        .parse = PARSE, .to_json = rnn_json, .abbrev = rnn_abbrev, .fuse_key = rnn_fuse_key,     \
+        .plan = rnn_plan, .init = rnn_init, .forward = rnn_forward, .backward = rnn_backward,   \
+        .reads_output = 1, .shares_input = 1, .takes_mask = 1, .takes_sequence = 1,              \
+        .tensors = rnn_tensors, .convert = rnn_convert, .macs = rnn_macs,                        \
     }
 
-const layer_ops layer_lstm_ops = RNN_OPS(lstm);
-const layer_ops layer_gru_ops = RNN_OPS(gru);
+static const char *const bi_keys[] = {"merge_mode", NULL};
+
+const layer_ops layer_lstm_ops = RNN_OPS(lstm, rnn_parse, rnn_keys, "{lstm: UNITS}");
+const layer_ops layer_gru_ops = RNN_OPS(gru, rnn_parse, rnn_keys, "{gru: UNITS}");
+const layer_ops layer_bidirectional_ops =
+    RNN_OPS(bidirectional, bi_parse, bi_keys, "{bidirectional: {lstm: UNITS}}");

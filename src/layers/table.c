@@ -14,6 +14,7 @@ extern const layer_ops layer_dense_ops, layer_dropout_ops, layer_conv2d_ops, lay
 extern const layer_ops layer_lstm_ops, layer_gru_ops;
 extern const layer_ops layer_layer_normalization_ops, layer_multi_head_attention_ops;
 extern const layer_ops layer_residual_ops;
+extern const layer_ops layer_bidirectional_ops;
 
 /* Room for the built-in kinds and the test binaries' own. */
 #define LAYER_TABLE_MAX 64
@@ -33,6 +34,7 @@ static const layer_ops *table[LAYER_TABLE_MAX] = {
     &layer_layer_normalization_ops,
     &layer_residual_ops,
     &layer_multi_head_attention_ops,
+    &layer_bidirectional_ops,
 };
 
 /* The entries: the listed ones, then the registered. */

@@ -381,6 +381,22 @@ static int rnn_padded(const rnn_step *s, int k, int r)
     return s->tok && *RNN_ROW(s->tok, s->ld_t, s->s_t, k, r) == 0.0f;
 }
 
+/* The output's copy in y, where the step has one. */
+static void rnn_out(const rnn_step *s, int k, int r, int pad, const float *h)
+{
+    if (!s->y)
+        return;
+    float *y = RNN_ROW(s->y, s->ld_y, s->s_y, k, r);
+    for (int j = 0; j < s->H; j++)
+        y[j] = pad && s->zero_out ? 0.0f : h[j];
+}
+
+/* This step's output gradient of row r, or NULL. */
+static const float *rnn_dy(const rnn_step *s, int k, int r, int pad)
+{
+    return s->dy && !(pad && s->zero_out) ? RNN_ROW(s->dy, s->ld_dy, s->s_dy, k, r) : NULL;
+}
+
 void kern_lstm_fwd(const rnn_step *s, int k, int r0, int r1)
 {
     int H = s->H;
@@ -390,15 +406,16 @@ void kern_lstm_fwd(const rnn_step *s, int k, int r0, int r1)
         float *h = RNN_ROW(s->h, s->ld_h, s->s_h, k, r);
         const float *cp = s->c_prev ? RNN_ROW(s->c_prev, s->ld_c, s->s_c, k, r) : NULL;
         const float *hp = s->h_prev ? RNN_ROW(s->h_prev, s->ld_hp, s->s_hp, k, r) : NULL;
-        if (rnn_padded(s, k, r)) {
+        int pad = rnn_padded(s, k, r);
+        if (pad)
             for (int j = 0; j < H; j++) {
                 c[j] = cp ? cp[j] : 0.0f;
                 h[j] = hp ? hp[j] : 0.0f;
             }
-            continue;
-        }
-        for (int j = 0; j < H; j++)
-            h[j] = lstm_unit_fwd(z + j, H, cp ? cp[j] : 0.0f, &c[j]);
+        else
+            for (int j = 0; j < H; j++)
+                h[j] = lstm_unit_fwd(z + j, H, cp ? cp[j] : 0.0f, &c[j]);
+        rnn_out(s, k, r, pad, h);
     }
 }
 
@@ -409,9 +426,9 @@ void kern_lstm_bwd(const rnn_step *s, int k, int r0, int r1)
         float *z = RNN_ROW(s->gates, s->ld_g, s->s_g, k, r);
         const float *c = RNN_ROW(s->c, s->ld_c, s->s_c, k, r);
         const float *cp = s->c_prev ? RNN_ROW(s->c_prev, s->ld_c, s->s_c, k, r) : NULL;
-        const float *dy = s->dy ? RNN_ROW(s->dy, s->ld_dy, s->s_dy, k, r) : NULL;
         float *dh = RNN_ROW(s->dh, H, s->s_d, k, r), *dc = RNN_ROW(s->dc, H, s->s_d, k, r);
         int pad = rnn_padded(s, k, r);
+        const float *dy = rnn_dy(s, k, r, pad);
         for (int j = 0; j < H; j++) {
             float g = (s->first ? 0.0f : dh[j]) + (dy ? dy[j] : 0.0f);
             float d = s->first ? 0.0f : dc[j];
@@ -439,13 +456,14 @@ void kern_gru_fwd(const rnn_step *s, int k, int r0, int r1)
         const float *hp = s->h_prev ? RNN_ROW(s->h_prev, s->ld_hp, s->s_hp, k, r) : NULL;
         for (int j = 0; j < 3 * H; j++)
             R[j] = (hp ? R[j] : 0.0f) + b[j];
-        if (rnn_padded(s, k, r)) {
+        int pad = rnn_padded(s, k, r);
+        if (pad)
             for (int j = 0; j < H; j++)
                 h[j] = hp ? hp[j] : 0.0f;
-            continue;
-        }
-        for (int j = 0; j < H; j++)
-            h[j] = gru_unit_fwd(x + j, R + j, H, hp ? hp[j] : 0.0f);
+        else
+            for (int j = 0; j < H; j++)
+                h[j] = gru_unit_fwd(x + j, R + j, H, hp ? hp[j] : 0.0f);
+        rnn_out(s, k, r, pad, h);
     }
 }
 
@@ -456,9 +474,9 @@ void kern_gru_bwd(const rnn_step *s, int k, int r0, int r1)
         float *x = RNN_ROW(s->gates, s->ld_g, s->s_g, k, r);
         float *R = RNN_ROW(s->rec, s->ld_r, s->s_r, k, r);
         const float *hp = s->h_prev ? RNN_ROW(s->h_prev, s->ld_hp, s->s_hp, k, r) : NULL;
-        const float *dy = s->dy ? RNN_ROW(s->dy, s->ld_dy, s->s_dy, k, r) : NULL;
         float *dh = RNN_ROW(s->dh, H, s->s_d, k, r);
         int pad = rnn_padded(s, k, r);
+        const float *dy = rnn_dy(s, k, r, pad);
         for (int j = 0; j < H; j++) {
             float g = (s->first ? 0.0f : dh[j]) + (dy ? dy[j] : 0.0f);
             if (pad) {

@@ -1121,6 +1121,19 @@ __device__ bool rnn_padded(const rnn_step &s, int k, int r)
     return s.tok && *rnn_row(s.tok, s.ld_t, s.s_t, k, r) == 0.0f;
 }
 
+/* The output's copy in y, where the step has one. */
+__device__ void rnn_out(const rnn_step &s, int k, int r, int j, bool pad, float h)
+{
+    if (s.y)
+        rnn_row(s.y, s.ld_y, s.s_y, k, r)[j] = pad && s.zero_out ? 0.0f : h;
+}
+
+/* This step's output gradient of unit j of row r (0 where none). */
+__device__ float rnn_dy(const rnn_step &s, int k, int r, int j, bool pad)
+{
+    return s.dy && !(pad && s.zero_out) ? rnn_row(s.dy, s.ld_dy, s.s_dy, k, r)[j] : 0.0f;
+}
+
 __global__ void k_lstm_fwd(rnn_step s)
 {
     int k = (int)blockIdx.y, H = s.H;
@@ -1130,12 +1143,14 @@ __global__ void k_lstm_fwd(rnn_step s)
         float *c = rnn_row(s.c, s.ld_c, s.s_c, k, r) + j;
         float *h = rnn_row(s.h, s.ld_h, s.s_h, k, r) + j;
         float cp = s.c_prev ? rnn_row(s.c_prev, s.ld_c, s.s_c, k, r)[j] : 0.0f;
-        if (rnn_padded(s, k, r)) {
+        bool pad = rnn_padded(s, k, r);
+        if (pad) {
             *c = cp;
             *h = s.h_prev ? rnn_row(s.h_prev, s.ld_hp, s.s_hp, k, r)[j] : 0.0f;
         } else {
             *h = lstm_unit_fwd(rnn_row(s.gates, s.ld_g, s.s_g, k, r) + j, H, cp, c);
         }
+        rnn_out(s, k, r, j, pad, *h);
     }
 }
 
@@ -1147,9 +1162,10 @@ __global__ void k_lstm_bwd(rnn_step s)
         int r = (int)(e / (size_t)H), j = (int)(e % (size_t)H);
         float *z = rnn_row(s.gates, s.ld_g, s.s_g, k, r) + j;
         float *dh = rnn_row(s.dh, H, s.s_d, k, r) + j, *dc = rnn_row(s.dc, H, s.s_d, k, r) + j;
-        float g = (s.first ? 0.0f : *dh) + (s.dy ? rnn_row(s.dy, s.ld_dy, s.s_dy, k, r)[j] : 0.0f);
+        bool pad = rnn_padded(s, k, r);
+        float g = (s.first ? 0.0f : *dh) + rnn_dy(s, k, r, j, pad);
         float d = s.first ? 0.0f : *dc;
-        if (rnn_padded(s, k, r)) {
+        if (pad) {
             z[0] = z[H] = z[2 * H] = z[3 * H] = 0.0f;
             *dh = g;
             *dc = d;
@@ -1174,10 +1190,12 @@ __global__ void k_gru_fwd(rnn_step s)
         float hp = s.h_prev ? rnn_row(s.h_prev, s.ld_hp, s.s_hp, k, r)[j] : 0.0f;
         for (int q = 0; q < 3; q++)
             R[q * H] = (s.h_prev ? R[q * H] : 0.0f) + b[q * H + j];
-        if (rnn_padded(s, k, r))
+        bool pad = rnn_padded(s, k, r);
+        if (pad)
             *h = hp;
         else
             *h = gru_unit_fwd(rnn_row(s.gates, s.ld_g, s.s_g, k, r) + j, R, H, hp);
+        rnn_out(s, k, r, j, pad, *h);
     }
 }
 
@@ -1190,8 +1208,9 @@ __global__ void k_gru_bwd(rnn_step s)
         float *x = rnn_row(s.gates, s.ld_g, s.s_g, k, r) + j;
         float *R = rnn_row(s.rec, s.ld_r, s.s_r, k, r) + j;
         float *dh = rnn_row(s.dh, H, s.s_d, k, r) + j;
-        float g = (s.first ? 0.0f : *dh) + (s.dy ? rnn_row(s.dy, s.ld_dy, s.s_dy, k, r)[j] : 0.0f);
-        if (rnn_padded(s, k, r)) {
+        bool pad = rnn_padded(s, k, r);
+        float g = (s.first ? 0.0f : *dh) + rnn_dy(s, k, r, j, pad);
+        if (pad) {
             x[0] = x[H] = x[2 * H] = 0.0f;
             R[0] = R[H] = R[2 * H] = 0.0f;
             *dh = g;
