@@ -46,7 +46,7 @@ def _kind(layer):
 
 
 KINDS = ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "global_average_pooling2d",
-         "flatten", "batch_normalization", "activation", "dropout")
+         "flatten", "batch_normalization", "activation", "dropout", "layer_normalization")
 
 
 def _regularizer(spec):
@@ -84,6 +84,9 @@ def keras_layers(layers):
             o = s.get("batch_normalization") or {}
             out.append(L.BatchNormalization(momentum=o.get("momentum", 0.99),
                                             epsilon=o.get("epsilon", 1e-3)))
+        elif k == "layer_normalization":
+            o = s.get("layer_normalization") or {}
+            out.append(L.LayerNormalization(epsilon=o.get("epsilon", 1e-3)))
         elif k == "activation":
             out.append(L.Activation(s["activation"]))
         elif k == "dropout":
@@ -143,6 +146,9 @@ def set_weights(model, ks, layers, tensors):
         elif kind == "batch_normalization":
             k.set_weights([np.asarray(tensors[f"layers.{i}.{n}"])[perm if perm is not None else slice(None)]
                            for n in ("weight", "bias", "running_mean", "running_var")])
+        elif kind == "layer_normalization":
+            k.set_weights([np.asarray(tensors[f"layers.{i}.{n}"])[perm if perm is not None else slice(None)]
+                           for n in ("weight", "bias")])
 
 
 def get_weights(model, ks, layers):
@@ -166,6 +172,9 @@ def get_weights(model, ks, layers):
                 out[f"layers.{i}.bias"] = ws[1]
         elif kind == "batch_normalization":
             for n, v in zip(("weight", "bias", "running_mean", "running_var"), ws):
+                out[f"layers.{i}.{n}"] = v[inv]
+        elif kind == "layer_normalization":
+            for n, v in zip(("weight", "bias"), ws):
                 out[f"layers.{i}.{n}"] = v[inv]
     return out
 

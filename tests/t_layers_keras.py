@@ -69,6 +69,12 @@ MODELS = {
         {"conv2d": 4, "kernel_size": 3, "activation": "gelu"}, {"max_pooling2d": 2},
         "flatten", {"dense": 6, "activation": "swish"}, {"activation": "gelu"},
         {"dense": 5}, {"activation": "silu"}, SOFTMAX],
+    # layer_normalization over an image's channels, and over a flattened image's features
+    # (its weight file in torch's (C, H, W) order).
+    "layer_norm": [
+        {"conv2d": 4, "kernel_size": 3, "activation": "relu"}, "layer_normalization",
+        {"max_pooling2d": 2}, "flatten", {"layer_normalization": {"epsilon": 0.01}},
+        {"dense": 5, "activation": "tanh"}, SOFTMAX],
 }
 DROPOUT = {"dropout_inference": [
     {"conv2d": 4, "kernel_size": 3, "activation": "relu"}, {"max_pooling2d": 2},

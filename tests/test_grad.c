@@ -607,6 +607,11 @@ static void attention_checks(void)
             grad_check_shape(what, &s, shape_flat(5), 3, 1);
         }
     fill_x = NULL;
+    /* Padded keys get no weight: a sequence's real steps padded before or
+     * after give the outputs of the steps alone (a masked gru after). */
+    padding_check(layers[0], "{gru: 3}");
+    padding_check(layers[1], "{lstm: 3}");
+    padding_check(layers[2], "{gru: 2}");
 }
 
 static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units, loss_kind loss)
