@@ -46,7 +46,9 @@ def _kind(layer):
 
 
 KINDS = ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "global_average_pooling2d",
-         "flatten", "batch_normalization", "activation", "dropout", "layer_normalization")
+         "flatten", "batch_normalization", "activation", "dropout", "layer_normalization",
+         "conv1d", "max_pooling1d", "average_pooling1d", "global_average_pooling1d",
+         "global_max_pooling1d")
 
 
 def _regularizer(spec):
@@ -78,6 +80,21 @@ def keras_layers(layers):
             out.append(cls(pool, strides=s.get("strides"), padding=s.get("padding", "valid")))
         elif k == "global_average_pooling2d":
             out.append(L.GlobalAveragePooling2D())
+        elif k == "conv1d":
+            out.append(L.Conv1D(s["conv1d"], s["kernel_size"], strides=s.get("strides", 1),
+                                padding=s.get("padding", "valid"),
+                                dilation_rate=s.get("dilation_rate", 1),
+                                activation=s.get("activation", "linear"),
+                                use_bias=s.get("use_bias", True),
+                                kernel_regularizer=_regularizer(s.get("kernel_regularizer"))))
+        elif k in ("max_pooling1d", "average_pooling1d"):
+            pool = s.get(k) or 2
+            cls = L.MaxPooling1D if k == "max_pooling1d" else L.AveragePooling1D
+            out.append(cls(pool, strides=s.get("strides"), padding=s.get("padding", "valid")))
+        elif k == "global_average_pooling1d":
+            out.append(L.GlobalAveragePooling1D())
+        elif k == "global_max_pooling1d":
+            out.append(L.GlobalMaxPooling1D())
         elif k == "flatten":
             out.append(L.Flatten())
         elif k == "batch_normalization":
@@ -143,6 +160,8 @@ def set_weights(model, ks, layers, tensors):
             k.set_weights([kern] + ([np.asarray(b)] if b is not None else []))
         elif kind == "conv2d":
             k.set_weights([np.asarray(w).transpose(2, 3, 1, 0)] + ([np.asarray(b)] if b is not None else []))
+        elif kind == "conv1d":  # [out, in, k] -> Keras's [k, in, out]
+            k.set_weights([np.asarray(w).transpose(2, 1, 0)] + ([np.asarray(b)] if b is not None else []))
         elif kind == "batch_normalization":
             k.set_weights([np.asarray(tensors[f"layers.{i}.{n}"])[perm if perm is not None else slice(None)]
                            for n in ("weight", "bias", "running_mean", "running_var")])
@@ -168,6 +187,10 @@ def get_weights(model, ks, layers):
                 out[f"layers.{i}.bias"] = ws[1]
         elif kind == "conv2d":
             out[f"layers.{i}.weight"] = ws[0].transpose(3, 2, 0, 1)
+            if len(ws) > 1:
+                out[f"layers.{i}.bias"] = ws[1]
+        elif kind == "conv1d":
+            out[f"layers.{i}.weight"] = ws[0].transpose(2, 1, 0)
             if len(ws) > 1:
                 out[f"layers.{i}.bias"] = ws[1]
         elif kind == "batch_normalization":

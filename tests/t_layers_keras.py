@@ -2,7 +2,8 @@
 # pyenv: test
 """Every layer of docs/plan.md against Keras 3's own layers (Conv2D, MaxPooling2D,
 AveragePooling2D, GlobalAveragePooling2D, Flatten, BatchNormalization, Activation, Dense,
-Dropout), built by tests/kerasref.py from the plan's layer list.
+Dropout; on sequences Conv1D, MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D,
+GlobalMaxPooling1D), built by tests/kerasref.py from the plan's layer list.
 
 gelu is Keras's exact form (approximate=False), silu also as swish.
 
@@ -76,15 +77,35 @@ MODELS = {
         {"max_pooling2d": 2}, "flatten", {"layer_normalization": {"epsilon": 0.01}},
         {"dense": 5, "activation": "tanh"}, SOFTMAX],
 }
+# On sequences [T, C] (T_SEQ x C): Conv1D (causal and same with dilations, strided without a
+# bias), the 1-D poolings, a flatten of a sequence.
+T_SEQ = 12
+SEQ_MODELS = {
+    "conv1d_causal_dilated_pools": [
+        {"conv1d": 4, "kernel_size": 3, "padding": "causal", "dilation_rate": 2,
+         "activation": "relu"},
+        {"conv1d": 5, "kernel_size": 2, "padding": "same", "dilation_rate": 3,
+         "activation": "tanh"},
+        {"max_pooling1d": 2}, "global_average_pooling1d", SOFTMAX],
+    "conv1d_stride_avgpool_gmp": [
+        {"conv1d": 4, "kernel_size": 3, "strides": 2, "use_bias": False},
+        {"average_pooling1d": 3, "strides": 1, "padding": "same"},
+        "global_max_pooling1d", SOFTMAX],
+    "conv1d_same_even_flatten": [
+        {"conv1d": 3, "kernel_size": 4, "padding": "same", "activation": "sigmoid"},
+        {"max_pooling1d": 3, "strides": 2, "padding": "same"},
+        "flatten", SOFTMAX],
+}
 DROPOUT = {"dropout_inference": [
     {"conv2d": 4, "kernel_size": 3, "activation": "relu"}, {"max_pooling2d": 2},
     "flatten", {"dropout": 0.4}, SOFTMAX]}
 
 
-def cohort_predict(cohort, tmp, name):
-    """cohort predict's class probabilities for the model's weights, or None."""
-    r = subprocess.run([cohort, "predict", f"{tmp}/out/models/{name}.safetensors", "--data",
-                        f"npy:{tmp}/x.npy,{tmp}/y.npy", "--out", f"{tmp}/pred_{name}.csv"],
+def cohort_predict(cohort, tmp, name, out="out", data="x", labels="y"):
+    """cohort predict's class probabilities for the model's weights (tmp/out/models), on
+    tmp/data.npy, or None."""
+    r = subprocess.run([cohort, "predict", f"{tmp}/{out}/models/{name}.safetensors", "--data",
+                        f"npy:{tmp}/{data}.npy,{tmp}/{labels}.npy", "--out", f"{tmp}/pred_{name}.csv"],
                        capture_output=True, text=True)
     check(r.returncode == 0, f"{name}: cohort predict exited {r.returncode}: {r.stderr}")
     if r.returncode != 0:
@@ -142,7 +163,52 @@ def main():
             check(mine.shape == theirs.shape and d <= 1e-5,
                   f"{name}: Keras on cohort's weights predicts up to {d:.3g} apart")
             print(f"{NAME}: {name}: max |cohort predict - Keras predict| = {d:.3g}")
+        sequences(cohort, tmp, rng)
     return check.done()
+
+
+def sequences(cohort, tmp, rng):
+    """SEQ_MODELS on sequences [n, T_SEQ, C], trained in cohort and in Keras as above."""
+    xs = rng.standard_normal((N, T_SEQ, C)).astype(np.float32)
+    ys = np.argmax(np.stack([xs[:, :4, 0].mean(1), xs[:, 4:8, 1].mean(1), xs[:, 8:, :].mean((1, 2))],
+                            axis=1) + 0.2 * rng.standard_normal((N, 3)), axis=1).astype(np.int64)
+    np.save(f"{tmp}/xs.npy", xs)
+    np.save(f"{tmp}/ys.npy", ys)
+    os.makedirs(f"{tmp}/seq", exist_ok=True)
+    inits, models = {}, []
+    for i, (name, layers) in enumerate(SEQ_MODELS.items()):
+        model, ks = build(layers, (T_SEQ, C))
+        inits[name] = glorot_init(model, ks, layers, seed=70 + i)
+        write_safetensors(f"{tmp}/{name}.safetensors", inits[name])
+        models.append({"name": name, "layers": layers, "init_from": f"{tmp}/{name}.safetensors"})
+    plan = {"data": {"train": f"npy:{tmp}/xs.npy,{tmp}/ys.npy", "validation_split": 0.2},
+            "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False,
+                         "optimizer": {"name": "adam", "lr": 0.01}},
+            "models": models}
+    if not cohort_train(check, cohort, plan, f"{tmp}/seq"):
+        return
+    results = {m["name"]: m for m in json.load(open(f"{tmp}/seq/out/results.json"))["models"]}
+    for name, layers in SEQ_MODELS.items():
+        got = read_safetensors(f"{tmp}/seq/out/models/{name}.safetensors")
+        check(results[name]["status"] == "ok", f"{name}: status {results[name]['status']}")
+        want, hist, _ = keras_fit(layers, inits[name], xs, ys, opt={"name": "adam", "lr": 0.01},
+                                  batch=BATCH, validation_split=0.2)
+        check(sorted(got) == sorted(want), f"{name}: tensors {sorted(got)}, Keras's {sorted(want)}")
+        rel = compare_weights(check, name, got, want, inits[name])
+        compare_history(check, name, results[name]["history"], hist,
+                        ("loss", "accuracy", "val_loss", "val_accuracy"))
+        print(f"{NAME}: {name}: max relative weight difference {rel:.3g}")
+        mine = cohort_predict(cohort, tmp, name, out="seq/out", data="xs", labels="ys")
+        if mine is None:
+            continue
+        keras.utils.clear_session()
+        model, ks = build(layers, (T_SEQ, C))
+        set_weights(model, ks, layers, got)
+        theirs = np.asarray(model.predict(xs, batch_size=64, verbose=0))
+        d = float(np.max(np.abs(mine - theirs)))
+        check(mine.shape == theirs.shape and d <= 1e-5,
+              f"{name}: Keras on cohort's weights predicts up to {d:.3g} apart")
+        print(f"{NAME}: {name}: max |cohort predict - Keras predict| = {d:.3g}")
 
 
 if __name__ == "__main__":

@@ -1449,9 +1449,28 @@ static void spec_cnn(model_spec *s, uint64_t seed, opt_kind opt)
     s->layers[6] = layer_dense(TCLASSES, ACT_SOFTMAX);
 }
 
+/* The samples of make_data as sequences of 10 steps x 2 features, and a
+ * small 1-D convnet on them: a dilated causal conv1d, max pooling, a conv1d
+ * same without a bias, global max pooling, dense. */
+static const sample_shape tseq = {2, 10, 1, 2};
+
+static void spec_seq(model_spec *s, uint64_t seed, opt_kind opt)
+{
+    spec_small(s, seed, opt);
+    s->n_layers = 5;
+    s->layers[0] = layer_text("{conv1d: 8, kernel_size: 3, padding: causal, dilation_rate: 2, "
+                              "activation: relu}");
+    s->layers[1] = layer_text("{max_pooling1d: 2}");
+    s->layers[2] = layer_text("{conv1d: 6, kernel_size: 2, padding: same, use_bias: false, "
+                              "activation: tanh}");
+    s->layers[3] = layer_text("global_max_pooling1d");
+    s->layers[4] = layer_dense(TCLASSES, ACT_SOFTMAX);
+}
+
 /* One epoch of a group of 3 on cpu:0 and on dg: the same weights to 1e-3,
  * the same history to 1e-4; planned bytes equal the GPU pool's peak. With
- * cnn, the models are spec_cnn's on the samples as images. */
+ * cnn 1, the models are spec_cnn's on the samples as images; 2, spec_seq's
+ * on them as sequences. */
 static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt, int cnn)
 {
     static float x[TN * TDIM];
@@ -1463,13 +1482,15 @@ static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt, int 
     model_spec s[3];
     const model_spec *sp[3];
     for (int k = 0; k < 3; k++) {
-        if (cnn)
+        if (cnn == 2)
+            spec_seq(&s[k], 11 + (uint64_t)k, opt);
+        else if (cnn)
             spec_cnn(&s[k], 11 + (uint64_t)k, opt);
         else
             spec_small(&s[k], 11 + (uint64_t)k, opt);
         sp[k] = &s[k];
     }
-    sample_shape in = cnn ? timage : shape_flat(TDIM);
+    sample_shape in = cnn == 2 ? tseq : cnn ? timage : shape_flat(TDIM);
     cohort_device *dc = devices_find(reg, "cpu:0");
     train_group *gcpu = NULL, *ggpu = NULL;
     cohort_error err;
@@ -1521,7 +1542,7 @@ static void test_fit(device_registry *reg, cohort_device *dg, opt_kind opt, int 
             moved = fmax(moved, fabs((double)pc[i] - (double)init[i]));
         free(init);
         CHECK_MSG(md <= 1e-3, "%s%s model %d: weights differ by up to %.3g after one epoch",
-                  opt_name(opt), cnn ? " cnn" : "", k, md);
+                  opt_name(opt), cnn == 2 ? " conv1d" : cnn ? " cnn" : "", k, md);
         CHECK_MSG(moved > 1e-2, "model %d: training did not move the weights (%.3g)", k, moved);
         const epoch_metrics *a = &rc[k].history[0], *b = &rg[k].history[0];
         CHECK_MSG(fabs(a->loss - b->loss) <= 1e-4 * fmax(1.0, a->loss), "model %d loss %.9g vs %.9g",
@@ -2001,6 +2022,7 @@ static void run_all(device_registry *reg, cohort_device *dg)
         test_fit(reg, dg, OPT_RMSPROP, 0);
         test_fit(reg, dg, OPT_ADAGRAD, 0);
         test_fit(reg, dg, OPT_NADAM, 0);
+        test_fit(reg, dg, OPT_ADAM, 2); /* conv1d and the 1-D poolings */
     }
     test_mem_pools(dg);
     test_group_free_order(dg);

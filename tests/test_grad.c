@@ -25,6 +25,18 @@ typedef struct tiny_data {
  * (padded token sequences for the masked checks). */
 static void (*fill_x)(float *x, int dim);
 
+/* make_data gives token ids (1 to 5, 0 for padding) of flat samples [T]
+ * instead of uniform values: sample i has a word of i % 5 tokens (at most
+ * T), after its padding where i is odd and before it where even (sample 0:
+ * all padding); the word is the same whatever T and its padding. */
+static int token_data;
+
+static float token_at(int i, int t, int T)
+{
+    int len = i % 5 < T ? i % 5 : T, pre = i % 2 ? T - len : 0;
+    return t >= pre && t < pre + len ? (float)(1 + (3 * (t - pre) + i) % 5) : 0.0f;
+}
+
 static void make_data(tiny_data *t, sample_shape in, int classes)
 {
     rng_state r;
@@ -36,7 +48,8 @@ static void make_data(tiny_data *t, sample_shape in, int classes)
     t->ds.y = t->y;
     t->ds.n_classes = classes;
     for (int i = 0; i < TINY_N * t->ds.dim; i++)
-        t->x[i] = 2.0f * rng_uniform(&r) - 1.0f;
+        t->x[i] = token_data ? token_at(i / (int)t->ds.dim, i % (int)t->ds.dim, (int)t->ds.dim)
+                             : 2.0f * rng_uniform(&r) - 1.0f;
     for (int i = 0; i < TINY_N; i++)
         t->y[i] = (int32_t)(i % classes);
     if (fill_x)
@@ -614,6 +627,185 @@ static void attention_checks(void)
     padding_check(layers[2], "{gru: 2}");
 }
 
+/* Conv1D (valid, same and causal, strided and dilated) and the 1-D
+ * poolings on sequences [T, C] of odd lengths. */
+static layer_spec conv1d(int filters, int k, int stride, int dilation, const char *pad,
+                         act_kind act)
+{
+    return layer_text("{conv1d: %d, kernel_size: %d, strides: %d, dilation_rate: %d, padding: "
+                      "%s, activation: %s}",
+                      filters, k, stride, dilation, pad, act_name(act));
+}
+
+static void conv1d_checks(void)
+{
+    sample_shape seq = shape_seq(9, 2);
+    image_check("conv1d causal k3 d2 + conv1d same k2 d3 + flatten", seq, 0, 3,
+                (layer_spec[]){conv1d(3, 3, 1, 2, "causal", ACT_TANH),
+                               conv1d(2, 2, 1, 3, "same", ACT_SIGMOID), plain("flatten")});
+    image_check("conv1d valid k3 s2 + avg pool 1d 2 + flatten", seq, 0, 3,
+                (layer_spec[]){conv1d(3, 3, 2, 1, "valid", ACT_LINEAR),
+                               layer_text("{average_pooling1d: 2}"), plain("flatten")});
+    image_check("conv1d valid k2 + max pool 1d 2 + flatten", seq, 0, 3,
+                (layer_spec[]){conv1d(2, 2, 1, 1, "valid", ACT_TANH),
+                               layer_text("{max_pooling1d: 2}"), plain("flatten")});
+    image_check("conv1d same k4 + avg pool 1d 3 s1 same + global avg 1d", seq, 0, 3,
+                (layer_spec[]){conv1d(4, 4, 1, 1, "same", ACT_TANH),
+                               layer_text("{average_pooling1d: 3, strides: 1, padding: same}"),
+                               plain("global_average_pooling1d")});
+    image_check("conv1d valid k2 d4 + max pool 1d 2 s1 same + global max 1d", seq, 0, 3,
+                (layer_spec[]){conv1d(3, 2, 1, 4, "valid", ACT_TANH),
+                               layer_text("{max_pooling1d: 2, strides: 1, padding: same}"),
+                               plain("global_max_pooling1d")});
+    image_check("conv1d causal s2 without a bias + conv1d causal k3 d2", seq, 0, 3,
+                (layer_spec[]){layer_text("{conv1d: 3, kernel_size: 2, strides: 2, padding: "
+                                          "causal, use_bias: false}"),
+                               conv1d(2, 3, 1, 2, "causal", ACT_TANH), plain("flatten")});
+}
+
+/*
+ * Token masks without an embedding: `test_tokens`, a kind only this binary
+ * has, reads flat samples of T token ids and makes the sequence [T, 3] of
+ * id * (0.3, -0.2, 0.15) that carries the mask (mask_out), as a mask_zero
+ * embedding would (step t is padding where the token is 0). It has no
+ * parameters and is the first layer, so it has no backward to speak of.
+ */
+static int test_tokens_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    (void)ls;
+    if (lp->in.rank != 1) {
+        snprintf(msg, len, "test_tokens takes flat samples of token ids");
+        return 1;
+    }
+    lp->out = shape_seq(lp->in.c, 3);
+    lp->mask_out = 1;
+    return 0;
+}
+
+static void test_tokens_forward(const layer_pass *p)
+{
+    static const float gain[3] = {0.3f, -0.2f, 0.15f};
+    int T = p->lp->in.c;
+    for (int k = 0; k < p->count; k++)
+        for (int r = 0; r < p->rows; r++)
+            for (int t = 0; t < T; t++)
+                for (int e = 0; e < 3; e++)
+                    p->Y[k * p->sY + ((size_t)r * T + t) * 3 + e] =
+                        p->X[k * p->sX + (size_t)r * T + t] * gain[e];
+}
+
+static int test_tokens_backward(const layer_pass *p)
+{
+    (void)p;
+    return 0;
+}
+
+static const layer_ops test_tokens_ops = {
+    .name = "test_tokens",
+    .plan = test_tokens_plan,
+    .forward = test_tokens_forward,
+    .backward = test_tokens_backward,
+};
+
+/* The loss of `layers` on token data of T steps (pre- or post-padded as
+ * make_data pads), model 0 of a group of 2, with the parameters P (NULL:
+ * its own, then copied out into P_out where not NULL), at most TOKEN_P_MAX. */
+#define TOKEN_P_MAX 64
+static double token_loss(int T, int n, const layer_spec *layers, const float *P, float *P_out)
+{
+    tiny_data t;
+    token_data = 1;
+    make_data(&t, shape_flat(T), 3);
+    token_data = 0;
+    data_view v = data_view_all(&t.ds);
+    model_spec s;
+    model_spec_defaults(&s);
+    str_copy(s.name, sizeof s.name, "tok");
+    s.batch_size = TINY_N;
+    s.n_layers = n;
+    for (int i = 0; i < n; i++)
+        s.layers[i] = layers[i];
+    const model_spec *specs[2] = {&s, &s};
+    train_group *g;
+    cohort_error err;
+    double loss[2] = {NAN, NAN};
+    if (group_create(specs, 2, shape_flat(T), 3, &reg->dev[0], 1, &g, &err)) {
+        CHECK_MSG(0, "token model of %d steps: %s", T, err.message);
+        return NAN;
+    }
+    size_t np = group_layout(g)->n_params;
+    CHECK(np <= TOKEN_P_MAX);
+    if (np > TOKEN_P_MAX) {
+        group_free(g);
+        return NAN;
+    }
+    float *grad = malloc(2 * (np ? np : 1) * sizeof *grad);
+    if (P) {
+        group_set_params(g, 0, P);
+        group_set_params(g, 1, P);
+    } else if (P_out) {
+        group_get_params(g, 0, P_out);
+    }
+    group_loss_grad(g, &v, 0, 3, loss, grad);
+    free(grad);
+    group_free(g);
+    return loss[0];
+}
+
+/* The global 1-D poolings under a token mask: gradients through them (the
+ * dense layer before them is checked, pre- and post-padded samples, one all
+ * padding); and the padding does not count: the words padded to 7 steps
+ * give the loss they give at 4 steps, where the longest fill the sequence. */
+static void mask_checks(void)
+{
+    CHECK(layer_register(&test_tokens_ops) == 0);
+    const char *pools[] = {"global_average_pooling1d", "global_max_pooling1d"};
+    for (int q = 0; q < 2; q++) {
+        layer_spec l[] = {plain("test_tokens"), layer_dense(4, ACT_TANH), plain(pools[q]),
+                          layer_dense(3, ACT_SOFTMAX)};
+        model_spec s;
+        model_spec_defaults(&s);
+        str_copy(s.name, sizeof s.name, "mask");
+        s.batch_size = TINY_N;
+        s.n_layers = 4;
+        memcpy(s.layers, l, sizeof l);
+        char what[96];
+        snprintf(what, sizeof what, "masked %s (pre- and post-padding)", pools[q]);
+        token_data = 1;
+        grad_check_shape(what, &s, shape_flat(6), 3, 0);
+        token_data = 0;
+
+        float P[TOKEN_P_MAX];
+        double at4 = token_loss(4, 4, l, NULL, P), at7 = token_loss(7, 4, l, P, NULL);
+        CHECK_MSG(isfinite(at4) && fabs(at4 - at7) <= 1e-6 * fabs(at4),
+                  "masked %s: loss %.9g on words in 4 steps, %.9g padded to 7", pools[q], at4,
+                  at7);
+    }
+    /* conv1d and the windowed poolings take no mask, as in tf.keras: the
+     * layout refuses them after the mask's layer, naming it. */
+    const char *no_mask[] = {"{conv1d: 2, kernel_size: 2}", "{max_pooling1d: 2}",
+                             "{average_pooling1d: 2}"};
+    for (int q = 0; q < 3; q++) {
+        model_spec s;
+        model_spec_defaults(&s);
+        str_copy(s.name, sizeof s.name, "nomask");
+        s.batch_size = TINY_N;
+        s.n_layers = 4;
+        s.layers[0] = plain("test_tokens");
+        s.layers[1] = layer_text("%s", no_mask[q]);
+        s.layers[2] = plain("flatten");
+        s.layers[3] = layer_dense(3, ACT_SOFTMAX);
+        model_layout L;
+        cohort_error err;
+        cohort_status st = model_layout_make(&s, shape_flat(6), 3, 1, &L, &err);
+        char want[160];
+        snprintf(want, sizeof want, "%s cannot take the mask of the embedding at layers.0",
+                 s.layers[1].kind->name);
+        CHECK_MSG(st != COHORT_OK && strstr(err.message, want), "%s after a mask: %s",
+                  no_mask[q], st ? err.message : "accepted");
+    }
+}
+
 static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units, loss_kind loss)
 {
     model_spec_defaults(s);
@@ -775,6 +967,8 @@ int main(void)
     rnn_checks();
     residual_checks();
     attention_checks();
+    conv1d_checks();
+    mask_checks();
     big_batch_check();
     devices_free(reg);
     return check_done("test_grad");

@@ -125,8 +125,8 @@ static void syntax(void)
                        "batch_normalization, activation, ");
     expect_layer_error("{kernel_size: 3}", 6, " or scaled_identity (like {conv2d: 32, ");
     expect_layer_error("{scaled_identity: 1, activation: relu}", 6,
-                       "'activation' applies only to dense, conv2d and activation layers "
-                       "(layers.1 of model 'a' is scaled_identity)");
+                       "'activation' applies only to dense, conv2d, activation and conv1d "
+                       "layers (layers.1 of model 'a' is scaled_identity)");
     /* A sweep may name its value (layers.N.KEY takes every kind's name). */
     char text[1024];
     const char *bare = strstr(PLAN, "scaled_identity, "); /* c's, as a map a sweep can set */

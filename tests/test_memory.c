@@ -110,7 +110,7 @@ typedef struct cnn_variant {
     int restore_best;
 } cnn_variant;
 
-#define CNN_VARIANTS 15
+#define CNN_VARIANTS 18
 static void cnn_variant_get(int v, cnn_variant *c)
 {
     sample_shape odd = shape_image(9, 7, 2), rgb = shape_image(8, 8, 3);
@@ -208,13 +208,39 @@ static void cnn_variant_get(int v, cnn_variant *c)
                             plain("flatten"), dense(4, ACT_SOFTMAX)},
                            OPT_SGD, 1};
         break;
-    default:
+    case 10:
         *c = (cnn_variant){"dropout on the image + conv 5x5 + max pool 3 s3 + flatten",
                            shape_image(10, 10, 1), 5,
                            {layer_dropout(0.2f),
                             conv(4, 5, 1, PAD_VALID, ACT_RELU),
                             pool2("max_pooling2d", 3, 3, PAD_VALID), plain("flatten"),
                             dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        break;
+    /* Sequences [T, C]: conv1d and the 1-D poolings. */
+    case 15:
+        *c = (cnn_variant){"conv1d causal dilated + max pool 1d + global avg 1d",
+                           shape_seq(12, 3), 4,
+                           {layer_text("{conv1d: 4, kernel_size: 3, padding: causal, "
+                                       "dilation_rate: 2, activation: relu}"),
+                            layer_text("{max_pooling1d: 2}"), plain("global_average_pooling1d"),
+                            dense(4, ACT_SOFTMAX)}, OPT_ADAM, 0};
+        break;
+    case 16:
+        *c = (cnn_variant){"conv1d same dilated + avg pool 1d same + global max 1d",
+                           shape_seq(11, 2), 4,
+                           {layer_text("{conv1d: 5, kernel_size: 2, padding: same, "
+                                       "dilation_rate: 3, activation: tanh}"),
+                            layer_text("{average_pooling1d: 3, strides: 1, padding: same}"),
+                            plain("global_max_pooling1d"), dense(4, ACT_SOFTMAX)}, OPT_SGD, 0};
+        break;
+    default:
+        *c = (cnn_variant){"conv1d valid s2 no bias + conv1d + flatten + dropout",
+                           shape_seq(13, 4), 5,
+                           {layer_text("{conv1d: 6, kernel_size: 3, strides: 2, use_bias: "
+                                       "false}"),
+                            layer_text("{conv1d: 16, kernel_size: 2, activation: relu}"),
+                            plain("flatten"), layer_dropout(0.2f), dense(4, ACT_SOFTMAX)},
+                           OPT_ADAM, 0};
         break;
     }
 }
@@ -237,7 +263,8 @@ static void cnn_spec(const cnn_variant *c, int batch, uint64_t seed, model_spec 
     }
 }
 
-/* The same as planned_equals_peak for convolutional models on images. */
+/* The same as planned_equals_peak for convolutional models on images and
+ * on sequences. */
 static void cnn_planned_equals_peak(void)
 {
     static const int batches[] = {1, 7, 64};
@@ -282,7 +309,7 @@ static void cnn_planned_equals_peak(void)
 static void cnn_fit_within_plan(void)
 {
     enum { N = 50 };
-    static const int pick[] = {4, 7, 8, 9, 11, 12, 13, 14};
+    static const int pick[] = {4, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17};
     for (size_t v = 0; v < sizeof pick / sizeof pick[0]; v++) {
         cnn_variant c;
         cnn_variant_get(pick[v], &c);

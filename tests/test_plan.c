@@ -531,8 +531,8 @@ static void test_layers(void)
                "conv2d,");
     EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dropout: 0.1, activation: relu},"
                " {dense: 1, activation: softmax}]\n",
-               "plan.yaml:4: 'activation' applies only to dense, conv2d and activation layers "
-               "(layers.0 of model 'm' is dropout); put {activation: relu} after it as a layer of "
+               "plan.yaml:4: 'activation' applies only to dense, conv2d, activation and conv1d "
+               "layers (layers.0 of model 'm' is dropout); put {activation: relu} after it as a layer of "
                "its own");
     EXPECT_ERR("data: {train: csv:x}\nmodels:\n  - name: m\n    layers: [{dens: 3}]\n",
                "plan.yaml:4: unknown key 'dens' in layers.0 of model 'm' (did you mean 'dense'?)");
@@ -837,12 +837,12 @@ static void test_image_layers(void)
                   "plan.yaml:5: layers.0 of model 'm': conv2d needs kernel_size (like {conv2d: 8, "
                   "kernel_size: 3})");
     EXPECT_LAYERS("      - {max_pooling2d: 2, activation: relu}\n",
-                  "plan.yaml:5: 'activation' applies only to dense, conv2d and activation layers "
-                  "(layers.0 of model 'm' is max_pooling2d); put {activation: relu} after it as a "
+                  "plan.yaml:5: 'activation' applies only to dense, conv2d, activation and conv1d "
+                  "layers (layers.0 of model 'm' is max_pooling2d); put {activation: relu} after it as a "
                   "layer of its own");
     EXPECT_LAYERS("      - {batch_normalization: null, activation: relu}\n",
-                  "plan.yaml:5: 'activation' applies only to dense, conv2d and activation layers "
-                  "(layers.0 of model 'm' is batch_normalization)");
+                  "plan.yaml:5: 'activation' applies only to dense, conv2d, activation and conv1d "
+                  "layers (layers.0 of model 'm' is batch_normalization)");
     EXPECT_LAYERS("      - {activation: softmax}\n      - {dense: 2, activation: softmax}\n",
                   "plan.yaml:5: layers.0 of model 'm': softmax is allowed only on the last layer");
     EXPECT_LAYERS("      - {conv2d: 2, kernel_size: 1, activation: softmax}\n      - flatten\n",

@@ -10,6 +10,7 @@
  */
 #include "backend/cpu/cpu.h"
 #include "io/onnx.h"
+#include "layers/conv.h"
 #include "layers/pass.h"
 #include "util/util.h"
 
@@ -100,7 +101,8 @@ static int conv_with_act(const layer_spec *ls, act_kind a, char *buf, size_t n)
 
 static const layer_hyper conv_hyper[] = {LAYER_HYPER_REGULARIZER, {NULL, 0, 0, 0, 0, NULL}};
 
-/* ---- shapes, init, forward, backward, weight file ---- */
+/* ---- shapes, init, forward, backward, weight file: the compute of any
+ * convolution over its plan's window (layers/conv.h; conv1d's too) ---- */
 
 /* Columns of the im2col matrix. */
 static size_t patch(const layer_plan *lp)
@@ -135,6 +137,20 @@ static size_t col_floats(const layer_plan *lp)
 /* The weight gradient's partial sums follow the im2col rows. */
 static float *partials_of(const layer_pass *p) { return p->work + col_floats(p->lp); }
 
+size_t conv_work_per_row(const layer_plan *lp, int filters)
+{
+    /* Scratch (BUF_WORK), the only buffer of its own: the im2col rows, made
+     * again in backward rather than kept (measured on one core: about as
+     * fast, and 17 MiB less a model for the Keras convnet at batch 128), in
+     * the slots of the fused ops (conv_chunk_images) or the whole batch's,
+     * then the weight gradient's partial sums of the fused conv_wgrad; the
+     * input gradient's dcol reuses the col rows. */
+    size_t B = (size_t)lp->batch, wc = (size_t)chunk_wgrad(lp);
+    size_t need = col_floats(lp) +
+                  (B + wc - 1) / wc * ((size_t)filters * patch(lp) + (size_t)filters);
+    return (need + B - 1) / B;
+}
+
 static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
 {
     char s[48];
@@ -156,24 +172,14 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
     lp->kh = d.kh, lp->kw = d.kw, lp->sh = d.sh, lp->sw = d.sw;
     lp->out = shape_image(oh, ow, d.filters);
     lp->n_params = (size_t)d.filters * patch(lp) + (d.use_bias ? (size_t)d.filters : 0);
-    /* Scratch (BUF_WORK), the only buffer of its own: the im2col rows, made
-     * again in backward rather than kept (measured on one core: about as
-     * fast, and 17 MiB less a model for the Keras convnet at batch 128), in
-     * the slots of the fused ops (conv_chunk_images) or the whole batch's,
-     * then the weight gradient's partial sums of the fused conv_wgrad; the
-     * input gradient's dcol reuses the col rows. */
-    size_t B = (size_t)lp->batch, wc = (size_t)chunk_wgrad(lp);
-    size_t need = col_floats(lp) +
-                  (B + wc - 1) / wc * ((size_t)d.filters * patch(lp) + (size_t)d.filters);
-    lp->n_work = (need + B - 1) / B;
+    lp->n_work = conv_work_per_row(lp, d.filters);
     lp->n_saved = layer_act_saved(lp, shape_size(lp->out));
     return 0;
 }
 
 /* Keras: glorot_uniform over fan_in = kh*kw*c, fan_out = kh*kw*filters. */
-static void conv_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
+void conv_glorot_init(const layer_plan *lp, int filters, int use_bias, uint64_t seed, float *P)
 {
-    int filters = settings(ls).filters;
     size_t n = (size_t)filters * patch(lp);
     float fan_in = (float)patch(lp), fan_out = (float)(lp->kh * lp->kw * filters);
     rng_state r;
@@ -182,17 +188,22 @@ static void conv_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed,
     float *W = P + lp->p_off;
     for (size_t i = 0; i < n; i++)
         W[i] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
-    if (settings(ls).use_bias)
+    if (use_bias)
         memset(W + n, 0, (size_t)filters * sizeof(float));
 }
 
-static void conv_forward(const layer_pass *p)
+static void conv_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
+{
+    conv_glorot_init(lp, settings(ls).filters, settings(ls).use_bias, seed, P);
+}
+
+void conv_run_forward(const layer_pass *p, int use_bias)
 {
     const layer_plan *lp = p->lp;
     window_geom g = layer_window(lp, p->rows);
     int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
     const float *W = p->W + lp->p_off;
-    const float *b = settings(p->ls[0]).use_bias ? W + (size_t)F * (size_t)kc : NULL;
+    const float *b = use_bias ? W + (size_t)F * (size_t)kc : NULL;
     if (p->count == 1 && p->be->conv_fwd) {
         /* The partial sums' region is free in forward: W transposed goes
          * there. An activation made from its input follows the product. */
@@ -209,14 +220,16 @@ static void conv_forward(const layer_pass *p)
     layer_act_forward(p, b, M, F);
 }
 
-static int conv_backward(const layer_pass *p)
+static void conv_forward(const layer_pass *p) { conv_run_forward(p, settings(p->ls[0]).use_bias); }
+
+int conv_run_backward(const layer_pass *p, int use_bias)
 {
     const layer_plan *lp = p->lp;
     const backend_ops *be = p->be;
     window_geom g = layer_window(lp, p->rows);
     int F = lp->out.c, kc = (int)patch(lp), M = p->rows * lp->out.h * lp->out.w;
     float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
-    float *db = settings(p->ls[0]).use_bias ? G + (size_t)F * (size_t)kc : NULL;
+    float *db = use_bias ? G + (size_t)F * (size_t)kc : NULL;
     if (p->count == 1 && be->conv_wgrad && be->conv_bwd_data) {
         int own = act_needs_input(lp->act);
         if (own)
@@ -241,6 +254,11 @@ static int conv_backward(const layer_pass *p)
     return 0;
 }
 
+static int conv_backward(const layer_pass *p)
+{
+    return conv_run_backward(p, settings(p->ls[0]).use_bias);
+}
+
 static int conv_tensors(const layer_plan *lp, layer_tensor *t)
 {
     int64_t F = lp->out.c, kc = (int64_t)patch(lp);
@@ -250,10 +268,9 @@ static int conv_tensors(const layer_plan *lp, layer_tensor *t)
 }
 
 /* The model's [F, kh, kw, c] to the file's [F, c, kh, kw], or back. */
-static void conv_convert(const layer_plan *lp, int i, float *P, float *file, int to_file)
+void conv_reorder(const layer_plan *lp, const layer_tensor *t, int i, float *P, float *file,
+                  int to_file)
 {
-    layer_tensor t[2];
-    conv_tensors(lp, t);
     float *W = P + t[i].off;
     if (i == 1) {
         if (to_file)
@@ -274,7 +291,14 @@ static void conv_convert(const layer_plan *lp, int i, float *P, float *file, int
             }
 }
 
-static double conv_macs(const layer_plan *lp)
+static void conv_convert(const layer_plan *lp, int i, float *P, float *file, int to_file)
+{
+    layer_tensor t[2];
+    conv_tensors(lp, t);
+    conv_reorder(lp, t, i, P, file, to_file);
+}
+
+double conv_macs(const layer_plan *lp)
 {
     return (double)lp->out.h * lp->out.w * lp->out.c * (double)patch(lp);
 }

@@ -30,8 +30,9 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Keras's padding of a window (conv2d, pooling). */
-typedef enum pad_kind { PAD_VALID, PAD_SAME } pad_kind;
+/* Keras's padding of a window (conv2d, pooling; causal: conv1d's, all of it
+ * before the sequence). */
+typedef enum pad_kind { PAD_VALID, PAD_SAME, PAD_CAUSAL } pad_kind;
 
 struct layer_pass;
 struct onnx_graph;
@@ -304,6 +305,13 @@ cohort_status layer_parse_act(const layer_syntax *s, layer_spec *ls);
 cohort_status layer_parse_use_bias(const layer_syntax *s, int *use_bias);
 cohort_status layer_parse_regularizer(const layer_syntax *s, layer_spec *ls);
 cohort_status layer_parse_window(const layer_syntax *s, int *sh, int *sw, pad_kind *pad);
+/* The 1-D kinds (conv1d, the 1-D poolings): an integer, or a list [n] of
+ * one (Keras's 1-tuples), in [1, LAYER_WINDOW_MAX]; and their strides and
+ * padding (valid, same, and causal where `causal`), each only where the map
+ * has it. */
+cohort_status layer_get_len(const yctx *c, const ynode *n, const char *what, int *v);
+cohort_status layer_parse_window1d(const layer_syntax *s, int causal, int *strides,
+                                   pad_kind *pad);
 /* JSON pieces: ,"key":[h,w]; ,"padding":"same"; ,"activation":"relu";
  * ,"use_bias":false where it is; ,"kernel_regularizer":{...} where set. */
 void layer_json_hw(strbuf *b, const char *key, int h, int w);
@@ -324,7 +332,7 @@ float *layer_l2_field(layer_spec *ls);
 #define LAYER_UNITS_MAX (1 << 20)
 
 /* TensorFlow's output size and leading padding of a window of size k,
- * stride s over n pixels. */
+ * stride s over n pixels (a dilated window: k is its span, (k - 1)*d + 1). */
 void window_dim(int n, int k, int s, pad_kind pad, int *out, int *pad_before);
 
 #endif

@@ -348,6 +348,48 @@ cohort_status layer_parse_window(const layer_syntax *s, int *sh, int *sw, pad_ki
     return COHORT_OK;
 }
 
+cohort_status layer_get_len(const yctx *c, const ynode *n, const char *what, int *v)
+{
+    char got[80];
+    long long a;
+    cohort_status st;
+    if (n->type == YNODE_SEQ && n->n != 1)
+        return ynode_fail(c, n, "%s must be an integer or a list of 1 integer, got a list of %zu",
+                          what, n->n);
+    if (n->type == YNODE_SEQ)
+        n = n->vals[0];
+    if (n->type != YNODE_SCALAR)
+        return ynode_fail(c, n, "%s must be an integer, got %s", what,
+                          ynode_describe(n, got, sizeof got));
+    if ((st = yget_int(c, n, what, 1, LAYER_WINDOW_MAX, &a)))
+        return st;
+    *v = (int)a;
+    return COHORT_OK;
+}
+
+static const char *const pad1d_names[] = {"valid", "same", "causal"};
+
+cohort_status layer_parse_window1d(const layer_syntax *s, int causal, int *strides,
+                                   pad_kind *pad)
+{
+    char what[200];
+    const ynode *v;
+    cohort_status st;
+    if (s->map && (v = ymap_get(s->map, "strides"))) {
+        snprintf(what, sizeof what, "strides of layers.%d", s->index);
+        if ((st = layer_get_len(s->c, v, what, strides)))
+            return st;
+    }
+    if (s->map && (v = ymap_get(s->map, "padding"))) {
+        int p;
+        snprintf(what, sizeof what, "padding of layers.%d", s->index);
+        if ((st = yget_enum_anycase(s->c, v, what, pad1d_names, causal ? 3 : 2, &p)))
+            return st;
+        *pad = (pad_kind)p;
+    }
+    return COHORT_OK;
+}
+
 cohort_status layer_parse_use_bias(const layer_syntax *s, int *use_bias)
 {
     char what[200];
@@ -429,7 +471,8 @@ void layer_json_hw(strbuf *b, const char *key, int h, int w)
 
 void layer_json_padding(strbuf *b, pad_kind pad)
 {
-    sb_printf(b, ",\"padding\":\"%s\"", pad == PAD_SAME ? "same" : "valid");
+    sb_printf(b, ",\"padding\":\"%s\"",
+              pad == PAD_SAME ? "same" : pad == PAD_CAUSAL ? "causal" : "valid");
 }
 
 void layer_json_act(strbuf *b, act_kind act)

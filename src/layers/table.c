@@ -15,6 +15,8 @@ extern const layer_ops layer_lstm_ops, layer_gru_ops;
 extern const layer_ops layer_layer_normalization_ops, layer_multi_head_attention_ops;
 extern const layer_ops layer_residual_ops;
 extern const layer_ops layer_bidirectional_ops;
+extern const layer_ops layer_conv1d_ops, layer_max_pool1d_ops, layer_avg_pool1d_ops,
+    layer_global_avg_pool1d_ops, layer_global_max_pool1d_ops;
 
 /* Room for the built-in kinds and the test binaries' own. */
 #define LAYER_TABLE_MAX 64
@@ -35,6 +37,11 @@ static const layer_ops *table[LAYER_TABLE_MAX] = {
     &layer_residual_ops,
     &layer_multi_head_attention_ops,
     &layer_bidirectional_ops,
+    &layer_conv1d_ops,
+    &layer_max_pool1d_ops,
+    &layer_avg_pool1d_ops,
+    &layer_global_avg_pool1d_ops,
+    &layer_global_max_pool1d_ops,
 };
 
 /* The entries: the listed ones, then the registered. */

@@ -6,12 +6,17 @@
 #include "layers/pass.h"
 
 /* valid: (n - k) / s + 1 outputs, no padding; same: ceil(n / s) outputs,
- * padded by what the last window needs, the odd pixel after the image. */
+ * padded by what the last window needs, the odd pixel after the image;
+ * causal: k - 1 positions of padding before the first, none after (Keras's
+ * Conv1D: output t reads inputs up to t alone), (n - 1) / s + 1 outputs. */
 void window_dim(int n, int k, int s, pad_kind pad, int *out, int *pad_before)
 {
     if (s < 1)
         s = 1;
-    if (pad == PAD_SAME) {
+    if (pad == PAD_CAUSAL) {
+        *out = n >= 1 ? (n - 1) / s + 1 : 0;
+        *pad_before = k - 1;
+    } else if (pad == PAD_SAME) {
         int o = (n + s - 1) / s, total = (o - 1) * s + k - n;
         *out = o;
         *pad_before = total > 0 ? total / 2 : 0;

@@ -1,0 +1,212 @@
+/*
+ * layers/conv1d: the Conv1D layer, its syntax, spec and compute. A sequence
+ * [T, C] lies in memory as the image T x 1 (model/shape.h), so Conv1D is
+ * conv2d's compute (layers/conv.h: im2col + GEMM, the backend's fused
+ * per-model ops) over the window k x 1, strides s x 1 and dilation d x 1;
+ * Keras's causal padding is (k - 1)*d steps before the sequence and none
+ * after, so output t reads inputs t - (k - 1)*d .. t alone. The weight file
+ * holds W as torch.nn.Conv1d does: [filters, in_channels, kernel_size].
+ * It takes no token mask (Keras's Conv1D does not support masking): after a
+ * mask_zero embedding the layout refuses it.
+ */
+#include "layers/conv.h"
+#include "layers/pass.h"
+#include "util/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- syntax and spec: {conv1d: FILTERS, kernel_size, strides, padding,
+ * dilation_rate, activation, use_bias, kernel_regularizer} ---- */
+
+typedef struct conv1d_settings {
+    int filters;
+    int use_bias;  /* Keras's use_bias (true) */
+    int kernel;    /* kernel_size */
+    int strides;   /* (1) */
+    int dilation;  /* dilation_rate (1) */
+    pad_kind pad;  /* padding: valid (the default), same or causal */
+} conv1d_settings;
+LAYER_SETTINGS_OF(conv1d_settings);
+
+static conv1d_settings settings(const layer_spec *ls) { return conv1d_settings_of(ls); }
+
+static const char *const conv1d_keys[] = {"kernel_size", "strides",    "padding",
+                                          "dilation_rate", "activation", "use_bias",
+                                          "kernel_regularizer", NULL};
+
+static const layer_keras_arg conv1d_keras[] = {
+    {"filters", "a conv1d layer's filters are its value: {conv1d: 64, kernel_size: 5} "
+                "(Keras's Conv1D(filters=64, kernel_size=5))"},
+    {NULL, NULL}};
+
+static cohort_status conv1d_parse(const layer_syntax *s, layer_spec *ls)
+{
+    conv1d_settings d = {0};
+    char what[200];
+    long long filters;
+    snprintf(what, sizeof what, "conv1d filters of layers.%d", s->index);
+    cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &filters);
+    if (st)
+        return st;
+    d.filters = (int)filters;
+    const ynode *v = ymap_get(s->map, "kernel_size");
+    if (!v)
+        return ynode_fail(s->c, s->node, "layers.%d of %s: conv1d needs kernel_size (like "
+                                         "{conv1d: %d, kernel_size: 5})",
+                          s->index, s->label, d.filters);
+    snprintf(what, sizeof what, "kernel_size of layers.%d", s->index);
+    if ((st = layer_get_len(s->c, v, what, &d.kernel)))
+        return st;
+    d.strides = d.dilation = 1;
+    d.pad = PAD_VALID;
+    if ((v = ymap_get(s->map, "dilation_rate"))) {
+        snprintf(what, sizeof what, "dilation_rate of layers.%d", s->index);
+        if ((st = layer_get_len(s->c, v, what, &d.dilation)))
+            return st;
+    }
+    if ((st = layer_parse_window1d(s, 1, &d.strides, &d.pad)) ||
+        (st = layer_parse_use_bias(s, &d.use_bias)) || (st = layer_parse_regularizer(s, ls)))
+        return st;
+    if (d.strides > 1 && d.dilation > 1)
+        return ynode_fail(s->c, ymap_get(s->map, "strides"),
+                          "layers.%d of %s: strides %d with dilation_rate %d; Keras's Conv1D "
+                          "takes a stride above 1 or a dilation above 1, not both",
+                          s->index, s->label, d.strides, d.dilation);
+    /* The window's span, (kernel - 1) * dilation + 1, in an int. */
+    if ((long long)(d.kernel - 1) * d.dilation + 1 > LAYER_WINDOW_MAX)
+        return ynode_fail(s->c, s->node, "layers.%d of %s: kernel_size %d with dilation_rate %d "
+                                         "spans %lld steps, more than %d",
+                          s->index, s->label, d.kernel, d.dilation,
+                          (long long)(d.kernel - 1) * d.dilation + 1, LAYER_WINDOW_MAX);
+    conv1d_settings_put(ls, &d);
+    return layer_parse_act(s, ls);
+}
+
+static void conv1d_json(const layer_spec *ls, strbuf *b)
+{
+    const conv1d_settings d = settings(ls);
+    sb_printf(b, "\"conv1d\":%d,\"kernel_size\":%d,\"strides\":%d", d.filters, d.kernel,
+              d.strides);
+    layer_json_padding(b, d.pad);
+    sb_printf(b, ",\"dilation_rate\":%d", d.dilation);
+    layer_json_act(b, ls->act);
+    layer_json_use_bias(b, d.use_bias);
+    layer_json_regularizer(b, ls);
+}
+
+static int conv1d_abbrev(const layer_spec *ls, char *buf, size_t n)
+{
+    return snprintf(buf, n, "c1d%d%s", settings(ls).filters,
+                    ls->act == ACT_LINEAR ? "" : act_name(ls->act));
+}
+
+static int conv1d_fuse_key(const layer_spec *ls, int *key)
+{
+    const conv1d_settings d = settings(ls);
+    int k[] = {d.filters, (int)ls->act, d.use_bias, d.kernel, d.strides, d.dilation, (int)d.pad};
+    memcpy(key, k, sizeof k);
+    return (int)(sizeof k / sizeof k[0]);
+}
+
+static int conv1d_with_act(const layer_spec *ls, act_kind a, char *buf, size_t n)
+{
+    (void)ls;
+    return snprintf(buf, n, "give it activation: %s", act_name(a));
+}
+
+static const layer_hyper conv1d_hyper[] = {LAYER_HYPER_REGULARIZER, {NULL, 0, 0, 0, 0, NULL}};
+
+/* ---- shapes and compute (layers/conv.h over the window k x 1) ---- */
+
+static int conv1d_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
+{
+    char s[48];
+    shape_format(lp->in, s, sizeof s);
+    if (lp->in.rank != 2) {
+        if (lp->in.rank == 3)
+            snprintf(msg, len, "conv1d needs sequences [T, C], but gets images %s; use conv2d "
+                               "on images", s);
+        else
+            snprintf(msg, len, "conv1d needs sequences [T, C], but gets flat samples %s; give "
+                               "the data's shape with data.input_shape: [T, F]", s);
+        return 1;
+    }
+    const conv1d_settings d = settings(ls);
+    int span = (d.kernel - 1) * d.dilation + 1, out;
+    window_dim(lp->in.h, span, d.strides, d.pad, &out, &lp->pad_top);
+    if (out < 1) {
+        if (d.dilation > 1)
+            snprintf(msg, len, "conv1d's kernel_size %d with dilation_rate %d spans %d steps, "
+                               "more than its input sequence %s has; use padding: same or "
+                               "causal, or a smaller kernel_size or dilation_rate",
+                     d.kernel, d.dilation, span, s);
+        else
+            snprintf(msg, len, "conv1d's kernel_size %d is longer than its input sequence %s; "
+                               "use padding: same or causal, or a smaller kernel_size",
+                     d.kernel, s);
+        return 1;
+    }
+    lp->kh = d.kernel, lp->kw = 1, lp->sh = d.strides, lp->sw = 1, lp->pad_left = 0;
+    lp->dh = d.dilation, lp->dw = 1;
+    lp->out = shape_seq(out, d.filters);
+    lp->n_params =
+        (size_t)d.filters * (size_t)d.kernel * (size_t)lp->in.c + (d.use_bias ? (size_t)d.filters : 0);
+    lp->n_work = conv_work_per_row(lp, d.filters);
+    lp->n_saved = layer_act_saved(lp, shape_size(lp->out)); /* gelu's, silu's input */
+    return 0;
+}
+
+static void conv1d_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, float *P)
+{
+    conv_glorot_init(lp, settings(ls).filters, settings(ls).use_bias, seed, P);
+}
+
+static void conv1d_forward(const layer_pass *p)
+{
+    conv_run_forward(p, settings(p->ls[0]).use_bias);
+}
+
+static int conv1d_backward(const layer_pass *p)
+{
+    return conv_run_backward(p, settings(p->ls[0]).use_bias);
+}
+
+static int conv1d_tensors(const layer_plan *lp, layer_tensor *t)
+{
+    int64_t F = lp->out.c, C = lp->in.c, k = lp->kh, n = F * C * k;
+    t[0] = (layer_tensor){"weight", 3, {F, C, k}, lp->p_off, (size_t)n};
+    t[1] = (layer_tensor){"bias", 1, {F}, lp->p_off + (size_t)n, (size_t)F};
+    return lp->n_params > (size_t)n ? 2 : 1; /* use_bias: false has none */
+}
+
+/* The model's [F, k, c] to the file's [F, c, k], or back. */
+static void conv1d_convert(const layer_plan *lp, int i, float *P, float *file, int to_file)
+{
+    layer_tensor t[2];
+    conv1d_tensors(lp, t);
+    conv_reorder(lp, t, i, P, file, to_file);
+}
+
+const layer_ops layer_conv1d_ops = {
+    .name = "conv1d",
+    .keys = conv1d_keys,
+    .example = "{conv1d: FILTERS, kernel_size: 5}",
+    .keras_args = conv1d_keras,
+    .parse = conv1d_parse,
+    .to_json = conv1d_json,
+    .abbrev = conv1d_abbrev,
+    .fuse_key = conv1d_fuse_key,
+    .hyper = conv1d_hyper,
+    .with_act = conv1d_with_act,
+    .plan = conv1d_plan,
+    .init = conv1d_init,
+    .forward = conv1d_forward,
+    .backward = conv1d_backward,
+    .shares_input = 1,
+    .reads_output = 1,
+    .takes_sequence = 1,
+    .tensors = conv1d_tensors,
+    .convert = conv1d_convert,
+    .macs = conv_macs,
+};
