@@ -52,8 +52,21 @@ for m in binary:
     assert m["test"]["accuracy"] > 0.85, (m["name"], m["test"])
 PY
     # Every example plans as the user runs it: its data/ beside it, written by make_data.py.
-    mkdir -p "$T/exdir" && cp examples/*.yaml examples/make_data.py "$T/exdir/"
+    mkdir -p "$T/exdir" && cp examples/*.yaml examples/make_data.py examples/make_words.py "$T/exdir/"
     /usr/bin/python3 "$T/exdir/make_data.py" > /dev/null && ok || bad "make_data.py into its own folder"
+    # words.yaml on a small draw of Debian's word lists (300 words a language), one epoch.
+    if [ -e /usr/share/dict/american-english ] && [ -e /usr/share/dict/ngerman ] &&
+       [ -e /usr/share/dict/french ] && [ -e /usr/share/dict/italian ] && [ -e /usr/share/dict/spanish ]; then
+        /usr/bin/python3 "$T/exdir/make_words.py" --per-language 300 > "$T/words.log" 2>&1 && ok ||
+            bad "make_words.py: $(cat "$T/words.log")"
+        "$COHORT" train "$T/exdir/words.yaml" --set defaults.epochs=1 --out "$T/words" --quiet \
+            > "$T/words.log" 2>&1 && ok || bad "examples/words.yaml: $(cat "$T/words.log")"
+        [ "$(grep -c '"status": "ok"' "$T/words/results.json")" -ge 2 ] && ok ||
+            bad "examples/words.yaml: not every model ok: $(cat "$T/words.log")"
+    else
+        echo "t_examples.sh: words.yaml skipped: Debian's word lists are not installed (scripts/setup installs them)"
+        rm -f "$T/exdir/words.yaml"
+    fi
     for plan in "$T"/exdir/*.yaml; do
         "$COHORT" plan "$plan" > "$T/plan.out" 2>&1 && ok || bad "cohort plan $(basename "$plan"): $(head -c 600 "$T/plan.out")"
     done

@@ -89,6 +89,20 @@ check_model "$T/flat/models/logits.safetensors" "csv:$T/train.csv" "$T/xflat.npy
 check_model "$T/img/models/resconv.safetensors" "npy:$T/x.npy" "$T/x.npy"
 check_model "$T/flat/models/resmlp.safetensors" "csv:$T/train.csv" "$T/xflat.npy"
 
+# An embedding on token ids (uint8, read as ids): Cast, Gather, then flatten of the sequence.
+"$PY" -c "import numpy as np, sys; r = np.random.default_rng(5); x = r.integers(0, 9, (120, 5)); np.save(sys.argv[1] + '/ids.npy', x.astype(np.uint8)); np.save(sys.argv[1] + '/ids_f.npy', x.astype(np.float32)); np.save(sys.argv[1] + '/ids_y.npy', (x[:, 0] > 4).astype(np.int64))" "$T"
+cat > "$T/emb.yaml" <<YAML
+data: {train: "npy:$T/ids.npy,$T/ids_y.npy"}
+defaults: {epochs: 2, batch_size: 16}
+models:
+  - {name: emb, layers: [{embedding: [9, 3]}, flatten, {dense: 2, activation: softmax}]}
+  - {name: pos, layers: [{embedding: [9, 3]}, {position_embedding: 5}, flatten, {dense: 2, activation: softmax}]}
+YAML
+expect_status 0 "train the embeddings" -- "$COHORT" train "$T/emb.yaml" --out "$T/emb" --quiet
+check_model "$T/emb/models/emb.safetensors" "npy:$T/ids.npy" "$T/ids_f.npy"
+expect_status 2 "position_embedding" -- "$COHORT" export "$T/emb/models/pos.safetensors" --out "$T/pos.onnx"
+expect_err "ONNX has no form for the layer kind position_embedding" "position_embedding"
+
 # Bad input: a usage error (2) that names what, and no file.
 expect_status 2 "format" -- "$COHORT" export "$T/flat/models/mlp.safetensors" --format tflite --out "$T/x.onnx"
 expect_err "unknown format 'tflite'; the formats are: onnx" "format"

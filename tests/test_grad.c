@@ -11,6 +11,8 @@
 #include "util/util.h"
 
 static device_registry *reg;
+/* > 0: make_data's inputs are token ids in [0, tiny_vocab) (an embedding's). */
+static int tiny_vocab;
 
 /* 16 samples: flat ones of 6 features, or images of up to 7 x 5 x 2. */
 #define TINY_N 16
@@ -49,6 +51,7 @@ static void make_data(tiny_data *t, sample_shape in, int classes)
     t->ds.n_classes = classes;
     for (int i = 0; i < TINY_N * t->ds.dim; i++)
         t->x[i] = token_data ? token_at(i / (int)t->ds.dim, i % (int)t->ds.dim, (int)t->ds.dim)
+                  : tiny_vocab ? (float)(rng_next(&r) % (uint64_t)tiny_vocab)
                              : 2.0f * rng_uniform(&r) - 1.0f;
     for (int i = 0; i < TINY_N; i++)
         t->y[i] = (int32_t)(i % classes);
@@ -908,6 +911,41 @@ static void big_batch_check(void)
     free(y);
 }
 
+/* The embedding's table (rows of ids some samples repeat, rows no sample
+ * reads: a zero gradient) and a position embedding after it, in place over
+ * the embedding's output, or on a real-valued sequence as the first layer
+ * (longer than the sequence: its last rows get a zero gradient); with
+ * mask_zero into recurrent layers that skip the padded steps. */
+static void token_checks(void)
+{
+    tiny_vocab = 9;
+    sample_shape ids = shape_flat(5);
+    image_check("embedding + flatten", ids, 0, 2,
+                (layer_spec[]){layer_text("{embedding: {input_dim: 9, output_dim: 3}}"),
+                               plain("flatten")});
+    image_check("embedding + position_embedding + dense on the sequence + flatten", ids, 0, 4,
+                (layer_spec[]){layer_text("{embedding: [9, 4]}"),
+                               layer_text("{position_embedding: 7}"),
+                               layer_dense(3, ACT_TANH), plain("flatten")});
+    image_check("embedding + dense + position_embedding (a copy) + flatten", ids, 0, 4,
+                (layer_spec[]){layer_text("{embedding: [9, 4]}"), layer_dense(3, ACT_TANH),
+                               layer_text("{position_embedding: 5}"), plain("flatten")});
+    /* mask_zero: id 0 (about one id in 9 here) is padding for the recurrent
+     * layer after it; the mask passes through the position embedding. */
+    image_check("masked embedding + lstm", ids, 0, 2,
+                (layer_spec[]){layer_text("{embedding: {input_dim: 9, output_dim: 3, "
+                                          "mask_zero: true}}"),
+                               layer_text("{lstm: 3}")});
+    image_check("masked embedding + position_embedding + gru", ids, 0, 3,
+                (layer_spec[]){layer_text("{embedding: {input_dim: 9, output_dim: 3, "
+                                          "mask_zero: true}}"),
+                               layer_text("{position_embedding: 5}"), layer_text("{gru: 3}")});
+    tiny_vocab = 0;
+    image_check("position_embedding on the input + dense + flatten", shape_seq(4, 3), 0, 3,
+                (layer_spec[]){layer_text("{position_embedding: 6}"), layer_dense(2, ACT_TANH),
+                               plain("flatten")});
+}
+
 int main(void)
 {
     cohort_error err;
@@ -969,6 +1007,7 @@ int main(void)
     attention_checks();
     conv1d_checks();
     mask_checks();
+    token_checks();
     big_batch_check();
     devices_free(reg);
     return check_done("test_grad");

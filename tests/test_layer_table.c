@@ -119,6 +119,9 @@ static void syntax(void)
                        "'a'); it takes no other settings");
     expect_layer_error("scaled_identiy", 6, "(did you mean 'scaled_identity'?)");
     /* The table's kinds, the registered one last (the built-in list grows). */
+
+    /* The table's kinds in order, the registered one last (issue 37's kinds
+     * come between). */
     expect_layer_error("{kernel_size: 3}", 6,
                        "has no layer kind; give one of dense, dropout, conv2d, max_pooling2d, "
                        "average_pooling2d, global_average_pooling2d, flatten, "

@@ -614,6 +614,115 @@ static void residual_within_plan(void)
     free(y);
 }
 
+/* Token models (an embedding first; a position embedding in place over its
+ * output, or a copy after a dense layer): planned == the pool's, for batch
+ * sizes, group sizes and sequence lengths, and two epochs of a group of 3
+ * on token data take nothing past the plan. */
+static void token_spec(int v, int T, int batch, uint64_t seed, model_spec *s)
+{
+    model_spec_defaults(s);
+    snprintf(s->name, sizeof s->name, "tok%d", v);
+    s->batch_size = batch;
+    s->seed = seed;
+    s->opt.kind = OPT_ADAM;
+    int n = 0;
+    s->layers[n++] = layer_text("{embedding: [11, 6]}");
+    if (v == 1)
+        s->layers[n++] = layer_text("{position_embedding: %d}", T + 3);
+    if (v == 2) {
+        s->layers[n++] = dense(5, ACT_RELU);
+        s->layers[n++] = layer_text("{position_embedding: %d}", T);
+    }
+    s->layers[n++] = plain("flatten");
+    s->layers[n++] = dense(4, ACT_SOFTMAX);
+    s->n_layers = n;
+}
+
+static void token_planned_equals_peak(void)
+{
+    static const int batches[] = {1, 7, 64}, lengths[] = {1, 5, 16};
+    for (int v = 0; v < 3; v++)
+        for (size_t t = 0; t < 3; t++)
+            for (size_t b = 0; b < 3; b++)
+                for (int K = 1; K <= 3; K += 2) {
+                    model_spec s[3];
+                    const model_spec *specs[3];
+                    for (int k = 0; k < 3; k++) {
+                        token_spec(v, lengths[t], batches[b], 1 + (uint64_t)k, &s[k]);
+                        specs[k] = &s[k];
+                    }
+                    sample_shape in = shape_flat(lengths[t]);
+                    model_layout L;
+                    cohort_error err;
+                    cohort_status st = model_layout_make(&s[0], in, 4, K, &L, &err);
+                    CHECK_MSG(st == COHORT_OK, "token variant %d: layout: %s", v, err.message);
+                    if (st)
+                        continue;
+                    mem_pool *pool = reg->dev[0].mem_pool;
+                    uint64_t before = mem_pool_in_use(pool);
+                    train_group *g;
+                    st = group_create(specs, K, in, 4, &reg->dev[0], 1, &g, &err);
+                    CHECK_MSG(st == COHORT_OK, "token variant %d: %s", v, err.message);
+                    if (st)
+                        continue;
+                    CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
+                              "token variant %d, T %d, batch %d, K %d: planned %zu, pool gave "
+                              "%llu", v, lengths[t], batches[b], K, L.total_bytes,
+                              (unsigned long long)group_peak_bytes(g));
+                    group_free(g);
+                    CHECK(mem_pool_in_use(pool) == before);
+                }
+    /* Two epochs on ids, last batch short. */
+    enum { N = 50, T = 7 };
+    float x[N * T];
+    int32_t y[N];
+    rng_state r;
+    rng_seed(&r, 5, 1);
+    for (int i = 0; i < N * T; i++)
+        x[i] = (float)(rng_next(&r) % 11);
+    for (int i = 0; i < N; i++)
+        y[i] = i % 4;
+    cohort_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.n = N;
+    ds.dim = T;
+    ds.shape = shape_flat(T);
+    ds.x = x;
+    ds.y = y;
+    ds.n_classes = 4;
+    data_view train, val;
+    data_split(&ds, 0.2, &train, &val);
+    for (int v = 0; v < 3; v++) {
+        model_spec s[3];
+        const model_spec *specs[3];
+        for (int k = 0; k < 3; k++) {
+            token_spec(v, T, 16, 1 + (uint64_t)k, &s[k]);
+            s[k].epochs = 2;
+            specs[k] = &s[k];
+        }
+        train_group *g;
+        cohort_error err;
+        cohort_status st = group_create(specs, 3, ds.shape, 4, &reg->dev[0], 1, &g, &err);
+        CHECK_MSG(st == COHORT_OK, "token variant %d: %s", v, err.message);
+        if (st)
+            continue;
+        size_t planned = group_layout(g)->total_bytes;
+        train_result res[3];
+        epoch_metrics hist[3][2];
+        memset(res, 0, sizeof res);
+        for (int k = 0; k < 3; k++)
+            res[k].history = hist[k];
+        st = group_fit(g, &train, &val, NULL, NULL, res, &err);
+        CHECK_MSG(st == COHORT_OK, "token variant %d: fit: %s", v, st ? err.message : "");
+        for (int k = 0; k < 3; k++)
+            CHECK(res[k].state == MODEL_OK && res[k].epochs_run == 2);
+        CHECK_MSG(group_peak_bytes(g) == planned,
+                  "token variant %d: planned %zu bytes, the group's account peaked at %llu", v,
+                  planned, (unsigned long long)group_peak_bytes(g));
+        group_free(g);
+    }
+}
+
 static void mem_pool_limits(void)
 {
     cohort_error err;
@@ -785,6 +894,7 @@ int main(void)
     cnn_fit_within_plan();
     rnn_planned_equals_peak();
     residual_within_plan();
+    token_planned_equals_peak();
     mem_pool_limits();
     devices_free(reg);
     fifty_in_a_row();

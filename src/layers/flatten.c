@@ -33,7 +33,8 @@ static int flatten_backward(const layer_pass *p)
 }
 
 /* ---- export: an image (NCHW) to [N, C*H*W] in the (C, H, W) order its
- * dense layer's file reads; flat data as they are ---- */
+ * dense layer's file reads, a sequence [N, T, F] to [N, T*F]; flat data as
+ * they are ---- */
 
 static int flatten_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp,
                         const char *x, char *y, char *msg, size_t len)
@@ -41,7 +42,7 @@ static int flatten_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *l
     (void)ls;
     (void)msg;
     (void)len;
-    if (lp->in.rank == 3)
+    if (lp->in.rank == 3 || lp->in.rank == 2) /* a sequence [N, T, F]: in step order */
         onnx_flatten(g, x, y, lp->index);
     else
         str_copy(y, ONNX_NAME_MAX, x);

@@ -106,6 +106,15 @@ static cohort_status keras_hints(const yctx *c, const ynode *n, const char *wher
 {
     int n_kinds;
     const layer_ops *const *kinds = layer_kinds(&n_kinds);
+    /* An inner key of a kind the map names ({embedding: 30, input_dim: 30})
+     * goes inside that kind's value, whatever else the key may mean. */
+    for (size_t j = 0; j < n->n; j++)
+        for (int k = 0; k < n_kinds; k++)
+            if (ymap_get(n, kinds[k]->name) && in_list(kinds[k]->inner, n->keys[j]->str))
+                return ynode_fail(c, n->keys[j], "'%s' in %s of %s goes inside %s: %s",
+                                  n->keys[j]->str, where, label, kinds[k]->name,
+                                  kinds[k]->hint ? kinds[k]->hint
+                                                 : "give them in its value's map");
     for (size_t j = 0; j < n->n; j++) {
         const char *key = n->keys[j]->str;
         for (int k = 0; k < n_kinds; k++)

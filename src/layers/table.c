@@ -17,6 +17,7 @@ extern const layer_ops layer_residual_ops;
 extern const layer_ops layer_bidirectional_ops;
 extern const layer_ops layer_conv1d_ops, layer_max_pool1d_ops, layer_avg_pool1d_ops,
     layer_global_avg_pool1d_ops, layer_global_max_pool1d_ops;
+extern const layer_ops layer_embedding_ops, layer_position_embedding_ops;
 
 /* Room for the built-in kinds and the test binaries' own. */
 #define LAYER_TABLE_MAX 64
@@ -42,6 +43,8 @@ static const layer_ops *table[LAYER_TABLE_MAX] = {
     &layer_avg_pool1d_ops,
     &layer_global_avg_pool1d_ops,
     &layer_global_max_pool1d_ops,
+    &layer_embedding_ops,
+    &layer_position_embedding_ops,
 };
 
 /* The entries: the listed ones, then the registered. */
