@@ -65,6 +65,25 @@ expect_status 0 "int64 ids" -- "$COHORT" train "$T/p64.yaml" --strategy sequenti
 cmp -s "$T/i64/models/a.safetensors" "$T/seq/models/a.safetensors" && ok ||
     bad "int64 and uint8 ids trained to different weights"
 
+# Killed with SIGKILL once a checkpoint is on disk and resumed: the weights of a run never
+# interrupted, bit for bit (a run that ended before the kill resumes as finished).
+sed 's/epochs: 2/epochs: 8/' "$T/p.yaml" > "$T/long.yaml"
+expect_status 0 "long reference" -- "$COHORT" train "$T/long.yaml" --out "$T/long" --quiet
+"$COHORT" train "$T/long.yaml" --out "$T/kill" --quiet >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 3000); do
+    ls "$T"/kill/checkpoints/*.safetensors >/dev/null 2>&1 && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.01
+done
+kill -9 $pid 2>/dev/null && echo "$NAME: killed after a checkpoint" || echo "$NAME: the run ended before its kill"
+wait $pid 2>/dev/null
+expect_status 0 "resume" -- "$COHORT" train "$T/long.yaml" --out "$T/kill" --resume --quiet
+for m in a b; do
+    cmp -s "$T/long/models/$m.safetensors" "$T/kill/models/$m.safetensors" && ok ||
+        bad "model $m: resumed weights differ from the uninterrupted run's"
+done
+
 # eval and predict read ids as train did; an id past the table is refused.
 expect_status 0 "eval" -- "$COHORT" eval "$T/seq/models/a.safetensors" --data "npy:$T/x8.npy,$T/y.npy"
 expect_status 0 "predict" -- "$COHORT" predict "$T/seq/models/a.safetensors" --data "npy:$T/x8.npy"
