@@ -488,13 +488,21 @@ def _models_plan(models, x, y, epochs, batch_size, validation_split, validation_
         raise DataError("training Keras or torch models takes x and y, as model.fit", _INPUT)
     xs = np.shape(x)
     entries, names = [], set()
+    sequences = False  # a model takes [n, T, F] as sequences (not images of one channel)
     for m in models:
         if type(m).__module__.split(".")[0] == "torch":
-            # cohort's data are channels last: (H, W, C) samples are torch's (C, H, W)
-            shape = xs[1:] if len(xs) == 2 else (xs[3] if len(xs) == 4 else 1, xs[1], xs[2])
+            # cohort's data are channels last: (H, W, C) samples are torch's (C, H, W);
+            # a sequence [T, F] is batch first, features last in both
+            seq = len(xs) == 3 and _convert._torch_takes_sequence(m)
+            if len(xs) == 2 or seq:
+                shape = xs[1:]
+            else:
+                shape = (xs[3] if len(xs) == 4 else 1, xs[1], xs[2])
             e = from_torch(m, shape)
         else:
             e = from_keras(m)
+            seq = len(xs) == 3 and len(m.inputs[0].shape) == 3
+        sequences = sequences or seq
         name, n = e["name"], 1
         while name in names:
             name, n = f"{e['name']}_{n}", n + 1
@@ -515,6 +523,8 @@ def _models_plan(models, x, y, epochs, batch_size, validation_split, validation_
     data = {"train": (x, y)}
     if validation_split:
         plan["data"] = {"validation_split": validation_split}
+    if sequences:  # read [n, T, F] as sequences, whatever the first layer
+        plan.setdefault("data", {})["input_shape"] = [int(v) for v in xs[1:]]
     if validation_data is not None:
         data["validation"] = tuple(validation_data)[:2]
     if test_data is not None:

@@ -21,6 +21,20 @@ import numpy as np
 _ACTS = ("linear", "relu", "sigmoid", "tanh", "softmax", "gelu", "silu")
 _KINDS = ("dense", "dropout", "conv2d", "max_pooling2d", "average_pooling2d",
           "global_average_pooling2d", "flatten", "batch_normalization", "activation")
+# The sequence layers of issue 37, and the activations that came with them.
+_SEQ_KINDS = ("embedding", "conv1d", "max_pooling1d", "average_pooling1d",
+              "global_average_pooling1d", "global_max_pooling1d", "lstm", "gru", "bidirectional",
+              "layer_normalization")
+# Those of _SEQ_KINDS and of the activations gelu, silu that cohort's library
+# has and these conversions are tested on: the others are refused by name.
+_LANDED = frozenset(("gelu", "silu", "lstm", "gru", "layer_normalization"))
+
+
+def _landed(name, where):
+    if name in _LANDED or (name not in _SEQ_KINDS and name not in ("gelu", "silu")):
+        return
+    raise ConversionError(f"{where}: cohort has no {name} yet (issue 37's sequence layers "
+                          f"it has: {', '.join(sorted(_LANDED)) or 'none'})")
 
 
 class ConversionError(ValueError):
@@ -34,11 +48,12 @@ def _kind(layer):
     """(kind, settings) of a plan layer: a bare name or a one-kind dict."""
     if isinstance(layer, str):
         return layer, {}
-    kinds = [k for k in layer if k in _KINDS]
+    kinds = [k for k in layer if k in _KINDS or k in _SEQ_KINDS]
     if len(kinds) > 1:  # {dense: 64, activation: relu}: activation is a setting there
         kinds = [k for k in kinds if k != "activation"]
     if len(kinds) != 1:
-        raise ConversionError(f"not a cohort layer: {layer!r}")
+        raise ConversionError(f"layer {layer!r}: not a layer these conversions know (Keras "
+                              "and torch have no one layer for it, or cohort has no such layer)")
     return kinds[0], layer
 
 
@@ -48,20 +63,42 @@ def _pair(v, default):
     return (int(v), int(v)) if np.isscalar(v) else (int(v[0]), int(v[1]))
 
 
-def _window(n, k, s, padding):
-    """TensorFlow's output size and padding before, after of a window."""
-    if padding == "same":
+def _window(n, k, s, padding, d=1):
+    """TensorFlow's output size and padding before, after of a window of k
+    taps d apart (Keras's dilation_rate) at stride s; causal: all of the
+    padding before, as Keras's Conv1D pads."""
+    span = (k - 1) * d + 1
+    if padding in ("same", "causal"):
         out = -(-n // s)
-        total = max((out - 1) * s + k - n, 0)
+        total = max((out - 1) * s + span - n, 0)
+        if padding == "causal":
+            return out, span - 1, 0
         return out, total // 2, total - total // 2
-    return (n - k) // s + 1, 0, 0
+    return (n - span) // s + 1, 0, 0
+
+
+def _one(v, default):
+    """An int of a setting that Keras may give as a 1-tuple."""
+    if v is None:
+        v = default
+    return int(v) if np.isscalar(v) else int(v[0])
+
+
+def _rnn_of(st):
+    """(cell kind, units, return_sequences, bidirectional) of a recurrent layer."""
+    if "bidirectional" in st:
+        inner = st["bidirectional"]
+        cell = "lstm" if "lstm" in inner else "gru"
+        return cell, int(inner[cell]), bool(inner.get("return_sequences", False)), True
+    cell = "lstm" if "lstm" in st else "gru"
+    return cell, int(st[cell]), bool(st.get("return_sequences", False)), False
 
 
 def _walk(layers, in_shape):
     """Per layer: (kind, settings, input shape, output shape, flat_from),
-    shapes as tuples (d,) or (h, w, c); flat_from the image (h, w, c) whose
-    flattened values a flat input holds in Keras's order (None: none), as
-    src/model/layout.c tracks it."""
+    shapes as tuples (d,), (T, E) (a sequence) or (h, w, c); flat_from the
+    image (h, w, c) whose flattened values a flat input holds in Keras's
+    order (None: none), as src/model/layout.c tracks it."""
     out_list = []
     cur = tuple(int(v) for v in in_shape)
     flat_from = cur
@@ -73,10 +110,10 @@ def _walk(layers, in_shape):
         elif len(cur) == 3:
             ff = cur
         if kind == "dense":
-            out = (int(st["dense"]),)
+            out = cur[:-1] + (int(st["dense"]),) if len(cur) == 2 else (int(st["dense"]),)
         elif kind == "conv2d" or kind in ("max_pooling2d", "average_pooling2d"):
             if len(cur) != 3:
-                raise ConversionError(f"{kind} on flat data of shape {cur}")
+                raise ConversionError(f"{kind} on data of shape {cur}: it takes images (H, W, C)")
             if kind == "conv2d":
                 k = _pair(st.get("kernel_size"), None)
                 s = _pair(st.get("strides"), 1)
@@ -91,14 +128,55 @@ def _walk(layers, in_shape):
             out = (cur[2],)
         elif kind == "flatten":
             out = (math.prod(cur),)
-        else:
+        elif kind == "embedding":
+            if len(cur) != 1:
+                raise ConversionError(f"embedding on data of shape {cur}: it takes token ids (T,)")
+            out = (cur[0], int(st["embedding"]["output_dim"]))
+        elif kind in ("conv1d", "max_pooling1d", "average_pooling1d", "global_average_pooling1d",
+                      "global_max_pooling1d", "lstm", "gru", "bidirectional"):
+            if len(cur) != 2:
+                raise ConversionError(f"{kind} on data of shape {cur}: it takes sequences (T, F)")
+            if kind == "conv1d":
+                k, d = _one(st.get("kernel_size"), None), _one(st.get("dilation_rate"), 1)
+                s = _one(st.get("strides"), 1)
+                out = (_window(cur[0], k, s, str(st.get("padding", "valid")), d)[0],
+                       int(st["conv1d"]))
+            elif kind in ("max_pooling1d", "average_pooling1d"):
+                k = _one(st.get(kind), 2)
+                s = _one(st.get("strides"), k)
+                out = (_window(cur[0], k, s, str(st.get("padding", "valid")))[0], cur[1])
+            elif kind.startswith("global"):
+                out = (cur[1],)
+            else:
+                _, units, seq, bi = _rnn_of(st)
+                units *= 2 if bi else 1
+                out = (cur[0], units) if seq else (units,)
+        else:  # dropout, activation, batch_normalization, layer_normalization
             out = cur
         out_list.append((kind, st, cur, out, ff))
-        keeps_order = kind in ("dropout", "activation", "batch_normalization", "flatten")
+        keeps_order = kind in ("dropout", "activation", "batch_normalization", "flatten",
+                               "layer_normalization")
         if len(out) == 3 or not keeps_order:
             flat_from = out
         cur = out
     return out_list
+
+
+def _masks(layers):
+    """Per layer: whether its input carries the mask of a mask_zero
+    embedding, as src/model/layout.c passes it on (the output of a layer with
+    a masked input is masked where it is a sequence of the same steps)."""
+    masked, out = False, []
+    for layer in layers:
+        kind, st = _kind(layer)
+        out.append(masked)
+        if kind == "embedding":
+            masked = bool(st["embedding"].get("mask_zero", False))
+        elif masked:
+            masked = kind in ("dense", "dropout", "activation", "layer_normalization",
+                              "batch_normalization") or \
+                (kind in ("lstm", "gru", "bidirectional") and _rnn_of(st)[2])
+    return out
 
 
 def _chw_of_hwc(image):
@@ -117,6 +195,7 @@ def _activation_of(name, where):
     if a not in _ACTS:
         raise ConversionError(f"{where}: activation '{name}' is not one of cohort's "
                               f"({', '.join(_ACTS)})")
+    _landed(a, where)
     return a
 
 
@@ -210,12 +289,161 @@ def _write_entry(entry, tensors, in_shape, weights):
     names it."""
     path = os.fspath(weights) if weights is not None else _temp_path(entry["name"])
     meta = {"format": "cohort", "spec": json.dumps(entry), "inputs": str(math.prod(in_shape))}
-    if len(in_shape) == 3:
-        meta["input_shape"] = "(%d, %d, %d)" % in_shape
+    if len(in_shape) in (2, 3):  # as cohort writes it: "(24, 8)", "(28, 28, 1)"
+        meta["input_shape"] = "(%s)" % ", ".join(str(v) for v in in_shape)
     from cohort._safetensors import write  # noqa: PLC0415
     write(path, tensors, meta)
     entry["init_from"] = os.path.abspath(path)
     return entry
+
+
+_KERAS_LAYERS = ("Dense, Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, "
+                 "BatchNormalization, Dropout, Activation, ReLU, Softmax, Embedding, Conv1D, "
+                 "MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, "
+                 "LSTM, GRU, Bidirectional, LayerNormalization")
+_RNN_DEFAULTS = dict(activation="tanh", recurrent_activation="sigmoid", use_bias=True,
+                     dropout=0.0, recurrent_dropout=0.0, return_state=False, go_backwards=False,
+                     stateful=False, kernel_regularizer=None, recurrent_regularizer=None,
+                     bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+                     recurrent_constraint=None, bias_constraint=None)
+
+
+def _keras_rnn(L, la, where):
+    """{lstm: H} or {gru: H} (return_sequences where set) of a Keras LSTM or GRU."""
+    if type(la) not in (L.LSTM, L.GRU):
+        raise ConversionError(f"{where} has no cohort form (cohort's recurrent layers are "
+                              "Keras's LSTM and GRU)")
+    cell = "lstm" if isinstance(la, L.LSTM) else "gru"
+    _landed(cell, where)
+    cfg = la.get_config()
+    for key in ("activation", "recurrent_activation"):  # names, or serialized functions
+        v = cfg.get(key)
+        cfg[key] = v.get("config", v) if isinstance(v, dict) else v
+    want = dict(_RNN_DEFAULTS)
+    if cell == "gru":
+        want["reset_after"] = True
+    for key, v in want.items():
+        have = cfg.get(key, v)
+        if have != v and not (v is None and have in (None, {}, [])):
+            raise ConversionError(f"{where}: {key}={have!r} has no cohort form (cohort's "
+                                  f"{cell} has {v!r})")
+    d = {cell: int(la.units)}
+    if la.return_sequences:
+        d["return_sequences"] = True
+    return d
+
+
+def _keras_seq_layer(L, la, where):
+    """The plan layer of a Keras layer of issue 37's sequence models."""
+    if isinstance(la, L.Embedding):
+        _landed("embedding", where)
+        _check_defaults(la, where, embeddings_regularizer=None, activity_regularizer=None,
+                        embeddings_constraint=None, lora_rank=None, sparse=False)
+        return {"embedding": {"input_dim": int(la.input_dim), "output_dim": int(la.output_dim),
+                              "mask_zero": bool(la.mask_zero)}}
+    if type(la) is L.Conv1D:
+        _landed("conv1d", where)
+        _check_defaults(la, where, groups=1, data_format="channels_last", lora_rank=None)
+        d = {"conv1d": int(la.filters), "kernel_size": int(la.kernel_size[0]),
+             "strides": int(la.strides[0]), "padding": la.padding,
+             "dilation_rate": int(la.dilation_rate[0]), "activation": _keras_act(la, where)}
+        if not la.use_bias:
+            d["use_bias"] = False
+        reg = _regularizer(la, where)
+        if reg:
+            d["kernel_regularizer"] = reg
+        return d
+    if isinstance(la, (L.MaxPooling1D, L.AveragePooling1D)):
+        kind = "max_pooling1d" if isinstance(la, L.MaxPooling1D) else "average_pooling1d"
+        _landed(kind, where)
+        _check_defaults(la, where, data_format="channels_last")
+        return {kind: int(la.pool_size[0]), "strides": int(la.strides[0]), "padding": la.padding}
+    if isinstance(la, (L.GlobalAveragePooling1D, L.GlobalMaxPooling1D)):
+        kind = ("global_average_pooling1d" if isinstance(la, L.GlobalAveragePooling1D)
+                else "global_max_pooling1d")
+        _landed(kind, where)
+        _check_defaults(la, where, data_format="channels_last", keepdims=False)
+        return kind
+    if isinstance(la, (L.LSTM, L.GRU)) and type(la) in (L.LSTM, L.GRU):
+        return _keras_rnn(L, la, where)
+    if isinstance(la, L.Bidirectional):
+        _landed("bidirectional", where)
+        if la.merge_mode != "concat":
+            raise ConversionError(f"{where}: merge_mode={la.merge_mode!r} has no cohort form "
+                                  "(cohort's bidirectional concatenates, merge_mode='concat')")
+        fwd, bwd = la.forward_layer, la.backward_layer
+        d = _keras_rnn(L, fwd, where)
+        back = bwd.get_config()
+        same = type(bwd) is type(fwd) and bwd.units == fwd.units and back.get("go_backwards")
+        for key in ("return_sequences", "activation", "recurrent_activation", "use_bias",
+                    "dropout", "recurrent_dropout", "reset_after"):
+            same = same and back.get(key) == fwd.get_config().get(key)
+        if not same:
+            raise ConversionError(f"{where}: a backward_layer other than the forward layer's "
+                                  "mirror has no cohort form")
+        return {"bidirectional": d}
+    if isinstance(la, L.LayerNormalization):
+        _landed("layer_normalization", where)
+        axis = la.axis if isinstance(la.axis, int) else (list(la.axis) if len(la.axis) != 1
+                                                          else la.axis[0])
+        if axis not in (-1, len(la.input.shape) - 1):
+            raise ConversionError(f"{where}: axis={la.axis!r} has no cohort form (cohort "
+                                  "normalizes the last axis)")
+        _check_defaults(la, where, center=True, scale=True, rms_scaling=False,
+                        beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
+                        gamma_constraint=None)
+        return {"layer_normalization": {"epsilon": float(la.epsilon)}}
+    raise ConversionError(f"{where} has no cohort form; cohort's layers are {_KERAS_LAYERS}")
+
+
+def _f32(v):
+    return np.ascontiguousarray(np.asarray(v, dtype=np.float32))
+
+
+def _gru_perm(a, axis=0):
+    """Keras's GRU gate blocks (z, r, h) in torch's order (r, z, n), and back:
+    the swap of the first two blocks is its own inverse."""
+    z, r, h = np.split(a, 3, axis=axis)
+    return np.concatenate([r, z, h], axis=axis)
+
+
+def _keras_rnn_tensors(cell, la, pre, suffix=""):
+    """torch.nn.LSTM's and nn.GRU's tensors of a Keras LSTM or GRU: Keras's
+    kernel [F, G*H], recurrent_kernel [H, G*H] transposed; the LSTM's gates
+    (i, f, c, o) are torch's (i, f, g, o) and its one bias goes to bias_ih,
+    bias_hh zero; the GRU's (z, r, h) are reordered (r, z, n), and its bias
+    [2, 3H] is (input, recurrent) as torch's (b_ih, b_hh)."""
+    k, rk, b = (_f32(v) for v in la.get_weights())
+    if cell == "lstm":
+        w_ih, w_hh, b_ih, b_hh = k.T, rk.T, b, np.zeros_like(b)
+    else:
+        w_ih, w_hh = _gru_perm(k, axis=1).T, _gru_perm(rk, axis=1).T
+        b_ih, b_hh = _gru_perm(b[0]), _gru_perm(b[1])
+    return {f"{pre}weight_ih_l0{suffix}": _f32(w_ih), f"{pre}weight_hh_l0{suffix}": _f32(w_hh),
+            f"{pre}bias_ih_l0{suffix}": _f32(b_ih), f"{pre}bias_hh_l0{suffix}": _f32(b_hh)}
+
+
+def _keras_seq_tensors(kind, la, pre):
+    """The weights file's tensors (issue 37's torch layouts) of a Keras
+    sequence layer, names starting with pre ("layers.3.")."""
+    w = [_f32(v) for v in la.get_weights()]
+    if kind == "embedding":
+        return {pre + "weight": w[0]}
+    if kind == "conv1d":  # Keras [k, in, out], torch.nn.Conv1d [out, in, k]
+        t = {pre + "weight": _f32(w[0].transpose(2, 1, 0))}
+        if len(w) > 1:
+            t[pre + "bias"] = w[1]
+        return t
+    if kind == "layer_normalization":
+        return {pre + "weight": w[0], pre + "bias": w[1]}
+    if kind in ("lstm", "gru"):
+        return _keras_rnn_tensors(kind, la, pre)
+    if kind == "bidirectional":
+        cell = "lstm" if type(la.forward_layer).__name__ == "LSTM" else "gru"
+        t = _keras_rnn_tensors(cell, la.forward_layer, pre)
+        t.update(_keras_rnn_tensors(cell, la.backward_layer, pre, "_reverse"))
+        return t
+    return {}
 
 
 def _from_keras(model):
@@ -223,13 +451,14 @@ def _from_keras(model):
     if not getattr(model, "built", False) or not model.inputs:
         raise ConversionError(f"Keras model '{model.name}' is not built: give it an input shape "
                               "(keras.Input or input_shape=) or call it on data first")
-    in_shape = tuple(int(v) for v in model.inputs[0].shape[1:])
-    if len(in_shape) == 2:  # (H, W): images of one channel, as cohort reads [n, H, W]
+    dims = tuple(model.inputs[0].shape[1:])
+    if any(v is None for v in dims):
+        raise ConversionError(f"Keras model '{model.name}' takes samples of shape {dims}; cohort "
+                              "needs every size but the batch's (pad sequences to one length)")
+    in_shape = tuple(int(v) for v in dims)
+    if len(in_shape) not in (1, 2, 3):
         raise ConversionError(f"Keras model '{model.name}' takes samples of shape {in_shape}; "
-                              "cohort takes (features,) or (H, W, C)")
-    if len(in_shape) not in (1, 3):
-        raise ConversionError(f"Keras model '{model.name}' takes samples of shape {in_shape}; "
-                              "cohort takes (features,) or (H, W, C)")
+                              "cohort takes (features,), (steps, features) or (H, W, C)")
     L = keras.layers
     layers, raw = [], []  # raw: the Keras layer of each cohort layer (None: none)
     for la in _keras_layers(model):
@@ -283,15 +512,26 @@ def _from_keras(model):
         elif isinstance(la, L.InputLayer):
             continue
         else:
-            raise ConversionError(f"{where} has no cohort form; cohort's layers are Dense, Conv2D, "
-                                  "MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, "
-                                  "Flatten, BatchNormalization, Dropout, Activation, ReLU, Softmax")
+            d = _keras_seq_layer(L, la, where)
         layers.append(d)
         raw.append(la)
     tensors = {}
+    masked = _masks(layers)
     for i, (kind, st, cur, out, ff) in enumerate(_walk(layers, in_shape)):
         la = raw[i]
         where = f"Keras layer '{la.name}' ({type(la).__name__})"
+        if masked[i] and kind not in ("dense", "dropout", "activation", "layer_normalization",
+                                      "lstm", "gru", "bidirectional", "global_average_pooling1d"):
+            raise ConversionError(f"{where} gets the mask of an Embedding with mask_zero=True, "
+                                  "which Keras drops here (with a warning) and cohort would not: "
+                                  "pool or end the sequence before it (GlobalAveragePooling1D, "
+                                  "an LSTM without return_sequences), or set mask_zero=False")
+        if kind in _SEQ_KINDS:
+            t = _keras_seq_tensors(kind, la, f"layers.{i}.")
+            if kind == "layer_normalization" and len(cur) == 1 and _reorders(ff):
+                idx = _chw_of_hwc(ff)  # a flattened image's features in torch's (C, H, W) order
+                t = {k: _f32(v[idx]) for k, v in t.items()}
+            tensors.update(t)
         if kind == "dense":
             if len(cur) == 3:
                 raise ConversionError(f"{where}: a Dense on an image applies to its last axis in "
@@ -456,7 +696,7 @@ def _saved(weights):
                                   "cohort?")
         spec = json.loads(meta["spec"])
     shape = meta.get("input_shape")
-    if shape and shape.count(",") == 2:
+    if shape and shape.count(",") in (1, 2):  # (T, F) or (H, W, C)
         in_shape = tuple(int(v) for v in shape.strip("()").split(","))
     elif meta.get("inputs"):
         in_shape = (int(meta["inputs"]),)
@@ -490,6 +730,55 @@ def _loss_of(spec):
     return (loss, {}) if isinstance(loss, str) else (loss["name"], loss)
 
 
+def _keras_rnn_weights(cell, t, suffix=""):
+    """A Keras LSTM's or GRU's weights of torch's tensors (the inverse of
+    _keras_rnn_tensors; an LSTM's two biases are added, as cohort adds them)."""
+    w_ih, w_hh = t("weight_ih_l0" + suffix), t("weight_hh_l0" + suffix)
+    b_ih, b_hh = t("bias_ih_l0" + suffix), t("bias_hh_l0" + suffix)
+    if cell == "lstm":
+        return [_f32(w_ih.T), _f32(w_hh.T), _f32(b_ih + b_hh)]
+    return [_f32(_gru_perm(w_ih).T), _f32(_gru_perm(w_hh).T),
+            _f32(np.stack([_gru_perm(b_ih), _gru_perm(b_hh)]))]
+
+
+def _keras_seq_of(L, kind, st, t, masked, where):
+    """(Keras layer, its weights or None) of a cohort sequence layer; t(name)
+    is the layer's tensor of that name."""
+    if kind == "embedding":
+        e = st["embedding"]
+        return (L.Embedding(int(e["input_dim"]), int(e["output_dim"]),
+                            mask_zero=bool(e.get("mask_zero", False))), [t("weight")])
+    if kind == "conv1d":
+        has_bias = "use_bias" not in st or st["use_bias"]
+        la = L.Conv1D(int(st["conv1d"]), _one(st.get("kernel_size"), None),
+                      strides=_one(st.get("strides"), 1), padding=st.get("padding", "valid"),
+                      dilation_rate=_one(st.get("dilation_rate"), 1),
+                      activation=st.get("activation", "linear"), use_bias=has_bias)
+        return la, [_f32(t("weight").transpose(2, 1, 0))] + ([t("bias")] if has_bias else [])
+    if kind in ("max_pooling1d", "average_pooling1d"):
+        k = _one(st.get(kind), 2)
+        cls = L.MaxPooling1D if kind == "max_pooling1d" else L.AveragePooling1D
+        return cls(k, strides=_one(st.get("strides"), k), padding=st.get("padding", "valid")), None
+    if kind == "global_average_pooling1d":
+        return L.GlobalAveragePooling1D(), None
+    if kind == "global_max_pooling1d":
+        if masked:
+            raise ConversionError(f"{where}: global_max_pooling1d leaves padding out, and Keras's "
+                                  "GlobalMaxPooling1D does not (it ignores the mask): no Keras "
+                                  "layer does what it does")
+        return L.GlobalMaxPooling1D(), None
+    if kind == "layer_normalization":
+        ln = st.get("layer_normalization") or {}
+        return (L.LayerNormalization(epsilon=float(ln.get("epsilon", 0.001))),
+                [t("weight"), t("bias")])
+    cell, units, seq, bi = _rnn_of(st)
+    cls = L.LSTM if cell == "lstm" else L.GRU
+    if not bi:
+        return cls(units, return_sequences=seq), _keras_rnn_weights(cell, t)
+    la = L.Bidirectional(cls(units, return_sequences=seq), merge_mode="concat")
+    return la, _keras_rnn_weights(cell, t) + _keras_rnn_weights(cell, t, "_reverse")
+
+
 def to_keras(weights, compile=True):
     """A keras.Sequential of the model saved in `weights` (a .safetensors
     path cohort wrote, or a cohort.Result), with its weights: it takes the
@@ -502,6 +791,7 @@ def to_keras(weights, compile=True):
     layers, tensors, in_shape, spec = _saved(weights)
     seq = [keras.Input(shape=in_shape)]
     sets = []  # (keras layer, weights list)
+    masked = _masks(layers)
     for i, (kind, st, cur, out, ff) in enumerate(_walk(layers, in_shape)):
         t = lambda s: np.array(tensors[f"layers.{i}.{s}"], dtype=np.float32)  # noqa: E731
         has_bias = f"layers.{i}.bias" in tensors
@@ -542,12 +832,25 @@ def to_keras(weights, compile=True):
             sets.append((la, vs))
         elif kind == "dropout":
             la = L.Dropout(float(st["dropout"]))
-        else:
+        elif kind == "activation":
             la = L.Activation(st["activation"])
+        else:
+            la, vs = _keras_seq_of(L, kind, st, t, masked[i], f"layers.{i}")
+            if kind == "layer_normalization" and len(cur) == 1 and _reorders(ff):
+                idx = _chw_of_hwc(ff)
+                for v in vs:
+                    v[idx] = v.copy()
+            if vs is not None:
+                sets.append((la, vs))
         seq.append(la)
     model = keras.Sequential(seq, name=spec.get("name", "cohort"))
     for la, vs in sets:
-        la.set_weights(vs)
+        if isinstance(la, L.Bidirectional):
+            half = len(vs) // 2
+            la.forward_layer.set_weights(vs[:half])
+            la.backward_layer.set_weights(vs[half:])
+        else:
+            la.set_weights(vs)
     if compile:
         loss, lcfg = _loss_of(spec)
         regression = loss in ("mse", "mae", "huber") and not int(spec["_meta"].get("classes") or 0)
@@ -626,7 +929,12 @@ def from_torch(module, input_shape, weights=None, name=None):
     named by the entry's init_from (name: the entry's name, default
     "torch_model"). input_shape is torch's, one sample's:
     (features,) or (C, H, W); cohort's data for it are [n, H, W, C]
-    (x.permute(0, 2, 3, 1) of torch's images)."""
+    (x.permute(0, 2, 3, 1) of torch's images). Sequence models (issue 37)
+    take token ids (T,) into an nn.Embedding, or sequences (T, F) batch
+    first, as cohort's data [n, T, F]; what a plain Sequential cannot say of
+    them comes in cohort.nn's modules: Recurrent (an nn.LSTM or nn.GRU and
+    the output it returns), ChannelsLast (an nn.Conv1d on [N, T, C]), Pool1d,
+    GlobalPool1d, and Sequential(..., mask_zero=True) for Keras's mask_zero."""
     torch = _torch()
     nn = torch.nn
     if not isinstance(module, nn.Sequential):
@@ -634,10 +942,12 @@ def from_torch(module, input_shape, weights=None, name=None):
     shape = tuple(int(v) for v in input_shape)
     if len(shape) == 3:
         in_shape = (shape[1], shape[2], shape[0])
-    elif len(shape) == 1:
+    elif len(shape) in (1, 2):  # (features,) or token ids (T,); a sequence (T, F)
         in_shape = shape
     else:
-        raise ConversionError(f"input_shape {shape}: cohort takes (features,) or (C, H, W)")
+        raise ConversionError(f"input_shape {shape}: cohort takes (features,), token ids (T,), "
+                              "a sequence (T, F) or images (C, H, W)")
+    mask_zero = bool(getattr(module, "mask_zero", False))  # cohort.nn.Sequential's
     mods = [m for m in module if not isinstance(m, nn.Identity)]
     layers, raw = [], []
     cur = in_shape
@@ -695,10 +1005,8 @@ def from_torch(module, input_shape, weights=None, name=None):
             d = {"activation": _torch_act(nn, m)}
             act = None
         else:
-            raise ConversionError(f"{where} has no cohort form; cohort's are Linear, Conv2d, "
-                                  "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d(1), Flatten, "
-                                  "BatchNorm1d/2d, Dropout, ReLU, Sigmoid, Tanh, Softmax(dim=1)")
-        if isinstance(d, dict) and ("dense" in d or "conv2d" in d) and act:
+            d = _torch_seq_layer(nn, m, cur, where, mask_zero and i == 0)
+        if isinstance(d, dict) and ("dense" in d or "conv2d" in d or "conv1d" in d) and act:
             d["activation"] = act  # the activation module after it, as Keras's argument
             i += 1
         layers.append(d)
@@ -708,7 +1016,9 @@ def from_torch(module, input_shape, weights=None, name=None):
     tensors = {}
     for j, (kind, st, cur, out, ff) in enumerate(_walk(layers, in_shape)):
         m = raw[j]
-        if kind in ("dense", "conv2d", "batch_normalization"):
+        if kind in _SEQ_KINDS:
+            tensors.update(_torch_seq_tensors(kind, m, f"layers.{j}."))
+        elif kind in ("dense", "conv2d", "batch_normalization"):
             tensors[f"layers.{j}.weight"] = m.weight.detach().cpu().float().numpy()
             if m.bias is not None:
                 tensors[f"layers.{j}.bias"] = m.bias.detach().cpu().float().numpy()
@@ -720,6 +1030,150 @@ def from_torch(module, input_shape, weights=None, name=None):
                                       "Flatten() before it")
     entry = {"name": name or "torch_model", "layers": layers}
     return _write_entry(entry, tensors, in_shape, weights)
+
+
+def _torch_takes_sequence(module):
+    """Whether a torch module's first layer reads [N, T, F] as a sequence
+    (cohort.nn's modules, LayerNorm), not as an image of one channel."""
+    from cohort import nn as cnn  # noqa: PLC0415
+    nn = _torch().nn
+    mods = [m for m in module if not isinstance(m, nn.Identity)] if \
+        isinstance(module, nn.Sequential) else [module]
+    return bool(mods) and isinstance(mods[0], (cnn.Recurrent, cnn.ChannelsLast, cnn.Pool1d,
+                                                cnn.GlobalPool1d, nn.LayerNorm, nn.Linear))
+
+
+def _torch_rnn(nn, rnn, return_sequences, where):
+    if not isinstance(rnn, (nn.LSTM, nn.GRU)) or type(rnn) not in (nn.LSTM, nn.GRU):
+        raise ConversionError(f"{where}: cohort.nn.Recurrent of {type(rnn).__name__}: cohort's "
+                              "recurrent layers are nn.LSTM and nn.GRU")
+    cell = "lstm" if isinstance(rnn, nn.LSTM) else "gru"
+    _landed(cell, where)
+    if rnn.bidirectional:
+        _landed("bidirectional", where)
+    bad = {"batch_first": (rnn.batch_first, True), "num_layers": (rnn.num_layers, 1),
+           "bias": (rnn.bias, True), "dropout": (float(rnn.dropout), 0.0),
+           "proj_size": (getattr(rnn, "proj_size", 0), 0)}
+    for key, (have, want) in bad.items():
+        if have != want:
+            raise ConversionError(f"{where}: nn.{type(rnn).__name__}({key}={have!r}) has no "
+                                  f"cohort form (cohort's has {key}={want!r})")
+    d = {cell: int(rnn.hidden_size)}
+    if return_sequences:
+        d["return_sequences"] = True
+    return {"bidirectional": d} if rnn.bidirectional else d
+
+
+def _torch_seq_layer(nn, m, cur, where, first_masked):
+    """The plan layer of a torch module of issue 37's sequence models;
+    cur the shape of its input in cohort's layout."""
+    from cohort import nn as cnn  # noqa: PLC0415 - needs torch, as this does
+    if isinstance(m, nn.Embedding):
+        _landed("embedding", where)
+        if m.padding_idx is not None or m.max_norm is not None or m.scale_grad_by_freq or \
+                m.sparse:
+            raise ConversionError(f"{where}: padding_idx, max_norm, scale_grad_by_freq and sparse "
+                                  "have no cohort form (cohort.nn.Sequential(..., mask_zero=True) "
+                                  "makes token 0 padding, as Keras's mask_zero)")
+        return {"embedding": {"input_dim": int(m.num_embeddings),
+                              "output_dim": int(m.embedding_dim), "mask_zero": first_masked}}
+    if isinstance(m, cnn.Recurrent):
+        return _torch_rnn(nn, m.rnn, m.return_sequences, where)
+    if isinstance(m, (nn.LSTM, nn.GRU, nn.RNN)):
+        raise ConversionError(f"{where}: nn.{type(m).__name__} returns (output, state), which the "
+                              "next module of a Sequential cannot take: wrap it, "
+                              "cohort.nn.Recurrent(rnn, return_sequences=False)")
+    if isinstance(m, (nn.Conv1d, nn.MaxPool1d, nn.AvgPool1d)):
+        raise ConversionError(f"{where}: torch's {type(m).__name__} takes [N, C, T] and cohort's "
+                              "sequences are [N, T, C] (Keras's layout): wrap it, "
+                              "cohort.nn.ChannelsLast(module)")
+    if isinstance(m, cnn.ChannelsLast):
+        inner = list(m.module) if isinstance(m.module, nn.Sequential) else [m.module]
+        pad = (0, 0)
+        if len(inner) == 2 and isinstance(inner[0], nn.ConstantPad1d) and inner[0].value == 0:
+            pad = tuple(inner[0].padding)
+            inner = inner[1:]
+        if len(inner) != 1 or type(inner[0]) is not nn.Conv1d:
+            raise ConversionError(f"{where}: cohort.nn.ChannelsLast of {m.module!r}: cohort takes "
+                                  "an nn.Conv1d, or an nn.Sequential of a ConstantPad1d of zeros "
+                                  "and an nn.Conv1d")
+        c = inner[0]
+        _landed("conv1d", where)
+        k, s, dil = c.kernel_size[0], c.stride[0], c.dilation[0]
+        if c.groups != 1 or c.padding_mode != "zeros":
+            raise ConversionError(f"{where}: groups and padding_mode other than 1, zeros have no "
+                                  "cohort form")
+        p = c.padding if isinstance(c.padding, str) else c.padding[0]
+        span = (k - 1) * dil
+        if p == "same" and span % 2 == 0:
+            p = span // 2
+        if p == "valid":
+            p = 0
+        if isinstance(p, str) or (p and any(pad)):
+            raise ConversionError(f"{where}: padding={c.padding!r} with an odd padding in all "
+                                  "has no cohort form")
+        before, after = (p, p) if p else pad
+        _, want_b, want_a = _window(cur[0], k, s, "same", dil)
+        if (before, after) == (0, 0):
+            padding = "valid"
+        elif (before, after) == (span, 0) and s == 1:
+            padding = "causal"
+        elif (before, after) == (want_b, want_a):
+            padding = "same"
+        else:
+            raise ConversionError(f"{where}: padding ({before}, {after}) is none of cohort's "
+                                  f"(valid; same: {(want_b, want_a)}; causal: ({span}, 0))")
+        d = {"conv1d": int(c.out_channels), "kernel_size": int(k), "strides": int(s),
+             "padding": padding, "dilation_rate": int(dil)}
+        if c.bias is None:
+            d["use_bias"] = False
+        return d
+    if isinstance(m, cnn.Pool1d):
+        kind = "max_pooling1d" if m.is_max else "average_pooling1d"
+        _landed(kind, where)
+        _, b, a = _window(cur[0], m.k, m.s, "same")
+        if (m.before, m.after) not in ((0, 0), (b, a)):
+            raise ConversionError(f"{where}: padding ({m.before}, {m.after}) is neither valid "
+                                  f"nor TensorFlow's same {(b, a)}")
+        return {kind: m.k, "strides": m.s, "padding": "valid" if (m.before, m.after) == (0, 0)
+                else "same"}
+    if isinstance(m, cnn.GlobalPool1d):
+        kind = "global_average_pooling1d" if m.mode == "avg" else "global_max_pooling1d"
+        _landed(kind, where)
+        return kind
+    if type(m) is nn.LayerNorm:
+        _landed("layer_normalization", where)
+        if not m.elementwise_affine or len(m.normalized_shape) != 1 or \
+                m.normalized_shape[0] != cur[-1]:
+            raise ConversionError(f"{where}: cohort's layer normalization is LayerNorm(last axis "
+                                  f"{cur[-1]}) with elementwise_affine (got "
+                                  f"{tuple(m.normalized_shape)}, {m.elementwise_affine})")
+        return {"layer_normalization": {"epsilon": float(m.eps)}}
+    raise ConversionError(f"{where} has no cohort form; cohort's are Linear, Conv2d, MaxPool2d, "
+                          "AvgPool2d, AdaptiveAvgPool2d(1), Flatten, BatchNorm1d/2d, Dropout, "
+                          "ReLU, Sigmoid, Tanh, GELU, SiLU, Softmax(dim=1), Embedding, LayerNorm, "
+                          "and cohort.nn's Recurrent (of LSTM, GRU), ChannelsLast (of Conv1d), "
+                          "Pool1d, GlobalPool1d")
+
+
+def _torch_seq_tensors(kind, m, pre):
+    """The weights file's tensors of a torch sequence module (torch's own
+    layouts and names, issue 37's)."""
+    def arr(v):
+        return v.detach().cpu().float().numpy()
+    if kind == "embedding":
+        return {pre + "weight": arr(m.weight)}
+    if kind == "conv1d":
+        c = m.module if not hasattr(m.module, "__getitem__") else m.module[-1]
+        t = {pre + "weight": arr(c.weight)}
+        if c.bias is not None:
+            t[pre + "bias"] = arr(c.bias)
+        return t
+    if kind == "layer_normalization":
+        return {pre + "weight": arr(m.weight), pre + "bias": arr(m.bias)}
+    if kind in ("lstm", "gru", "bidirectional"):
+        return {pre + name: arr(v) for name, v in m.rnn.named_parameters()}
+    return {}
 
 
 def _torch_act(nn, m):
@@ -773,7 +1227,10 @@ def to_torch(weights):
     path cohort wrote, or a cohort.Result), in eval mode, with its weights.
     It takes torch's layout, [N, C, H, W] images (x.permute(0, 3, 1, 2) of
     cohort's [N, H, W, C]) or [N, features], and predicts what cohort
-    predict gives (probabilities of a softmax output)."""
+    predict gives (probabilities of a softmax output). A sequence model is a
+    cohort.nn.Sequential (an nn.Sequential, with mask_zero where its
+    embedding has it) of torch's modules and cohort.nn's, taking token ids
+    [N, T] (torch.long) or sequences [N, T, F]."""
     torch = _torch()
     nn = torch.nn
     layers, tensors, in_shape, spec = _saved(weights)
@@ -815,21 +1272,79 @@ def to_torch(weights):
             mods.append(nn.Flatten())
         elif kind == "batch_normalization":
             bn = st.get("batch_normalization") or {}
-            C = cur[2] if len(cur) == 3 else cur[0]
+            C = cur[-1]
             cls = nn.BatchNorm2d if len(cur) == 3 else nn.BatchNorm1d
             m = cls(C, eps=bn.get("epsilon", 0.001), momentum=1.0 - bn.get("momentum", 0.99))
             m.weight = param(f"layers.{i}.weight")
             m.bias = param(f"layers.{i}.bias")
             m.running_mean.copy_(torch.from_numpy(np.array(tensors[f"layers.{i}.running_mean"])))
             m.running_var.copy_(torch.from_numpy(np.array(tensors[f"layers.{i}.running_var"])))
+            if len(cur) == 2:  # per feature of a sequence [N, T, C], as Keras's
+                from cohort import nn as cnn  # noqa: PLC0415
+                m = cnn.ChannelsLast(m)
             mods.append(m)
         elif kind == "dropout":
             mods.append(nn.Dropout(float(st["dropout"])))
-        if act != "linear" and kind in ("dense", "conv2d", "activation"):
+        elif kind in _SEQ_KINDS:
+            mods.append(_torch_seq_of(torch, kind, st, cur, tensors, f"layers.{i}"))
+        if act != "linear" and kind in ("dense", "conv2d", "conv1d", "activation"):
             mods.append({"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh,
                          "gelu": nn.GELU, "silu": nn.SiLU,
                          "softmax": lambda: nn.Softmax(dim=1)}[act]())
-    return nn.Sequential(*mods).eval()
+    if not any(_kind(la)[0] in _SEQ_KINDS for la in layers):
+        return nn.Sequential(*mods).eval()
+    from cohort import nn as cnn  # noqa: PLC0415
+    first = _kind(layers[0])
+    mask_zero = first[0] == "embedding" and bool(first[1]["embedding"].get("mask_zero"))
+    return cnn.Sequential(*mods, mask_zero=mask_zero).eval()
+
+
+def _torch_seq_of(torch, kind, st, cur, tensors, pre):
+    """The torch module of a cohort sequence layer (cohort.nn's where torch's
+    own cannot take [N, T, C] or return one tensor), with its weights."""
+    from cohort import nn as cnn  # noqa: PLC0415
+    nn = torch.nn
+
+    def load(m, names):
+        with torch.no_grad():
+            for name, dest in names:
+                dest.copy_(torch.from_numpy(np.array(tensors[f"{pre}.{name}"], dtype=np.float32)))
+        return m
+
+    if kind == "embedding":
+        e = st["embedding"]
+        m = nn.Embedding(int(e["input_dim"]), int(e["output_dim"]))
+        return load(m, [("weight", m.weight)])
+    if kind == "conv1d":
+        k, s = _one(st.get("kernel_size"), None), _one(st.get("strides"), 1)
+        d = _one(st.get("dilation_rate"), 1)
+        has_bias = f"{pre}.bias" in tensors
+        c = nn.Conv1d(cur[1], int(st["conv1d"]), k, stride=s, dilation=d, bias=has_bias)
+        load(c, [("weight", c.weight)] + ([("bias", c.bias)] if has_bias else []))
+        _, before, after = _window(cur[0], k, s, str(st.get("padding", "valid")), d)
+        if before or after:
+            c = nn.Sequential(nn.ConstantPad1d((before, after), 0.0), c)
+        return cnn.ChannelsLast(c)
+    if kind in ("max_pooling1d", "average_pooling1d"):
+        k = _one(st.get(kind), 2)
+        s = _one(st.get("strides"), k)
+        _, before, after = _window(cur[0], k, s, str(st.get("padding", "valid")))
+        return cnn.Pool1d(kind == "max_pooling1d", k, s, before, after)
+    if kind in ("global_average_pooling1d", "global_max_pooling1d"):
+        return cnn.GlobalPool1d("avg" if "average" in kind else "max")
+    if kind == "layer_normalization":
+        if len(cur) == 3:
+            raise ConversionError(f"{pre}: layer_normalization of each pixel of an image has no "
+                                  "one torch module on [N, C, H, W] (nn.LayerNorm normalizes the "
+                                  "last axis)")
+        ln = st.get("layer_normalization") or {}
+        m = nn.LayerNorm(cur[-1], eps=float(ln.get("epsilon", 0.001)))
+        return load(m, [("weight", m.weight), ("bias", m.bias)])
+    cell, units, seq, bi = _rnn_of(st)
+    rnn = (nn.LSTM if cell == "lstm" else nn.GRU)(cur[1], units, batch_first=True,
+                                                   bidirectional=bi)
+    load(rnn, list(rnn.named_parameters()))
+    return cnn.Recurrent(rnn, return_sequences=seq)
 
 
 def _pads(cur, k, s, padding):

@@ -97,10 +97,10 @@ def test_torch_errors_name_what(cohort):
         with pytest.raises(cohort.ConversionError, match=match):
             cohort.from_torch(module, shape)
 
-    err(nn.Sequential(nn.Linear(8, 4), nn.LayerNorm(4)), (8,), "LayerNorm.*has no cohort form")
+    err(nn.Sequential(nn.Linear(8, 4), nn.GroupNorm(1, 4)), (8,), "GroupNorm.*has no cohort form")
     err(nn.Sequential(nn.Conv2d(1, 2, 3, dilation=2)), (1, 9, 9), "dilation")
     err(nn.Sequential(nn.Conv2d(1, 2, 3, padding=2)), (1, 9, 9), "padding=\\(2, 2\\)")
     err(nn.Sequential(nn.Linear(8, 4), nn.Softmax(dim=0)), (8,), "Softmax\\(dim=0\\)")
-    err(nn.Sequential(nn.Linear(8, 4), nn.GELU()), (8,), "GELU")
+    err(nn.Sequential(nn.Linear(8, 4), nn.ELU()), (8,), "ELU")
     err(nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), (1, 9, 9), "ceil_mode")
     err(nn.Linear(8, 4), (8,), "torch.nn.Sequential")
