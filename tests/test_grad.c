@@ -809,6 +809,30 @@ static void mask_checks(void)
     }
 }
 
+/* A Transformer encoder layer (two residual blocks: [layer_normalization,
+ * multi_head_attention] and [layer_normalization, dense gelu, dense]) under
+ * a token mask, padding before and after: the mask passes through both
+ * blocks to the attention and to the masked gru after them. */
+static void masked_encoder_checks(void)
+{
+    model_spec s;
+    fill_x = fill_tokens;
+    for (pad_mode = 1; pad_mode <= 2; pad_mode++) {
+        char what[96];
+        model_spec_defaults(&s);
+        str_copy(s.name, sizeof s.name, "enc");
+        s.batch_size = TINY_N;
+        layers_text(&s, "[token_seq, {residual: [layer_normalization, {multi_head_attention: "
+                        "{num_heads: 2, key_dim: 2}}]}, {residual: [layer_normalization, {dense: "
+                        "6, activation: gelu}, {dense: 3}]}, {gru: 3}, {dense: 3, activation: "
+                        "softmax}]");
+        snprintf(what, sizeof what, "encoder layer masked + gru, padding %s",
+                 pad_mode == 1 ? "before" : "after");
+        grad_check_shape(what, &s, shape_flat(5), 3, 1);
+    }
+    fill_x = NULL;
+}
+
 static void spec_mlp(model_spec *s, act_kind hidden, act_kind out, int out_units, loss_kind loss)
 {
     model_spec_defaults(s);
@@ -1005,6 +1029,7 @@ int main(void)
     rnn_checks();
     residual_checks();
     attention_checks();
+    masked_encoder_checks();
     conv1d_checks();
     mask_checks();
     token_checks();
