@@ -27,7 +27,7 @@ _SEQ_KINDS = ("embedding", "conv1d", "max_pooling1d", "average_pooling1d",
               "layer_normalization")
 # Those of _SEQ_KINDS and of the activations gelu, silu that cohort's library
 # has and these conversions are tested on: the others are refused by name.
-_LANDED = frozenset(("gelu", "silu", "lstm", "gru", "layer_normalization"))
+_LANDED = frozenset(("gelu", "silu", "lstm", "gru", "layer_normalization", "embedding"))
 
 
 def _landed(name, where):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import need
-from seq_models import NAMES, T, V, build, series
+from seq_models import NAMES, T, V, build, series, tokens
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 keras = need("keras")
@@ -70,6 +70,27 @@ def test_train_keras_sequence_models(cohort, tmp_path):
     assert r.status == "ok", r.error
     back = r.to_keras()
     want = cohort.predict(tmp_path / "models" / "steps.safetensors", x)
+    np.testing.assert_allclose(back.predict(x, verbose=0), want, atol=1e-5)
+    assert not np.allclose(back.layers[0].get_weights()[0], m.layers[0].get_weights()[0])
+
+
+def test_train_keras_text_model(cohort, tmp_path):
+    """cohort.train over a Keras model of token ids with mask_zero (its
+    embedding, recurrent layer and mask trained in cohort) gives a Keras
+    model back that predicts what cohort does, padding and all."""
+    if "embedding" not in _convert._LANDED or "gru" not in _convert._LANDED:
+        pytest.skip("cohort has no embedding or gru yet")
+    x = tokens(300, seed=4)
+    y = (x == 3).any(axis=1).astype(np.int64)
+    m = keras.Sequential([keras.Input((T,)), L.Embedding(V, 6, mask_zero=True), L.GRU(5),
+                          L.Dense(2, activation="softmax")], name="text")
+    m.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+    r, = cohort.train([m], x, y, epochs=2, batch_size=30, out=str(tmp_path), progress=False)
+    assert r.status == "ok", r.error
+    assert r.config["layers"][0] == {"embedding": {"input_dim": V, "output_dim": 6,
+                                                   "mask_zero": True}}
+    back = r.to_keras()
+    want = cohort.predict(tmp_path / "models" / "text.safetensors", x)
     np.testing.assert_allclose(back.predict(x, verbose=0), want, atol=1e-5)
     assert not np.allclose(back.layers[0].get_weights()[0], m.layers[0].get_weights()[0])
 
