@@ -47,10 +47,12 @@ def modules(name):
     elif name == "conv":
         m = nn.Sequential(c.ChannelsLast(nn.Sequential(nn.ConstantPad1d((4, 0), 0.0),
                                                        nn.Conv1d(3, 4, 3, dilation=2))),
-                          nn.ReLU(), c.ChannelsLast(nn.Conv1d(4, 5, 3, padding=1)),
+                          nn.ReLU(), c.Pool1d(True, 2, 2, 0, 1),  # TensorFlow's same
+                          c.ChannelsLast(nn.Conv1d(4, 5, 3, padding=1)), c.Pool1d(False, 2, 1),
                           c.ChannelsLast(nn.Conv1d(5, 3, 2, bias=False)),
                           c.GlobalPool1d("avg"), nn.Linear(3, 2), nn.Softmax(dim=1))
-        x, kinds = series(), ("conv1d", "global_average_pooling1d")
+        x, kinds = series(), ("conv1d", "max_pooling1d", "average_pooling1d",
+                              "global_average_pooling1d")
     else:
         raise KeyError(name)
     with torch.no_grad():  # biases and norms that are not the initial ones
