@@ -472,10 +472,20 @@ def _metrics_of(ev):
 
 # ---- the API ---------------------------------------------------------------------
 
+def _framework_of(m):
+    """The package of m's class, or of the first of its bases that is torch's
+    or Keras's (cohort.nn's modules, a user's subclasses)."""
+    for cls in type(m).__mro__:
+        top = cls.__module__.split(".")[0]
+        if top in ("keras", "torch", "tf_keras", "tensorflow"):
+            return top
+    return type(m).__module__.split(".")[0]
+
+
 def _framework_models(plan):
     """plan as a list of Keras models or torch modules, or None when it is a plan."""
     items = plan if isinstance(plan, (list, tuple)) else [plan]
-    kinds = [type(m).__module__.split(".")[0] for m in items]
+    kinds = [_framework_of(m) for m in items]
     if items and all(k in ("keras", "torch", "tf_keras", "tensorflow") for k in kinds):
         return list(items)
     return None
@@ -490,7 +500,7 @@ def _models_plan(models, x, y, epochs, batch_size, validation_split, validation_
     entries, names = [], set()
     sequences = False  # a model takes [n, T, F] as sequences (not images of one channel)
     for m in models:
-        if type(m).__module__.split(".")[0] == "torch":
+        if _framework_of(m) == "torch":
             # cohort's data are channels last: (H, W, C) samples are torch's (C, H, W);
             # a sequence [T, F] is batch first, features last in both
             seq = len(xs) == 3 and _convert._torch_takes_sequence(m)

@@ -85,6 +85,29 @@ def test_from_torch_predicts_as_torch(cohort, tmp_path, name):
         np.testing.assert_allclose(back(as_torch(x)).numpy(), want, atol=1e-5)
 
 
+def test_train_torch_text_model(cohort, tmp_path):
+    """cohort.train over a torch module of token ids with cohort.nn's
+    mask_zero: trained in cohort, its to_torch() (a masked recurrent loop in
+    torch) predicts what cohort does, padding and all."""
+    if "embedding" not in _convert._LANDED or "gru" not in _convert._LANDED:
+        pytest.skip("cohort has no embedding or gru yet")
+    c = cnn()
+    torch.manual_seed(3)
+    net = c.Sequential(nn.Embedding(V, 6), c.Recurrent(nn.GRU(6, 5, batch_first=True)),
+                       nn.Linear(5, 2), nn.Softmax(dim=1), mask_zero=True)
+    x = tokens(300, seed=4)
+    y = (x == 3).any(axis=1).astype(np.int64)
+    r, = cohort.train([net], x, y, epochs=2, batch_size=30, out=str(tmp_path), progress=False)
+    assert r.status == "ok", r.error
+    assert r.config["layers"][0]["embedding"]["mask_zero"] is True
+    want = cohort.predict(tmp_path / "models" / f"{r.name}.safetensors", x)
+    back = r.to_torch()
+    assert back.mask_zero
+    with torch.no_grad():
+        np.testing.assert_allclose(back(as_torch(x)).numpy(), want, atol=1e-5)
+        assert not np.allclose(back[0].weight.numpy(), net[0].weight.numpy())
+
+
 def test_recurrent_module_masks(monkeypatch):
     """cohort.nn's masked recurrent loop is torch's own layer where nothing
     is padded, and pre- or post-padding the tokens changes nothing."""
