@@ -174,3 +174,18 @@ def test_keras_sequence_errors_name_what(cohort):
             err([keras.Input((T, 4)), L.LSTM(3)], "cohort has no lstm yet")
         elif kind == "layer_normalization":
             err([keras.Input((T, 4)), L.LayerNormalization()], "cohort has no layer_normalization yet")
+
+
+def test_to_keras_names_what_it_cannot_give(cohort, tmp_path):
+    """A cohort model with a layer no keras.Sequential layer is (a residual
+    block) is a ConversionError naming it, not a model without it."""
+    x = series(40, seed=6)[:, 0, :]
+    y = np.arange(40) % 2
+    layers = [{"dense": 3}, {"residual": [{"dense": 3, "activation": "relu"}]},
+              {"dense": 2, "activation": "softmax"}]
+    r, = cohort.train({"defaults": {"epochs": 1, "batch_size": 8},
+                       "models": [{"name": "res", "layers": layers}]},
+                      data={"train": (x, y)}, out=str(tmp_path), progress=False)
+    assert r.status == "ok", r.error
+    with pytest.raises(cohort.ConversionError, match="residual"):
+        r.to_keras()
