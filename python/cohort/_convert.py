@@ -1245,7 +1245,8 @@ def to_torch(weights):
         if kind == "dense":
             if len(cur) == 3:
                 mods.append(nn.Flatten())
-            m = nn.Linear(math.prod(cur), int(st["dense"]), bias=has_bias)
+            m = nn.Linear(cur[-1] if len(cur) == 2 else math.prod(cur), int(st["dense"]),
+                          bias=has_bias)  # on each step of a sequence, as Keras's Dense
             m.weight = param(f"layers.{i}.weight")
             if has_bias:
                 m.bias = param(f"layers.{i}.bias")

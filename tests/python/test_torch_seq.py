@@ -83,6 +83,9 @@ def test_from_torch_predicts_as_torch(cohort, tmp_path, name):
     back = cohort.to_torch(entry["init_from"])
     with torch.no_grad():
         np.testing.assert_allclose(back(as_torch(x)).numpy(), want, atol=1e-5)
+    for mod in back.modules():
+        if isinstance(mod, nn.Linear):
+            assert mod.in_features == mod.weight.shape[1], mod
 
 
 def test_train_torch_text_model(cohort, tmp_path):
