@@ -45,23 +45,23 @@ static cohort_status conv1d_parse(const layer_syntax *s, layer_spec *ls)
     conv1d_settings d = {0};
     char what[200];
     long long filters;
-    snprintf(what, sizeof what, "conv1d filters of layers.%d", s->index);
+    snprintf(what, sizeof what, "conv1d filters of %s", s->where);
     cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &filters);
     if (st)
         return st;
     d.filters = (int)filters;
     const ynode *v = ymap_get(s->map, "kernel_size");
     if (!v)
-        return ynode_fail(s->c, s->node, "layers.%d of %s: conv1d needs kernel_size (like "
+        return ynode_fail(s->c, s->node, "%s of %s: conv1d needs kernel_size (like "
                                          "{conv1d: %d, kernel_size: 5})",
-                          s->index, s->label, d.filters);
-    snprintf(what, sizeof what, "kernel_size of layers.%d", s->index);
+                          s->where, s->label, d.filters);
+    snprintf(what, sizeof what, "kernel_size of %s", s->where);
     if ((st = layer_get_len(s->c, v, what, &d.kernel)))
         return st;
     d.strides = d.dilation = 1;
     d.pad = PAD_VALID;
     if ((v = ymap_get(s->map, "dilation_rate"))) {
-        snprintf(what, sizeof what, "dilation_rate of layers.%d", s->index);
+        snprintf(what, sizeof what, "dilation_rate of %s", s->where);
         if ((st = layer_get_len(s->c, v, what, &d.dilation)))
             return st;
     }
@@ -70,14 +70,14 @@ static cohort_status conv1d_parse(const layer_syntax *s, layer_spec *ls)
         return st;
     if (d.strides > 1 && d.dilation > 1)
         return ynode_fail(s->c, ymap_get(s->map, "strides"),
-                          "layers.%d of %s: strides %d with dilation_rate %d; Keras's Conv1D "
+                          "%s of %s: strides %d with dilation_rate %d; Keras's Conv1D "
                           "takes a stride above 1 or a dilation above 1, not both",
-                          s->index, s->label, d.strides, d.dilation);
+                          s->where, s->label, d.strides, d.dilation);
     /* The window's span, (kernel - 1) * dilation + 1, in an int. */
     if ((long long)(d.kernel - 1) * d.dilation + 1 > LAYER_WINDOW_MAX)
-        return ynode_fail(s->c, s->node, "layers.%d of %s: kernel_size %d with dilation_rate %d "
+        return ynode_fail(s->c, s->node, "%s of %s: kernel_size %d with dilation_rate %d "
                                          "spans %lld steps, more than %d",
-                          s->index, s->label, d.kernel, d.dilation,
+                          s->where, s->label, d.kernel, d.dilation,
                           (long long)(d.kernel - 1) * d.dilation + 1, LAYER_WINDOW_MAX);
     conv1d_settings_put(ls, &d);
     return layer_parse_act(s, ls);

@@ -50,11 +50,11 @@ static cohort_status embedding_parse(const layer_syntax *s, layer_spec *ls)
     long long n;
     cohort_status st;
     if (v && v->type == YNODE_SEQ && v->n == 2) { /* Keras's positional (input_dim, output_dim) */
-        snprintf(what, sizeof what, "input_dim of the embedding at layers.%d", s->index);
+        snprintf(what, sizeof what, "input_dim of the embedding at %s", s->where);
         if ((st = yget_int(c, v->vals[0], what, 1, EMBEDDING_IDS_MAX, &n)))
             return st;
         d.input_dim = (int)n;
-        snprintf(what, sizeof what, "output_dim of the embedding at layers.%d", s->index);
+        snprintf(what, sizeof what, "output_dim of the embedding at %s", s->where);
         if ((st = yget_int(c, v->vals[1], what, 1, LAYER_UNITS_MAX, &n)))
             return st;
         d.output_dim = (int)n;
@@ -63,11 +63,11 @@ static cohort_status embedding_parse(const layer_syntax *s, layer_spec *ls)
     }
     if (!v || v->type != YNODE_MAP)
         return ynode_fail(c, v ? v : s->node,
-                          "embedding of layers.%d of %s must be a map like {input_dim: 30, "
+                          "embedding of %s of %s must be a map like {input_dim: 30, "
                           "output_dim: 64, mask_zero: false} (or [input_dim, output_dim]), got %s",
-                          s->index, s->label, v ? ynode_describe(v, got, sizeof got) : "nothing");
-    if ((st = plan_check_keys(c, v, embedding_inner, "in the embedding of layers.%d of %s",
-                              s->index, s->label)))
+                          s->where, s->label, v ? ynode_describe(v, got, sizeof got) : "nothing");
+    if ((st = plan_check_keys(c, v, embedding_inner, "in the embedding of %s of %s",
+                              s->where, s->label)))
         return st;
     static const char *const need[2] = {"input_dim", "output_dim"};
     const long long top[2] = {EMBEDDING_IDS_MAX, LAYER_UNITS_MAX};
@@ -75,25 +75,25 @@ static cohort_status embedding_parse(const layer_syntax *s, layer_spec *ls)
     for (int i = 0; i < 2; i++) {
         const ynode *x = ymap_get(v, need[i]);
         if (!x)
-            return ynode_fail(c, v, "the embedding of layers.%d of %s needs %s (like "
+            return ynode_fail(c, v, "the embedding of %s of %s needs %s (like "
                                     "{input_dim: 30, output_dim: 64}: ids in [0, input_dim), rows "
                                     "of output_dim values)",
-                              s->index, s->label, need[i]);
-        snprintf(what, sizeof what, "%s of the embedding at layers.%d", need[i], s->index);
+                              s->where, s->label, need[i]);
+        snprintf(what, sizeof what, "%s of the embedding at %s", need[i], s->where);
         if ((st = yget_int(c, x, what, 1, top[i], &n)))
             return st;
         *field[i] = (int)n;
     }
     const ynode *x = ymap_get(v, "mask_zero");
     if (x) {
-        snprintf(what, sizeof what, "mask_zero of the embedding at layers.%d", s->index);
+        snprintf(what, sizeof what, "mask_zero of the embedding at %s", s->where);
         if ((st = yget_bool(c, x, what, &d.mask_zero)))
             return st;
         if (d.mask_zero && d.input_dim < 2)
-            return ynode_fail(c, x, "the embedding of layers.%d of %s has mask_zero with "
+            return ynode_fail(c, x, "the embedding of %s of %s has mask_zero with "
                                     "input_dim %d: id 0 is padding, so there is no word; a "
                                     "vocabulary of V words takes input_dim V + 1",
-                              s->index, s->label, d.input_dim);
+                              s->where, s->label, d.input_dim);
     }
     embedding_settings_put(ls, &d);
     return COHORT_OK;

@@ -40,7 +40,7 @@ static cohort_status pool1d_parse(const layer_syntax *s, layer_spec *ls)
     char what[200];
     cohort_status st;
     d.pool = 2; /* Keras's pool_size */
-    snprintf(what, sizeof what, "pool size of layers.%d", s->index);
+    snprintf(what, sizeof what, "pool size of %s", s->where);
     if (s->value && !ynode_is_null(s->value) &&
         (st = layer_get_len(s->c, s->value, what, &d.pool)))
         return st;

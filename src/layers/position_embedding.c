@@ -31,8 +31,8 @@ static cohort_status position_parse(const layer_syntax *s, layer_spec *ls)
 {
     char what[200];
     long long n;
-    snprintf(what, sizeof what, "sequence_length of the position_embedding at layers.%d",
-             s->index);
+    snprintf(what, sizeof what, "sequence_length of the position_embedding at %s",
+             s->where);
     cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_WINDOW_MAX, &n);
     if (st)
         return st;

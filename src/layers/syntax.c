@@ -385,13 +385,13 @@ cohort_status layer_parse_window1d(const layer_syntax *s, int causal, int *strid
     const ynode *v;
     cohort_status st;
     if (s->map && (v = ymap_get(s->map, "strides"))) {
-        snprintf(what, sizeof what, "strides of layers.%d", s->index);
+        snprintf(what, sizeof what, "strides of %s", s->where);
         if ((st = layer_get_len(s->c, v, what, strides)))
             return st;
     }
     if (s->map && (v = ymap_get(s->map, "padding"))) {
         int p;
-        snprintf(what, sizeof what, "padding of layers.%d", s->index);
+        snprintf(what, sizeof what, "padding of %s", s->where);
         if ((st = yget_enum_anycase(s->c, v, what, pad1d_names, causal ? 3 : 2, &p)))
             return st;
         *pad = (pad_kind)p;

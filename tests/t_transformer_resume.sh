@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Never lose work, for a Transformer encoder (issue 37): token embeddings
+# with a learned position embedding, two encoder blocks of two residuals
+# each ([layer_normalization, multi_head_attention] and [layer_normalization,
+# dense 4E gelu, dense E]), a layer normalization, a global pooling and a
+# softmax head, on token sequences padded with 0 (mask_zero: the padding is
+# masked in the attention and the pooling). A run killed with SIGKILL (after
+# its first checkpoint, and half way) and resumed ends with the weights and
+# results of a run never interrupted, bit for bit; so does a fused run (the
+# two adam models one group) against the models trained one by one.
+set -u
+. "$(dirname "$0")/lib.sh"
+[ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
+"$PY" -c "import numpy" 2>/dev/null || { echo "$NAME: numpy missing; skipped"; exit 77; }
+
+# 400 sequences of 10 tokens in 1..19 (0: padding, 0 to 4 of them at the
+# end); the class is which of three token ranges holds most of them.
+"$PY" - "$T" <<'PYEOF' || { bad "making the data"; finish; }
+import numpy as np, sys
+r = np.random.default_rng(7)
+n, T = 400, 10
+x = r.integers(1, 20, (n, T)).astype(np.int32)
+for i in range(n):
+    pad = r.integers(0, 5)
+    if pad:
+        x[i, T - pad:] = 0
+y = np.array([np.bincount((s[s > 0] - 1) * 3 // 19, minlength=3).argmax() for s in x], dtype=np.int32)
+np.save(f"{sys.argv[1]}/x.npy", x)
+np.save(f"{sys.argv[1]}/y.npy", y)
+PYEOF
+epochs=6
+cat > "$T/plan.yaml" <<YAML
+data: {train: "npy:$T/x.npy,$T/y.npy", validation_split: 0.2}
+defaults:
+  epochs: $epochs
+  batch_size: 16
+  layers:
+    - {embedding: {input_dim: 20, output_dim: 16, mask_zero: true}}
+    - {position_embedding: 10}
+    - {residual: [layer_normalization, {multi_head_attention: {num_heads: 2, key_dim: 8, dropout: 0.1}}]}
+    - {residual: [layer_normalization, {dense: 64, activation: gelu}, {dropout: 0.1}, {dense: 16}]}
+    - {residual: [layer_normalization, {multi_head_attention: {num_heads: 2, key_dim: 8}}]}
+    - {residual: [layer_normalization, {dense: 64, activation: gelu}, {dense: 16}]}
+    - layer_normalization
+    - global_average_pooling1d
+    - {dense: 3, activation: softmax}
+models:
+  - {name: adam}
+  - {name: adam2, seed: 2, optimizer: {lr: 0.003}}
+  - {name: sgd, seed: 3, optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
+YAML
+models="adam adam2 sgd"
+
+same_as_ref() { # same_as_ref DIR WHAT
+    local d=$1 what=$2 m
+    for m in $models; do
+        cmp -s "$T/ref/models/$m.safetensors" "$d/models/$m.safetensors" && ok || bad "$what: weights of $m differ"
+    done
+    "$PY" - "$T/ref/results.json" "$d/results.json" <<'PYEOF' && ok || bad "$what: results differ"
+import json, sys
+a = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
+b = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+for n in a:
+    assert b[n]["status"] == "ok", (n, b[n]["status"], b[n]["error"])
+    for k in ("loss", "accuracy", "val_loss", "val_accuracy"):
+        assert a[n]["history"][k] == b[n]["history"][k], (n, k, a[n]["history"][k], b[n]["history"][k])
+    for k in ("best", "epochs_run"):
+        assert a[n][k] == b[n][k], (n, k, a[n][k], b[n][k])
+PYEOF
+}
+
+epochs_done() {
+    local f n max=0
+    for f in "$1"/history/*.csv; do
+        [ -f "$f" ] || continue
+        n=$(($(wc -l < "$f") - 1))
+        [ $n -gt $max ] && max=$n
+    done
+    echo $max
+}
+
+"$COHORT" train "$T/plan.yaml" --out "$T/ref" --strategy sequential --threads 1 --quiet >/dev/null 2>"$T/ref.err" \
+    && ok || bad "reference run: $(cat "$T/ref.err")"
+"$PY" - "$T/ref" <<'PYEOF' && ok || bad "reference run: not every model trained, or the weights are not named layers.i.j"
+import json, struct, sys
+r = json.load(open(sys.argv[1] + "/results.json"))
+for m in r["models"]:
+    assert m["status"] == "ok" and m["epochs_run"] >= 4, (m["name"], m["status"], m["epochs_run"])
+f = open(sys.argv[1] + "/models/adam.safetensors", "rb").read()
+head = json.loads(f[8:8 + struct.unpack("<Q", f[:8])[0]])
+for k in ("layers.0.weight", "layers.1.weight", "layers.2.0.weight", "layers.2.1.q_proj.weight",
+          "layers.2.1.out_proj.bias", "layers.3.1.weight", "layers.3.3.weight", "layers.5.2.bias"):
+    assert k in head, (k, sorted(head))
+PYEOF
+# A fused group of the two adam models ends as each alone, bit for bit.
+expect_status 0 "fused" -- "$COHORT" train "$T/plan.yaml" --out "$T/fused" --strategy fused --threads 1 --quiet
+same_as_ref "$T/fused" "fused"
+
+killed=0
+for point in first half; do
+    d="$T/kill-$point"
+    "$COHORT" train "$T/plan.yaml" --out "$d" --strategy sequential --threads 1 --quiet >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 3000); do
+        if [ $point = first ]; then
+            ls "$d"/checkpoints/*.safetensors >/dev/null 2>&1 && break
+        else
+            [ "$(epochs_done "$d")" -ge $((epochs / 2)) ] && break
+        fi
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.01
+    done
+    kill -9 $pid 2>/dev/null && killed=$((killed + 1))
+    wait $pid 2>/dev/null
+    echo "$NAME: killed at '$point' after $(epochs_done "$d") of $epochs epochs"
+    "$COHORT" train "$T/plan.yaml" --out "$d" --strategy sequential --threads 1 --resume --quiet >/dev/null 2>"$d.err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || bad "kill at $point: resume exited $rc: $(cat "$d.err")"
+    same_as_ref "$d" "kill at $point"
+done
+[ $killed -eq 2 ] && ok || bad "only $killed of 2 kills hit a running process (the run ended first)"
+
+finish "($killed runs killed with SIGKILL and resumed)"
