@@ -48,7 +48,7 @@ def _kind(layer):
 KINDS = ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "global_average_pooling2d",
          "flatten", "batch_normalization", "activation", "dropout", "layer_normalization",
          "conv1d", "max_pooling1d", "average_pooling1d", "global_average_pooling1d",
-         "global_max_pooling1d")
+         "global_max_pooling1d", "embedding")
 
 
 def _regularizer(spec):
@@ -108,6 +108,11 @@ def keras_layers(layers):
             out.append(L.Activation(s["activation"]))
         elif k == "dropout":
             out.append(L.Dropout(s["dropout"]))
+        elif k == "embedding":  # {input_dim, output_dim, mask_zero} or [input_dim, output_dim]
+            o = s["embedding"]
+            o = o if isinstance(o, dict) else {"input_dim": o[0], "output_dim": o[1]}
+            out.append(L.Embedding(o["input_dim"], o["output_dim"],
+                                   mask_zero=o.get("mask_zero", False)))
     return out
 
 
@@ -168,6 +173,8 @@ def set_weights(model, ks, layers, tensors):
         elif kind == "layer_normalization":
             k.set_weights([np.asarray(tensors[f"layers.{i}.{n}"])[perm if perm is not None else slice(None)]
                            for n in ("weight", "bias")])
+        elif kind == "embedding":  # [input_dim, output_dim], as Keras's
+            k.set_weights([np.asarray(w)])
 
 
 def get_weights(model, ks, layers):
@@ -199,6 +206,8 @@ def get_weights(model, ks, layers):
         elif kind == "layer_normalization":
             for n, v in zip(("weight", "bias"), ws):
                 out[f"layers.{i}.{n}"] = v[inv]
+        elif kind == "embedding":
+            out[f"layers.{i}.weight"] = ws[0]
     return out
 
 
