@@ -7,7 +7,8 @@
 # threads and fused (one group of four, or two of two). And plans they cannot
 # train are refused at plan time with file:line, exit 2 and nothing trained:
 # a kernel longer than the sequence, an image into conv1d, strides with a
-# dilation, causal padding on a pooling, a 1-D layer on flat data.
+# dilation, causal padding on a pooling, a 1-D layer on an image, conv1d or
+# a windowed pooling after a mask_zero embedding (as tf.keras refuses it).
 set -u
 . "$(dirname "$0")/lib.sh"
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
@@ -29,6 +30,12 @@ def make(n, stem):
 make(480, "train")
 make(96, "test")
 np.save(f"{sys.argv[1]}/img_x.npy", r.normal(0, 1, (40, 6, 6, 2)).astype(np.float32))
+# Token ids [n, 10], 0 for padding after each word of 3 to 10 ids.
+tok = np.zeros((60, 10), np.int32)
+for i in range(60):
+    tok[i, :3 + i % 8] = 1 + r.integers(0, 9, 3 + i % 8)
+np.save(f"{sys.argv[1]}/tok_x.npy", tok)
+np.save(f"{sys.argv[1]}/tok_y.npy", (np.arange(60) % 3).astype(np.int32))
 np.save(f"{sys.argv[1]}/img_y.npy", (np.arange(40) % 3).astype(np.int32))
 PYEOF
 # layers DROPOUT L2
@@ -127,4 +134,19 @@ bad_plan longpool "$seq" "{average_pooling1d: 25}" \
     "longpool.yaml:6: model 'm', layers.0 (average_pooling1d): average_pooling1d's pool of 25 is longer than its input sequence (24, 2); use padding: same or a smaller pool size"
 bad_plan gmpimage "npy:$T/img_x.npy,$T/img_y.npy" "global_max_pooling1d" \
     "gmpimage.yaml:6: model 'm', layers.0 (global_max_pooling1d): global_max_pooling1d needs sequences [T, C], but gets images (6, 6, 2); use the 2-D pooling on images"
+# After a mask_zero embedding: conv1d and the windowed poolings refuse the
+# mask, as tf.keras does; the global poolings take it and train.
+tok="npy:$T/tok_x.npy,$T/tok_y.npy"
+emb="{embedding: {input_dim: 10, output_dim: 4, mask_zero: true}}"
+bad_plan maskconv "$tok" "$emb
+      - {conv1d: 4, kernel_size: 3}" \
+    "maskconv.yaml:7: model 'm', layers.1 (conv1d): conv1d cannot take the mask of the embedding at layers.0 (mask_zero: true), as in Keras"
+bad_plan maskpool "$tok" "$emb
+      - {max_pooling1d: 2}" \
+    "maskpool.yaml:7: model 'm', layers.1 (max_pooling1d): max_pooling1d cannot take the mask of the embedding at layers.0"
+for pool in global_average_pooling1d global_max_pooling1d; do
+    printf 'data: {train: "%s"}\ndefaults: {epochs: 1, batch_size: 8}\nmodels:\n  - name: m\n    layers:\n      - %s\n      - %s\n      - {dense: 3, activation: softmax}\n' \
+        "$tok" "$emb" "$pool" > "$T/$pool.yaml"
+    expect_status 0 "$pool after a masked embedding" -- "$COHORT" train "$T/$pool.yaml" --out "$T/o_$pool" --quiet
+done
 finish
