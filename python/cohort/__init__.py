@@ -215,8 +215,9 @@ def _as_data(name, pair, keep):
     if x0.dtype == np.uint8 and not _UINT8_WARNED:
         _UINT8_WARNED.append(True)
         warnings.warn(f"data['{name}']: x is uint8 and is trained on as it is (0 to 255); "
-                      "cohort's file readers (IDX, NPY) scale such images to [0, 1]: pass "
-                      "x / 255 (float32) to train on what the CLI does", stacklevel=3)
+                      "cohort's file readers (IDX, NPY) scale such images to [0, 1] (token "
+                      "ids into an embedding excepted): pass x / 255 (float32) to train on "
+                      "what the CLI does", stacklevel=3)
     x = np.ascontiguousarray(x0, dtype=np.float32)
     if x.ndim < 2:
         raise DataError(f"data['{name}']: x has shape {x.shape}; expected [n, features] or "
