@@ -156,7 +156,9 @@ PY
 "$COHORT" train "$T/plan.yaml" --out "$T/term" --resume --quiet >/dev/null 2>&1 && ok || bad "resume after SIGTERM"
 same_as_ref "$T/term" "SIGTERM"
 # A resumed model's seconds count the time before the interruption too: the
-# checkpoint carries it, and the resumed total is at least that.
+# checkpoint carries it (no more than the interrupted record says: how much
+# less depends on the machine's load, which a test must not assert), and the
+# resumed total is more than that.
 /usr/bin/python3 - "$T/term.json" "$T/term/results.json" "$T/term.ckpt" <<'PY' && ok || bad "SIGTERM: seconds after --resume"
 import json, sys
 before = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
@@ -166,7 +168,7 @@ checked = 0
 for n, m in before.items():
     if m["status"] != "interrupted" or n not in ckpt:
         continue
-    assert ckpt[n] >= 0.5 * m["seconds"] > 0, (n, "checkpoint", ckpt[n], "record", m["seconds"])
+    assert 0 < ckpt[n] <= m["seconds"], (n, "checkpoint", ckpt[n], "record", m["seconds"])
     assert after[n]["seconds"] > ckpt[n], (n, "resumed", after[n]["seconds"], "before", ckpt[n])
     checked += 1
 assert checked, "no interrupted model had a checkpoint"
