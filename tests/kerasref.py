@@ -48,7 +48,13 @@ def _kind(layer):
 KINDS = ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "global_average_pooling2d",
          "flatten", "batch_normalization", "activation", "dropout", "layer_normalization",
          "conv1d", "max_pooling1d", "average_pooling1d", "global_average_pooling1d",
-         "global_max_pooling1d", "embedding")
+         "global_max_pooling1d", "embedding", "lstm", "gru", "bidirectional")
+
+
+def _recurrent(kind, s):
+    """Keras's LSTM or GRU (reset_after, its default) of a plan's {lstm: UNITS, ...}."""
+    cls = L.LSTM if kind == "lstm" else L.GRU
+    return cls(s[kind], return_sequences=s.get("return_sequences", False))
 
 
 def _regularizer(spec):
@@ -113,6 +119,58 @@ def keras_layers(layers):
             o = o if isinstance(o, dict) else {"input_dim": o[0], "output_dim": o[1]}
             out.append(L.Embedding(o["input_dim"], o["output_dim"],
                                    mask_zero=o.get("mask_zero", False)))
+        elif k in ("lstm", "gru"):
+            out.append(_recurrent(k, s))
+        elif k == "bidirectional":
+            inner = s["bidirectional"]
+            cell = "lstm" if "lstm" in inner else "gru"
+            out.append(L.Bidirectional(_recurrent(cell, inner)))
+    return out
+
+
+# torch's GRU gates (r, z, n) in Keras's order (z, r, h); the permutation is its own inverse.
+_GRU_BLOCKS = (1, 0, 2)
+
+
+def _blocks(w, cell, axis=0):
+    """A GRU's gate blocks along axis moved between torch's order and Keras's (an LSTM's
+    order is the same in both)."""
+    if cell == "lstm":
+        return w
+    parts = np.split(np.asarray(w), 3, axis=axis)
+    return np.concatenate([parts[j] for j in _GRU_BLOCKS], axis=axis)
+
+
+def _rnn_cell(kind, s):
+    if kind == "bidirectional":
+        return "lstm" if "lstm" in s["bidirectional"] else "gru"
+    return kind
+
+
+def _rnn_to_keras(tensors, i, cell, sfx):
+    """Keras's [kernel, recurrent_kernel, bias] of one direction from torch's four tensors
+    (an LSTM's two biases summed into Keras's one; a GRU's as Keras's [2, 3H])."""
+    g = lambda n: np.asarray(tensors[f"layers.{i}.{n}_l0{sfx}"])  # noqa: E731
+    kern, rec = _blocks(g("weight_ih"), cell).T, _blocks(g("weight_hh"), cell).T
+    if cell == "lstm":
+        bias = g("bias_ih") + g("bias_hh")
+    else:
+        bias = np.stack([_blocks(g("bias_ih"), cell), _blocks(g("bias_hh"), cell)])
+    return [kern, rec, bias]
+
+
+def _rnn_from_keras(ws, i, cell, sfx):
+    """A direction's torch tensors from Keras's [kernel, recurrent_kernel, bias] (an LSTM's
+    bias_hh_l0 zero, as cohort writes it)."""
+    kern, rec, bias = ws
+    out = {f"layers.{i}.weight_ih_l0{sfx}": _blocks(kern.T, cell),
+           f"layers.{i}.weight_hh_l0{sfx}": _blocks(rec.T, cell)}
+    if cell == "lstm":
+        out[f"layers.{i}.bias_ih_l0{sfx}"] = bias
+        out[f"layers.{i}.bias_hh_l0{sfx}"] = np.zeros_like(bias)
+    else:
+        out[f"layers.{i}.bias_ih_l0{sfx}"] = _blocks(bias[0], cell)
+        out[f"layers.{i}.bias_hh_l0{sfx}"] = _blocks(bias[1], cell)
     return out
 
 
@@ -175,6 +233,10 @@ def set_weights(model, ks, layers, tensors):
                            for n in ("weight", "bias")])
         elif kind == "embedding":  # [input_dim, output_dim], as Keras's
             k.set_weights([np.asarray(w)])
+        elif kind in ("lstm", "gru", "bidirectional"):
+            cell = _rnn_cell(kind, layer)
+            sfxs = ("", "_reverse") if kind == "bidirectional" else ("",)
+            k.set_weights([w for sfx in sfxs for w in _rnn_to_keras(tensors, i, cell, sfx)])
 
 
 def get_weights(model, ks, layers):
@@ -208,6 +270,11 @@ def get_weights(model, ks, layers):
                 out[f"layers.{i}.{n}"] = v[inv]
         elif kind == "embedding":
             out[f"layers.{i}.weight"] = ws[0]
+        elif kind in ("lstm", "gru", "bidirectional"):
+            cell = _rnn_cell(kind, layer)
+            sfxs = ("", "_reverse") if kind == "bidirectional" else ("",)
+            for d, sfx in enumerate(sfxs):
+                out.update(_rnn_from_keras(ws[3 * d:3 * d + 3], i, cell, sfx))
     return out
 
 
