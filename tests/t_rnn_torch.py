@@ -6,7 +6,10 @@ stacks two recurrent layers (the first with return_sequences, so both the sequen
 and the last step are trained through) and a dense softmax, on sequences [n, T, F] with a
 partial last batch; the bidirectional models stack two bidirectional layers (torch's
 bidirectional=True; the _reverse tensors), the last one's output the forward direction's
-last step and the reverse direction's step 0 (torch's h_n).
+last step and the reverse direction's step 0 (torch's h_n). Under a token mask (an embedding
+with mask_zero, rows padded after their 1..T tokens), a bidirectional GRU and stacked LSTMs
+against torch's pack_padded_sequence of the same rows: the last real step's output, and the
+reverse direction starting there.
 
 The init file's LSTM bias_hh_l0 is not zero: cohort adds it into its one bias (Keras's), and
 the reference trains that sum as bias_ih_l0 with bias_hh_l0 held at zero, which is what
@@ -146,6 +149,134 @@ def cohort_predict(cohort, weights, data):
     return np.array([[float(v) for v in row[-CLASSES:]] for row in rows])
 
 
+V, E = 12, 5  # the masked models' token ids [0, V) and embedding width
+
+
+def masked_cases():
+    """The masked models: (name, cohort layers, torch modules' maker)."""
+    emb = {"embedding": {"input_dim": V, "output_dim": E, "mask_zero": True}}
+    return {
+        "masked_bigru": [emb, {"bidirectional": {"gru": H2}},
+                         {"dense": CLASSES, "activation": "softmax"}],
+        "masked_lstm": [emb, {"lstm": H1, "return_sequences": True}, {"lstm": H2},
+                        {"dense": CLASSES, "activation": "softmax"}],
+    }
+
+
+def masked_init(rng, name):
+    f32 = np.float32
+    init = {"layers.0.weight": rng.uniform(-0.5, 0.5, (V, E)).astype(f32)}
+    if name == "masked_bigru":
+        sizes, G, dirs = [(E, H2)], 3, 2
+    else:
+        sizes, G, dirs = [(E, H1), (H1, H2)], 4, 1
+    for i, (fin, h) in enumerate(sizes, start=1):
+        lim = 1 / np.sqrt(h)
+        for sfx in SUFFIXES[:dirs]:
+            init[f"layers.{i}.weight_ih_l0{sfx}"] = rng.uniform(-lim, lim, (G * h, fin)).astype(f32)
+            init[f"layers.{i}.weight_hh_l0{sfx}"] = rng.uniform(-lim, lim, (G * h, h)).astype(f32)
+            init[f"layers.{i}.bias_ih_l0{sfx}"] = rng.uniform(-0.2, 0.2, G * h).astype(f32)
+            init[f"layers.{i}.bias_hh_l0{sfx}"] = (rng.uniform(-0.2, 0.2, G * h).astype(f32)
+                                                   if G == 3 else np.zeros(G * h, f32))
+    last = len(sizes) + 1
+    lim = np.sqrt(6 / (dirs * H2 + CLASSES))
+    init[f"layers.{last}.weight"] = rng.uniform(-lim, lim, (CLASSES, dirs * H2)).astype(f32)
+    init[f"layers.{last}.bias"] = rng.uniform(-0.1, 0.1, CLASSES).astype(f32)
+    return init
+
+
+def masked_torch(init, tok, y, name, opt):
+    """The float64 reference of a masked model: its rows packed by their lengths
+    (pack_padded_sequence, rows padded after their tokens), one unshuffled epoch."""
+    f64 = torch.float64
+    pack = torch.nn.utils.rnn.pack_padded_sequence
+    bi = name == "masked_bigru"
+    emb = torch.nn.Embedding(V, E, dtype=f64)
+    if bi:
+        rnns = [torch.nn.GRU(E, H2, batch_first=True, dtype=f64, bidirectional=True)]
+    else:
+        rnns = [torch.nn.LSTM(E, H1, batch_first=True, dtype=f64),
+                torch.nn.LSTM(H1, H2, batch_first=True, dtype=f64)]
+    last = len(rnns) + 1
+    with torch.no_grad():
+        emb.weight.copy_(torch.tensor(init["layers.0.weight"], dtype=f64))
+        for i, m in enumerate(rnns, start=1):
+            for sfx in SUFFIXES[:2 if bi else 1]:
+                for n in NAMES:
+                    getattr(m, n + sfx).copy_(torch.tensor(init[f"layers.{i}.{n}{sfx}"], dtype=f64))
+            if not bi:
+                m.bias_hh_l0.requires_grad_(False)
+    W = torch.tensor(init[f"layers.{last}.weight"], dtype=f64, requires_grad=True)
+    b = torch.tensor(init[f"layers.{last}.bias"], dtype=f64, requires_grad=True)
+    params = [emb.weight] + [p for m in rnns for p in m.parameters() if p.requires_grad] + [W, b]
+    if opt["name"] == "sgd":
+        o = torch.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"])
+    state = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+    X, Y = torch.tensor(tok, dtype=torch.long), torch.tensor(y, dtype=torch.long)
+    lengths = (X != 0).sum(dim=1)
+    t = 0
+    for s in range(0, len(tok), BATCH):
+        h = pack(emb(X[s:s + BATCH]), lengths[s:s + BATCH], batch_first=True,
+                 enforce_sorted=False)
+        for m in rnns[:-1]:
+            h, _ = m(h)
+        _, st = rnns[-1](h)
+        h_n = st[0] if isinstance(st, tuple) else st
+        last_out = torch.cat([h_n[0], h_n[1]], dim=1) if bi else h_n[0]
+        loss = torch.nn.functional.cross_entropy(last_out @ W.T + b, Y[s:s + BATCH])
+        for p in params:
+            p.grad = None
+        loss.backward()
+        t += 1
+        if opt["name"] == "sgd":
+            o.step()
+        else:
+            with torch.no_grad():
+                keras_adam_step(params, state, t, opt["lr"])
+    got = {"layers.0.weight": emb.weight.detach().numpy().astype(np.float32)}
+    for i, m in enumerate(rnns, start=1):
+        for sfx in SUFFIXES[:2 if bi else 1]:
+            for n in NAMES:
+                got[f"layers.{i}.{n}{sfx}"] = getattr(m, n + sfx).detach().numpy().astype(np.float32)
+    got[f"layers.{last}.weight"] = W.detach().numpy().astype(np.float32)
+    got[f"layers.{last}.bias"] = b.detach().numpy().astype(np.float32)
+    return got
+
+
+def masked_main(cohort, rng, optimizers):
+    """The masked models in cohort and in torch, from the same weights."""
+    tok = rng.integers(1, V, (N, T))
+    for r in range(N):
+        tok[r, 1 + r % T:] = 0  # 1..T real tokens, then padding
+    y = (tok[:, 0] % CLASSES).astype(np.int64)
+    cases = masked_cases()
+    inits = {name: masked_init(rng, name) for name in cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(f"{tmp}/t.npy", tok.astype(np.int64))
+        np.save(f"{tmp}/y.npy", y)
+        models = []
+        for name, layers in cases.items():
+            write_safetensors(f"{tmp}/{name}.safetensors", inits[name])
+            for oname, opt in optimizers.items():
+                models.append({"name": f"{name}_{oname}", "optimizer": opt, "layers": layers,
+                               "init_from": f"{tmp}/{name}.safetensors"})
+        plan = {"data": {"train": f"npy:{tmp}/t.npy,{tmp}/y.npy"},
+                "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False},
+                "models": models}
+        if not cohort_train(check, cohort, plan, tmp, "masked"):
+            return
+        for name in cases:
+            for oname, opt in optimizers.items():
+                want = masked_torch(inits[name], tok, y, name, opt)
+                got = read_safetensors(f"{tmp}/out/models/{name}_{oname}.safetensors")
+                if name == "masked_lstm":
+                    for i in (1, 2):
+                        want.pop(f"layers.{i}.bias_hh_l0")
+                worst, rel = weights_match(check, f"{name}_{oname}", got, want, inits[name])
+                print(f"{NAME}: {name}_{oname}: max |cohort - torch| = {worst:.3g} "
+                      f"(relative {rel:.3g})")
+
+
 def main():
     cohort = cohort_bin(NAME)
     if not cohort:
@@ -198,6 +329,7 @@ def main():
                 check(p.shape == q.shape and bool((abs(p - q) <= 2e-6 + 1e-5 * q).all()),
                       f"{name}: cohort predict differs from torch by up to "
                       f"{float(abs(p - q).max()) if p.shape == q.shape else p.shape}")
+    masked_main(cohort, rng, optimizers)
     return check.done()
 
 
