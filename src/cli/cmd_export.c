@@ -13,7 +13,7 @@ static const char *const help =
     "`output` [N, outputs], what `cohort predict` gives (probabilities of a softmax\n"
     "or sigmoid output, logits with from_logits, values for regression).\n"
     "Written atomically to FILE (default: WEIGHTS with .onnx for .safetensors).\n"
-    "A layer ONNX has no form for is an error naming it (exit status 2).";
+    "A layer kind cohort cannot export to ONNX yet is an error naming it (exit status 2).";
 
 int cmd_export(int argc, char **argv)
 {

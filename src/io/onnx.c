@@ -307,6 +307,7 @@ cohort_status onnx_model(const model_spec *spec, const model_layout *L, const st
     sample_shape s = L->in_shape;
     int image = s.rank == 3;
     int64_t in_dims[4] = {-1, s.h, s.w, s.c}, flat_dims[2] = {-1, (int64_t)shape_size(s)};
+    int64_t seq_dims[3] = {-1, s.h, s.c}; /* a sequence [T, F] */
     char cur[ONNX_NAME_MAX] = "input";
     if (image) {
         /* NHWC, as the data are, to NCHW, as ONNX's Conv and pools take them. */
@@ -323,7 +324,8 @@ cohort_status onnx_model(const model_spec *spec, const model_layout *L, const st
         char next[ONNX_NAME_MAX], why[512] = "";
         memcpy(g->inputs[i], cur, sizeof cur);
         if (!ls->kind->onnx)
-            snprintf(why, sizeof why, "ONNX has no form for the layer kind %s", ls->kind->name);
+            snprintf(why, sizeof why, "cohort cannot export the layer kind %s to ONNX yet",
+                     ls->kind->name);
         else if (ls->kind->onnx(g, ls, &L->layers[i], cur, next, why, sizeof why) || g->failed)
             str_copy(why, sizeof why, g->failed ? g->msg : why[0] ? why : "it has no ONNX form");
         else
@@ -339,7 +341,10 @@ cohort_status onnx_model(const model_spec *spec, const model_layout *L, const st
         const char *last = cur;
         onnx_node_begin(g, "Identity", &last, 1, "output");
         onnx_node_end(g);
-        value_info(w, GRAPH_INPUT, "input", image ? in_dims : flat_dims, image ? 4 : 2);
+        if (s.rank == 2)
+            value_info(w, GRAPH_INPUT, "input", seq_dims, 3);
+        else
+            value_info(w, GRAPH_INPUT, "input", image ? in_dims : flat_dims, image ? 4 : 2);
         int64_t out_dims[2] = {-1, L->n_out};
         value_info(w, GRAPH_OUTPUT, "output", out_dims, 2);
         pb_end(w); /* graph */

@@ -19,15 +19,16 @@ cohort_status cohort_export_onnx(const char *weights, const char *out, cohort_er
     if (st)
         return st;
     const model_spec *sp = &m.plan->models[0];
-    /* The input as the model's data had it: the stored image shape, else flat. */
-    sample_shape in = m.in.rank == 3 ? m.in : shape_flat((int)m.n_in);
+    /* The input as the model's data had it: the stored image or sequence
+     * shape, else flat. */
+    sample_shape in = m.in.rank >= 2 ? m.in : shape_flat((int)m.n_in);
     model_layout *L = malloc(sizeof *L);
     st_file f = {0};
     char *spec = NULL, *names = NULL, *data = NULL;
     size_t len = 0;
     if (!L)
         st = cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
-    else if (m.in.rank != 3 && m.n_in <= 0)
+    else if (m.in.rank < 2 && m.n_in <= 0)
         st = cohort_fail(err, COHORT_ERR_INPUT,
                          "%s stores no input shape (a file of an older cohort): train it again "
                          "to export it",
