@@ -74,8 +74,8 @@ plan_error "attention setting" "bad.yaml:9: num_heads of layers.1.1 must be" \
     "          - layer_normalization" \
     "          - {multi_head_attention: {num_heads: 0, key_dim: 8}}" \
     "      - {dense: 3, activation: softmax}"
-blocks=$(for i in $(seq 11); do printf '      - {residual: [{dense: 16}]}\n'; done)
-plan_error "too many" "has more than the 32 layers allowed (each residual counts as its layers and two more)" \
+blocks=$(for i in $(seq 21); do printf '      - {residual: [{dense: 16}]}\n'; done)
+plan_error "too many" "has more than the 64 layers allowed (each residual counts as its layers and two more)" \
     "      - {dense: 16}" "$blocks" "      - {dense: 3, activation: softmax}"
 cat > "$T/img.yaml" <<YAML
 data: {train: "npy:$T/img.npy,$T/y.npy"}

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COHORT_MAX_LAYERS 32
+#define COHORT_MAX_LAYERS 64
 #define COHORT_NAME_MAX 128
 #define COHORT_PATH_MAX 1024
 
