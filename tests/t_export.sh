@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# cohort export WEIGHTS --format onnx: the ONNX files of an MLP of flat data and of a CNN with
-# every layer kind (residual blocks of both: an Add) pass onnx.checker and predict in onnxruntime (scripts/pyenv test) what
-# `cohort predict` prints, to 1e-5; bad input is exit status 2 naming what, nothing written.
+# cohort export WEIGHTS --format onnx: the ONNX files of an MLP of flat data, of a CNN with
+# every layer kind (residual blocks of both: an Add) and of every sequence kind (token ids with
+# padding before, after and between the tokens, masked and not; real-valued sequences) pass
+# onnx.checker and predict in onnxruntime (scripts/pyenv test) what `cohort predict` prints, to
+# 1e-5; a layer with no exact ONNX form and bad input are exit status 2 naming what, nothing
+# written.
 # Runs under the sanitizers too (the writer is C; Python only reads the files).
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -100,12 +103,11 @@ models:
 YAML
 expect_status 0 "train the embeddings" -- "$COHORT" train "$T/emb.yaml" --out "$T/emb" --quiet
 check_model "$T/emb/models/emb.safetensors" "npy:$T/ids.npy" "$T/ids_f.npy"
-expect_status 2 "position_embedding" -- "$COHORT" export "$T/emb/models/pos.safetensors" --out "$T/pos.onnx"
-expect_err "cohort cannot export the layer kind position_embedding to ONNX yet" "position_embedding"
+check_model "$T/emb/models/pos.safetensors" "npy:$T/ids.npy" "$T/ids_f.npy"
 
 # A real-valued sequence [n, T, F]: layer normalization on each step and a flatten export
-# from the (T, F) input the file stores; an lstm, which the writer has no form for yet, is
-# refused by its kind's name (it was "gets a flat input": the sequence shape was dropped).
+# from the (T, F) input the file stores (it was "gets a flat input": the sequence shape was
+# dropped); recurrent layers, dense, activation and dropout on the steps.
 "$PY" -c "import numpy as np, sys; r = np.random.default_rng(6); x = r.normal(size=(90, 4, 3)).astype(np.float32); np.save(sys.argv[1] + '/seq.npy', x); np.save(sys.argv[1] + '/seq_y.npy', (x[:, :, 0].sum(1) > 0).astype(np.int64))" "$T"
 cat > "$T/seq.yaml" <<YAML
 data: {train: "npy:$T/seq.npy,$T/seq_y.npy", input_shape: [4, 3]}
@@ -113,11 +115,87 @@ defaults: {epochs: 1, batch_size: 16}
 models:
   - {name: ln, layers: [layer_normalization, flatten, {dense: 2, activation: softmax}]}
   - {name: lstm, layers: [{lstm: 3}, {dense: 2, activation: softmax}]}
+  - {name: steps, layers: [{dense: 5, activation: silu}, {dropout: 0.3}, {activation: gelu},
+     {gru: 4, return_sequences: true}, {dense: 3, activation: tanh}, {activation: sigmoid},
+     flatten, {dense: 2, activation: softmax}]}
 YAML
 expect_status 0 "train the sequence models" -- "$COHORT" train "$T/seq.yaml" --out "$T/seq" --quiet
-check_model "$T/seq/models/ln.safetensors" "npy:$T/seq.npy" "$T/seq.npy"
-expect_status 2 "lstm" -- "$COHORT" export "$T/seq/models/lstm.safetensors" --out "$T/lstm.onnx"
-expect_err "layers.0 (lstm) of model 'lstm': cohort cannot export the layer kind lstm to ONNX yet" "lstm"
+for m in ln lstm steps; do check_model "$T/seq/models/$m.safetensors" "npy:$T/seq.npy" "$T/seq.npy"; done
+
+# Token sequences with padding (0) before, after and between the tokens, and rows of padding
+# alone: every sequence kind, under mask_zero (the mask computed in the graph from the ids) and
+# without, ending in logits so that the comparison sees the layers' values unsquashed.
+"$PY" - "$T" <<'PYEOF'
+import sys, numpy as np
+r = np.random.default_rng(11)
+n, T = 160, 7
+x = np.zeros((n, T), np.int64)
+for i in range(n):
+    L = 0 if i % 23 == 0 else r.integers(1, T + 1)
+    tok = r.integers(1, 9, L)
+    kind = i % 3  # 0: padding after, 1: before, 2: spread between the tokens
+    if kind == 0:
+        x[i, :L] = tok
+    elif kind == 1:
+        x[i, T - L:] = tok
+    else:
+        x[i, np.sort(r.choice(T, L, replace=False))] = tok
+y = ((x == 3).sum(1) + (x[:, -1] > 4)) % 2
+np.save(f"{sys.argv[1]}/tok.npy", x.astype(np.int32))
+np.save(f"{sys.argv[1]}/tok_f.npy", x.astype(np.float32))
+np.save(f"{sys.argv[1]}/tok_y.npy", y.astype(np.int64))
+PYEOF
+cat > "$T/tok.yaml" <<YAML
+data: {train: "npy:$T/tok.npy,$T/tok_y.npy"}
+defaults: {epochs: 3, batch_size: 16, optimizer: {name: adam, lr: 0.01},
+           loss: {name: sparse_categorical_crossentropy, from_logits: true}}
+models:
+  - {name: m_lstm, layers: [{embedding: {input_dim: 9, output_dim: 4, mask_zero: true}},
+     {lstm: 5, return_sequences: true}, {lstm: 3}, {dense: 2}]}
+  - {name: m_gru, layers: [{embedding: {input_dim: 9, output_dim: 4, mask_zero: true}},
+     {gru: 5, return_sequences: true}, {dense: 4, activation: relu}, global_max_pooling1d, {dense: 2}]}
+  - {name: m_bi, layers: [{embedding: {input_dim: 9, output_dim: 4, mask_zero: true}},
+     {bidirectional: {gru: 3, return_sequences: true}}, {bidirectional: {lstm: 3}}, {dense: 2}]}
+  - {name: m_biseq, layers: [{embedding: {input_dim: 9, output_dim: 4, mask_zero: true}},
+     {bidirectional: {lstm: 3, return_sequences: true}}, global_average_pooling1d, {dense: 2}]}
+  - {name: m_xfmr, layers: [{embedding: {input_dim: 9, output_dim: 6, mask_zero: true}},
+     {position_embedding: 9},
+     {residual: [layer_normalization, {multi_head_attention: {num_heads: 2, key_dim: 4}}]},
+     {residual: [layer_normalization, {dense: 8, activation: gelu}, {dropout: 0.1}, {dense: 6}]},
+     {gru: 3, return_sequences: true}, global_average_pooling1d, {dense: 2}]}
+  - {name: m_causal, layers: [{embedding: {input_dim: 9, output_dim: 6, mask_zero: true}},
+     {multi_head_attention: {num_heads: 2, key_dim: 3, value_dim: 5, causal: true}},
+     {activation: silu}, global_max_pooling1d, {dense: 2}]}
+  - {name: u_rnn, layers: [{embedding: [9, 4]}, {lstm: 4, return_sequences: true},
+     {bidirectional: {gru: 3}}, {dense: 2}]}
+  - {name: u_conv, layers: [{embedding: [9, 4]},
+     {conv1d: 5, kernel_size: 3, padding: causal, dilation_rate: 2, activation: relu},
+     {max_pooling1d: 2, strides: 1, padding: same}, {conv1d: 4, kernel_size: 2, strides: 2, padding: same},
+     {average_pooling1d: 2, padding: same}, {conv1d: 3, kernel_size: 2, use_bias: false},
+     global_max_pooling1d, {dense: 2}]}
+  - {name: u_xfmr, layers: [{embedding: [9, 6]}, {position_embedding: 7},
+     {multi_head_attention: {num_heads: 3, key_dim: 2, causal: true, use_bias: false}},
+     {layer_normalization: {epsilon: 0.01}}, {dense: 4, use_bias: false}, global_average_pooling1d,
+     {dense: 2}]}
+YAML
+expect_status 0 "train the token models" -- "$COHORT" train "$T/tok.yaml" --out "$T/tok" --quiet
+for m in m_lstm m_gru m_bi m_biseq m_xfmr m_causal u_rnn u_conv u_xfmr; do
+    check_model "$T/tok/models/$m.safetensors" "npy:$T/tok.npy" "$T/tok_f.npy"
+done
+
+# A layer normalization of an image's channels: ONNX's LayerNormalization takes NCHW's trailing
+# axes, so the export is refused, naming the layer and why, and writes nothing.
+cat > "$T/lnimg.yaml" <<YAML
+defaults: {epochs: 1, batch_size: 30}
+models:
+  - {name: lnimg, layers: [{conv2d: 2, kernel_size: 3}, layer_normalization, flatten,
+     {dense: 3, activation: softmax}]}
+data: {train: "npy:$T/x.npy,$T/y.npy"}
+YAML
+expect_status 0 "train lnimg" -- "$COHORT" train "$T/lnimg.yaml" --out "$T/lnimg" --quiet
+expect_status 2 "lnimg" -- "$COHORT" export "$T/lnimg/models/lnimg.safetensors" --out "$T/lnimg.onnx"
+expect_err "layers.1 (layer_normalization) of model 'lnimg': layer_normalization on an image has no ONNX form" "lnimg"
+[ ! -e "$T/lnimg.onnx" ] && ok || bad "a refused export wrote $T/lnimg.onnx"
 
 # Bad input: a usage error (2) that names what, and no file.
 expect_status 2 "format" -- "$COHORT" export "$T/flat/models/mlp.safetensors" --format tflite --out "$T/x.onnx"

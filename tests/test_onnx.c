@@ -4,7 +4,8 @@
  * float, a nested message whose length takes two bytes), and onnx_model's
  * errors: a file without a tensor its layer needs, one of another shape, and
  * a layer kind without an `onnx` hook, each naming what; a model it can
- * write starts as ONNX's ModelProto does. t_export.sh and tests/python check
+ * write starts as ONNX's ModelProto does; the recurrent layers' gate blocks
+ * go from torch's order into ONNX's. t_export.sh and tests/python check
  * whole files with onnx.checker and onnxruntime.
  */
 #include "check.h"
@@ -141,9 +142,70 @@ static void model_errors(void)
                                 "layer kind hookless to ONNX yet");
 }
 
+/* A recurrent layer of one unit on a sequence [3, 1] into ONNX: its tensors
+ * hold their gate blocks' numbers (torch's order), so that the file's W,
+ * R and B show the blocks in ONNX's order (LSTM i, o, f, c; GRU z, r, h),
+ * the reverse direction's after the forward one's. */
+static void recurrent_gates(void)
+{
+    static const struct {
+        const char *text;
+        int G, dirs;
+        float W[8], B[16];
+    } cases[] = {
+        {"{lstm: 1}", 4, 1, {1, 4, 2, 3}, {11, 14, 12, 13, 21, 24, 22, 23}},
+        {"{gru: 1}", 3, 1, {2, 1, 3}, {12, 11, 13, 22, 21, 23}},
+        {"{bidirectional: {gru: 1}}", 3, 2, {2, 1, 3, 6, 5, 7},
+         {12, 11, 13, 22, 21, 23, 16, 15, 17, 26, 25, 27}},
+    };
+    static const char *const names[2][4] = {
+        {"layers.0.weight_ih_l0", "layers.0.weight_hh_l0", "layers.0.bias_ih_l0",
+         "layers.0.bias_hh_l0"},
+        {"layers.0.weight_ih_l0_reverse", "layers.0.weight_hh_l0_reverse",
+         "layers.0.bias_ih_l0_reverse", "layers.0.bias_hh_l0_reverse"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        static model_spec spec;
+        static model_layout L;
+        memset(&spec, 0, sizeof spec);
+        memset(&L, 0, sizeof L);
+        str_copy(spec.name, sizeof spec.name, "r");
+        spec.n_layers = L.n_layers = 1;
+        CHECK(layer_parse_text(cases[c].text, &spec.layers[0], NULL) == COHORT_OK);
+        layer_plan *lp = &L.layers[0];
+        lp->kind = spec.layers[0].kind;
+        lp->in = L.in_shape = shape_seq(3, 1);
+        char msg[256];
+        CHECK(lp->kind->plan(&spec.layers[0], lp, msg, sizeof msg) == 0);
+        L.n_out = (int)shape_size(lp->out);
+        int G = cases[c].G, dirs = cases[c].dirs;
+        /* gate j of direction d: W_ih j+1 (+4 reverse), W_hh likewise, b_ih 11+j, b_hh 21+j */
+        float data[2][4][4];
+        st_tensor t[8];
+        for (int d = 0; d < dirs; d++)
+            for (int k = 0; k < 4; k++) {
+                for (int j = 0; j < G; j++)
+                    data[d][k][j] = (float)(k < 2 ? 1 + j + 4 * d : 11 + 10 * (k - 2) + j + 4 * d);
+                t[4 * d + k] = (st_tensor){.ndim = k < 2 ? 2 : 1, .shape = {G, 1},
+                                           .data = data[d][k]};
+                str_copy(t[4 * d + k].name, sizeof t[0].name, names[d][k]);
+            }
+        st_file f = {.n = 4 * dirs, .t = t};
+        cohort_error err;
+        char *out = NULL;
+        size_t len = 0;
+        CHECK(onnx_model(&spec, &L, &f, NULL, 0, &out, &len, &err) == COHORT_OK);
+        size_t nw = (size_t)(G * dirs), nb = 2 * nw;
+        CHECK(out && memmem(out, len, cases[c].W, nw * sizeof(float)) != NULL); /* W and R */
+        CHECK(out && memmem(out, len, cases[c].B, nb * sizeof(float)) != NULL);
+        CHECK(out && memmem(out, len, G == 4 ? "LSTM" : "GRU", G == 4 ? 4 : 3) != NULL);
+        free(out);
+    }
+}
+
 int main(void)
 {
     wire_format();
     model_errors();
+    recurrent_gates();
     return check_done("test_onnx");
 }

@@ -9,11 +9,13 @@ static const char *const help =
     "usage: cohort export WEIGHTS [--format onnx] [--out FILE]\n\n"
     "The model saved in WEIGHTS (DIR/models/NAME.safetensors) as a standard ONNX\n"
     "model (opset 17) that onnxruntime and other ONNX runtimes run: input `input`\n"
-    "[N, H, W, C] for images (channels last, as the data) or [N, features], output\n"
-    "`output` [N, outputs], what `cohort predict` gives (probabilities of a softmax\n"
-    "or sigmoid output, logits with from_logits, values for regression).\n"
+    "[N, H, W, C] for images (channels last, as the data), [N, T, F] for sequences,\n"
+    "[N, T] for token ids (floats; 0 is padding under mask_zero, computed in the graph)\n"
+    "or [N, features], output `output` [N, outputs], what `cohort predict` gives\n"
+    "(probabilities of a softmax or sigmoid output, logits with from_logits, values\n"
+    "for regression). docs/python.md lists each layer kind's ONNX operators.\n"
     "Written atomically to FILE (default: WEIGHTS with .onnx for .safetensors).\n"
-    "A layer kind cohort cannot export to ONNX yet is an error naming it (exit status 2).";
+    "A layer cohort cannot export exactly is an error naming it and why (exit status 2).";
 
 int cmd_export(int argc, char **argv)
 {

@@ -53,6 +53,59 @@ void onnx_flatten(onnx_graph *g, const char *x, char *y, int index);
  * and pads (TensorFlow's same puts the odd pixel after), from lp. */
 void onnx_window_attrs(onnx_graph *g, const layer_plan *lp);
 
+/* ---- the pieces of the sequence layers' nodes ----
+ * Values they make are named layers.{index}.{what}, as onnx_value_name;
+ * `what` must differ from the layer's tensor suffixes. */
+
+/* out = op(in[0..n_in)), a node without attributes. */
+void onnx_op(onnx_graph *g, const char *op, const char *const *in, int n_in, char *out,
+             int index, const char *what);
+/* A node of several outputs (an empty name leaves one out); attributes
+ * follow until onnx_node_end. */
+void onnx_node_begin_outs(onnx_graph *g, const char *op, const char *const *in, int n_in,
+                          const char *const *out, int n_out);
+void onnx_attr_string(onnx_graph *g, const char *name, const char *v);
+/* x with its axes permuted (ONNX's Transpose), into out. */
+void onnx_transpose(onnx_graph *g, const char *x, const int64_t *perm, int n, char *out,
+                    int index, const char *what);
+/* x reshaped to shape (-1 for the batch's axis), into out. */
+void onnx_reshape(onnx_graph *g, const char *x, const int64_t *shape, int n, char *out,
+                  int index, const char *what);
+/* Initializers the writer makes (not the weights file's): int64 [n], and
+ * float of dims[0..ndim). */
+void onnx_ints(onnx_graph *g, const int64_t *v, int n, char *name, int index, const char *what);
+void onnx_floats(onnx_graph *g, const float *v, const int64_t *dims, int ndim, char *name,
+                 int index, const char *what);
+/* The data of the weights' tensor layers.{index}.{suffix}, checked as
+ * onnx_weights checks it (NULL, the graph failed, when it is missing or of
+ * another shape): for a layer whose ONNX operator wants it reordered. */
+const float *onnx_tensor(onnx_graph *g, const layer_plan *lp, const char *suffix);
+/* x [..., in] through torch.nn.Linear's w [out, in] (an initializer's name)
+ * and bias b (NULL: none) on its last axis: MatMul by w's transpose, Add. */
+void onnx_linear(onnx_graph *g, const char *x, const char *w, const char *b, char *out,
+                 int index, const char *what);
+/* A 1-D window (conv1d, the 1-D poolings) over [N, C, T] as attributes:
+ * kernel_shape, strides, pads and, where dilated, dilations, from lp. */
+void onnx_window1d_attrs(onnx_graph *g, const layer_plan *lp);
+
+/* ---- the token mask (layer_plan.mask_in) ----
+ * Computed in the graph from the model's input ids [N, T], where 0 is
+ * padding, once (values mask.*), so that the graph gives what cohort
+ * predicts for any padding: before, after or between the tokens. */
+enum { ONNX_MASK_BOOL, ONNX_MASK_FLOAT, ONNX_MASK_ANY };
+/* [N, T] bool or float: a token (1) or padding (0); ONNX_MASK_ANY: [N, 1]
+ * bool, the sample has a token. */
+const char *onnx_mask(onnx_graph *g, int which);
+/* x [N, T, C] with the steps that are tokens first, in their order, then
+ * the padding, into packed; their count per sample into lens, int32 [N],
+ * at least 1 (a sample of padding alone: onnx_mask_unpack and the caller
+ * zero its outputs). What a recurrent operator's sequence_lens expresses. */
+void onnx_mask_pack(onnx_graph *g, const char *x, int T, char *packed, char *lens, int index);
+/* y [N, T, C] of packed steps back in the sequence's steps: step t takes
+ * the output of the last token at or before it (0 before the first), or 0
+ * at padding where zero_pads; into out. */
+void onnx_mask_unpack(onnx_graph *g, const char *y, int zero_pads, char *out, int index);
+
 /* The ONNX model of spec, laid out as L, with the parameters of weights
  * (the file the spec came from), serialized into *data (malloc'd, *len
  * bytes). metadata: key/value string pairs for metadata_props. */

@@ -9,6 +9,7 @@
  * It takes no token mask (Keras's Conv1D does not support masking): after a
  * mask_zero embedding the layout refuses it.
  */
+#include "io/onnx.h"
 #include "layers/conv.h"
 #include "layers/pass.h"
 #include "util/util.h"
@@ -188,6 +189,31 @@ static void conv1d_convert(const layer_plan *lp, int i, float *P, float *file, i
     conv_reorder(lp, t, i, P, file, to_file);
 }
 
+/* ---- export: [N, T, C] to [N, C, T], ONNX's 1-D Conv (the file's W [F, C,
+ * k] as it is; causal: all the padding before), back to [N, T, F], then the
+ * activation ---- */
+
+static int conv1d_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp,
+                       const char *x, char *y, char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    static const int64_t perm[3] = {0, 2, 1};
+    char nct[ONNX_NAME_MAX], conv[ONNX_NAME_MAX], ntc[ONNX_NAME_MAX];
+    const char *in[3] = {nct, NULL, NULL};
+    int n = settings(ls).use_bias ? 2 : 1;
+    if (!onnx_weights(g, lp, n, in + 1))
+        return 1;
+    onnx_transpose(g, x, perm, 3, nct, lp->index, "nct");
+    onnx_value_name(conv, lp->index, "conv");
+    onnx_node_begin(g, "Conv", in, n + 1, conv);
+    onnx_window1d_attrs(g, lp);
+    onnx_node_end(g);
+    onnx_transpose(g, conv, perm, 3, ntc, lp->index, "ntc");
+    onnx_activation(g, ls->act, ntc, y, lp->index);
+    return 0;
+}
+
 const layer_ops layer_conv1d_ops = {
     .name = "conv1d",
     .keys = conv1d_keys,
@@ -209,4 +235,5 @@ const layer_ops layer_conv1d_ops = {
     .tensors = conv1d_tensors,
     .convert = conv1d_convert,
     .macs = conv_macs,
+    .onnx = conv1d_onnx,
 };

@@ -206,18 +206,23 @@ static double dense_macs(const layer_plan *lp)
 
 /* ---- export: Gemm with transB (W [out, in], as torch.nn.Linear), then the
  * activation; a first layer on an image flattens it, in the (C, H, W) order
- * of its file's columns ---- */
+ * of its file's columns; on a sequence, MatMul over its last axis ---- */
 
 static int dense_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
                       char *y, char *msg, size_t len)
 {
+    (void)msg;
+    (void)len;
     char flat[ONNX_NAME_MAX], out[ONNX_NAME_MAX];
-    if (lp->in.rank == 2) {
-        snprintf(msg, len, "a dense layer on a sequence has no ONNX form in cohort yet");
-        return 1;
-    }
     const char *in[3] = {x, NULL, NULL};
     int n = settings(ls).use_bias ? 2 : 1;
+    if (lp->in.rank == 2) { /* a sequence [N, T, E]: on its last axis */
+        if (!onnx_weights(g, lp, n, in + 1))
+            return 1;
+        onnx_linear(g, x, in[1], n == 2 ? in[2] : NULL, out, lp->index, "linear");
+        onnx_activation(g, ls->act, out, y, lp->index);
+        return 0;
+    }
     if (lp->in.rank == 3) {
         onnx_flatten(g, x, flat, lp->index);
         in[0] = flat;

@@ -26,11 +26,13 @@
  * h dk .. h dk + dk - 1), k_proj, v_proj [H dv, E], out_proj.weight
  * [E, H dv], each with .bias.
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 #include "plan/keys.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- syntax and spec: {multi_head_attention: {num_heads, key_dim,
@@ -405,6 +407,126 @@ static int mha_tensors(const layer_plan *lp, layer_tensor *t)
     return 8;
 }
 
+/* ---- export: the projections as MatMuls, the heads by Reshape and
+ * Transpose [N, H, T, d], the scores' softmax over the keys, the context
+ * and the output projection. Keys that take no part (padding, whose mask
+ * comes from the input ids, onnx_mask; later steps, causal) get -1e9 added
+ * to their scores, and the weights are multiplied by the same 0/1 mask, so
+ * that a row with no key (a padded query) is 0 as attn_rows.h makes it. ---- */
+
+/* x [N, T, E] projected by tensor k (and bias k + 4) into [N, H, T, d]. */
+static void mha_heads(onnx_graph *g, const layer_plan *lp, const char *x, const char **w,
+                      int k, int dh, const char *what, char *out)
+{
+    mha_dims m = dims_of(lp);
+    char p[ONNX_NAME_MAX], r[ONNX_NAME_MAX], name[32];
+    snprintf(name, sizeof name, "%s.proj", what);
+    onnx_linear(g, x, w[k], lp->sw ? w[k + 4] : NULL, p, lp->index, name);
+    int64_t shape[4] = {-1, m.T, m.H, dh};
+    static const int64_t perm[4] = {0, 2, 1, 3};
+    snprintf(name, sizeof name, "%s.split", what);
+    onnx_reshape(g, p, shape, 4, r, lp->index, name);
+    snprintf(name, sizeof name, "%s.heads", what);
+    onnx_transpose(g, r, perm, 4, out, lp->index, name);
+}
+
+static int mha_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                    char *y, char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    mha_dims m = dims_of(lp);
+    int i = lp->index, T = m.T, causal = settings(ls).causal;
+    const char *w[8];
+    if (!onnx_weights(g, lp, lp->sw ? 8 : 4, w))
+        return 1;
+    char q[ONNX_NAME_MAX], k[ONNX_NAME_MAX], v[ONNX_NAME_MAX], kt[ONNX_NAME_MAX],
+        s[ONNX_NAME_MAX], a[ONNX_NAME_MAX], b[ONNX_NAME_MAX], c[ONNX_NAME_MAX],
+        keep[ONNX_NAME_MAX] = "", add[ONNX_NAME_MAX] = "";
+    mha_heads(g, lp, x, w, 0, m.dk, "q", q);
+    mha_heads(g, lp, x, w, 1, m.dk, "k", k);
+    mha_heads(g, lp, x, w, 2, m.dv, "v", v);
+    static const int64_t kperm[4] = {0, 1, 3, 2};
+    onnx_transpose(g, k, kperm, 4, kt, i, "k.t");
+    const char *in[3] = {q, kt, NULL};
+    onnx_op(g, "MatMul", in, 2, a, i, "scores.raw");
+    float scale = 1.0f / sqrtf((float)m.dk);
+    int64_t scalar = 0;
+    onnx_floats(g, &scale, &scalar, 0, b, i, "scale");
+    in[0] = a;
+    in[1] = b;
+    onnx_op(g, "Mul", in, 2, s, i, "scores");
+    /* The keys that take part: keep [T, T] (causal) or [N, 1, T, T] (mask). */
+    if (causal) {
+        float *lower = malloc((size_t)T * (size_t)T * sizeof(float));
+        if (!lower) {
+            snprintf(msg, len, "out of memory");
+            return 1;
+        }
+        for (int r = 0; r < T; r++)
+            for (int j = 0; j < T; j++)
+                lower[(size_t)r * (size_t)T + (size_t)j] = j <= r ? 1.0f : 0.0f;
+        int64_t dims[2] = {T, T};
+        onnx_floats(g, lower, dims, 2, keep, i, "causal");
+        free(lower);
+    }
+    if (lp->mask_in) {
+        int64_t qs[4] = {-1, 1, T, 1}, ks[4] = {-1, 1, 1, T};
+        const char *mf = onnx_mask(g, ONNX_MASK_FLOAT);
+        onnx_reshape(g, mf, qs, 4, a, i, "mask.queries");
+        onnx_reshape(g, mf, ks, 4, b, i, "mask.keys");
+        in[0] = a;
+        in[1] = b;
+        onnx_op(g, "Mul", in, 2, c, i, "mask.pairs");
+        if (causal) {
+            in[0] = c;
+            in[1] = keep;
+            onnx_op(g, "Mul", in, 2, a, i, "mask.keep");
+            str_copy(keep, sizeof keep, a);
+        } else {
+            str_copy(keep, sizeof keep, c);
+        }
+    }
+    const char *weights = NULL;
+    if (keep[0]) {
+        float one = 1.0f, big = 1e9f;
+        onnx_floats(g, &one, &scalar, 0, a, i, "one");
+        in[0] = keep;
+        in[1] = a;
+        onnx_op(g, "Sub", in, 2, b, i, "mask.off"); /* 0 or -1 */
+        onnx_floats(g, &big, &scalar, 0, a, i, "big");
+        in[0] = b;
+        in[1] = a;
+        onnx_op(g, "Mul", in, 2, add, i, "mask.add");
+        in[0] = s;
+        in[1] = add;
+        onnx_op(g, "Add", in, 2, c, i, "scores.masked");
+        str_copy(s, sizeof s, c);
+    }
+    onnx_value_name(a, i, "softmax");
+    in[0] = s;
+    onnx_node_begin(g, "Softmax", in, 1, a);
+    onnx_attr_int(g, "axis", -1);
+    onnx_node_end(g);
+    weights = a;
+    if (keep[0]) {
+        in[0] = a;
+        in[1] = keep;
+        onnx_op(g, "Mul", in, 2, b, i, "weights");
+        weights = b;
+    }
+    /* The context [N, H, T, dv] to [N, T, H*dv], then the output projection. */
+    in[0] = weights;
+    in[1] = v;
+    onnx_op(g, "MatMul", in, 2, c, i, "context");
+    static const int64_t perm[4] = {0, 2, 1, 3};
+    onnx_transpose(g, c, perm, 4, a, i, "context.t");
+    int64_t shape[3] = {-1, T, (int64_t)m.H * m.dv};
+    onnx_reshape(g, a, shape, 3, c, i, "context.heads");
+    onnx_linear(g, c, w[3], lp->sw ? w[7] : NULL, y, i, "out");
+    return 0;
+}
+
 const layer_ops layer_multi_head_attention_ops = {
     .name = "multi_head_attention",
     .inner = mha_inner,
@@ -424,4 +546,5 @@ const layer_ops layer_multi_head_attention_ops = {
     .takes_sequence = 1,
     .tensors = mha_tensors,
     .macs = mha_macs,
+    .onnx = mha_onnx,
 };

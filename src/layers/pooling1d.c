@@ -10,8 +10,10 @@
  * the steps that are not padding, as Keras's, and the max ignores padded
  * steps (Keras's own GlobalMaxPooling1D ignores the mask and pools them too).
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -137,6 +139,45 @@ static int max_backward(const layer_pass *p)
     return 0;
 }
 
+/* ---- export: [N, T, C] to [N, C, T], ONNX's 1-D MaxPool or AveragePool
+ * (TensorFlow's same as explicit pads, the average over the real steps),
+ * back to [N, T, C] ---- */
+
+static int window_onnx(onnx_graph *g, const layer_plan *lp, const char *op, const char *x,
+                       char *y)
+{
+    static const int64_t perm[3] = {0, 2, 1};
+    char nct[ONNX_NAME_MAX], pool[ONNX_NAME_MAX];
+    const char *in = nct;
+    onnx_transpose(g, x, perm, 3, nct, lp->index, "nct");
+    onnx_value_name(pool, lp->index, op);
+    onnx_node_begin(g, op, &in, 1, pool);
+    onnx_window1d_attrs(g, lp);
+    if (!strcmp(op, "AveragePool"))
+        onnx_attr_int(g, "count_include_pad", 0);
+    onnx_node_end(g);
+    onnx_transpose(g, pool, perm, 3, y, lp->index, "ntc");
+    return 0;
+}
+
+static int max_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                    char *y, char *msg, size_t len)
+{
+    (void)ls;
+    (void)msg;
+    (void)len;
+    return window_onnx(g, lp, "MaxPool", x, y);
+}
+
+static int avg_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                    char *y, char *msg, size_t len)
+{
+    (void)ls;
+    (void)msg;
+    (void)len;
+    return window_onnx(g, lp, "AveragePool", x, y);
+}
+
 const layer_ops layer_max_pool1d_ops = {
     .name = "max_pooling1d",
     .keys = pool1d_keys,
@@ -150,6 +191,7 @@ const layer_ops layer_max_pool1d_ops = {
     .backward = max_backward,
     .shares_input = 1,
     .takes_sequence = 1,
+    .onnx = max_onnx,
 };
 
 static void avg_forward(const layer_pass *p)
@@ -179,6 +221,7 @@ const layer_ops layer_avg_pool1d_ops = {
     .backward = avg_backward,
     .shares_input = 1,
     .takes_sequence = 1,
+    .onnx = avg_onnx,
 };
 
 /* ---- the global poolings: [T, C] to [C], masked or not (seq_pool) ---- */
@@ -234,6 +277,94 @@ static int gmp_abbrev(const layer_spec *ls, char *buf, size_t n)
     return snprintf(buf, n, "gmp1d");
 }
 
+/* ---- export: ReduceMean or ReduceMax over the steps; under a token mask
+ * (computed from the input ids, onnx_mask) the sum of the tokens' steps
+ * over their count, and the max of them, 0 for a sample of padding alone,
+ * as seq_pool ---- */
+
+static int global_onnx(onnx_graph *g, const layer_plan *lp, int max, const char *x, char *y)
+{
+    int i = lp->index;
+    int64_t one = 1, two = 2, scalar = 0;
+    if (!lp->mask_in) {
+        onnx_value_name(y, i, max ? "gmp" : "gap");
+        onnx_node_begin(g, max ? "ReduceMax" : "ReduceMean", &x, 1, y);
+        onnx_attr_ints(g, "axes", &one, 1);
+        onnx_attr_int(g, "keepdims", 0);
+        onnx_node_end(g);
+        return 0;
+    }
+    char axes1[ONNX_NAME_MAX], axes2[ONNX_NAME_MAX], keep3[ONNX_NAME_MAX], k[ONNX_NAME_MAX],
+        a[ONNX_NAME_MAX], b[ONNX_NAME_MAX], c[ONNX_NAME_MAX], d[ONNX_NAME_MAX];
+    onnx_ints(g, &one, 1, axes1, i, "axes1");
+    onnx_ints(g, &two, 1, axes2, i, "axes2");
+    const char *in[3] = {onnx_mask(g, max ? ONNX_MASK_BOOL : ONNX_MASK_FLOAT), axes2, NULL};
+    onnx_op(g, "Unsqueeze", in, 2, keep3, i, "mask3"); /* [N, T, 1] */
+    if (max) {
+        /* The max over the tokens' steps, 0 where there are none. */
+        float lowest = -FLT_MAX, zero = 0.0f;
+        onnx_floats(g, &lowest, &scalar, 0, k, i, "lowest");
+        in[0] = keep3;
+        in[1] = x;
+        in[2] = k;
+        onnx_op(g, "Where", in, 3, a, i, "tokens");
+        onnx_value_name(b, i, "gmp");
+        in[0] = a;
+        onnx_node_begin(g, "ReduceMax", in, 1, b);
+        onnx_attr_ints(g, "axes", &one, 1);
+        onnx_attr_int(g, "keepdims", 0);
+        onnx_node_end(g);
+        onnx_floats(g, &zero, &scalar, 0, k, i, "zero");
+        in[0] = onnx_mask(g, ONNX_MASK_ANY);
+        in[1] = b;
+        in[2] = k;
+        onnx_op(g, "Where", in, 3, y, i, "gmp.masked");
+        return 0;
+    }
+    /* The sum over the tokens' steps over their count (at least 1). */
+    float lone = 1.0f;
+    in[0] = x;
+    in[1] = keep3;
+    onnx_op(g, "Mul", in, 2, a, i, "tokens");
+    in[0] = a;
+    in[1] = axes1;
+    onnx_value_name(b, i, "sum");
+    onnx_node_begin(g, "ReduceSum", in, 2, b);
+    onnx_attr_int(g, "keepdims", 0);
+    onnx_node_end(g);
+    in[0] = onnx_mask(g, ONNX_MASK_FLOAT);
+    onnx_value_name(c, i, "count");
+    onnx_node_begin(g, "ReduceSum", in, 2, c);
+    onnx_attr_int(g, "keepdims", 1);
+    onnx_node_end(g);
+    onnx_floats(g, &lone, &scalar, 0, k, i, "one");
+    in[0] = c;
+    in[1] = k;
+    onnx_op(g, "Max", in, 2, d, i, "count1");
+    in[0] = b;
+    in[1] = d;
+    onnx_op(g, "Div", in, 2, y, i, "gap.masked");
+    return 0;
+}
+
+static int gap_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                    char *y, char *msg, size_t len)
+{
+    (void)ls;
+    (void)msg;
+    (void)len;
+    return global_onnx(g, lp, 0, x, y);
+}
+
+static int gmp_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                    char *y, char *msg, size_t len)
+{
+    (void)ls;
+    (void)msg;
+    (void)len;
+    return global_onnx(g, lp, 1, x, y);
+}
+
 const layer_ops layer_global_avg_pool1d_ops = {
     .name = "global_average_pooling1d",
     .abbrev = gap_abbrev,
@@ -243,6 +374,7 @@ const layer_ops layer_global_avg_pool1d_ops = {
     .shares_input = 1,
     .takes_mask = 1,
     .takes_sequence = 1,
+    .onnx = gap_onnx,
 };
 
 const layer_ops layer_global_max_pool1d_ops = {
@@ -254,4 +386,5 @@ const layer_ops layer_global_max_pool1d_ops = {
     .shares_input = 1,
     .takes_mask = 1,
     .takes_sequence = 1,
+    .onnx = gmp_onnx,
 };

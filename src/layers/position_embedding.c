@@ -7,6 +7,7 @@
  * sequence it takes. A token mask passes through it. Backward: dX = dY (in
  * place), dP[:T] = dY summed over the samples, dP[T:] = 0.
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 #include "util/util.h"
 
@@ -123,6 +124,31 @@ static int position_tensors(const layer_plan *lp, layer_tensor *t)
     return 1;
 }
 
+/* ---- export: Add of the table's first T rows (a Slice where the table is
+ * longer than the sequence) ---- */
+
+static int position_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp,
+                         const char *x, char *y, char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    const char *in[4] = {x, NULL, NULL, NULL};
+    if (!onnx_weights(g, lp, 1, in + 1))
+        return 1;
+    char rows[ONNX_NAME_MAX], start[ONNX_NAME_MAX], end[ONNX_NAME_MAX], axes[ONNX_NAME_MAX];
+    if (lp->in.h < position_settings_of(ls).length) {
+        int64_t zero = 0, T = lp->in.h;
+        onnx_ints(g, &zero, 1, start, lp->index, "pos.start");
+        onnx_ints(g, &T, 1, end, lp->index, "pos.end");
+        onnx_ints(g, &zero, 1, axes, lp->index, "pos.axes");
+        const char *s[4] = {in[1], start, end, axes};
+        onnx_op(g, "Slice", s, 4, rows, lp->index, "pos.rows");
+        in[1] = rows;
+    }
+    onnx_op(g, "Add", in, 2, y, lp->index, "pos.add");
+    return 0;
+}
+
 const layer_ops layer_position_embedding_ops = {
     .name = "position_embedding",
     .example = "{position_embedding: SEQUENCE_LENGTH}",
@@ -140,4 +166,5 @@ const layer_ops layer_position_embedding_ops = {
     .takes_mask = 1,
     .takes_sequence = 1,
     .tensors = position_tensors,
+    .onnx = position_onnx,
 };

@@ -41,6 +41,7 @@
  * step's state h of each direction, its output being another layout). Scratch:
  * dL/dh (and dL/dc) of one step, used by one direction after the other.
  */
+#include "io/onnx.h"
 #include "layers/pass.h"
 #include "plan/keys.h"
 #include "util/util.h"
@@ -579,13 +580,121 @@ static void rnn_convert(const layer_plan *lp, int i, float *P, float *file, int 
         memcpy(mine, file, t[i].n * sizeof(float));
 }
 
+/* ---- export: ONNX's LSTM and GRU operators ----
+ * Their tensors are torch's with the gate blocks in ONNX's order (LSTM i, o,
+ * f, c from torch's i, f, g, o; GRU z, r, h from r, z, n), both directions
+ * stacked [dirs, G*H, ...], the biases [dirs, 2*G*H] (input's, then
+ * recurrent's); the GRU with linear_before_reset (torch's, Keras's
+ * reset_after). The operators take [T, N, F]. Under a token mask the steps
+ * that are tokens are packed first (onnx_mask_pack) and sequence_lens says
+ * how many: the forward direction runs over them, the reverse one from the
+ * last of them back, as cohort's carry over padding does wherever it lies;
+ * return_sequences puts each step's output back (onnx_mask_unpack: a
+ * padded step repeats the output before it, or is 0 under bidirectional). */
+
+/* Direction dir's tensor k (W_ih, W_hh, b_ih, b_hh) into dst, its G blocks
+ * of n floats in ONNX's order. 0 where the weights lack it. */
+static int onnx_gates(onnx_graph *g, const layer_plan *lp, int dir, int k, float *dst, size_t n)
+{
+    static const int lstm_order[4] = {0, 3, 1, 2}, gru_order[3] = {1, 0, 2};
+    int gru = plan_is_gru(lp), G = gru ? 3 : 4;
+    const float *src = onnx_tensor(g, lp, tensor_names[dir][k]);
+    if (!src)
+        return 0;
+    for (int j = 0; j < G; j++)
+        memcpy(dst + (size_t)j * n, src + (size_t)(gru ? gru_order : lstm_order)[j] * n,
+               n * sizeof(float));
+    return 1;
+}
+
+static int rnn_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
+                    char *y, char *msg, size_t len)
+{
+    rnn_dims d = dims_of(ls, lp);
+    int i = lp->index, D = d.dirs, masked = lp->mask_in;
+    size_t H = (size_t)d.H, F = (size_t)d.F, GH = (size_t)d.G * H;
+    size_t nw = (size_t)D * GH * F, nr = (size_t)D * GH * H, nb = (size_t)D * 2 * GH;
+    float *buf = malloc((nw + nr + nb) * sizeof(float));
+    if (!buf) {
+        snprintf(msg, len, "out of memory");
+        return 1;
+    }
+    float *W = buf, *R = W + nw, *B = R + nr;
+    int ok = 1;
+    for (int dir = 0; dir < D && ok; dir++)
+        ok = onnx_gates(g, lp, dir, 0, W + (size_t)dir * GH * F, H * F) &&
+             onnx_gates(g, lp, dir, 1, R + (size_t)dir * GH * H, H * H) &&
+             onnx_gates(g, lp, dir, 2, B + (size_t)dir * 2 * GH, H) &&
+             onnx_gates(g, lp, dir, 3, B + (size_t)dir * 2 * GH + GH, H);
+    char wn[ONNX_NAME_MAX], rn[ONNX_NAME_MAX], bn[ONNX_NAME_MAX];
+    if (ok) {
+        int64_t dw[3] = {D, (int64_t)GH, (int64_t)F}, dr[3] = {D, (int64_t)GH, (int64_t)H},
+                db[2] = {D, 2 * (int64_t)GH};
+        onnx_floats(g, W, dw, 3, wn, i, "rnn.W");
+        onnx_floats(g, R, dr, 3, rn, i, "rnn.R");
+        onnx_floats(g, B, db, 2, bn, i, "rnn.B");
+    }
+    free(buf);
+    if (!ok)
+        return 1;
+    /* [N, T, F] (packed under a mask) to [T, N, F]. */
+    static const int64_t tnf[3] = {1, 0, 2};
+    char packed[ONNX_NAME_MAX], lens[ONNX_NAME_MAX] = "", xt[ONNX_NAME_MAX];
+    const char *seq = x;
+    if (masked) {
+        onnx_mask_pack(g, x, d.T, packed, lens, i);
+        seq = packed;
+    }
+    onnx_transpose(g, seq, tnf, 3, xt, i, "rnn.tnf");
+    char ys[ONNX_NAME_MAX], yh[ONNX_NAME_MAX], a[ONNX_NAME_MAX], b[ONNX_NAME_MAX];
+    onnx_value_name(ys, i, "rnn.Y");
+    onnx_value_name(yh, i, "rnn.Y_h");
+    const char *in[5] = {xt, wn, rn, bn, lens}, *out[2] = {d.seq ? ys : "", yh};
+    onnx_node_begin_outs(g, d.gru ? "GRU" : "LSTM", in, masked ? 5 : 4, out, d.seq ? 1 : 2);
+    onnx_attr_int(g, "hidden_size", d.H);
+    onnx_attr_string(g, "direction", D == 2 ? "bidirectional" : "forward");
+    if (d.gru)
+        onnx_attr_int(g, "linear_before_reset", 1);
+    onnx_node_end(g);
+    int64_t width = (int64_t)D * d.H;
+    if (d.seq) {
+        /* Y [T, D, N, H] to [N, T, D*H]: the directions side by side. */
+        static const int64_t ntdh[4] = {2, 0, 1, 3};
+        int64_t shape[3] = {-1, d.T, width};
+        onnx_transpose(g, ys, ntdh, 4, a, i, "rnn.ntdh");
+        if (!masked) {
+            onnx_reshape(g, a, shape, 3, y, i, "rnn.out");
+            return 0;
+        }
+        onnx_reshape(g, a, shape, 3, b, i, "rnn.packed_out");
+        onnx_mask_unpack(g, b, D == 2, y, i);
+        return 0;
+    }
+    /* Y_h [D, N, H] to [N, D*H]; 0 for a sample of padding alone. */
+    static const int64_t ndh[3] = {1, 0, 2};
+    int64_t shape[2] = {-1, width};
+    onnx_transpose(g, yh, ndh, 3, a, i, "rnn.ndh");
+    if (!masked) {
+        onnx_reshape(g, a, shape, 2, y, i, "rnn.out");
+        return 0;
+    }
+    onnx_reshape(g, a, shape, 2, b, i, "rnn.last");
+    char zero[ONNX_NAME_MAX];
+    float z = 0.0f;
+    int64_t scalar = 0;
+    onnx_floats(g, &z, &scalar, 0, zero, i, "rnn.zero");
+    const char *w[3] = {onnx_mask(g, ONNX_MASK_ANY), b, zero};
+    onnx_op(g, "Where", w, 3, y, i, "rnn.out");
+    return 0;
+}
+
 #define RNN_OPS(NAME, PARSE, KEYS, EXAMPLE)                                                      \
     {                                                                                            \
         .name = #NAME, .keys = KEYS, .example = EXAMPLE, .keras_args = rnn_keras,                \
         .parse = PARSE, .to_json = rnn_json, .abbrev = rnn_abbrev, .fuse_key = rnn_fuse_key,     \
         .plan = rnn_plan, .init = rnn_init, .forward = rnn_forward, .backward = rnn_backward,   \
         .reads_output = 1, .shares_input = 1, .takes_mask = 1, .takes_sequence = 1,              \
-        .tensors = rnn_tensors, .convert = rnn_convert, .macs = rnn_macs,                        \
+        .tensors = rnn_tensors, .convert = rnn_convert, .macs = rnn_macs, .onnx = rnn_onnx,      \
     }
 
 static const char *const bi_keys[] = {"merge_mode", NULL};
