@@ -4,8 +4,9 @@
 # (sequential), side by side (threads) and in fused groups give the same
 # weights bit for bit; a run killed with SIGKILL and resumed ends bit for bit
 # as the uninterrupted one; a recurrent layer given a flat input (data or a
-# layer without return_sequences), an image, or 0 units is refused at plan
-# time with file:line, exit 2, nothing trained.
+# layer without return_sequences), an image, 0 units, or sequences too long
+# for the device's memory limit are refused at plan time with file:line,
+# exit 2, nothing trained.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -18,6 +19,7 @@ y = (np.argmax(x[:, -3:, :].sum(axis=1), axis=1)).astype(np.int64)
 np.save(f"{sys.argv[1]}/x.npy", x)
 np.save(f"{sys.argv[1]}/y.npy", y)
 np.save(f"{sys.argv[1]}/flat.npy", x.reshape(240, 18))
+np.save(f"{sys.argv[1]}/long.npy", r.standard_normal((240, 3000, 3)).astype(np.float32))
 PY
 cat > "$T/plan.yaml" <<YAML
 data: {train: "npy:$T/x.npy,$T/y.npy", validation_split: 0.25}
@@ -185,4 +187,20 @@ models:
       - {dense: 3, activation: softmax}
 YAML
 refuse bi_flat 6 "bidirectional needs a sequence [steps, features], and gets a flat input (8)"
+# T too long for the memory limit: the LSTM keeps each step's gates and
+# state for the backward pass, so its plan grows with T. The same model fits
+# 2 MiB at 6 steps and not at 3000; that run is refused at the model's line.
+for steps in x long; do
+    cat > "$T/mem_$steps.yaml" <<YAML
+data: {train: "npy:$T/$steps.npy,$T/y.npy"}
+devices: {cpu:0: {memory_limit: 2MiB}}
+defaults: {batch_size: 16}
+models:
+  - name: m
+    layers: [{lstm: 8}, {dense: 3, activation: softmax}]
+YAML
+done
+expect_status 0 "6 steps in 2 MiB" -- "$COHORT" plan "$T/mem_x.yaml"
+refuse mem_long 5 "no model can be trained: model 'm' needs"
+expect_err "but cpu:0 has a limit of 2.00 MiB" "mem_long"
 finish

@@ -103,9 +103,16 @@ cohort_status run_check_trainable(const cohort_run *run, cohort_error *err)
         trainable += !run->m[i].done;
         resumed += run->m[i].resumed;
     }
-    if (trainable == 0 && resumed == 0)
+    if (trainable == 0 && resumed == 0) {
+        /* At the first model's line: every model failed, and its reason
+         * (a memory plan over the device's limit, most often) is said
+         * where the plan defines it. */
+        if (run->n && run->plan && run->plan->path[0] && run->m[0].spec->line > 0)
+            return cohort_fail(err, COHORT_ERR_INPUT, "%s:%d: no model can be trained: %s",
+                               run->plan->path, run->m[0].spec->line, run->m[0].res.error);
         return cohort_fail(err, COHORT_ERR_INPUT, "no model can be trained: %s",
                            run->n ? run->m[0].res.error : "the plan has no models");
+    }
     return COHORT_OK;
 }
 
