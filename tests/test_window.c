@@ -904,6 +904,109 @@ static void test_conv_own_exact(window_geom g, int F, int i0)
     free(X), free(wt), free(col), free(ref), free(Y), free(dY), free(G), free(Gr);
 }
 
+
+/*
+ * Layer normalization and attention's softmax (norm_attn.c) on contexts of 1
+ * and 2 threads against the row functions that the CUDA plugin runs
+ * (norm_rows.h, attn_rows.h) called one row or column at a time here: bit
+ * for bit, so a split, an interleaving or a column sum that changes an
+ * order fails. Rows past the interleaved groups and the parts' units,
+ * columns past a unit of LN_COLS, two models, shapes large enough for the
+ * pool to split them; masked keys and queries, causal or not.
+ */
+#include "backend/attn_rows.h"
+#include "backend/norm_rows.h"
+
+static void test_layer_norm_threads(int rows, int C, int count)
+{
+    size_t sX = (size_t)rows * C + 3, sp = (size_t)C + 1, sst = 2 * (size_t)rows + 1;
+    size_t nX = sX * count, nst = sst * count, np = sp * count;
+    float *X = fbuf(nX), *dY = fbuf(nX), *gam = fbuf(np), *bet = fbuf(np);
+    fill(X, nX, -2, 2);
+    fill(dY, nX, -1, 1);
+    fill(gam, np, 0.5f, 1.5f);
+    fill(bet, np, -1, 1);
+    float eps[2] = {1e-3f, 1e-5f};
+    float *Y[3], *st[3], *dX[3], *dg[3];
+    for (int t = 0; t < 3; t++) {
+        Y[t] = fbuf(nX), st[t] = fbuf(nst), dX[t] = fbuf(nX), dg[t] = fbuf(2 * np);
+        memset(Y[t], 0, nX * sizeof(float));
+        memset(st[t], 0, nst * sizeof(float));
+        memset(dX[t], 0, nX * sizeof(float));
+        memset(dg[t], 0, 2 * np * sizeof(float));
+    }
+    for (int t = 0; t < 2; t++) {
+        be->ln_fwd(ctx[t], Y[t], sX, X, sX, gam, bet, sp, st[t], sst, eps, rows, C, count);
+        be->ln_bwd(ctx[t], dX[t], sX, dY, sX, X, sX, gam, sp, st[t], sst, dg[t], dg[t] + sp,
+                   2 * sp, rows, C, count);
+    }
+    for (int k = 0; k < count; k++) {
+        for (int r = 0; r < rows; r++) {
+            size_t o = k * sX + (size_t)r * C;
+            ln_row_fwd(Y[2] + o, X + o, gam + k * sp, bet + k * sp, st[2] + k * sst + 2 * (size_t)r,
+                       eps[k], C);
+            ln_row_bwd(dX[2] + o, dY + o, X + o, gam + k * sp, st[2] + k * sst + 2 * (size_t)r, C);
+        }
+        for (int j = 0; j < C; j++)
+            ln_col_grad(dg[2] + k * 2 * sp + j, dg[2] + k * 2 * sp + sp + j, dY + k * sX, C,
+                        X + k * sX, C, st[2] + k * sst, rows, j);
+    }
+    for (int t = 0; t < 2; t++) {
+        CHECK_MSG(!memcmp(Y[t], Y[2], nX * sizeof(float)) &&
+                      !memcmp(st[t], st[2], nst * sizeof(float)),
+                  "ln_fwd %d x %d x%d, %d thread(s): not ln_row_fwd's bits", rows, C, count, t + 1);
+        CHECK_MSG(!memcmp(dX[t], dX[2], nX * sizeof(float)),
+                  "ln_bwd %d x %d x%d, %d thread(s): dX not ln_row_bwd's bits", rows, C, count,
+                  t + 1);
+        CHECK_MSG(!memcmp(dg[t], dg[2], 2 * np * sizeof(float)),
+                  "ln_bwd %d x %d x%d, %d thread(s): dgamma, dbeta not ln_col_grad's bits", rows,
+                  C, count, t + 1);
+    }
+    for (int t = 0; t < 3; t++)
+        free(Y[t]), free(st[t]), free(dX[t]), free(dg[t]);
+    free(X), free(dY), free(gam), free(bet);
+}
+
+static void test_attn_softmax_threads(int n, int H, int T, int causal, int masked, int count)
+{
+    size_t sS = (size_t)H * n * T * T + 5, stok = (size_t)n * T + 1, nS = sS * count;
+    float *S0 = fbuf(nS), *dS0 = fbuf(nS), *tok = fbuf(stok * count);
+    fill(S0, nS, -4, 4);
+    fill(dS0, nS, -1, 1);
+    for (int k = 0; k < count; k++)
+        for (int b = 0; b < n; b++)
+            for (int t = 0; t < T; t++) /* b % T tokens of padding, before or after */
+                tok[k * stok + (size_t)b * T + t] =
+                    (b % 2 ? t < b % T : t >= T - b % T) ? 0.0f : 1.0f + (float)(t % 3);
+    const float *tk = masked ? tok : NULL;
+    float *S[3], *dS[3];
+    for (int t = 0; t < 3; t++) {
+        S[t] = fbuf(nS), dS[t] = fbuf(nS);
+        memcpy(S[t], S0, nS * sizeof(float));
+        memcpy(dS[t], dS0, nS * sizeof(float));
+    }
+    for (int t = 0; t < 2; t++) {
+        be->attn_softmax_fwd(ctx[t], S[t], sS, tk, stok, n, H, T, causal, count);
+        be->attn_softmax_bwd(ctx[t], dS[t], sS, S[t], sS, n, H, T, count);
+    }
+    for (int k = 0; k < count; k++)
+        for (size_t r = 0; r < (size_t)H * n * T; r++) {
+            size_t b = r / (size_t)T % (size_t)n, o = k * sS + r * (size_t)T;
+            attn_row_softmax(S[2] + o, tk ? tk + k * stok + b * (size_t)T : NULL, causal,
+                             (int)(r % (size_t)T), T);
+            attn_row_softmax_bwd(dS[2] + o, S[2] + o, T);
+        }
+    for (int t = 0; t < 2; t++)
+        CHECK_MSG(!memcmp(S[t], S[2], nS * sizeof(float)) &&
+                      !memcmp(dS[t], dS[2], nS * sizeof(float)),
+                  "attn_softmax n %d H %d T %d causal %d masked %d x%d, %d thread(s): not the "
+                  "rows' bits",
+                  n, H, T, causal, masked, count, t + 1);
+    for (int t = 0; t < 3; t++)
+        free(S[t]), free(dS[t]);
+    free(S0), free(dS0), free(tok);
+}
+
 int main(void)
 {
     struct timespec t0, t1;
@@ -922,6 +1025,13 @@ int main(void)
     if (!ctx[0] || !ctx[1] || !ctx_none)
         return check_done("test_window");
     test_dropout();
+    test_layer_norm_threads(2053, 32, 2);
+    test_layer_norm_threads(1031, 19, 2);
+    test_layer_norm_threads(6, 5, 1);
+    for (int causal = 0; causal < 2; causal++)
+        for (int masked = 0; masked < 2; masked++)
+            test_attn_softmax_threads(130, 4, 16, causal, masked, 2);
+    test_attn_softmax_threads(3, 2, 7, 1, 1, 1);
 
     /* n, h, w, c, kh, kw, sh, sw, same */
     static const int geoms[][9] = {

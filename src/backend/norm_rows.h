@@ -2,7 +2,7 @@
  * backend/norm_rows.h: layer normalization of one vector (a row of C
  * features), forward and backward, and the column sums of its parameters'
  * gradients, as static inline functions that C and CUDA compile alike
- * (NORM_HD): the CPU's loops (backend/cpu/seq_ops.c) and the CUDA plugin's
+ * (NORM_HD): the CPU's loops (backend/cpu/norm_attn.c) and the CUDA plugin's
  * kernels (one thread per row or column, backend/cuda/kernels.cu) run these
  * same sums, in double and in index order, so the two backends agree bit
  * for bit wherever their sqrt does (the plugin is built with -fmad=false).

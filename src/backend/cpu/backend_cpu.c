@@ -208,6 +208,11 @@ static void team_run(backend_ctx *c, team_fn fn, void *arg, double work)
     team_solo_after_wait(&c->solo, t1, now_seconds());
 }
 
+void cpu_team_run(backend_ctx *c, void (*fn)(void *, int, int), void *arg, double work)
+{
+    team_run(c, fn, arg, work);
+}
+
 /* A helper counts itself in (while the runner keeps c alive): its slot, or
  * -1 where c has no kernels to share. */
 static int cpu_help_join(backend_ctx *c)
