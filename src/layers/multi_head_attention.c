@@ -14,13 +14,15 @@
  * Keras's use_causal_mask. The mask passes on. Dropout on the weights is
  * the dropout layer's (its rate per model, PBT may change it).
  *
- * Per model, the projections are gemms over the H heads and the scores and
- * contexts gemms over the H x n (head, sample) pairs of the batch: each
- * head's Q, K, V and context lie [H, n, T, d] in the layer's saved tensors,
- * so every (head, sample) problem is one stride from the next. Saved from
- * forward to backward, per sample: Q, K, V, the [H, T, T] weights, their
- * dropout mask and the context; scratch (the workspace): the dropped
- * weights and the backward's gradients.
+ * Per model, the projections are one gemm each over every head (the
+ * kernels Wq, Wk, Wv lie one after another: [Wq; Wk; Wv] is one matrix, and
+ * so are their biases), and the scores and contexts one batched gemm per
+ * head over the n samples of the batch (slots_of). Saved from forward to
+ * backward, per sample: Q, K, V, the [H, T, T] weights, their dropout mask
+ * and the context; scratch (the workspace): the dropped weights and the
+ * backward's gradients. At a dropout rate of 0 the mask is neither drawn
+ * nor applied: the weights are used as they are (its room stays planned:
+ * the group's other models, or PBT, may drop).
  *
  * Weights, torch's nn.Linear layout: q_proj.weight [H dk, E] (head h's rows
  * h dk .. h dk + dk - 1), k_proj, v_proj [H dv, E], out_proj.weight
@@ -183,17 +185,20 @@ static mha_dims dims_of(const layer_plan *lp)
     return m;
 }
 
-/* Per sample: the saved tensors (Q, K, V, weights, mask, context) and the
- * scratch (dropped weights or their gradient, dC, dQ, dK, dV). */
+/* Per sample: the saved tensors (the projections Z = [Q K V], the weights,
+ * their mask and the context) and the scratch (the dropped weights or
+ * their gradient, dC, dZ). */
+static size_t z_width(const mha_dims *m)
+{
+    return (size_t)m->H * (2 * (size_t)m->dk + (size_t)m->dv);
+}
 static size_t saved_per_row(const mha_dims *m)
 {
-    return (size_t)m->H * (size_t)m->T *
-           (2 * (size_t)m->dk + 2 * (size_t)m->dv + 2 * (size_t)m->T);
+    return (size_t)m->T * (z_width(m) + (size_t)m->H * ((size_t)m->dv + 2 * (size_t)m->T));
 }
 static size_t work_per_row(const mha_dims *m)
 {
-    return (size_t)m->H * (size_t)m->T *
-           ((size_t)m->T + 2 * (size_t)m->dv + 2 * (size_t)m->dk);
+    return (size_t)m->T * (z_width(m) + (size_t)m->H * ((size_t)m->dv + (size_t)m->T));
 }
 
 static int mha_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
@@ -255,32 +260,41 @@ static void mha_init(const layer_spec *ls, const layer_plan *lp, uint64_t seed, 
 
 /* ---- forward and backward, one model at a time ---- */
 
-/* Model k's slots: the saved tensors and the scratch, each [H, n, T, d]
- * packed for the pass's n samples in room for the batch's B. */
+/* Model k's slots, packed for the pass's n samples in room for the batch's
+ * B: Z [n, T, zw] (row t of sample b: Q's heads, then K's, then V's, each
+ * head's dk or dv columns together), the weights P and their mask M [H, n,
+ * T, T], the context C [n, T, H dv] (head h's columns h dv ..); scratch A
+ * [H, n, T, T], dC like C, dZ like Z. The projections are then one product
+ * each over every head (Z = X [Wq; Wk; Wv]^T, Y = C Wo^T, and their
+ * gradients), and head h's (sample b) problems lie one stride (T rows of Z
+ * or C) from the next. */
 typedef struct mha_slots {
-    float *Q, *K, *V, *P, *M, *C; /* saved */
-    float *A, *dC, *dQ, *dK, *dV; /* scratch */
+    float *Z, *P, *M, *C; /* saved */
+    float *A, *dC, *dZ;   /* scratch */
 } mha_slots;
 
 static mha_slots slots_of(const layer_pass *p, const mha_dims *m, int k)
 {
-    size_t B = (size_t)p->batch, HT = (size_t)m->H * (size_t)m->T;
-    size_t qk = B * HT * (size_t)m->dk, v = B * HT * (size_t)m->dv, tt = B * HT * (size_t)m->T;
+    size_t B = (size_t)p->batch, BT = B * (size_t)m->T;
+    size_t z = BT * z_width(m), c = BT * (size_t)m->H * (size_t)m->dv;
+    size_t tt = BT * (size_t)m->H * (size_t)m->T;
     mha_slots s;
     float *sv = p->saved + (size_t)k * p->s_saved, *w = p->work + (size_t)k * p->s_work;
-    s.Q = sv;
-    s.K = s.Q + qk;
-    s.V = s.K + qk;
-    s.P = s.V + v;
+    s.Z = sv;
+    s.P = s.Z + z;
     s.M = s.P + tt;
     s.C = s.M + tt;
     s.A = w;
     s.dC = s.A + tt;
-    s.dQ = s.dC + v;
-    s.dK = s.dQ + qk;
-    s.dV = s.dK + qk;
+    s.dZ = s.dC + c;
     return s;
 }
+
+/* Whether model k's weights go through dropout: a rate above 0. Its mask
+ * is drawn in every forward pass then (all 1 outside training, as a
+ * gradient taken without dropout reads it too), and applied in backward;
+ * at rate 0 the weights are used as they are. */
+static int drops(const layer_pass *p, int k) { return settings(p->ls[k]).dropout > 0.0f; }
 
 static void mha_forward(const layer_pass *p)
 {
@@ -289,40 +303,39 @@ static void mha_forward(const layer_pass *p)
     mha_settings d0 = settings(p->ls[0]);
     mha_dims m = dims_of(p->lp);
     int n = p->rows, T = m.T, E = m.E, H = m.H, dk = m.dk, dv = m.dv, BT = n * T;
-    size_t bt = (size_t)BT, tt = (size_t)T * (size_t)T, ntt = (size_t)H * (size_t)n * tt;
+    int zw = (int)z_width(&m), cw = H * dv, hk = H * dk;
+    size_t tt = (size_t)T * (size_t)T, ntt = (size_t)n * tt, zt = (size_t)T * (size_t)zw;
+    size_t ct = (size_t)T * (size_t)cw;
     float scale = 1.0f / sqrtf((float)dk);
     for (int k = 0; k < p->count; k++) {
         const float *X = p->X + (size_t)k * p->sX, *W = p->W + (size_t)k * p->sP + p->lp->p_off;
         float *Y = p->Y + (size_t)k * p->sY;
         mha_slots s = slots_of(p, &m, k);
-        /* The projections, [H, n, T, d] each. */
-        const float *w3[3] = {W + m.wq, W + m.wk, W + m.wv}, *b3[3] = {W + m.bq, W + m.bk,
-                                                                      W + m.bv};
-        float *z3[3] = {s.Q, s.K, s.V};
-        int d3[3] = {dk, dk, dv};
-        for (int j = 0; j < 3; j++) {
-            be->gemm(ctx, 0, 1, BT, d3[j], E, 1.0f, X, E, 0, w3[j], E,
-                     (size_t)d3[j] * (size_t)E, 0.0f, z3[j], d3[j], bt * (size_t)d3[j], H);
-            if (d0.use_bias)
-                be->bias_act(ctx, z3[j], bt * (size_t)d3[j], b3[j], (size_t)d3[j], BT, d3[j],
-                             ACT_LINEAR, H);
-        }
-        /* The weights, per (head, sample), then dropout (rate 0 outside
-         * training: its mask 1, so that backward reads a mask either way). */
-        be->gemm(ctx, 0, 1, T, T, dk, scale, s.Q, dk, (size_t)T * (size_t)dk, s.K, dk,
-                 (size_t)T * (size_t)dk, 0.0f, s.P, T, tt, H * n);
+        /* The projections of every head, one product. */
+        be->gemm(ctx, 0, 1, BT, zw, E, 1.0f, X, E, 0, W + m.wq, E, 0, 0.0f, s.Z, zw, 0, 1);
+        if (d0.use_bias)
+            be->bias_act(ctx, s.Z, 0, W + m.bq, 0, BT, zw, ACT_LINEAR, 1);
+        /* The weights, per (head, sample), then their dropout (drops). */
+        for (int h = 0; h < H; h++)
+            be->gemm(ctx, 0, 1, T, T, dk, scale, s.Z + (size_t)h * dk, zw, zt,
+                     s.Z + (size_t)(hk + h * dk), zw, zt, 0.0f, s.P + (size_t)h * ntt, T, tt, n);
         be->attn_softmax_fwd(ctx, s.P, 0, p->tokens ? p->tokens + (size_t)k * p->s_tokens : NULL,
                              0, n, H, T, d0.causal, 1);
-        float rate = p->training ? settings(p->ls[k]).dropout : 0.0f;
-        uint64_t key = p->seed[k] * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(p->lp->index + 1);
-        size_t per = (size_t)p->batch * (size_t)H * tt;
-        be->dropout_fwd(ctx, s.A, s.P, s.M, 0, ntt, &rate, &key, p->counter * per, 1);
-        /* The context, then the output projection summed over the heads in order. */
-        be->gemm(ctx, 0, 0, T, dv, T, 1.0f, s.A, T, tt, s.V, dv, (size_t)T * (size_t)dv, 0.0f,
-                 s.C, dv, (size_t)T * (size_t)dv, H * n);
+        const float *A = s.P;
+        if (drops(p, k)) {
+            float rate = p->training ? settings(p->ls[k]).dropout : 0.0f;
+            uint64_t key = p->seed[k] * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(p->lp->index + 1);
+            size_t per = (size_t)p->batch * (size_t)H * tt;
+            be->dropout_fwd(ctx, s.A, s.P, s.M, 0, (size_t)H * ntt, &rate, &key,
+                            p->counter * per, 1);
+            A = s.A;
+        }
+        /* The context, each head into its columns; then the output projection. */
         for (int h = 0; h < H; h++)
-            be->gemm(ctx, 0, 1, BT, E, dv, 1.0f, s.C + (size_t)h * bt * (size_t)dv, dv, 0,
-                     W + m.wo + (size_t)h * (size_t)dv, H * dv, 0, h ? 1.0f : 0.0f, Y, E, 0, 1);
+            be->gemm(ctx, 0, 0, T, dv, T, 1.0f, A + (size_t)h * ntt, T, tt,
+                     s.Z + (size_t)(2 * hk + h * dv), zw, zt, 0.0f, s.C + (size_t)h * dv, cw, ct,
+                     n);
+        be->gemm(ctx, 0, 1, BT, E, cw, 1.0f, s.C, cw, 0, W + m.wo, cw, 0, 0.0f, Y, E, 0, 1);
         if (d0.use_bias)
             be->bias_act(ctx, Y, 0, W + m.bo, 0, BT, E, ACT_LINEAR, 1);
     }
@@ -335,8 +348,9 @@ static int mha_backward(const layer_pass *p)
     mha_settings d0 = settings(p->ls[0]);
     mha_dims m = dims_of(p->lp);
     int n = p->rows, T = m.T, E = m.E, H = m.H, dk = m.dk, dv = m.dv, BT = n * T;
-    size_t bt = (size_t)BT, tt = (size_t)T * (size_t)T, ntt = (size_t)H * (size_t)n * tt;
-    size_t tk = (size_t)T * (size_t)dk, tv = (size_t)T * (size_t)dv;
+    int zw = (int)z_width(&m), cw = H * dv, hk = H * dk;
+    size_t tt = (size_t)T * (size_t)T, ntt = (size_t)n * tt, zt = (size_t)T * (size_t)zw;
+    size_t ct = (size_t)T * (size_t)cw;
     float scale = 1.0f / sqrtf((float)dk);
     for (int k = 0; k < p->count; k++) {
         const float *X = p->X + (size_t)k * p->sX, *W = p->W + (size_t)k * p->sP + p->lp->p_off;
@@ -344,47 +358,43 @@ static int mha_backward(const layer_pass *p)
         const float *dY = p->dY + (size_t)k * p->sd;
         float *dX = p->dX ? p->dX + (size_t)k * p->sd : NULL;
         mha_slots s = slots_of(p, &m, k);
-        /* The output projection: its gradients, and dC per head. */
+        /* The output projection: its gradients, and dC. */
         if (d0.use_bias)
             be->bias_grad(ctx, G + m.bo, 0, dY, 0, BT, E, 1);
-        be->gemm(ctx, 1, 0, E, dv, BT, 1.0f, dY, E, 0, s.C, dv, bt * (size_t)dv, 0.0f, G + m.wo,
-                 H * dv, (size_t)dv, H);
-        be->gemm(ctx, 0, 0, BT, dv, E, 1.0f, dY, E, 0, W + m.wo, H * dv, (size_t)dv, 0.0f, s.dC,
-                 dv, bt * (size_t)dv, H);
-        /* dV from the dropped weights; then their gradient, through the
-         * dropout mask and the softmax, into the scores' (A). */
-        be->copy(ctx, s.A, s.P, 0, ntt, 1);
-        be->mul(ctx, s.A, 0, s.M, 0, ntt, 1);
-        be->gemm(ctx, 1, 0, T, dv, T, 1.0f, s.A, T, tt, s.dC, dv, tv, 0.0f, s.dV, dv, tv, H * n);
-        be->gemm(ctx, 0, 1, T, T, dv, 1.0f, s.dC, dv, tv, s.V, dv, tv, 0.0f, s.A, T, tt, H * n);
-        be->mul(ctx, s.A, 0, s.M, 0, ntt, 1);
-        be->attn_softmax_bwd(ctx, s.A, 0, s.P, 0, n, H, T, 1);
-        be->gemm(ctx, 0, 0, T, dk, T, scale, s.A, T, tt, s.K, dk, tk, 0.0f, s.dQ, dk, tk, H * n);
-        be->gemm(ctx, 1, 0, T, dk, T, scale, s.A, T, tt, s.Q, dk, tk, 0.0f, s.dK, dk, tk, H * n);
-        /* The three projections' gradients, then dX summed over them and
-         * their heads in order. */
-        const float *w3[3] = {W + m.wq, W + m.wk, W + m.wv};
-        float *g3[3] = {G + m.wq, G + m.wk, G + m.wv}, *gb3[3] = {G + m.bq, G + m.bk, G + m.bv};
-        const float *dz3[3] = {s.dQ, s.dK, s.dV};
-        int d3[3] = {dk, dk, dv};
-        for (int j = 0; j < 3; j++) {
-            size_t dj = (size_t)d3[j];
-            be->gemm(ctx, 1, 0, d3[j], E, BT, 1.0f, dz3[j], d3[j], bt * dj, X, E, 0, 0.0f, g3[j],
-                     E, dj * (size_t)E, H);
-            if (d0.use_bias)
-                be->bias_grad(ctx, gb3[j], dj, dz3[j], bt * dj, BT, d3[j], H);
+        be->gemm(ctx, 1, 0, E, cw, BT, 1.0f, dY, E, 0, s.C, cw, 0, 0.0f, G + m.wo, cw, 0, 1);
+        be->gemm(ctx, 0, 0, BT, cw, E, 1.0f, dY, E, 0, W + m.wo, cw, 0, 0.0f, s.dC, cw, 0, 1);
+        /* dV from the dropped weights (P itself at rate 0); then their
+         * gradient, through the dropout mask and the softmax, into the
+         * scores' (A). */
+        int drop = drops(p, k);
+        if (drop) {
+            be->copy(ctx, s.A, s.P, 0, (size_t)H * ntt, 1);
+            be->mul(ctx, s.A, 0, s.M, 0, (size_t)H * ntt, 1);
         }
-        if (!dX)
-            continue;
-        int first = 1;
-        for (int j = 0; j < 3; j++)
-            for (int h = 0; h < H; h++) {
-                size_t dj = (size_t)d3[j];
-                be->gemm(ctx, 0, 0, BT, E, d3[j], 1.0f, dz3[j] + (size_t)h * bt * dj, d3[j], 0,
-                         w3[j] + (size_t)h * dj * (size_t)E, E, 0, first ? 0.0f : 1.0f, dX, E, 0,
-                         1);
-                first = 0;
-            }
+        const float *Ad = drop ? s.A : s.P;
+        for (int h = 0; h < H; h++)
+            be->gemm(ctx, 1, 0, T, dv, T, 1.0f, Ad + (size_t)h * ntt, T, tt, s.dC + (size_t)h * dv,
+                     cw, ct, 0.0f, s.dZ + (size_t)(2 * hk + h * dv), zw, zt, n);
+        for (int h = 0; h < H; h++)
+            be->gemm(ctx, 0, 1, T, T, dv, 1.0f, s.dC + (size_t)h * dv, cw, ct,
+                     s.Z + (size_t)(2 * hk + h * dv), zw, zt, 0.0f, s.A + (size_t)h * ntt, T, tt,
+                     n);
+        if (drop)
+            be->mul(ctx, s.A, 0, s.M, 0, (size_t)H * ntt, 1);
+        be->attn_softmax_bwd(ctx, s.A, 0, s.P, 0, n, H, T, 1);
+        for (int h = 0; h < H; h++) {
+            const float *Ah = s.A + (size_t)h * ntt;
+            be->gemm(ctx, 0, 0, T, dk, T, scale, Ah, T, tt, s.Z + (size_t)(hk + h * dk), zw, zt,
+                     0.0f, s.dZ + (size_t)h * dk, zw, zt, n);
+            be->gemm(ctx, 1, 0, T, dk, T, scale, Ah, T, tt, s.Z + (size_t)h * dk, zw, zt, 0.0f,
+                     s.dZ + (size_t)(hk + h * dk), zw, zt, n);
+        }
+        /* The projections' gradients and dX, one product each over every head. */
+        be->gemm(ctx, 1, 0, zw, E, BT, 1.0f, s.dZ, zw, 0, X, E, 0, 0.0f, G + m.wq, E, 0, 1);
+        if (d0.use_bias)
+            be->bias_grad(ctx, G + m.bq, 0, s.dZ, 0, BT, zw, 1);
+        if (dX)
+            be->gemm(ctx, 0, 0, BT, E, zw, 1.0f, s.dZ, zw, 0, W + m.wq, E, 0, 0.0f, dX, E, 0, 1);
     }
     return 0;
 }
