@@ -4,10 +4,12 @@
  * kernels. Pooling over NHWC images: MaxPooling2D (the position of each window's
  * maximum is kept for backward), AveragePooling2D (padding not counted, as
  * TensorFlow's `same`) and GlobalAveragePooling2D (one h x w window; its
- * output is flat, one value per channel, as Keras's).
+ * output is flat, one value per channel, as Keras's). Their compute is
+ * exported (layers/pooling.h) for the 1-D poolings, which run it over T x 1.
  */
+#include "layers/pooling.h"
+
 #include "io/onnx.h"
-#include "layers/pass.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -108,22 +110,24 @@ static int pooling_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t 
     return 0;
 }
 
+void pool_max_saved(layer_plan *lp) { lp->n_saved = shape_size(lp->out); }
+
 static int max_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
 {
     if (pooling_plan(ls, lp, msg, len))
         return 1;
-    lp->n_saved = shape_size(lp->out); /* int32 positions of the maxima */
+    pool_max_saved(lp);
     return 0;
 }
 
-static void max_forward(const layer_pass *p)
+void pool_max_forward(const layer_pass *p)
 {
     window_geom g = layer_window(p->lp, p->rows);
     p->be->maxpool_fwd(p->ctx, p->Y, p->sY, (int32_t *)p->saved, p->s_saved, p->X, p->sX, &g,
                        p->count);
 }
 
-static int max_backward(const layer_pass *p)
+int pool_max_backward(const layer_pass *p)
 {
     window_geom g = layer_window(p->lp, p->rows);
     if (p->dX)
@@ -167,19 +171,19 @@ const layer_ops layer_max_pool_ops = {
     .abbrev = max_abbrev,
     .fuse_key = pooling_fuse_key,
     .plan = max_plan,
-    .forward = max_forward,
-    .backward = max_backward,
+    .forward = pool_max_forward,
+    .backward = pool_max_backward,
     .shares_input = 1,
     .onnx = max_pool_onnx,
 };
 
-static void avg_forward(const layer_pass *p)
+void pool_avg_forward(const layer_pass *p)
 {
     window_geom g = layer_window(p->lp, p->rows);
     p->be->avgpool_fwd(p->ctx, p->Y, p->sY, p->X, p->sX, &g, p->count);
 }
 
-static int avg_backward(const layer_pass *p)
+int pool_avg_backward(const layer_pass *p)
 {
     window_geom g = layer_window(p->lp, p->rows);
     if (p->dX)
@@ -205,8 +209,8 @@ const layer_ops layer_avg_pool_ops = {
     .abbrev = avg_abbrev,
     .fuse_key = pooling_fuse_key,
     .plan = pooling_plan,
-    .forward = avg_forward,
-    .backward = avg_backward,
+    .forward = pool_avg_forward,
+    .backward = pool_avg_backward,
     .shares_input = 1,
     .onnx = avg_pool_onnx,
 };
@@ -243,8 +247,8 @@ const layer_ops layer_global_avg_pool_ops = {
     .name = "global_average_pooling2d",
     .abbrev = gap_abbrev,
     .plan = global_plan,
-    .forward = avg_forward,
-    .backward = avg_backward,
+    .forward = pool_avg_forward,
+    .backward = pool_avg_backward,
     .shares_input = 1,
     .onnx = global_avg_pool_onnx,
 };

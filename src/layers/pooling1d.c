@@ -1,17 +1,18 @@
 /*
  * layers/pooling1d: the pooling kinds over sequences [T, C], their syntax,
  * spec and compute: four entries in one file, since they share the syntax
- * and the shapes. MaxPooling1D and AveragePooling1D are the 2-D window
- * kernels over the window pool x 1 (a sequence lies in memory as the image
- * T x 1; padding not counted, as TensorFlow's `same`); they take no token
- * mask (Keras's do not support masking). GlobalAveragePooling1D and
- * GlobalMaxPooling1D make one vector [C] of a sequence through the backend's
- * seq_pool ops, which honour a token mask: under mask_zero the mean is over
- * the steps that are not padding, as Keras's, and the max ignores padded
- * steps (Keras's own GlobalMaxPooling1D ignores the mask and pools them too).
+ * and the shapes. MaxPooling1D and AveragePooling1D run the 2-D poolings'
+ * compute (layers/pooling.h) over the window pool x 1 (a sequence lies in
+ * memory as the image T x 1; padding not counted, as TensorFlow's `same`);
+ * they take no token mask (Keras's do not support masking).
+ * GlobalAveragePooling1D and GlobalMaxPooling1D make one vector [C] of a
+ * sequence through the backend's seq_pool ops, which honour a token mask:
+ * under mask_zero the mean is over the steps that are not padding, as
+ * Keras's, and the max ignores padded steps (Keras's own GlobalMaxPooling1D
+ * ignores the mask and pools them too).
  */
 #include "io/onnx.h"
-#include "layers/pass.h"
+#include "layers/pooling.h"
 
 #include <float.h>
 #include <stdio.h>
@@ -119,23 +120,7 @@ static int max_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
 {
     if (pool1d_plan(ls, lp, msg, len))
         return 1;
-    lp->n_saved = shape_size(lp->out); /* int32 steps of the maxima */
-    return 0;
-}
-
-static void max_forward(const layer_pass *p)
-{
-    window_geom g = layer_window(p->lp, p->rows);
-    p->be->maxpool_fwd(p->ctx, p->Y, p->sY, (int32_t *)p->saved, p->s_saved, p->X, p->sX, &g,
-                       p->count);
-}
-
-static int max_backward(const layer_pass *p)
-{
-    window_geom g = layer_window(p->lp, p->rows);
-    if (p->dX)
-        p->be->maxpool_bwd(p->ctx, p->dX, p->sd, p->dY, p->sd, (const int32_t *)p->saved,
-                           p->s_saved, &g, p->count);
+    pool_max_saved(lp); /* int32 steps of the maxima */
     return 0;
 }
 
@@ -187,26 +172,12 @@ const layer_ops layer_max_pool1d_ops = {
     .abbrev = max_abbrev,
     .fuse_key = pool1d_fuse_key,
     .plan = max_plan,
-    .forward = max_forward,
-    .backward = max_backward,
+    .forward = pool_max_forward,
+    .backward = pool_max_backward,
     .shares_input = 1,
     .takes_sequence = 1,
     .onnx = max_onnx,
 };
-
-static void avg_forward(const layer_pass *p)
-{
-    window_geom g = layer_window(p->lp, p->rows);
-    p->be->avgpool_fwd(p->ctx, p->Y, p->sY, p->X, p->sX, &g, p->count);
-}
-
-static int avg_backward(const layer_pass *p)
-{
-    window_geom g = layer_window(p->lp, p->rows);
-    if (p->dX)
-        p->be->avgpool_bwd(p->ctx, p->dX, p->sd, p->dY, p->sd, &g, p->count);
-    return 0;
-}
 
 const layer_ops layer_avg_pool1d_ops = {
     .name = "average_pooling1d",
@@ -217,8 +188,8 @@ const layer_ops layer_avg_pool1d_ops = {
     .abbrev = avg_abbrev,
     .fuse_key = pool1d_fuse_key,
     .plan = pool1d_plan,
-    .forward = avg_forward,
-    .backward = avg_backward,
+    .forward = pool_avg_forward,
+    .backward = pool_avg_backward,
     .shares_input = 1,
     .takes_sequence = 1,
     .onnx = avg_onnx,
