@@ -152,24 +152,13 @@ static int bn_tensors(const layer_plan *lp, layer_tensor *t)
     return 4;
 }
 
-/* After a flatten of an image (h, w, c), the file's features are in torch's
- * (c, h, w) order (BatchNorm1d after Flatten); the model's follow the
- * activations' (h, w, c). Elsewhere the same order. */
+/* After a flatten of an image, the file's features are in torch's order
+ * (BatchNorm1d after Flatten). */
 static void bn_convert(const layer_plan *lp, int i, float *P, float *file, int to_file)
 {
     layer_tensor t[4];
     bn_tensors(lp, t);
-    float *mine = P + t[i].off;
-    sample_shape f = lp->flat_from;
-    int image = lp->in.rank == 1 && f.rank == 3;
-    size_t hw = image ? (size_t)f.h * (size_t)f.w : 1, c = image ? (size_t)f.c : t[i].n;
-    for (size_t px = 0; px < hw; px++)
-        for (size_t ch = 0; ch < c; ch++) {
-            if (to_file)
-                file[ch * hw + px] = mine[px * c + ch];
-            else
-                mine[px * c + ch] = file[ch * hw + px];
-        }
+    layer_convert_features(lp, &t[i], P, file, to_file);
 }
 
 /* ---- export: BatchNormalization with the moving statistics; an image's

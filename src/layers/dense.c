@@ -171,32 +171,17 @@ static int dense_tensors(const layer_plan *lp, layer_tensor *t)
     return lp->n_params > (size_t)(out * in) ? 2 : 1; /* use_bias: false has none */
 }
 
-/* After a flatten of an image (h, w, c), the file's columns are in torch's
- * (c, h, w) order; the model's follow the activations' (h, w, c). */
+/* After a flatten of an image, the file's columns (each row of W) are in
+ * torch's order. */
 static void dense_convert(const layer_plan *lp, int i, float *P, float *file, int to_file)
 {
-    sample_shape f = lp->flat_from;
-    size_t in = width_of(lp), out = (size_t)lp->out.c;
-    float *W = P + lp->p_off;
-    if (i != 0 || f.rank != 3 || f.c == 1) {
-        layer_tensor t[2];
-        dense_tensors(lp, t);
-        if (to_file)
-            memcpy(file, P + t[i].off, t[i].n * sizeof(float));
-        else
-            memcpy(P + t[i].off, file, t[i].n * sizeof(float));
-        return;
-    }
-    size_t hw = (size_t)f.h * (size_t)f.w, c = (size_t)f.c;
-    for (size_t j = 0; j < out; j++)
-        for (size_t px = 0; px < hw; px++)
-            for (size_t ch = 0; ch < c; ch++) {
-                float *mine = &W[j * in + px * c + ch], *theirs = &file[j * in + ch * hw + px];
-                if (to_file)
-                    *theirs = *mine;
-                else
-                    *mine = *theirs;
-            }
+    layer_tensor t[2];
+    dense_tensors(lp, t);
+    if (i == 0 && lp->flat_from.rank == 3)
+        layer_flat_convert(&lp->flat_from, (size_t)lp->out.c, width_of(lp), P + t[0].off, file,
+                           to_file);
+    else
+        layer_flat_convert(NULL, 1, t[i].n, P + t[i].off, file, to_file);
 }
 
 static double dense_macs(const layer_plan *lp)

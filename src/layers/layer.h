@@ -293,6 +293,19 @@ void layer_list_to_json(const layer_spec *ls, int n, strbuf *b);
  * snprintf's result. */
 int layer_list_abbrev(const layer_spec *ls, int n, char *buf, size_t size);
 
+/* Helpers for the entries' weight files (layers/flat_order.c). */
+/* `rows` rows of n features each between the model's order (mine) and a
+ * weight file's (file): to the file where to_file, else from it. Where the
+ * features are a flattened `image` (n its h*w*c values), the model's follow
+ * the activations' (h, w, c) and the file's torch's (c, h, w); NULL: the
+ * same order in both. */
+void layer_flat_convert(const sample_shape *image, size_t rows, size_t n, float *mine,
+                        float *file, int to_file);
+/* A per-feature tensor t of lp (a normalization's [C]) as layer_ops.convert:
+ * after a flatten of an image, in torch's order in the file. */
+void layer_convert_features(const layer_plan *lp, const layer_tensor *t, float *P, float *file,
+                            int to_file);
+
 /* Helpers for the entries' syntax. */
 /* Nothing, "~" or {}: the value of a layer that takes no settings. */
 int layer_no_settings(const ynode *v);
