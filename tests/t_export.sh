@@ -71,6 +71,10 @@ path, csv, xs = sys.argv[1:]
 model = onnx.load(path)
 onnx.checker.check_model(model, full_check=True)
 assert model.opset_import[0].version >= 17
+read = {i for n in model.graph.node for i in n.input} | {o.name for o in model.graph.output}
+made = [o for n in model.graph.node for o in n.output if o] + [t.name for t in model.graph.initializer]
+unread = [v for v in made if v not in read]
+assert not unread, f"values nothing reads: {unread}"
 x = np.load(xs).astype(np.float32)
 s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 if len(s.get_inputs()[0].shape) == 2:

@@ -410,13 +410,16 @@ static void cast_node(onnx_graph *g, const char *x, int to, const char *out)
     onnx_node_end(g);
 }
 
-/* The mask's values, each made once, where a layer first needs it:
+/* The mask's values, each made once, where a layer first needs it (so that
+ * the graph holds no value nothing reads):
  *   MADE_BOOL    mask.bool [N, T]: a token (not Equal(input, 0))
  *   MADE_FLOAT   mask.float [N, T]: 1 at a token, 0 at padding
- *   MADE_COUNTS  mask.cum, int64 [N, T], the tokens up to and including each
- *                step; mask.count, int64 [N, 1]; mask.any, bool [N, 1];
- *                the int64 constants mask.zero64 and mask.one64 */
-enum { MADE_BOOL = 1, MADE_FLOAT = 2, MADE_COUNTS = 4 };
+ *   MADE_COUNT   mask.int64 [N, T]; mask.count, int64 [N, 1], the sample's
+ *                tokens; the constant mask.zero64
+ *   MADE_ANY     mask.any, bool [N, 1]: the sample has a token (and COUNT)
+ *   MADE_CUM     mask.cum, int64 [N, T], the tokens up to and including each
+ *                step; the constant mask.one64 (and COUNT) */
+enum { MADE_BOOL = 1, MADE_FLOAT = 2, MADE_COUNT = 4, MADE_ANY = 8, MADE_CUM = 16 };
 
 static void mask_values(onnx_graph *g, int want)
 {
@@ -438,36 +441,41 @@ static void mask_values(onnx_graph *g, int want)
         cast_node(g, "mask.bool", ONNX_FLOAT, "mask.float");
         g->mask_made |= MADE_FLOAT;
     }
-    if ((want & MADE_COUNTS) && !(g->mask_made & MADE_COUNTS)) {
-        char axis[ONNX_NAME_MAX], axes[ONNX_NAME_MAX] = "mask.axes1", zero[ONNX_NAME_MAX],
-            one[ONNX_NAME_MAX];
+    char name[ONNX_NAME_MAX];
+    if ((want & (MADE_COUNT | MADE_ANY | MADE_CUM)) && !(g->mask_made & MADE_COUNT)) {
         cast_node(g, "mask.bool", ONNX_INT64, "mask.int64");
-        int_const(g, 1, axis, "axis1");
-        in[0] = "mask.int64";
-        in[1] = axis;
-        onnx_node_begin(g, "CumSum", in, 2, "mask.cum");
-        onnx_node_end(g);
         int64_t n1 = 1;
         if (initializer_ok(g, -1))
-            ints_initializer(g, axes, &n1, 1);
-        in[1] = axes;
+            ints_initializer(g, "mask.axes1", &n1, 1);
+        in[0] = "mask.int64";
+        in[1] = "mask.axes1";
         onnx_node_begin(g, "ReduceSum", in, 2, "mask.count");
         onnx_attr_int(g, "keepdims", 1);
         onnx_node_end(g);
-        int_const(g, 0, zero, "zero64");
-        int_const(g, 1, one, "one64");
+        int_const(g, 0, name, "zero64");
+        g->mask_made |= MADE_COUNT;
+    }
+    if ((want & MADE_ANY) && !(g->mask_made & MADE_ANY)) {
         in[0] = "mask.count";
-        in[1] = zero;
+        in[1] = "mask.zero64";
         onnx_node_begin(g, "Greater", in, 2, "mask.any");
         onnx_node_end(g);
-        g->mask_made |= MADE_COUNTS;
+        g->mask_made |= MADE_ANY;
+    }
+    if ((want & MADE_CUM) && !(g->mask_made & MADE_CUM)) {
+        int_const(g, 1, name, "axis1");
+        in[0] = "mask.int64";
+        in[1] = name;
+        onnx_node_begin(g, "CumSum", in, 2, "mask.cum");
+        onnx_node_end(g);
+        int_const(g, 1, name, "one64");
+        g->mask_made |= MADE_CUM;
     }
 }
 
 const char *onnx_mask(onnx_graph *g, int which)
 {
-    mask_values(g, which == ONNX_MASK_FLOAT ? MADE_FLOAT : which == ONNX_MASK_ANY ? MADE_COUNTS
-                                                                                 : 0);
+    mask_values(g, which == ONNX_MASK_FLOAT ? MADE_FLOAT : which == ONNX_MASK_ANY ? MADE_ANY : 0);
     return which == ONNX_MASK_BOOL ? "mask.bool" : which == ONNX_MASK_FLOAT ? "mask.float"
                                                                              : "mask.any";
 }
@@ -493,7 +501,7 @@ static void indices_like(onnx_graph *g, const char *x, const char *like, char *o
 
 void onnx_mask_pack(onnx_graph *g, const char *x, int T, char *packed, char *lens, int index)
 {
-    mask_values(g, MADE_COUNTS);
+    mask_values(g, MADE_CUM);
     char t[ONNX_NAME_MAX], a[ONNX_NAME_MAX], b[ONNX_NAME_MAX], c[ONNX_NAME_MAX],
         dest[ONNX_NAME_MAX], idx[ONNX_NAME_MAX], n[ONNX_NAME_MAX], steps[ONNX_NAME_MAX];
     const char *one = "mask.one64";
@@ -538,7 +546,7 @@ void onnx_mask_pack(onnx_graph *g, const char *x, int T, char *packed, char *len
 
 void onnx_mask_unpack(onnx_graph *g, const char *y, int zero_pads, char *out, int index)
 {
-    mask_values(g, MADE_COUNTS | (zero_pads ? MADE_FLOAT : 0));
+    mask_values(g, MADE_CUM | (zero_pads ? MADE_FLOAT : 0));
     char a[ONNX_NAME_MAX], b[ONNX_NAME_MAX], idx[ONNX_NAME_MAX], got[ONNX_NAME_MAX],
         keep[ONNX_NAME_MAX], axes[ONNX_NAME_MAX];
     const char *one = "mask.one64", *zero = "mask.zero64";

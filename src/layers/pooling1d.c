@@ -267,7 +267,6 @@ static int global_onnx(onnx_graph *g, const layer_plan *lp, int max, const char 
     }
     char axes1[ONNX_NAME_MAX], axes2[ONNX_NAME_MAX], keep3[ONNX_NAME_MAX], k[ONNX_NAME_MAX],
         a[ONNX_NAME_MAX], b[ONNX_NAME_MAX], c[ONNX_NAME_MAX], d[ONNX_NAME_MAX];
-    onnx_ints(g, &one, 1, axes1, i, "axes1");
     onnx_ints(g, &two, 1, axes2, i, "axes2");
     const char *in[3] = {onnx_mask(g, max ? ONNX_MASK_BOOL : ONNX_MASK_FLOAT), axes2, NULL};
     onnx_op(g, "Unsqueeze", in, 2, keep3, i, "mask3"); /* [N, T, 1] */
@@ -294,6 +293,7 @@ static int global_onnx(onnx_graph *g, const layer_plan *lp, int max, const char 
     }
     /* The sum over the tokens' steps over their count (at least 1). */
     float lone = 1.0f;
+    onnx_ints(g, &one, 1, axes1, i, "axes1");
     in[0] = x;
     in[1] = keep3;
     onnx_op(g, "Mul", in, 2, a, i, "tokens");
