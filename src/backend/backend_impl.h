@@ -21,8 +21,9 @@
 /* Never reused: 8 was briefly taken (2026-12-05); 11: the recurrent steps;
  * 12: dilated windows (window_geom's dh, dw), seq_pool_fwd and _bwd; 13: gather_rows,
  * scatter_add_rows; 14: ctx_workspace (a GPU context's scratch and cuBLAS workspace
- * from the pool); 15: add; 16: the recurrent steps' y and zero_out. */
-#define COHORT_BACKEND_API_VERSION 16
+ * from the pool); 15: add; 16: the recurrent steps' y and zero_out; 17: conv_fwd_pool,
+ * conv_wgrad_pool. */
+#define COHORT_BACKEND_API_VERSION 17
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -342,6 +343,27 @@ typedef struct backend_ops {
                        int F, act_kind act, int chunk);
     void (*conv_bwd_data)(backend_ctx *ctx, float *dX, float *scratch, const float *dY,
                           const float *W, const window_geom *g, int F, int chunk);
+
+    /*
+     * Optional (NULL: conv_fwd then maxpool_fwd; conv_wgrad after
+     * maxpool_bwd): a convolution and the max pooling after it in one pass
+     * over the chunks, so that each chunk's output is pooled, and its
+     * gradient scattered back, while it is in cache (a convnet's first
+     * layer: 11 MiB a batch of 128 otherwise written, then read again). pg
+     * is the pooling's window over Y as images (n, oh, ow, F).
+     * conv_fwd_pool: conv_fwd, then per chunk maxpool_fwd of its images into
+     * P and arg. conv_wgrad_pool: per chunk maxpool_bwd of its images from
+     * dP and arg into dY, then conv_wgrad. The same bits as the separate
+     * ops: each image is pooled and scattered alone.
+     */
+    void (*conv_fwd_pool)(backend_ctx *ctx, float *Y, float *scratch, float *wt, const float *X,
+                          const float *W, const float *bias, const window_geom *g, int F,
+                          act_kind act, int chunk, float *P, int32_t *arg,
+                          const window_geom *pg);
+    void (*conv_wgrad_pool)(backend_ctx *ctx, float *G, float *db, float *dY, const float *Y,
+                            const float *X, float *scratch, float *partial,
+                            const window_geom *g, int F, act_kind act, int chunk,
+                            const float *dP, const int32_t *arg, const window_geom *pg);
 
     /* Optional (NULL, or a return of 0: gemm into the gradients, then
      * optimize): the weight gradient of a dense layer taken by the optimizer

@@ -259,6 +259,48 @@ static int conv_backward(const layer_pass *p)
     return conv_run_backward(p, settings(p->ls[0]).use_bias);
 }
 
+/* Max pooling right after the convolution, of one model, on a backend that
+ * fuses the two (conv_fwd_pool, conv_wgrad_pool), under an activation made
+ * from the output (relu, not gelu: its input would be kept in between). */
+extern const layer_ops layer_max_pool_ops;
+
+static int pools_after(const layer_pass *p, const layer_pass *q)
+{
+    return q->lp->kind == &layer_max_pool_ops && p->count == 1 && q->count == 1 &&
+           !act_needs_input(p->lp->act) && p->be->conv_fwd_pool && p->be->conv_wgrad_pool &&
+           p->be->conv_bwd_data;
+}
+
+static int conv_forward_next(const layer_pass *p, const layer_pass *q)
+{
+    if (!pools_after(p, q))
+        return 0;
+    const layer_plan *lp = p->lp;
+    window_geom g = layer_window(lp, p->rows), pg = layer_window(q->lp, q->rows);
+    int F = lp->out.c, kc = (int)patch(lp);
+    const float *W = p->W + lp->p_off;
+    const float *b = settings(p->ls[0]).use_bias ? W + (size_t)F * (size_t)kc : NULL;
+    p->be->conv_fwd_pool(p->ctx, p->Y, p->work, partials_of(p), p->X, W, b, &g, F, lp->act,
+                         chunk_fwd(lp), q->Y, (int32_t *)q->saved, &pg);
+    return 1;
+}
+
+static int conv_backward_next(const layer_pass *p, const layer_pass *q)
+{
+    if (!pools_after(p, q) || q->dX != p->dY)
+        return -1;
+    const layer_plan *lp = p->lp;
+    window_geom g = layer_window(lp, p->rows), pg = layer_window(q->lp, q->rows);
+    int F = lp->out.c, kc = (int)patch(lp);
+    float *W = p->W + lp->p_off, *G = p->G + lp->p_off;
+    float *db = settings(p->ls[0]).use_bias ? G + (size_t)F * (size_t)kc : NULL;
+    p->be->conv_wgrad_pool(p->ctx, G, db, p->dY, p->Y, p->X, p->work, partials_of(p), &g, F,
+                           lp->act, chunk_wgrad(lp), q->dY, (const int32_t *)q->saved, &pg);
+    if (p->dX)
+        p->be->conv_bwd_data(p->ctx, p->dX, p->work, p->dY, W, &g, F, chunk_fwd(lp));
+    return 0;
+}
+
 static int conv_tensors(const layer_plan *lp, layer_tensor *t)
 {
     int64_t F = lp->out.c, kc = (int64_t)patch(lp);
@@ -339,6 +381,8 @@ const layer_ops layer_conv2d_ops = {
     .init = conv_init,
     .forward = conv_forward,
     .backward = conv_backward,
+    .forward_next = conv_forward_next,
+    .backward_next = conv_backward_next,
     .shares_input = 1,
     .reads_output = 1,
     .tensors = conv_tensors,

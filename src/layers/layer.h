@@ -174,6 +174,14 @@ typedef struct layer_ops {
     /* Returns 1 when the first n_fused parameters took their optimizer
      * step (then their gradients were not stored), else 0. */
     int (*backward)(const struct layer_pass *p);
+    /* Optional: this layer's pass p and the next layer's q in one, where the
+     * backend fuses them (conv2d, then max_pooling2d: conv_fwd_pool and
+     * conv_wgrad_pool), with the same results as the two one after the
+     * other. forward_next returns 1 when it ran both forwards, 0 when it ran
+     * nothing; backward_next runs q's backward then p's (q's dX is p's dY)
+     * and returns what p's backward returns, or -1 when it ran nothing. */
+    int (*forward_next)(const struct layer_pass *p, const struct layer_pass *q);
+    int (*backward_next)(const struct layer_pass *p, const struct layer_pass *q);
     /* The tensors of the weight file (at most LAYER_TENSORS_MAX) in file
      * order; returns
      * their count. NULL: none. */

@@ -120,7 +120,7 @@ static layer_pass pass_of(train_group *g, int i, krange r, int rows, const layer
 
 void group_forward(train_group *g, krange r, int rows, int training, uint64_t counter)
 {
-    const layer_spec *ls[COHORT_MAX_GROUP];
+    const layer_spec *ls[COHORT_MAX_GROUP], *ls_next[COHORT_MAX_GROUP];
     for (int i = 0; i < g->L.n_layers; i++) {
         layer_pass p = pass_of(g, i, r, rows, ls);
         p.training = training;
@@ -133,7 +133,21 @@ void group_forward(train_group *g, krange r, int rows, int training, uint64_t co
             p.sXT = g->L.p_stride;
         }
         p.ldt = g->xt_ld;
-        g->L.layers[i].kind->forward(&p);
+        const layer_ops *ops = g->L.layers[i].kind;
+        /* A pair the backend fuses (layer_ops.forward_next); the next layer
+         * reads no transposed input there. */
+        if (ops->forward_next && i + 1 < g->L.n_layers && !g->xt_layer[i + 1]) {
+            layer_pass q = pass_of(g, i + 1, r, rows, ls_next);
+            q.training = training;
+            q.counter = counter;
+            q.active = p.active;
+            q.ldt = g->xt_ld;
+            if (ops->forward_next(&p, &q)) {
+                i++;
+                continue;
+            }
+        }
+        ops->forward(&p);
     }
 }
 
@@ -176,25 +190,50 @@ static optim_step optim_of(train_group *g, krange r, int64_t t)
     return o;
 }
 
+/* Layer i's backward pass over models r: dY in delta[cur], dX in the other
+ * delta (dY itself for an entry with grad_in_place; NULL for the first
+ * trained layer), and the optimizer step o where backward may take it. */
+static layer_pass backward_pass_of(train_group *g, int i, krange r, int rows, int cur,
+                                   const optim_step *o, int64_t t, const layer_spec **ls)
+{
+    const model_layout *L = &g->L;
+    size_t P = L->p_stride;
+    layer_pass p = pass_of(g, i, r, rows, ls);
+    p.dY = AT(g->delta[cur], p.sd, r);
+    if (i > g->first_trained)
+        p.dX = L->layers[i].kind->grad_in_place ? p.dY : AT(g->delta[1 - cur], p.sd, r);
+    if (t > 0 && g->fuse_step) {
+        p.step = o;
+        p.opt = g->spec[0]->opt.kind;
+        p.s1 = L->opt_slots ? AT(g->opt_m, P, r) : NULL;
+        p.s2 = g->opt_v ? AT(g->opt_v, P, r) : NULL;
+    }
+    return p;
+}
+
 void group_backward(train_group *g, krange r, int rows, int64_t t, unsigned char *stepped)
 {
     const model_layout *L = &g->L;
-    const layer_spec *ls[COHORT_MAX_GROUP];
-    size_t P = L->p_stride;
+    const layer_spec *ls[COHORT_MAX_GROUP], *ls_prev[COHORT_MAX_GROUP];
     optim_step o = optim_of(g, r, t);
     int cur = 0;
     memset(stepped, 0, (size_t)L->n_layers);
     for (int i = L->n_layers - 1; i >= g->first_trained; i--) {
         const layer_ops *ops = L->layers[i].kind;
-        layer_pass p = pass_of(g, i, r, rows, ls);
-        p.dY = AT(g->delta[cur], p.sd, r);
-        if (i > g->first_trained)
-            p.dX = ops->grad_in_place ? p.dY : AT(g->delta[1 - cur], p.sd, r);
-        if (t > 0 && g->fuse_step) {
-            p.step = &o;
-            p.opt = g->spec[0]->opt.kind;
-            p.s1 = L->opt_slots ? AT(g->opt_m, P, r) : NULL;
-            p.s2 = g->opt_v ? AT(g->opt_v, P, r) : NULL;
+        layer_pass p = backward_pass_of(g, i, r, rows, cur, &o, t, ls);
+        /* Layer i and the one before it as a pair the backend fuses
+         * (layer_ops.backward_next): its dY is this layer's dX. */
+        const layer_ops *prev = i > g->first_trained ? L->layers[i - 1].kind : NULL;
+        if (prev && prev->backward_next && p.dX != p.dY) {
+            layer_pass b = backward_pass_of(g, i - 1, r, rows, 1 - cur, &o, t, ls_prev);
+            int st = prev->backward_next(&b, &p);
+            if (st >= 0) {
+                stepped[i - 1] = (unsigned char)st;
+                if (!b.dX || b.dX == b.dY)
+                    cur = 1 - cur;
+                i--;
+                continue;
+            }
         }
         stepped[i] = (unsigned char)ops->backward(&p);
         if (p.dX && p.dX != p.dY)
