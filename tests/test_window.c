@@ -1007,6 +1007,45 @@ static void test_attn_softmax_threads(int n, int H, int T, int causal, int maske
     free(S0), free(dS0), free(tok);
 }
 
+
+/* bias_act and act_backward on contexts of 1 and 2 threads against one call
+ * of the kernels over all of each model's values, bit for bit: every
+ * element's own function, whatever the split (two models, rows past the
+ * parts' units, a run of values past ACT_UNIT). */
+#include "backend/cpu/kernels.h"
+
+static void test_act_threads(act_kind act, int rows, int cols, int with_bias)
+{
+    enum { COUNT = 2 };
+    size_t sY = (size_t)rows * cols + 7, n = sY * COUNT, sb = (size_t)cols + 1;
+    float *Z = fbuf(n), *dY = fbuf(n), *bias = fbuf(sb * COUNT), *Y[3], *d[3];
+    fill(Z, n, -4, 4);
+    fill(dY, n, -1, 1);
+    fill(bias, sb * COUNT, -0.5f, 0.5f);
+    for (int t = 0; t < 3; t++) {
+        Y[t] = fbuf(n), d[t] = fbuf(n);
+        memcpy(Y[t], Z, n * sizeof(float));
+        memcpy(d[t], dY, n * sizeof(float));
+    }
+    const float *b = with_bias ? bias : NULL;
+    size_t m = (size_t)rows * cols;
+    for (int t = 0; t < 2; t++) {
+        be->bias_act(ctx[t], Y[t], sY, b, sb, rows, cols, act, COUNT);
+        be->act_backward(ctx[t], d[t], sY, Z, sY, m, act, COUNT);
+    }
+    for (int k = 0; k < COUNT; k++) {
+        kern_bias_act(Y[2] + k * sY, b ? b + k * sb : NULL, rows, cols, act);
+        kern_act_backward(d[2] + k * sY, Z + k * sY, m, act);
+    }
+    for (int t = 0; t < 2; t++)
+        CHECK_MSG(!memcmp(Y[t], Y[2], n * sizeof(float)) && !memcmp(d[t], d[2], n * sizeof(float)),
+                  "%s %d x %d%s, %d thread(s): bias_act or act_backward differ from one call",
+                  act_name(act), rows, cols, with_bias ? " with bias" : "", t + 1);
+    for (int t = 0; t < 3; t++)
+        free(Y[t]), free(d[t]);
+    free(Z), free(dY), free(bias);
+}
+
 int main(void)
 {
     struct timespec t0, t1;
@@ -1032,6 +1071,12 @@ int main(void)
         for (int masked = 0; masked < 2; masked++)
             test_attn_softmax_threads(130, 4, 16, causal, masked, 2);
     test_attn_softmax_threads(3, 2, 7, 1, 1, 1);
+    for (int a = ACT_GELU; a <= ACT_SILU; a++)
+        for (int with_bias = 0; with_bias < 2; with_bias++)
+            test_act_threads((act_kind)a, 2053, 128, with_bias);
+    test_act_threads(ACT_SIGMOID, 1031, 33, 1);
+    test_act_threads(ACT_RELU, 9001, 128, 1);
+    test_act_threads(ACT_TANH, 3, 5, 0);
 
     /* n, h, w, c, kh, kw, sh, sw, same */
     static const int geoms[][9] = {
