@@ -1046,6 +1046,44 @@ static void test_act_threads(act_kind act, int rows, int cols, int with_bias)
     free(Z), free(dY), free(bias);
 }
 
+
+/* Many tiny products in one call (a Transformer's attention: a head's
+ * scores and contexts over the samples, at strides of their own, alpha 1
+ * or 1/sqrt(dk)), which the pool now splits by problem: 1 and 2 threads
+ * bit for bit, and each problem against one cblas_sgemm within rounding. */
+static void test_gemm_many(int M, int N, int Kd, int count, float alpha)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? M : Kd) + 5, ldb = (tb ? Kd : N) + 3, ldc = N + 1;
+            size_t sA = (size_t)(ta ? Kd : M) * lda, sB = (size_t)(tb ? N : Kd) * ldb + 2;
+            size_t sC = (size_t)M * ldc + 3;
+            float *A = fbuf(count * sA), *B = fbuf(count * sB), *C[2], *ref = fbuf(count * sC);
+            fill(A, count * sA, -1.0f, 1.0f);
+            fill(B, count * sB, -1.0f, 1.0f);
+            memset(ref, 0, count * sC * sizeof(float));
+            for (int k = 0; k < count; k++)
+                cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                            tb ? CblasTrans : CblasNoTrans, M, N, Kd, alpha, A + k * sA, lda,
+                            B + k * sB, ldb, 0.0f, ref + k * sC, ldc);
+            for (int t = 0; t < 2; t++) {
+                C[t] = fbuf(count * sC);
+                memset(C[t], 0, count * sC * sizeof(float));
+                be->gemm(ctx[t], ta, tb, M, N, Kd, alpha, A, lda, sA, B, ldb, sB, 0.0f, C[t], ldc,
+                         sC, count);
+            }
+            CHECK_MSG(!memcmp(C[0], C[1], count * sC * sizeof(float)),
+                      "gemm %d x %d x %d (%d%d) x%d alpha %g: threads differ", M, N, Kd, ta, tb,
+                      count, alpha);
+            double worst = 0.0;
+            for (size_t e = 0; e < count * sC; e++)
+                worst = fmax(worst, fabs((double)C[1][e] - ref[e]) / (1.0 + fabs((double)ref[e])));
+            CHECK_MSG(worst <= 1e-5, "gemm %d x %d x %d (%d%d) x%d alpha %g: off by %g", M, N, Kd,
+                      ta, tb, count, alpha, worst);
+            free(C[0]), free(C[1]), free(A), free(B), free(ref);
+        }
+}
+
 int main(void)
 {
     struct timespec t0, t1;
@@ -1168,6 +1206,9 @@ int main(void)
     test_gemm(ctx_none, 400, 100, 120, 2); /* tiled, two problems */
     test_gemm(ctx_none, 100, 50, 100, 4);  /* split by problem */
     test_gemm(ctx_none, 5, 3, 7, 3);       /* small */
+    test_gemm_many(16, 16, 8, 200, 1.0f);  /* many tiny problems, split by problem */
+    test_gemm_many(16, 8, 16, 200, 0.35f);
+    test_gemm_many(7, 16, 5, 301, 1.0f);
 
     for (int t = 0; t < 2; t++)
         be->ctx_free(ctx[t]);
