@@ -36,8 +36,13 @@ models:
   - {name: g_b, layers: [{gru: 8}, {dense: 3, activation: softmax}], optimizer: {name: adam, lr: 0.02}}
   - {name: b_a, layers: [{bidirectional: {gru: 4, return_sequences: true}}, {bidirectional: {lstm: 3}}, {dense: 3, activation: softmax}]}
   - {name: b_b, layers: [{bidirectional: {gru: 4, return_sequences: true}}, {bidirectional: {lstm: 3}}, {dense: 3, activation: softmax}], optimizer: {name: adam, lr: 0.01}}
+  # Batches of 40: the CPU runs a recurrence in chunks of 16 rows (the last of
+  # 8), which the threads share out; fused, the two models' chunks side by side.
+  - {name: c_a, batch_size: 40, layers: [{lstm: 20, return_sequences: true}, {gru: 17}, {dense: 3, activation: softmax}]}
+  - {name: c_b, batch_size: 40, layers: [{lstm: 20, return_sequences: true}, {gru: 17}, {dense: 3, activation: softmax}], optimizer: {name: adam, lr: 0.01}}
+  - {name: c_bi, batch_size: 40, layers: [{bidirectional: {lstm: 18}}, {dense: 3, activation: softmax}]}
 YAML
-MODELS="l_a l_b l_c l_sgd g_a g_b b_a b_b"
+MODELS="l_a l_b l_c l_sgd g_a g_b b_a b_b c_a c_b c_bi"
 
 "$COHORT" train "$T/plan.yaml" --strategy sequential --threads 1 --out "$T/sequential" --quiet \
     >/dev/null 2>"$T/seq.err" && ok || bad "sequential run: $(cat "$T/seq.err")"
@@ -54,12 +59,13 @@ for s in threads fused1 fused2; do
     done
 done
 # fused1 did fuse: the three LSTMs under adam in one group (l_sgd alone: another
-# optimizer), the two GRUs in another, the two bidirectional models in a third.
+# optimizer), the two GRUs in another, the two bidirectional models in a third,
+# the two batch-40 stacks in a fourth.
 "$COHORT" plan "$T/plan.yaml" --strategy fused --threads 1 --json >"$T/groups.json" 2>&1
 "$PY" - "$T/groups.json" "$T/fused1/results.json" <<'PY' && ok || bad "fused: the models did not form the groups expected"
 import json, sys
 groups = json.load(open(sys.argv[1]))["groups"]
-assert sorted(len(g["models"]) for g in groups) == [1, 2, 2, 3], groups
+assert sorted(len(g["models"]) for g in groups) == [1, 1, 2, 2, 2, 3], groups
 for m in json.load(open(sys.argv[2]))["models"]:
     assert m["status"] == "ok" and m["planned_bytes"] == m["peak_bytes"], m
 PY

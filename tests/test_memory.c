@@ -412,14 +412,17 @@ static void rnn_spec(int v, int batch, uint64_t seed, model_spec *s)
 
 /* The floats a recurrent layer keeps per sample, as its header comment
  * says: its gates at every step (4H, 3H), the LSTM's cells or the GRU's
- * recurrent products (H, 3H), and without return_sequences the outputs of
- * steps 0..T-2 (bidirectional: all T states), per direction; scratch dL/dh
- * (and the LSTM's dL/dc). */
-static void rnn_sizes(int gru, int dirs, int T, int H, int seq, size_t *saved, size_t *work)
+ * recurrent products (H, 3H) and the state before every step (H), per
+ * direction; scratch per sample of a batch of B: the larger of forward's
+ * (a last state, and W_ih and W_hh transposed, G*H*(F+H) over the batch)
+ * and backward's (dL/dh, and the LSTM's dL/dc). */
+static void rnn_sizes(int gru, int dirs, int T, int F, int H, int B, size_t *saved, size_t *work)
 {
-    size_t states = dirs == 2 ? (size_t)T * (size_t)H : seq ? 0 : (size_t)(T - 1) * (size_t)H;
-    *saved = (size_t)dirs * ((size_t)T * (size_t)H * (gru ? 6 : 5) + states);
-    *work = (size_t)H * (gru ? 1 : 2);
+    size_t G = gru ? 3 : 4;
+    *saved = (size_t)dirs * ((size_t)T * (size_t)H * (gru ? 7 : 6));
+    size_t fwd = (size_t)H + (G * (size_t)H * (size_t)(F + H) + (size_t)B - 1) / (size_t)B;
+    size_t bwd = (size_t)H * (gru ? 1 : 2);
+    *work = fwd > bwd ? fwd : bwd;
 }
 
 /* planned == peak for batch sizes x K x sequence lengths; each recurrent
@@ -455,8 +458,8 @@ static void rnn_planned_equals_peak(void)
                         /* The variants' bidirectional gru is v 5's. */
                         int gru = bi ? v == 5 : strcmp(kind, "gru") == 0;
                         size_t sv, wk;
-                        rnn_sizes(gru, bi ? 2 : 1, lp->in.h, lp->out.c / (bi ? 2 : 1),
-                                  lp->out.rank == 2, &sv, &wk);
+                        rnn_sizes(gru, bi ? 2 : 1, lp->in.h, lp->in.c, lp->out.c / (bi ? 2 : 1),
+                                  batches[b], &sv, &wk);
                         CHECK_MSG(lp->n_saved == sv && lp->n_work == wk,
                                   "%s T %d layer %d: saved %zu work %zu per sample, expected %zu "
                                   "and %zu", rnn_what[v], steps[t], i, lp->n_saved, lp->n_work, sv,

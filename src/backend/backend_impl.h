@@ -22,8 +22,8 @@
  * 12: dilated windows (window_geom's dh, dw), seq_pool_fwd and _bwd; 13: gather_rows,
  * scatter_add_rows; 14: ctx_workspace (a GPU context's scratch and cuBLAS workspace
  * from the pool); 15: add; 16: the recurrent steps' y and zero_out; 17: conv_fwd_pool,
- * conv_wgrad_pool. */
-#define COHORT_BACKEND_API_VERSION 17
+ * conv_wgrad_pool; 18: rnn_fwd and rnn_bwd (a recurrent direction's steps at once). */
+#define COHORT_BACKEND_API_VERSION 18
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -140,6 +140,32 @@ typedef struct rnn_step {
     int ld_t;
     size_t s_t;
 } rnn_step;
+
+/*
+ * Consecutive steps of one direction of a recurrent layer, in the order of
+ * its recurrence (the operands of the optional rnn_fwd and rnn_bwd): steps
+ * [n] as the step ops take them (each with the same rows, H and count), and
+ * each model's kernels and input bias (stride sW): Wih [G*H, F], Whh
+ * [G*H, H], b [G*H] (G = 3 for the GRU, 4 for the LSTM). For rnn_fwd, X is
+ * the input of steps[0] ([rows, F], leading dimension ld_x, model stride
+ * sX), the next step's x_next floats on; wt is scratch [F + H, G*H] per
+ * model (stride s_wt) that holds Wih and Whh transposed: rnn_fwd makes it
+ * where fill_wt is set and reads it as an earlier call left it otherwise.
+ */
+typedef struct rnn_seq {
+    int gru;
+    int n;
+    const rnn_step *steps;
+    const float *Wih, *Whh, *b;
+    size_t sW;
+    const float *X;
+    ptrdiff_t x_next;
+    int F, ld_x;
+    size_t sX;
+    float *wt;
+    size_t s_wt;
+    int fill_wt;
+} rnn_seq;
 
 typedef struct backend_ops {
     const char *name; /* "cpu", "cuda": for messages only */
@@ -420,6 +446,18 @@ typedef struct backend_ops {
      * dL/d(recurrent products with their bias), dh the direct part of
      * dL/dh_prev (z dh; all of it at a padded step). */
     void (*gru_bwd)(backend_ctx *ctx, const rnn_step *s);
+    /* Optional (NULL: gemm and the step ops above, a step at a time): the
+     * steps of q at once, each row's recurrence on its own. rnn_fwd: for
+     * i = 0..n-1, the input's products b + x·Wihᵀ into gates, then where
+     * steps[i].h_prev is not NULL the recurrent products h_prev·Whhᵀ added
+     * to gates (lstm) or written to rec (gru), then lstm_fwd or gru_fwd of
+     * steps[i]. rnn_bwd: for i = n-1 down to 0, lstm_bwd or gru_bwd of
+     * steps[i], then where steps[i].h_prev is not NULL, dh += (gates (lstm)
+     * or rec (gru))·Whh. Each element of a product is its own sum over k in
+     * order, from the value it adds to (a fused multiply-add each), so no
+     * result depends on how the rows are split. */
+    void (*rnn_fwd)(backend_ctx *ctx, const rnn_seq *q);
+    void (*rnn_bwd)(backend_ctx *ctx, const rnn_seq *q);
 
     /* -- sequences: n samples of T steps x C features per model, [n, T, C] -- */
     /* Global pooling over the steps into Y [n, C]: max (arg [n, C] = the

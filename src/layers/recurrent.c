@@ -31,15 +31,22 @@
  * bidirectional: the forward direction's, then the reverse one's, whose
  * tensors have torch's _reverse suffix.
  *
- * Compute: the input's products for all steps are one GEMM (rows*T rows)
- * plus the bias; then per step the K models' recurrent products are one
- * batched GEMM and the cell one backend op (lstm_fwd, gru_fwd: rnn_cell.h).
+ * Compute: where the backend runs a direction's steps at once (rnn_fwd,
+ * rnn_bwd: the CPU, each chunk of rows through all its steps on its own,
+ * the input's products included), blocks of RNN_BLOCK steps a call; else
+ * the input's products for all steps as one GEMM (rows*T rows) plus the
+ * bias, then per step the K models' recurrent products as one batched GEMM
+ * and the cell as one backend op (lstm_fwd, gru_fwd: rnn_cell.h). In backward the weights'
+ * gradients are one GEMM each over all rows*T steps: W_ih's, W_hh's (the
+ * gates' gradients against the states before them) and the input's.
  * Kept for backward (BUF_SAVED, per row): the gates of every step (their
  * gradients overwrite them in backward), the LSTM's cells and the GRU's
- * recurrent products, and without return_sequences the outputs of steps
- * 0..T-2 (with it they are the layer's output; bidirectional keeps every
- * step's state h of each direction, its output being another layout). Scratch:
- * dL/dh (and dL/dc) of one step, used by one direction after the other.
+ * recurrent products, and the state before each step [T, H] in step order
+ * (the previous step's output; 0 before the direction's first step), so
+ * that W_hh's gradient is one product. Scratch (BUF_WORK): in forward the
+ * last state of a bidirectional direction (which only its output keeps)
+ * and W_ih, W_hh transposed for rnn_fwd; in backward dL/dh (and dL/dc) of one
+ * step, used by one direction after the other.
  */
 #include "io/onnx.h"
 #include "layers/pass.h"
@@ -205,24 +212,29 @@ static size_t dir_params(const rnn_dims *d)
 }
 
 /* Per row of BUF_SAVED: the gates of every step, the LSTM's cells or the
- * GRU's recurrent products, the outputs of steps 0..T-2 where the layer's
- * output is the last alone. */
+ * GRU's recurrent products, the state before every step. */
 static size_t saved_gates(const rnn_dims *d) { return (size_t)d->T * (size_t)(d->G * d->H); }
 static size_t saved_second(const rnn_dims *d)
 {
     return (size_t)d->T * (size_t)(d->gru ? 3 * d->H : d->H);
 }
-static size_t saved_outputs(const rnn_dims *d)
-{
-    if (d->dirs == 2)
-        return (size_t)d->T * (size_t)d->H; /* every step's state */
-    return d->seq ? 0 : (size_t)(d->T - 1) * (size_t)d->H;
-}
+static size_t saved_outputs(const rnn_dims *d) { return (size_t)d->T * (size_t)d->H; }
 
 /* A direction's saved floats per sample. */
 static size_t dir_saved(const rnn_dims *d)
 {
     return saved_gates(d) + saved_second(d) + saved_outputs(d);
+}
+
+/* Scratch per row of a batch of B: forward, a row's last state (H) and
+ * W_ih and W_hh transposed (G*H*(F+H) over the batch); backward, dL/dh
+ * (and dL/dc). */
+static size_t work_per_row(const rnn_dims *d, int batch)
+{
+    size_t B = (size_t)(batch > 0 ? batch : 1), H = (size_t)d->H;
+    size_t wt = (size_t)d->G * H * ((size_t)d->F + H);
+    size_t fwd = H + (wt + B - 1) / B, bwd = (size_t)(d->gru ? 1 : 2) * H;
+    return fwd > bwd ? fwd : bwd;
 }
 
 static int rnn_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
@@ -244,19 +256,23 @@ static int rnn_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
     lp->out = d.seq ? shape_seq(d.T, width) : shape_flat(width);
     lp->n_params = (size_t)d.dirs * dir_params(&d);
     lp->n_saved = (size_t)d.dirs * dir_saved(&d);
-    lp->n_work = (size_t)(d.gru ? 1 : 2) * (size_t)d.H;
+    lp->n_work = work_per_row(&d, lp->batch);
     return 0;
 }
 
 /* A plan's directions and cell, which the spec says and the plan shows: two
- * directions for bidirectional; the GRU's scratch is one step's dL/dh, the
- * LSTM's dL/dh and dL/dc. */
+ * directions for bidirectional; a direction keeps 7 T H floats a sample
+ * for the GRU (gates 3H, recurrent products 3H, states H a step), 6 T H
+ * for the LSTM (gates 4H, cells H, states H). */
 static int plan_dirs(const layer_plan *lp)
 {
     return strcmp(lp->kind->name, "bidirectional") == 0 ? 2 : 1;
 }
 static int plan_units(const layer_plan *lp) { return lp->out.c / plan_dirs(lp); }
-static int plan_is_gru(const layer_plan *lp) { return lp->n_work == (size_t)plan_units(lp); }
+static int plan_is_gru(const layer_plan *lp)
+{
+    return lp->n_saved == (size_t)plan_dirs(lp) * 7 * (size_t)lp->in.h * (size_t)plan_units(lp);
+}
 
 static double rnn_macs(const layer_plan *lp)
 {
@@ -340,10 +356,9 @@ typedef struct rnn_pass {
     float *Gih, *Ghh, *Gb;
     float *Z;   /* [B, T, G*H] gates */
     float *S;   /* [B, T, H] cells, or [B, T, 3H] recurrent products */
-    float *Hs;  /* the states: Y with return_sequences, else [B, T-1, H]; two
-                 * directions: [B, T, H] each, the output Y another layout */
+    float *Hs;  /* [B, T, H]: at step t the state before it (the previous step's
+                 * output in the direction's order; 0 before the first step) */
     int ld_z, ld_s, ld_hs;
-    size_t s_hs;
 } rnn_pass;
 
 static rnn_pass pass_of(const layer_pass *p, int dir)
@@ -365,15 +380,8 @@ static rnn_pass pass_of(const layer_pass *p, int dir)
     q.S = q.Z + B * saved_gates(&q.d);
     q.ld_z = q.d.T * (int)GH;
     q.ld_s = q.d.T * (int)(q.d.gru ? 3 * H : H);
-    if (q.d.dirs == 1 && q.d.seq) {
-        q.Hs = p->Y;
-        q.ld_hs = q.d.T * (int)H;
-        q.s_hs = p->sY;
-    } else {
-        q.Hs = q.S + B * saved_second(&q.d);
-        q.ld_hs = (int)(saved_outputs(&q.d));
-        q.s_hs = p->s_saved;
-    }
+    q.Hs = q.S + B * saved_second(&q.d);
+    q.ld_hs = q.d.T * (int)H;
     return q;
 }
 
@@ -382,9 +390,10 @@ static rnn_pass pass_of(const layer_pass *p, int dir)
 static int step_at(const rnn_pass *q, int i) { return q->dir ? q->d.T - 1 - i : i; }
 static int step_before(const rnn_pass *q, int t) { return q->dir ? t + 1 : t - 1; }
 
-/* The operands of iteration i (step t); the last iteration's output goes
- * into Y (its own place in it, for two directions) where the layer returns
- * the last step alone. */
+/* The operands of iteration i (step t): the state before it from Hs, its
+ * output into Hs as the state before the next step and, where the layer
+ * returns every step, into Y too. The last iteration's output goes into Y
+ * (a bidirectional layer's into the scratch, Y taking its copy y). */
 static rnn_step step_of(const layer_pass *p, const rnn_pass *q, int i)
 {
     int H = q->d.H, T = q->d.T, t = step_at(q, i), tp = step_before(q, t);
@@ -410,20 +419,28 @@ static rnn_step step_of(const layer_pass *p, const rnn_pass *q, int i)
         s.ld_c = q->ld_s;
         s.s_c = p->s_saved;
     }
-    s.h_prev = i ? q->Hs + (size_t)tp * (size_t)H : NULL;
+    s.h_prev = i ? q->Hs + (size_t)t * (size_t)H : NULL;
     s.ld_hp = q->ld_hs;
-    s.s_hp = q->s_hs;
+    s.s_hp = p->s_saved;
     int last = i == T - 1, width = q->d.dirs * H;
-    if (q->d.dirs == 1 && !q->d.seq && last) {
-        s.h = p->Y;
-        s.ld_h = H;
+    if (!last) {
+        s.h = q->Hs + (size_t)step_at(q, i + 1) * (size_t)H;
+        s.ld_h = q->ld_hs;
+        s.s_h = p->s_saved;
+    } else if (q->d.dirs == 1) {
+        s.h = q->d.seq ? p->Y + (size_t)t * (size_t)H : p->Y;
+        s.ld_h = q->d.seq ? T * H : H;
         s.s_h = p->sY;
     } else {
-        s.h = q->Hs + (size_t)t * (size_t)H;
-        s.ld_h = q->ld_hs;
-        s.s_h = q->s_hs;
+        s.h = p->work;
+        s.ld_h = H;
+        s.s_h = p->s_work;
     }
-    if (q->d.dirs == 2 && q->d.seq) {
+    if (q->d.dirs == 1 && q->d.seq && !last) {
+        s.y = p->Y + (size_t)t * (size_t)H;
+        s.ld_y = T * H;
+        s.s_y = p->sY;
+    } else if (q->d.dirs == 2 && q->d.seq) {
         s.y = p->Y + (size_t)t * (size_t)width + (size_t)(q->dir * H);
         s.ld_y = T * width;
         s.s_y = p->sY;
@@ -441,11 +458,42 @@ static rnn_step step_of(const layer_pass *p, const rnn_pass *q, int i)
     return s;
 }
 
+/* Steps a call of the backend's rnn_fwd and rnn_bwd takes (their operands
+ * on the stack). */
+#define RNN_BLOCK 32
+
+/* The steps' operands of iterations [i0, i0 + n) into s. */
+static void steps_of(const layer_pass *p, const rnn_pass *q, int i0, int n, rnn_step *s)
+{
+    for (int i = 0; i < n; i++)
+        s[i] = step_of(p, q, i0 + i);
+}
+
 static void dir_forward(const layer_pass *p, int dir)
 {
     const backend_ops *be = p->be;
     rnn_pass q = pass_of(p, dir);
     int T = q.d.T, F = q.d.F, H = q.d.H, GH = q.d.G * H, rows = p->rows;
+    /* The states before each step: the steps write all but the first's 0. */
+    for (int k = 0; k < p->count; k++)
+        be->memzero(p->ctx, q.Hs + (size_t)k * p->s_saved,
+                    (size_t)rows * (size_t)T * (size_t)H * sizeof(float));
+    if (be->rnn_fwd) {
+        /* Each chunk of rows through its steps, the input's products too. */
+        rnn_step s[RNN_BLOCK];
+        for (int i0 = 0; i0 < T; i0 += RNN_BLOCK) {
+            int n = T - i0 < RNN_BLOCK ? T - i0 : RNN_BLOCK;
+            steps_of(p, &q, i0, n, s);
+            rnn_seq o = {.gru = q.d.gru, .n = n, .steps = s, .Wih = q.Wih, .Whh = q.Whh,
+                         .b = q.b, .sW = p->sP,
+                         .X = p->X + (size_t)step_at(&q, i0) * (size_t)F,
+                         .x_next = dir ? -(ptrdiff_t)F : (ptrdiff_t)F, .F = F, .ld_x = T * F,
+                         .sX = p->sX, .wt = p->work + (size_t)p->batch * (size_t)H,
+                         .s_wt = p->s_work, .fill_wt = i0 == 0};
+            be->rnn_fwd(p->ctx, &o);
+        }
+        return;
+    }
     /* The input's products for all steps, and the (input's) bias. */
     be->gemm(p->ctx, 0, 1, rows * T, GH, F, 1.0f, p->X, F, p->sX, q.Wih, F, p->sP, 0.0f, q.Z, GH,
              p->s_saved, p->count);
@@ -470,52 +518,62 @@ static void rnn_forward(const layer_pass *p)
         dir_forward(p, dir);
 }
 
+/* Iteration i's operands for backward: its output gradient and dL/dh, dL/dc. */
+static rnn_step back_step_of(const layer_pass *p, const rnn_pass *q, int i)
+{
+    rnn_step s = step_of(p, q, i);
+    int T = q->d.T, H = q->d.H, t = step_at(q, i), width = q->d.dirs * H;
+    s.first = i == T - 1;
+    if (q->d.seq) {
+        s.dy = p->dY + (size_t)t * (size_t)width + (size_t)(q->dir * H);
+        s.ld_dy = T * width;
+        s.s_dy = p->sd;
+    } else if (i == T - 1) {
+        s.dy = p->dY + (size_t)(q->dir * H);
+        s.ld_dy = width;
+        s.s_dy = p->sd;
+    }
+    s.dh = p->work;
+    s.dc = q->d.gru ? NULL : p->work + (size_t)p->batch * (size_t)H;
+    s.s_d = p->s_work;
+    return s;
+}
+
 static void dir_backward(const layer_pass *p, int dir)
 {
     const backend_ops *be = p->be;
     rnn_pass q = pass_of(p, dir);
     int T = q.d.T, F = q.d.F, H = q.d.H, GH = q.d.G * H, rows = p->rows;
-    int width = q.d.dirs * H;
-    float *dh = p->work, *dc = q.d.gru ? NULL : p->work + (size_t)p->batch * (size_t)H;
     /* Back through the steps: each step's gates become their gradients, and
      * dL/dh of the step before gets their product with W_hh. */
-    for (int i = T - 1; i >= 0; i--) {
-        rnn_step s = step_of(p, &q, i);
-        int t = step_at(&q, i);
-        s.first = i == T - 1;
-        if (q.d.seq) {
-            s.dy = p->dY + (size_t)t * (size_t)width + (size_t)(dir * H);
-            s.ld_dy = T * width;
-            s.s_dy = p->sd;
-        } else if (i == T - 1) {
-            s.dy = p->dY + (size_t)(dir * H);
-            s.ld_dy = width;
-            s.s_dy = p->sd;
+    if (be->rnn_bwd) {
+        rnn_step s[RNN_BLOCK];
+        for (int end = T; end > 0; end -= RNN_BLOCK) {
+            int n = end < RNN_BLOCK ? end : RNN_BLOCK;
+            for (int i = 0; i < n; i++)
+                s[i] = back_step_of(p, &q, end - n + i);
+            rnn_seq o = {.gru = q.d.gru, .n = n, .steps = s, .Wih = q.Wih, .Whh = q.Whh,
+                         .b = q.b, .sW = p->sP};
+            be->rnn_bwd(p->ctx, &o);
         }
-        s.dh = dh;
-        s.dc = dc;
-        s.s_d = p->s_work;
-        (q.d.gru ? be->gru_bwd : be->lstm_bwd)(p->ctx, &s);
-        if (i) {
-            const float *dr = q.d.gru ? s.rec : s.gates;
-            int ld = q.d.gru ? s.ld_r : s.ld_g;
-            be->gemm(p->ctx, 0, 0, rows, H, GH, 1.0f, dr, ld, p->s_saved, q.Whh, H, p->sP, 1.0f,
-                     dh, H, p->s_work, p->count);
+    } else {
+        for (int i = T - 1; i >= 0; i--) {
+            rnn_step s = back_step_of(p, &q, i);
+            (q.d.gru ? be->gru_bwd : be->lstm_bwd)(p->ctx, &s);
+            if (i) {
+                const float *dr = q.d.gru ? s.rec : s.gates;
+                int ld = q.d.gru ? s.ld_r : s.ld_g;
+                be->gemm(p->ctx, 0, 0, rows, H, GH, 1.0f, dr, ld, p->s_saved, q.Whh, H, p->sP,
+                         1.0f, s.dh, H, p->s_work, p->count);
+            }
         }
     }
-    /* W_hh's gradient: the recurrent products' gradients of iterations
-     * 1..T-1 against the states before them (the first's is 0). */
+    /* W_hh's gradient: the recurrent products' gradients of all steps
+     * against the states before them (0 before the first step), one GEMM
+     * over rows*T. The LSTM's are its gates', the GRU's its own. */
     const float *dR = q.d.gru ? q.S : q.Z;
-    int ld_r = q.d.gru ? q.ld_s : q.ld_z;
-    if (T == 1)
-        for (int k = 0; k < p->count; k++)
-            be->memzero(p->ctx, q.Ghh + (size_t)k * p->sP, (size_t)GH * (size_t)H * sizeof(float));
-    for (int i = 1; i < T; i++) {
-        int t = step_at(&q, i), tp = step_before(&q, t);
-        be->gemm(p->ctx, 1, 0, GH, H, rows, 1.0f, dR + (size_t)t * (size_t)GH, ld_r, p->s_saved,
-                 q.Hs + (size_t)tp * (size_t)H, q.ld_hs, q.s_hs, i == 1 ? 0.0f : 1.0f, q.Ghh, H,
-                 p->sP, p->count);
-    }
+    be->gemm(p->ctx, 1, 0, GH, H, rows * T, 1.0f, dR, GH, p->s_saved, q.Hs, H, p->s_saved, 0.0f,
+             q.Ghh, H, p->sP, p->count);
     /* The input's: one GEMM over all steps, and the biases; the input
      * gradient sums the two directions'. */
     be->gemm(p->ctx, 1, 0, GH, F, rows * T, 1.0f, q.Z, GH, p->s_saved, p->X, F, p->sX, 0.0f,

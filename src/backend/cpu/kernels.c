@@ -3,6 +3,7 @@
 #include "backend/cpu/dense_step.h"
 #include "backend/backend_impl.h"
 #include "backend/rnn_cell.h"
+#include "backend/cpu/vmath.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -397,6 +398,16 @@ static const float *rnn_dy(const rnn_step *s, int k, int r, int pad)
     return s->dy && !(pad && s->zero_out) ? RNN_ROW(s->dy, s->ld_dy, s->s_dy, k, r) : NULL;
 }
 
+/*
+ * The cells' transcendental functions go through vmath's arrays (a row's
+ * gate blocks are contiguous H floats in torch's order), the rest is
+ * rnn_cell.h's arithmetic in the same order, in loops gcc vectorizes. The
+ * CUDA plugin runs rnn_cell.h's scalar units: the two differ by a few ulps.
+ */
+
+/* Units of a row taken at a time where a step needs room for tanh(c). */
+#define RNN_SPAN 64
+
 void kern_lstm_fwd(const rnn_step *s, int k, int r0, int r1)
 {
     int H = s->H;
@@ -407,14 +418,28 @@ void kern_lstm_fwd(const rnn_step *s, int k, int r0, int r1)
         const float *cp = s->c_prev ? RNN_ROW(s->c_prev, s->ld_c, s->s_c, k, r) : NULL;
         const float *hp = s->h_prev ? RNN_ROW(s->h_prev, s->ld_hp, s->s_hp, k, r) : NULL;
         int pad = rnn_padded(s, k, r);
-        if (pad)
+        if (pad) {
             for (int j = 0; j < H; j++) {
                 c[j] = cp ? cp[j] : 0.0f;
                 h[j] = hp ? hp[j] : 0.0f;
             }
-        else
+        } else {
+            /* i, f = sigmoid; g = tanh; o = sigmoid; c = f c_prev + i g;
+             * h = o tanh(c) (lstm_unit_fwd's terms). */
+            const float *zi = z, *zf = z + H, *zg = z + 2 * H, *zo = z + 3 * H;
+            vm_sigmoid(z, z, (size_t)(2 * H));
+            vm_tanh(z + 2 * H, z + 2 * H, (size_t)H);
+            vm_sigmoid(z + 3 * H, z + 3 * H, (size_t)H);
+            if (cp)
+                for (int j = 0; j < H; j++)
+                    c[j] = zf[j] * cp[j] + zi[j] * zg[j];
+            else
+                for (int j = 0; j < H; j++)
+                    c[j] = zf[j] * 0.0f + zi[j] * zg[j];
+            vm_tanh(h, c, (size_t)H);
             for (int j = 0; j < H; j++)
-                h[j] = lstm_unit_fwd(z + j, H, cp ? cp[j] : 0.0f, &c[j]);
+                h[j] = zo[j] * h[j];
+        }
         rnn_out(s, k, r, pad, h);
     }
 }
@@ -422,6 +447,7 @@ void kern_lstm_fwd(const rnn_step *s, int k, int r0, int r1)
 void kern_lstm_bwd(const rnn_step *s, int k, int r0, int r1)
 {
     int H = s->H;
+    float tc[RNN_SPAN];
     for (int r = r0; r < r1; r++) {
         float *z = RNN_ROW(s->gates, s->ld_g, s->s_g, k, r);
         const float *c = RNN_ROW(s->c, s->ld_c, s->s_c, k, r);
@@ -429,18 +455,33 @@ void kern_lstm_bwd(const rnn_step *s, int k, int r0, int r1)
         float *dh = RNN_ROW(s->dh, H, s->s_d, k, r), *dc = RNN_ROW(s->dc, H, s->s_d, k, r);
         int pad = rnn_padded(s, k, r);
         const float *dy = rnn_dy(s, k, r, pad);
-        for (int j = 0; j < H; j++) {
-            float g = (s->first ? 0.0f : dh[j]) + (dy ? dy[j] : 0.0f);
-            float d = s->first ? 0.0f : dc[j];
-            if (pad) {
-                z[j] = z[H + j] = z[2 * H + j] = z[3 * H + j] = 0.0f;
-                dh[j] = g;
-                dc[j] = d;
-                continue;
+        if (s->first)
+            for (int j = 0; j < H; j++)
+                dh[j] = dc[j] = 0.0f;
+        if (dy)
+            for (int j = 0; j < H; j++)
+                dh[j] = dh[j] + dy[j];
+        if (pad) { /* dL/dh and dL/dc pass on unchanged */
+            memset(z, 0, (size_t)(4 * H) * sizeof *z);
+            continue;
+        }
+        for (int j0 = 0; j0 < H; j0 += RNN_SPAN) {
+            int n = H - j0 < RNN_SPAN ? H - j0 : RNN_SPAN;
+            vm_tanh(tc, c + j0, (size_t)n);
+            float *zi = z + j0, *zf = zi + H, *zg = zi + 2 * H, *zo = zi + 3 * H;
+            float *g = dh + j0, *d = dc + j0;
+            const float *cpj = cp ? cp + j0 : NULL;
+            /* lstm_unit_bwd's terms, tanh(c) from vmath. */
+            for (int e = 0; e < n; e++) {
+                float i = zi[e], f = zf[e], gg = zg[e], o = zo[e], t = tc[e];
+                float dct = d[e] + g[e] * o * (1.0f - t * t);
+                zi[e] = dct * gg * i * (1.0f - i);
+                zf[e] = dct * (cpj ? cpj[e] : 0.0f) * f * (1.0f - f);
+                zg[e] = dct * i * (1.0f - gg * gg);
+                zo[e] = g[e] * t * o * (1.0f - o);
+                d[e] = dct * f;
+                g[e] = 0.0f;
             }
-            lstm_unit_bwd(z + j, H, c[j], cp ? cp[j] : 0.0f, g, &d);
-            dc[j] = d;
-            dh[j] = 0.0f;
         }
     }
 }
@@ -454,15 +495,33 @@ void kern_gru_fwd(const rnn_step *s, int k, int r0, int r1)
         float *R = RNN_ROW(s->rec, s->ld_r, s->s_r, k, r);
         float *h = RNN_ROW(s->h, s->ld_h, s->s_h, k, r);
         const float *hp = s->h_prev ? RNN_ROW(s->h_prev, s->ld_hp, s->s_hp, k, r) : NULL;
-        for (int j = 0; j < 3 * H; j++)
-            R[j] = (hp ? R[j] : 0.0f) + b[j];
+        if (hp)
+            for (int j = 0; j < 3 * H; j++)
+                R[j] = R[j] + b[j];
+        else
+            for (int j = 0; j < 3 * H; j++)
+                R[j] = 0.0f + b[j];
         int pad = rnn_padded(s, k, r);
-        if (pad)
+        if (pad) {
             for (int j = 0; j < H; j++)
                 h[j] = hp ? hp[j] : 0.0f;
-        else
+        } else {
+            /* r, z = sigmoid(x + hh); n = tanh(x_n + r hh_n); h = z h_prev +
+             * (1 - z) n (gru_unit_fwd's terms). */
+            for (int j = 0; j < 2 * H; j++)
+                x[j] = x[j] + R[j];
+            vm_sigmoid(x, x, (size_t)(2 * H));
             for (int j = 0; j < H; j++)
-                h[j] = gru_unit_fwd(x + j, R + j, H, hp ? hp[j] : 0.0f);
+                x[2 * H + j] = x[2 * H + j] + x[j] * R[2 * H + j];
+            vm_tanh(x + 2 * H, x + 2 * H, (size_t)H);
+            const float *z = x + H, *n = x + 2 * H;
+            if (hp)
+                for (int j = 0; j < H; j++)
+                    h[j] = z[j] * hp[j] + (1.0f - z[j]) * n[j];
+            else
+                for (int j = 0; j < H; j++)
+                    h[j] = z[j] * 0.0f + (1.0f - z[j]) * n[j];
+        }
         rnn_out(s, k, r, pad, h);
     }
 }
