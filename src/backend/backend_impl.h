@@ -22,8 +22,9 @@
  * 12: dilated windows (window_geom's dh, dw), seq_pool_fwd and _bwd; 13: gather_rows,
  * scatter_add_rows; 14: ctx_workspace (a GPU context's scratch and cuBLAS workspace
  * from the pool); 15: add; 16: the recurrent steps' y and zero_out; 17: conv_fwd_pool,
- * conv_wgrad_pool; 18: rnn_fwd and rnn_bwd (a recurrent direction's steps at once). */
-#define COHORT_BACKEND_API_VERSION 18
+ * conv_wgrad_pool; 18: rnn_fwd and rnn_bwd (a recurrent direction's steps at once);
+ * 19: wgrad. */
+#define COHORT_BACKEND_API_VERSION 19
 
 typedef struct backend_ctx backend_ctx; /* one per training group: a stream, a BLAS handle */
 
@@ -458,6 +459,13 @@ typedef struct backend_ops {
      * result depends on how the rows are split. */
     void (*rnn_fwd)(backend_ctx *ctx, const rnn_seq *q);
     void (*rnn_bwd)(backend_ctx *ctx, const rnn_seq *q);
+    /* Optional (NULL, or a return of 0: gemm): G = dZᵀ·X of each of count
+     * models, overwritten: dZ [rows, n_out] (leading dimension ldd, stride
+     * sdZ), X [rows, n_in] (ldx, sX), G [n_out, n_in] contiguous (stride
+     * sG); each element one sum over the rows in order, whatever the split.
+     * The recurrent layers' weight gradients over all rows*T steps. */
+    int (*wgrad)(backend_ctx *ctx, float *G, size_t sG, const float *dZ, int ldd, size_t sdZ,
+                 const float *X, int ldx, size_t sX, int rows, int n_out, int n_in, int count);
 
     /* -- sequences: n samples of T steps x C features per model, [n, T, C] -- */
     /* Global pooling over the steps into Y [n, C]: max (arg [n, C] = the

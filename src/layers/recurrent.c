@@ -539,6 +539,20 @@ static rnn_step back_step_of(const layer_pass *p, const rnn_pass *q, int i)
     return s;
 }
 
+/* G [n_out, n_in] = dZᵀ·X over n rows (dZ in the saved tensors, leading
+ * dimension n_out; X's leading dimension n_in, stride sX): the backend's
+ * wgrad where it has one, else a GEMM. */
+static void weight_grad(const layer_pass *p, float *G, const float *dZ, const float *X,
+                        size_t sX, int n, int n_out, int n_in)
+{
+    const backend_ops *be = p->be;
+    if (be->wgrad && be->wgrad(p->ctx, G, p->sP, dZ, n_out, p->s_saved, X, n_in, sX, n, n_out,
+                               n_in, p->count))
+        return;
+    be->gemm(p->ctx, 1, 0, n_out, n_in, n, 1.0f, dZ, n_out, p->s_saved, X, n_in, sX, 0.0f, G,
+             n_in, p->sP, p->count);
+}
+
 static void dir_backward(const layer_pass *p, int dir)
 {
     const backend_ops *be = p->be;
@@ -572,12 +586,10 @@ static void dir_backward(const layer_pass *p, int dir)
      * against the states before them (0 before the first step), one GEMM
      * over rows*T. The LSTM's are its gates', the GRU's its own. */
     const float *dR = q.d.gru ? q.S : q.Z;
-    be->gemm(p->ctx, 1, 0, GH, H, rows * T, 1.0f, dR, GH, p->s_saved, q.Hs, H, p->s_saved, 0.0f,
-             q.Ghh, H, p->sP, p->count);
+    weight_grad(p, q.Ghh, dR, q.Hs, p->s_saved, rows * T, GH, H);
     /* The input's: one GEMM over all steps, and the biases; the input
      * gradient sums the two directions'. */
-    be->gemm(p->ctx, 1, 0, GH, F, rows * T, 1.0f, q.Z, GH, p->s_saved, p->X, F, p->sX, 0.0f,
-             q.Gih, F, p->sP, p->count);
+    weight_grad(p, q.Gih, q.Z, p->X, p->sX, rows * T, GH, F);
     be->bias_grad(p->ctx, q.Gb, p->sP, q.Z, p->s_saved, rows * T, GH, p->count);
     if (q.d.gru)
         be->bias_grad(p->ctx, q.Gb + GH, p->sP, q.S, p->s_saved, rows * T, GH, p->count);

@@ -444,8 +444,29 @@ void kern_lstm_fwd(const rnn_step *s, int k, int r0, int r1)
     }
 }
 
+/* lstm_unit_bwd's terms over n units of a row, tanh(c) in tc, from vmath,
+ * the previous cells cp (zeros before the first step); restrict, and no
+ * branch inside: gcc vectorizes it. */
+static void lstm_span_bwd(float *restrict z, int H, const float *restrict cp,
+                          const float *restrict tc, float *restrict dh, float *restrict dc, int n)
+{
+    float *restrict zi = z, *restrict zf = z + H, *restrict zg = z + 2 * H;
+    float *restrict zo = z + 3 * H;
+    for (int e = 0; e < n; e++) {
+        float i = zi[e], f = zf[e], gg = zg[e], o = zo[e], t = tc[e], g = dh[e];
+        float dct = dc[e] + g * o * (1.0f - t * t);
+        zi[e] = dct * gg * i * (1.0f - i);
+        zf[e] = dct * cp[e] * f * (1.0f - f);
+        zg[e] = dct * i * (1.0f - gg * gg);
+        zo[e] = g * t * o * (1.0f - o);
+        dc[e] = dct * f;
+        dh[e] = 0.0f;
+    }
+}
+
 void kern_lstm_bwd(const rnn_step *s, int k, int r0, int r1)
 {
+    static const float zeros[RNN_SPAN];
     int H = s->H;
     float tc[RNN_SPAN];
     for (int r = r0; r < r1; r++) {
@@ -468,20 +489,7 @@ void kern_lstm_bwd(const rnn_step *s, int k, int r0, int r1)
         for (int j0 = 0; j0 < H; j0 += RNN_SPAN) {
             int n = H - j0 < RNN_SPAN ? H - j0 : RNN_SPAN;
             vm_tanh(tc, c + j0, (size_t)n);
-            float *zi = z + j0, *zf = zi + H, *zg = zi + 2 * H, *zo = zi + 3 * H;
-            float *g = dh + j0, *d = dc + j0;
-            const float *cpj = cp ? cp + j0 : NULL;
-            /* lstm_unit_bwd's terms, tanh(c) from vmath. */
-            for (int e = 0; e < n; e++) {
-                float i = zi[e], f = zf[e], gg = zg[e], o = zo[e], t = tc[e];
-                float dct = d[e] + g[e] * o * (1.0f - t * t);
-                zi[e] = dct * gg * i * (1.0f - i);
-                zf[e] = dct * (cpj ? cpj[e] : 0.0f) * f * (1.0f - f);
-                zg[e] = dct * i * (1.0f - gg * gg);
-                zo[e] = g[e] * t * o * (1.0f - o);
-                d[e] = dct * f;
-                g[e] = 0.0f;
-            }
+            lstm_span_bwd(z + j0, H, cp ? cp + j0 : zeros, tc, dh + j0, dc + j0, n);
         }
     }
 }
@@ -526,6 +534,27 @@ void kern_gru_fwd(const rnn_step *s, int k, int r0, int r1)
     }
 }
 
+/* gru_unit_bwd's terms over a row's units (restrict: gcc vectorizes it). */
+static void gru_row_bwd(float *restrict x, float *restrict R, const float *restrict hp,
+                        float *restrict dh, int H)
+{
+    float *restrict xr = x, *restrict xz = x + H, *restrict xn = x + 2 * H;
+    float *restrict Rr = R, *restrict Rz = R + H, *restrict Rn = R + 2 * H;
+    for (int j = 0; j < H; j++) {
+        float g = dh[j], rr = xr[j], z = xz[j], n = xn[j], hn = Rn[j];
+        float dn = g * (1.0f - z) * (1.0f - n * n);
+        float dr = dn * hn * rr * (1.0f - rr);
+        float dz = g * ((hp ? hp[j] : 0.0f) - n) * z * (1.0f - z);
+        xr[j] = dr;
+        Rr[j] = dr;
+        xz[j] = dz;
+        Rz[j] = dz;
+        xn[j] = dn;
+        Rn[j] = dn * rr;
+        dh[j] = g * z;
+    }
+}
+
 void kern_gru_bwd(const rnn_step *s, int k, int r0, int r1)
 {
     int H = s->H;
@@ -536,15 +565,17 @@ void kern_gru_bwd(const rnn_step *s, int k, int r0, int r1)
         float *dh = RNN_ROW(s->dh, H, s->s_d, k, r);
         int pad = rnn_padded(s, k, r);
         const float *dy = rnn_dy(s, k, r, pad);
-        for (int j = 0; j < H; j++) {
-            float g = (s->first ? 0.0f : dh[j]) + (dy ? dy[j] : 0.0f);
-            if (pad) {
-                x[j] = x[H + j] = x[2 * H + j] = 0.0f;
-                R[j] = R[H + j] = R[2 * H + j] = 0.0f;
-                dh[j] = g;
-                continue;
-            }
-            dh[j] = gru_unit_bwd(x + j, R + j, H, hp ? hp[j] : 0.0f, g);
+        if (s->first)
+            for (int j = 0; j < H; j++)
+                dh[j] = 0.0f;
+        if (dy)
+            for (int j = 0; j < H; j++)
+                dh[j] = dh[j] + dy[j];
+        if (pad) { /* dL/dh passes on unchanged */
+            memset(x, 0, (size_t)(3 * H) * sizeof *x);
+            memset(R, 0, (size_t)(3 * H) * sizeof *R);
+            continue;
         }
+        gru_row_bwd(x, R, hp, dh, H);
     }
 }
