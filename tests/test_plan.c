@@ -839,6 +839,11 @@ static void test_image_layers(void)
     EXPECT_LAYERS("      - {conv2d: 8}\n",
                   "plan.yaml:5: layers.0 of model 'm': conv2d needs kernel_size (like {conv2d: 8, "
                   "kernel_size: 3})");
+    EXPECT_LAYERS("      - {conv1d: 0, kernel_size: 5}\n",
+                  "plan.yaml:5: conv1d filters of layers.0 must be a positive integer, got '0'");
+    EXPECT_LAYERS("      - {conv1d: 8}\n",
+                  "plan.yaml:5: layers.0 of model 'm': conv1d needs kernel_size (like {conv1d: 8, "
+                  "kernel_size: 5})");
     EXPECT_LAYERS("      - {max_pooling2d: 2, activation: relu}\n",
                   "plan.yaml:5: 'activation' applies only to dense, conv2d, activation and conv1d "
                   "layers (layers.0 of model 'm' is max_pooling2d); put {activation: relu} after it as a "

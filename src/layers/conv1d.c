@@ -45,17 +45,10 @@ static cohort_status conv1d_parse(const layer_syntax *s, layer_spec *ls)
 {
     conv1d_settings d = {0};
     char what[200];
-    long long filters;
-    snprintf(what, sizeof what, "conv1d filters of %s", s->where);
-    cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &filters);
+    const ynode *v;
+    cohort_status st = conv_parse_filters(s, ls, 5, &d.filters, &v);
     if (st)
         return st;
-    d.filters = (int)filters;
-    const ynode *v = ymap_get(s->map, "kernel_size");
-    if (!v)
-        return ynode_fail(s->c, s->node, "%s of %s: conv1d needs kernel_size (like "
-                                         "{conv1d: %d, kernel_size: 5})",
-                          s->where, s->label, d.filters);
     snprintf(what, sizeof what, "kernel_size of %s", s->where);
     if ((st = layer_get_len(s->c, v, what, &d.kernel)))
         return st;
@@ -91,15 +84,12 @@ static void conv1d_json(const layer_spec *ls, strbuf *b)
               d.strides);
     layer_json_padding(b, d.pad);
     sb_printf(b, ",\"dilation_rate\":%d", d.dilation);
-    layer_json_act(b, ls->act);
-    layer_json_use_bias(b, d.use_bias);
-    layer_json_regularizer(b, ls);
+    conv_json_kernel(b, ls, d.use_bias);
 }
 
 static int conv1d_abbrev(const layer_spec *ls, char *buf, size_t n)
 {
-    return snprintf(buf, n, "c1d%d%s", settings(ls).filters,
-                    ls->act == ACT_LINEAR ? "" : act_name(ls->act));
+    return conv_abbrev(ls, "c1d", settings(ls).filters, buf, n);
 }
 
 static int conv1d_fuse_key(const layer_spec *ls, int *key)
@@ -109,14 +99,6 @@ static int conv1d_fuse_key(const layer_spec *ls, int *key)
     memcpy(key, k, sizeof k);
     return (int)(sizeof k / sizeof k[0]);
 }
-
-static int conv1d_with_act(const layer_spec *ls, act_kind a, char *buf, size_t n)
-{
-    (void)ls;
-    return snprintf(buf, n, "give it activation: %s", act_name(a));
-}
-
-static const layer_hyper conv1d_hyper[] = {LAYER_HYPER_REGULARIZER, {NULL, 0, 0, 0, 0, NULL}};
 
 /* ---- shapes and compute (layers/conv.h over the window k x 1) ---- */
 
@@ -151,10 +133,7 @@ static int conv1d_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t l
     lp->kh = d.kernel, lp->kw = 1, lp->sh = d.strides, lp->sw = 1, lp->pad_left = 0;
     lp->dh = d.dilation, lp->dw = 1;
     lp->out = shape_seq(out, d.filters);
-    lp->n_params =
-        (size_t)d.filters * (size_t)d.kernel * (size_t)lp->in.c + (d.use_bias ? (size_t)d.filters : 0);
-    lp->n_work = conv_work_per_row(lp, d.filters);
-    lp->n_saved = layer_act_saved(lp, shape_size(lp->out)); /* gelu's, silu's input */
+    conv_plan_sizes(lp, d.filters, d.use_bias);
     return 0;
 }
 
@@ -223,8 +202,8 @@ const layer_ops layer_conv1d_ops = {
     .to_json = conv1d_json,
     .abbrev = conv1d_abbrev,
     .fuse_key = conv1d_fuse_key,
-    .hyper = conv1d_hyper,
-    .with_act = conv1d_with_act,
+    .hyper = conv_hyper,
+    .with_act = conv_with_act,
     .plan = conv1d_plan,
     .init = conv1d_init,
     .forward = conv1d_forward,

@@ -18,6 +18,47 @@
 #include <stdio.h>
 #include <string.h>
 
+/* ---- the syntax and spec conv1d shares (layers/conv.h) ---- */
+
+cohort_status conv_parse_filters(const layer_syntax *s, const layer_spec *ls, int example_kernel,
+                                 int *filters, const ynode **kernel)
+{
+    const char *name = ls->kind->name;
+    char what[200];
+    long long f;
+    snprintf(what, sizeof what, "%s filters of %s", name, s->where);
+    cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &f);
+    if (st)
+        return st;
+    *filters = (int)f;
+    if (!(*kernel = ymap_get(s->map, "kernel_size")))
+        return ynode_fail(s->c, s->node, "%s of %s: %s needs kernel_size (like "
+                                         "{%s: %d, kernel_size: %d})",
+                          s->where, s->label, name, name, *filters, example_kernel);
+    return COHORT_OK;
+}
+
+void conv_json_kernel(strbuf *b, const layer_spec *ls, int use_bias)
+{
+    layer_json_act(b, ls->act);
+    layer_json_use_bias(b, use_bias);
+    layer_json_regularizer(b, ls);
+}
+
+int conv_abbrev(const layer_spec *ls, const char *prefix, int filters, char *buf, size_t n)
+{
+    return snprintf(buf, n, "%s%d%s", prefix, filters,
+                    ls->act == ACT_LINEAR ? "" : act_name(ls->act));
+}
+
+int conv_with_act(const layer_spec *ls, act_kind a, char *buf, size_t n)
+{
+    (void)ls;
+    return snprintf(buf, n, "give it activation: %s", act_name(a));
+}
+
+const layer_hyper conv_hyper[] = {LAYER_HYPER_REGULARIZER, {NULL, 0, 0, 0, 0, NULL}};
+
 /* ---- syntax and spec: {conv2d: FILTERS, kernel_size, strides, padding, activation,
  * use_bias, kernel_regularizer} ---- */
 
@@ -40,21 +81,14 @@ static const layer_keras_arg conv_keras[] = {
                 "(Keras's Conv2D(filters=32, kernel_size=3))"},
     {NULL, NULL}};
 
-static cohort_status conv_parse(const layer_syntax *s, layer_spec *ls)
+static cohort_status conv2d_parse(const layer_syntax *s, layer_spec *ls)
 {
     conv_settings d = {0};
     char what[200];
-    long long filters;
-    snprintf(what, sizeof what, "conv2d filters of %s", s->where);
-    cohort_status st = yget_int(s->c, s->value, what, 1, LAYER_UNITS_MAX, &filters);
+    const ynode *v;
+    cohort_status st = conv_parse_filters(s, ls, 3, &d.filters, &v);
     if (st)
         return st;
-    d.filters = (int)filters;
-    const ynode *v = ymap_get(s->map, "kernel_size");
-    if (!v)
-        return ynode_fail(s->c, s->node, "%s of %s: conv2d needs kernel_size (like "
-                                         "{conv2d: %d, kernel_size: 3})",
-                          s->where, s->label, d.filters);
     snprintf(what, sizeof what, "kernel_size of %s", s->where);
     if ((st = layer_get_hw(s->c, v, what, &d.kh, &d.kw)))
         return st;
@@ -74,15 +108,12 @@ static void conv_json(const layer_spec *ls, strbuf *b)
     layer_json_hw(b, "kernel_size", d.kh, d.kw);
     layer_json_hw(b, "strides", d.sh, d.sw);
     layer_json_padding(b, d.pad);
-    layer_json_act(b, ls->act);
-    layer_json_use_bias(b, d.use_bias);
-    layer_json_regularizer(b, ls);
+    conv_json_kernel(b, ls, d.use_bias);
 }
 
-static int conv_abbrev(const layer_spec *ls, char *buf, size_t n)
+static int conv2d_abbrev(const layer_spec *ls, char *buf, size_t n)
 {
-    return snprintf(buf, n, "c%d%s", settings(ls).filters,
-                    ls->act == ACT_LINEAR ? "" : act_name(ls->act));
+    return conv_abbrev(ls, "c", settings(ls).filters, buf, n);
 }
 
 static int conv_fuse_key(const layer_spec *ls, int *key)
@@ -92,14 +123,6 @@ static int conv_fuse_key(const layer_spec *ls, int *key)
     memcpy(key, k, sizeof k);
     return (int)(sizeof k / sizeof k[0]);
 }
-
-static int conv_with_act(const layer_spec *ls, act_kind a, char *buf, size_t n)
-{
-    (void)ls;
-    return snprintf(buf, n, "give it activation: %s", act_name(a));
-}
-
-static const layer_hyper conv_hyper[] = {LAYER_HYPER_REGULARIZER, {NULL, 0, 0, 0, 0, NULL}};
 
 /* ---- shapes, init, forward, backward, weight file: the compute of any
  * convolution over its plan's window (layers/conv.h; conv1d's too) ---- */
@@ -137,7 +160,7 @@ static size_t col_floats(const layer_plan *lp)
 /* The weight gradient's partial sums follow the im2col rows. */
 static float *partials_of(const layer_pass *p) { return p->work + col_floats(p->lp); }
 
-size_t conv_work_per_row(const layer_plan *lp, int filters)
+static size_t conv_work_per_row(const layer_plan *lp, int filters)
 {
     /* Scratch (BUF_WORK), the only buffer of its own: the im2col rows, made
      * again in backward rather than kept (measured on one core: about as
@@ -149,6 +172,13 @@ size_t conv_work_per_row(const layer_plan *lp, int filters)
     size_t need = col_floats(lp) +
                   (B + wc - 1) / wc * ((size_t)filters * patch(lp) + (size_t)filters);
     return (need + B - 1) / B;
+}
+
+void conv_plan_sizes(layer_plan *lp, int filters, int use_bias)
+{
+    lp->n_params = (size_t)filters * patch(lp) + (use_bias ? (size_t)filters : 0);
+    lp->n_work = conv_work_per_row(lp, filters);
+    lp->n_saved = layer_act_saved(lp, shape_size(lp->out)); /* gelu's, silu's input */
 }
 
 static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
@@ -171,9 +201,7 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
     }
     lp->kh = d.kh, lp->kw = d.kw, lp->sh = d.sh, lp->sw = d.sw;
     lp->out = shape_image(oh, ow, d.filters);
-    lp->n_params = (size_t)d.filters * patch(lp) + (d.use_bias ? (size_t)d.filters : 0);
-    lp->n_work = conv_work_per_row(lp, d.filters);
-    lp->n_saved = layer_act_saved(lp, shape_size(lp->out));
+    conv_plan_sizes(lp, d.filters, d.use_bias);
     return 0;
 }
 
@@ -371,9 +399,9 @@ const layer_ops layer_conv2d_ops = {
     .keys = conv_keys,
     .example = "{conv2d: FILTERS, kernel_size: 3}",
     .keras_args = conv_keras,
-    .parse = conv_parse,
+    .parse = conv2d_parse,
     .to_json = conv_json,
-    .abbrev = conv_abbrev,
+    .abbrev = conv2d_abbrev,
     .fuse_key = conv_fuse_key,
     .hyper = conv_hyper,
     .with_act = conv_with_act,
