@@ -582,19 +582,31 @@ static void td_num(strbuf *b, double v, int decimals, int strong)
     sb_puts(b, strong ? "</b></td>" : "</td>");
 }
 
-static void section_table(rctx *c)
+/* Which columns the table has, and the figures it puts in bold. */
+typedef struct table_cols {
+    int any_cls, any_reg;     /* accuracy columns; mean absolute error columns */
+    double top_val, top_test; /* the best validation and test accuracies */
+} table_cols;
+
+static table_cols table_columns(const rctx *c)
 {
-    strbuf *b = c->b;
-    double top_val = -INFINITY, top_test = -INFINITY;
+    table_cols t = {0, 0, -INFINITY, -INFINITY};
     for (int i = 0; i < c->n; i++) {
         if (isfinite(c->m[i].best_val_acc))
-            top_val = fmax(top_val, c->m[i].best_val_acc);
+            t.top_val = fmax(t.top_val, c->m[i].best_val_acc);
         if (isfinite(c->m[i].test_acc))
-            top_test = fmax(top_test, c->m[i].test_acc);
+            t.top_test = fmax(t.top_test, c->m[i].test_acc);
+        t.any_cls |= !c->m[i].reg;
+        t.any_reg |= c->m[i].reg;
     }
-    int any_cls = 0;
-    for (int i = 0; i < c->n; i++)
-        any_cls |= !c->m[i].reg;
+    return t;
+}
+
+/* The section's title and the note on how its figures and the best model
+ * were chosen. */
+static void table_intro(const rctx *c)
+{
+    strbuf *b = c->b;
     sb_puts(b, "<section class=\"card\"><h2>Models</h2><p class=\"hint\">Click a column to sort. "
                "Validation figures are those of the best epoch; test figures those of the final "
                "weights (the best epoch's where early stopping restored them). The best model is "
@@ -605,7 +617,12 @@ static void section_table(rctx *c)
         sb_printf(b, "by %s: no model has a validation figure.", c->best_by);
     else
         sb_puts(b, "once a model has a score.");
-    sb_puts(b, "</p><div class=\"scroll\"><table class=\"models sortable\" id=\"models\"><thead><tr>");
+    sb_puts(b, "</p>");
+}
+
+static void table_head(strbuf *b, const table_cols *t)
+{
+    sb_puts(b, "<div class=\"scroll\"><table class=\"models sortable\" id=\"models\"><thead><tr>");
     th(b, "#", 1, "order in the plan");
     th(b, "model", 0, NULL);
     th(b, "status", 0, NULL);
@@ -616,102 +633,132 @@ static void section_table(rctx *c)
     th(b, "epochs", 1, "epochs run");
     th(b, "best epoch", 1, NULL);
     th(b, "val loss", 1, "validation loss at the best epoch");
-    if (any_cls)
+    if (t->any_cls)
         th(b, "val acc", 1, "validation accuracy at the best epoch");
     th(b, "test loss", 1, "test loss of the final weights (restored best weights where early "
                           "stopping restored them)");
-    if (any_cls)
+    if (t->any_cls)
         th(b, "test acc", 1, "test accuracy of the final weights (restored best weights where "
                              "early stopping restored them)");
-    int any_reg = 0;
-    for (int i = 0; i < c->n; i++)
-        any_reg |= c->m[i].reg;
-    if (any_reg) {
+    if (t->any_reg) {
         th(b, "val mae", 1, "validation mean absolute error at the best epoch (regression)");
         th(b, "test mae", 1, "test mean absolute error (regression)");
     }
     sb_puts(b, "</tr></thead><tbody>\n");
-    for (int i = 0; i < c->n; i++) {
-        const rmodel *m = &c->m[i];
-        sb_printf(b, "<tr%s data-model=\"", i == c->best ? " class=\"best\"" : "");
-        html_esc(b, m->name);
-        sb_printf(b, "\"><td class=\"num\" data-v=\"%d\">%d</td><td class=\"name\" data-v=\"", i + 1,
-                  i + 1);
-        html_esc(b, m->name);
-        sb_puts(b, "\">");
-        put_swatch(b, c->color[m->index]);
-        html_esc(b, m->name);
-        if (i == c->best)
-            sb_puts(b, " <span class=\"star\" title=\"best model\">&#9733;</span>");
-        if (m->error) {
-            sb_puts(b, "<div class=\"err\">");
-            html_esc(b, m->error);
-            sb_puts(b, "</div>");
-        }
-        sb_puts(b, "</td><td data-v=\"");
-        html_esc(b, m->status);
-        sb_puts(b, "\">");
-        put_status_pill(b, m->status);
-        sb_puts(b, "</td><td data-v=\"");
-        html_esc(b, m->device ? m->device : "");
-        sb_puts(b, "\">");
-        html_esc(b, m->device ? m->device : "-");
-        sb_puts(b, "</td><td class=\"num\"");
-        put_data_v(b, m->params);
-        sb_puts(b, ">");
-        put_int_grouped(b, m->params);
-        sb_puts(b, "</td><td class=\"num\"");
-        put_data_v(b, m->peak_bytes);
-        sb_puts(b, " title=\"planned ");
-        put_bytes(b, m->planned_bytes);
-        sb_puts(b, "\">");
-        put_bytes(b, m->peak_bytes);
-        sb_puts(b, "</td><td class=\"num\"");
-        put_data_v(b, m->seconds);
-        sb_puts(b, ">");
-        put_duration(b, m->seconds);
-        sb_puts(b, "</td>");
-        if (m->stopped_early && is_status(m, "ok")) {
-            sb_puts(b, "<td class=\"num\"");
-            put_data_v(b, m->epochs_run);
-            sb_puts(b, ">");
-            put_fixed(b, m->epochs_run, 0);
-            sb_puts(b, " <span class=\"hint note\">stopped early");
-            if (isfinite(m->restored_epoch))
-                sb_printf(b, ", restored %.0f", m->restored_epoch);
-            sb_puts(b, "</span></td>");
-        } else if (is_status(m, "pruned") && isfinite(m->pruned_rung)) {
-            sb_puts(b, "<td class=\"num\"");
-            put_data_v(b, m->epochs_run);
-            sb_puts(b, ">");
-            put_fixed(b, m->epochs_run, 0);
-            sb_printf(b, " <span class=\"hint note\">pruned at rung %.0f</span></td>", m->pruned_rung);
-        } else if (m->exploits > 0) {
-            sb_puts(b, "<td class=\"num\"");
-            put_data_v(b, m->epochs_run);
-            sb_puts(b, ">");
-            put_fixed(b, m->epochs_run, 0);
-            sb_printf(b, " <span class=\"hint note\">pbt: %d exploit%s, the last at epoch %.0f from ",
-                      m->exploits, m->exploits == 1 ? "" : "s", m->exploit_epoch);
-            html_esc(b, m->exploit_from);
-            sb_puts(b, "</span></td>");
-        } else {
-            td_num(b, m->epochs_run, 0, 0);
-        }
-        td_num(b, m->best_epoch, 0, 0);
-        td_num(b, m->best_val_loss, 4, 0);
-        if (any_cls)
-            td_num(b, m->best_val_acc, 4, m->best_val_acc == top_val);
-        td_num(b, m->test_loss, 4, 0);
-        if (any_cls)
-            td_num(b, m->test_acc, 4, m->test_acc == top_test);
-        if (any_reg) {
-            td_num(b, m->best_val_mae, 4, 0);
-            td_num(b, m->test_mae, 4, 0);
-        }
-        sb_puts(b, "</tr>\n");
+}
+
+/* A numeric cell's opening, up to its text: sorted by v. */
+static void td_num_open(strbuf *b, double v)
+{
+    sb_puts(b, "<td class=\"num\"");
+    put_data_v(b, v);
+}
+
+/* Model i's row opening, its place in the plan and its name: a star for the
+ * best model, its error below the name. */
+static void td_name(const rctx *c, int i)
+{
+    strbuf *b = c->b;
+    const rmodel *m = &c->m[i];
+    sb_printf(b, "<tr%s data-model=\"", i == c->best ? " class=\"best\"" : "");
+    html_esc(b, m->name);
+    sb_printf(b, "\"><td class=\"num\" data-v=\"%d\">%d</td><td class=\"name\" data-v=\"", i + 1,
+              i + 1);
+    html_esc(b, m->name);
+    sb_puts(b, "\">");
+    put_swatch(b, c->color[m->index]);
+    html_esc(b, m->name);
+    if (i == c->best)
+        sb_puts(b, " <span class=\"star\" title=\"best model\">&#9733;</span>");
+    if (m->error) {
+        sb_puts(b, "<div class=\"err\">");
+        html_esc(b, m->error);
+        sb_puts(b, "</div>");
     }
-    sb_puts(b, "</tbody></table></div></section>\n");
+    sb_puts(b, "</td>");
+}
+
+/* Status, device, parameters, memory (planned in the tooltip) and time. */
+static void td_run(strbuf *b, const rmodel *m)
+{
+    sb_puts(b, "<td data-v=\"");
+    html_esc(b, m->status);
+    sb_puts(b, "\">");
+    put_status_pill(b, m->status);
+    sb_puts(b, "</td><td data-v=\"");
+    html_esc(b, m->device ? m->device : "");
+    sb_puts(b, "\">");
+    html_esc(b, m->device ? m->device : "-");
+    sb_puts(b, "</td>");
+    td_num_open(b, m->params);
+    sb_puts(b, ">");
+    put_int_grouped(b, m->params);
+    sb_puts(b, "</td>");
+    td_num_open(b, m->peak_bytes);
+    sb_puts(b, " title=\"planned ");
+    put_bytes(b, m->planned_bytes);
+    sb_puts(b, "\">");
+    put_bytes(b, m->peak_bytes);
+    sb_puts(b, "</td>");
+    td_num_open(b, m->seconds);
+    sb_puts(b, ">");
+    put_duration(b, m->seconds);
+    sb_puts(b, "</td>");
+}
+
+/* Epochs run, and why the model ended where it did: stopped early (and the
+ * epoch restored), pruned at a rung, or PBT's last exploit. */
+static void td_epochs(strbuf *b, const rmodel *m)
+{
+    td_num_open(b, m->epochs_run);
+    sb_puts(b, ">");
+    put_fixed(b, m->epochs_run, 0);
+    if (m->stopped_early && is_status(m, "ok")) {
+        sb_puts(b, " <span class=\"hint note\">stopped early");
+        if (isfinite(m->restored_epoch))
+            sb_printf(b, ", restored %.0f", m->restored_epoch);
+        sb_puts(b, "</span>");
+    } else if (is_status(m, "pruned") && isfinite(m->pruned_rung)) {
+        sb_printf(b, " <span class=\"hint note\">pruned at rung %.0f</span>", m->pruned_rung);
+    } else if (m->exploits > 0) {
+        sb_printf(b, " <span class=\"hint note\">pbt: %d exploit%s, the last at epoch %.0f from ",
+                  m->exploits, m->exploits == 1 ? "" : "s", m->exploit_epoch);
+        html_esc(b, m->exploit_from);
+        sb_puts(b, "</span>");
+    }
+    sb_puts(b, "</td>");
+}
+
+/* The best epoch's validation figures and the test figures. */
+static void td_scores(strbuf *b, const rmodel *m, const table_cols *t)
+{
+    td_num(b, m->best_epoch, 0, 0);
+    td_num(b, m->best_val_loss, 4, 0);
+    if (t->any_cls)
+        td_num(b, m->best_val_acc, 4, m->best_val_acc == t->top_val);
+    td_num(b, m->test_loss, 4, 0);
+    if (t->any_cls)
+        td_num(b, m->test_acc, 4, m->test_acc == t->top_test);
+    if (t->any_reg) {
+        td_num(b, m->best_val_mae, 4, 0);
+        td_num(b, m->test_mae, 4, 0);
+    }
+}
+
+/* The table of models, a row each in the plan's order, sortable by column. */
+static void section_table(rctx *c)
+{
+    const table_cols t = table_columns(c);
+    table_intro(c);
+    table_head(c->b, &t);
+    for (int i = 0; i < c->n; i++) {
+        td_name(c, i);
+        td_run(c->b, &c->m[i]);
+        td_epochs(c->b, &c->m[i]);
+        td_scores(c->b, &c->m[i], &t);
+        sb_puts(c->b, "</tr>\n");
+    }
+    sb_puts(c->b, "</tbody></table></div></section>\n");
 }
 
 static void put_legend(rctx *c)
