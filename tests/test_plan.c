@@ -1283,6 +1283,12 @@ static void test_training_toolkit(void)
     EXPECT_WITH("sweep:\n  reduce_lr_on_plateau.factr: [0.5]\n",
                 "plan.yaml:6: sweep key 'reduce_lr_on_plateau.factr' is not a model key (did you "
                 "mean 'reduce_lr_on_plateau.factor'?)");
+    EXPECT_WITH("sweep:\n  loss.label_smoothing: [0.1]\n",
+                "plan.yaml:6: sweep key 'loss.label_smoothing' is not a model key ('loss' has no "
+                "parts to sweep; use 'loss')");
+    EXPECT_WITH("sweep:\n  early_stopping.patience: [1, 2]\n  optimizer.momentun: [0.9]\n",
+                "plan.yaml:7: sweep key 'optimizer.momentun' is not a model key (did you mean "
+                "'optimizer.momentum'?)");
 }
 
 static void test_sweep(void)

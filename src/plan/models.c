@@ -65,28 +65,38 @@ static cohort_status check_name(const yctx *c, const ynode *n, char *out)
     return COHORT_OK;
 }
 
-/* The maps a model holds besides its optimizer (optim_plan_keys), with their
- * keys and how messages call them. */
+/* The maps of settings a model holds, and how messages call them. */
 static const struct {
     const char *key;
-    const char *const *keys;
     const char *what;
-} model_maps[] = {{"loss", plan_loss_keys, "the loss"},
-                  {"early_stopping", plan_early_stop_keys, "early_stopping"},
-                  {"reduce_lr_on_plateau", plan_plateau_keys, "reduce_lr_on_plateau"}};
+} model_maps[] = {{"optimizer", "the optimizer"},
+                  {"loss", "the loss"},
+                  {"early_stopping", "early_stopping"},
+                  {"reduce_lr_on_plateau", "reduce_lr_on_plateau"}};
+
+const char *const *plan_model_map_keys(const char *key)
+{
+    if (!strcmp(key, "optimizer"))
+        return optim_plan_keys(); /* the optimizer table's */
+    if (!strcmp(key, "loss"))
+        return plan_loss_keys;
+    if (!strcmp(key, "early_stopping"))
+        return plan_early_stop_keys;
+    if (!strcmp(key, "reduce_lr_on_plateau"))
+        return plan_plateau_keys;
+    return NULL;
+}
 
 /* Keys of a model's map (its own, defaults, or merged and swept) and of the
- * maps it holds. `where` names the map ("in model 'm'"), label its owner
- * ("model 'm'", "defaults"). */
+ * maps it holds: the one check of them. `where` names the map ("in model
+ * 'm'"), label its owner ("model 'm'", "defaults"). */
 static cohort_status check_model_keys(const yctx *c, const ynode *m, const char *where,
                                       const char *label)
 {
     cohort_status st = plan_check_keys(c, m, plan_model_keys, "%s", where);
-    if (!st)
-        st = plan_check_keys(c, ymap_get(m, "optimizer"), optim_plan_keys(),
-                             "in the optimizer of %s", label);
     for (int i = 0; i < COUNT(model_maps) && !st; i++)
-        st = plan_check_keys(c, ymap_get(m, model_maps[i].key), model_maps[i].keys, "in %s of %s",
+        st = plan_check_keys(c, ymap_get(m, model_maps[i].key),
+                             plan_model_map_keys(model_maps[i].key), "in %s of %s",
                              model_maps[i].what, label);
     return st;
 }

@@ -106,6 +106,10 @@ extern const char *const plan_model_keys[];
 extern const char *const plan_loss_keys[];
 extern const char *const plan_early_stop_keys[];
 extern const char *const plan_plateau_keys[];
+/* The keys of the map a model holds at `key` (optimizer, loss, early_stopping,
+ * reduce_lr_on_plateau: the one list of them, models.c), or NULL where the
+ * model's `key` is no map of settings. */
+const char *const *plan_model_map_keys(const char *key);
 
 typedef struct plan_sweep_key {
     const struct ynode *key;    /* the key in the plan, for lines */

@@ -309,9 +309,7 @@ cohort_status plan_build_loss(const yctx *c, const ynode *n, const char *label, 
     else
         s->loss = loss_kinds[idx];
     if (n->type != YNODE_MAP)
-        return COHORT_OK;
-    if ((st = plan_check_keys(c, n, plan_loss_keys, "in the loss of %s", label)))
-        return st;
+        return COHORT_OK; /* its keys: checked with the model's (models.c) */
     for (size_t i = 0; i < n->n; i++) {
         const char *k = n->keys[i]->str;
         const ynode *v = n->vals[i];

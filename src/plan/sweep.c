@@ -131,13 +131,8 @@ cohort_status plan_key_path(const yctx *c, const ynode *key, const char *what, c
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
         return bad_key(c, key, what, hint);
     }
-    const char *const *sub = NULL;
-    if (strcmp(p0, "optimizer") == 0)
-        sub = optim_plan_keys();
-    else if (strcmp(p0, "early_stopping") == 0)
-        sub = plan_early_stop_keys;
-    else if (strcmp(p0, "reduce_lr_on_plateau") == 0)
-        sub = plan_plateau_keys;
+    /* The parts of a model's maps may be swept, but not the loss's: it is swept whole. */
+    const char *const *sub = strcmp(p0, "loss") ? plan_model_map_keys(p0) : NULL;
     if (n == 1) {
         str_copy(canon, size, p0);
         return COHORT_OK;
