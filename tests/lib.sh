@@ -72,6 +72,60 @@ models:
 YAML
 }
 
+# epochs_done DIR: the most epochs any model of DIR's run has finished (its
+# history files).
+epochs_done() {
+    local f n max=0
+    for f in "$1"/history/*.csv; do
+        [ -f "$f" ] || continue
+        n=$(($(wc -l < "$f") - 1))
+        [ $n -gt $max ] && max=$n
+    done
+    echo $max
+}
+
+# wait_run PID DIR UNTIL: wait while the run PID into DIR goes on (30 s at
+# most) until it has its first checkpoint (UNTIL "checkpoint") or UNTIL
+# epochs done. A kill waits for the run's own progress, not for a fixed
+# time, so that it lands inside training on a fast machine and a loaded,
+# sanitized one alike.
+wait_run() {
+    local pid=$1 d=$2 until=$3
+    for _ in $(seq 3000); do
+        if [ "$until" = checkpoint ]; then
+            ls "$d"/checkpoints/*.safetensors >/dev/null 2>&1 && return
+        else
+            [ "$(epochs_done "$d")" -ge "$until" ] && return
+        fi
+        kill -0 "$pid" 2>/dev/null || return
+        sleep 0.01
+    done
+}
+
+# kill_resume SAME DIR POINT EPOCHS PLAN [ARG...]: cohort train PLAN into DIR
+# (with the ARGs), SIGKILL it at POINT (first: once its first checkpoint is
+# on disk; half: once EPOCHS / 2 epochs are done), resume it with the same
+# ARGs, and call SAME DIR "kill at POINT" to compare it with the run never
+# interrupted. $killed counts the kills that hit a running process.
+kill_resume() {
+    local same=$1 d=$2 point=$3 epochs=$4 plan=$5 pid rc
+    shift 5
+    "$COHORT" train "$plan" --out "$d" "$@" --quiet >/dev/null 2>&1 &
+    pid=$!
+    if [ "$point" = first ]; then
+        wait_run $pid "$d" checkpoint
+    else
+        wait_run $pid "$d" $((epochs / 2))
+    fi
+    kill -9 $pid 2>/dev/null && killed=$((killed + 1))
+    wait $pid 2>/dev/null
+    echo "$NAME: killed at '$point' after $(epochs_done "$d") of $epochs epochs"
+    "$COHORT" train "$plan" --out "$d" "$@" --resume --quiet >/dev/null 2>"$d.err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || bad "kill at $point: resume exited $rc: $(cat "$d.err")"
+    "$same" "$d" "kill at $point"
+}
+
 finish() {
     echo "$NAME: $pass passed, $fail failed${1:+ $1}"
     [ "$fail" -eq 0 ]

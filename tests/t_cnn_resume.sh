@@ -4,8 +4,7 @@
 # SIGTERM (a checkpoint in the middle of an epoch) and resumed ends with the
 # weights (moving means and variances included) and results of a run never
 # interrupted, bit for bit. The kills wait for the run's own progress (its
-# checkpoint and history files), not for a fixed time, so they land inside
-# training on a fast machine and a loaded, sanitized one alike.
+# checkpoint and history files: lib.sh's wait_run).
 set -u
 . "$(dirname "$0")/lib.sh"
 [ -x "$COHORT" ] || { echo "$NAME: $COHORT not built; skipped"; exit 77; }
@@ -76,17 +75,6 @@ for n in a:
 PYEOF
 }
 
-# epochs_done DIR: the most epochs any model of DIR's run has finished.
-epochs_done() {
-    local f n max=0
-    for f in "$1"/history/*.csv; do
-        [ -f "$f" ] || continue
-        n=$(($(wc -l < "$f") - 1))
-        [ $n -gt $max ] && max=$n
-    done
-    echo $max
-}
-
 "$COHORT" train "$T/plan.yaml" --out "$T/ref" --quiet >/dev/null 2>"$T/ref.err" && ok || bad "reference run: $(cat "$T/ref.err")"
 # The reference must train long enough to be interrupted, and batch
 # normalization must have moved its statistics.
@@ -107,25 +95,7 @@ PYEOF
 # SIGKILL once the first checkpoint is on disk, and once half the epochs are done.
 killed=0
 for point in first half; do
-    d="$T/kill-$point"
-    "$COHORT" train "$T/plan.yaml" --out "$d" --quiet >/dev/null 2>&1 &
-    pid=$!
-    for _ in $(seq 3000); do
-        if [ $point = first ]; then
-            ls "$d"/checkpoints/*.safetensors >/dev/null 2>&1 && break
-        else
-            [ "$(epochs_done "$d")" -ge $((epochs / 2)) ] && break
-        fi
-        kill -0 $pid 2>/dev/null || break
-        sleep 0.01
-    done
-    kill -9 $pid 2>/dev/null && killed=$((killed + 1))
-    wait $pid 2>/dev/null
-    echo "$NAME: killed at '$point' after $(epochs_done "$d") of $epochs epochs"
-    "$COHORT" train "$T/plan.yaml" --out "$d" --resume --quiet >/dev/null 2>"$d.err"
-    rc=$?
-    [ $rc -eq 0 ] && ok || bad "kill at $point: resume exited $rc: $(cat "$d.err")"
-    same_as_ref "$d" "kill at $point"
+    kill_resume same_as_ref "$T/kill-$point" $point $epochs "$T/plan.yaml"
 done
 [ $killed -eq 2 ] && ok || bad "only $killed of 2 kills hit a running process (the run ended first)"
 
@@ -133,11 +103,7 @@ done
 d="$T/term"
 "$COHORT" train "$T/plan.yaml" --out "$d" --quiet >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 3000); do
-    [ "$(epochs_done "$d")" -ge 2 ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.01
-done
+wait_run $pid "$d" 2
 kill -TERM $pid
 wait $pid
 rc=$?

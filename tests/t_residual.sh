@@ -214,23 +214,10 @@ expect_status 2 "pbt into no block" -- "$COHORT" plan "$T/pbt_bad.yaml"
 expect_err "scheduler.hyperparam_mutations key 'layers.0.1.dropout': no model has it" "pbt into no block"
 
 # ---- kill -9 and --resume, bit for bit ----
-epochs_done() {
-    local f n max=0
-    for f in "$1"/history/*.csv; do
-        [ -f "$f" ] || continue
-        n=$(($(wc -l < "$f") - 1))
-        [ $n -gt $max ] && max=$n
-    done
-    echo $max
-}
 d="$T/kill"
 "$COHORT" train "$T/plan.yaml" --out "$d" --strategy sequential --threads 1 --quiet >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 3000); do
-    ls "$d"/checkpoints/*.safetensors >/dev/null 2>&1 && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.01
-done
+wait_run $pid "$d" checkpoint
 kill -9 $pid 2>/dev/null && killed=1 || killed=0
 wait $pid 2>/dev/null
 echo "$NAME: killed after $(epochs_done "$d") of 6 epochs"

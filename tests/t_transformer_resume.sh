@@ -70,16 +70,6 @@ for n in a:
 PYEOF
 }
 
-epochs_done() {
-    local f n max=0
-    for f in "$1"/history/*.csv; do
-        [ -f "$f" ] || continue
-        n=$(($(wc -l < "$f") - 1))
-        [ $n -gt $max ] && max=$n
-    done
-    echo $max
-}
-
 "$COHORT" train "$T/plan.yaml" --out "$T/ref" --strategy sequential --threads 1 --quiet >/dev/null 2>"$T/ref.err" \
     && ok || bad "reference run: $(cat "$T/ref.err")"
 "$PY" - "$T/ref" <<'PYEOF' && ok || bad "reference run: not every model trained, or the weights are not named layers.i.j"
@@ -99,25 +89,8 @@ same_as_ref "$T/fused" "fused"
 
 killed=0
 for point in first half; do
-    d="$T/kill-$point"
-    "$COHORT" train "$T/plan.yaml" --out "$d" --strategy sequential --threads 1 --quiet >/dev/null 2>&1 &
-    pid=$!
-    for _ in $(seq 3000); do
-        if [ $point = first ]; then
-            ls "$d"/checkpoints/*.safetensors >/dev/null 2>&1 && break
-        else
-            [ "$(epochs_done "$d")" -ge $((epochs / 2)) ] && break
-        fi
-        kill -0 $pid 2>/dev/null || break
-        sleep 0.01
-    done
-    kill -9 $pid 2>/dev/null && killed=$((killed + 1))
-    wait $pid 2>/dev/null
-    echo "$NAME: killed at '$point' after $(epochs_done "$d") of $epochs epochs"
-    "$COHORT" train "$T/plan.yaml" --out "$d" --strategy sequential --threads 1 --resume --quiet >/dev/null 2>"$d.err"
-    rc=$?
-    [ $rc -eq 0 ] && ok || bad "kill at $point: resume exited $rc: $(cat "$d.err")"
-    same_as_ref "$d" "kill at $point"
+    kill_resume same_as_ref "$T/kill-$point" $point $epochs "$T/plan.yaml" --strategy sequential \
+        --threads 1
 done
 [ $killed -eq 2 ] && ok || bad "only $killed of 2 kills hit a running process (the run ended first)"
 
