@@ -47,6 +47,22 @@ def need(name, *modules):
     return got[0] if len(got) == 1 else got
 
 
+def package(name):
+    """The Python package (python/cohort) over this build's libcohort.so, for the test called
+    name: (cohort, numpy, the source tree, the build folder); $COHORT_SRC and $COHORT_BUILD
+    override the last two, $COHORT_LIB the library. Skips the test without numpy, and under
+    the sanitizers (an instrumented shared library does not load into an uninstrumented
+    Python)."""
+    if os.environ.get("COHORT_SANITIZED"):
+        skip(name, "under the sanitizers")
+    np = need(name, "numpy")
+    src = os.environ.get("COHORT_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    build = os.environ.get("COHORT_BUILD", os.path.join(src, "build"))
+    os.environ.setdefault("COHORT_LIB", os.path.join(build, "libcohort.so"))
+    sys.path.insert(0, os.path.join(src, "python"))
+    return importlib.import_module("cohort"), np, src, build
+
+
 def cohort_bin(name):
     """The cohort binary the test runs ($COHORT_BIN, else build/cohort), or None where it is
     missing, after saying so as a failure of the test called name."""

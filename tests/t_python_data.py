@@ -19,18 +19,10 @@ import tempfile
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, need, skip  # noqa: E402
+from refcheck import Checks, package  # noqa: E402
 
 NAME = "t_python_data.py"
-if os.environ.get("COHORT_SANITIZED"):
-    skip(NAME, "under the sanitizers")
-np = need(NAME, "numpy")
-SRC = os.environ.get("COHORT_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-BUILD = os.environ.get("COHORT_BUILD", os.path.join(SRC, "build"))
-os.environ.setdefault("COHORT_LIB", os.path.join(BUILD, "libcohort.so"))
-sys.path.insert(0, os.path.join(SRC, "python"))
-import cohort  # noqa: E402
-
+cohort, np, _, _ = package(NAME)
 check = Checks(NAME)
 rng = np.random.default_rng(3)
 x = rng.normal(size=(300, 6)).astype(np.float32)
