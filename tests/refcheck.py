@@ -15,6 +15,7 @@ before a test knows that numpy and torch are there:
 need() imports the modules or skips the test (exit 77, the tests' SKIP_RETURN_CODE in
 CMakeLists.txt); Checks counts the checks and gives the exit status (0 all passed, 1 any
 failed)."""
+import csv
 import importlib
 import json
 import os
@@ -83,6 +84,52 @@ def cohort_train(check, cohort, plan, d, what=None):
     lead = f"{what}: " if what else ""
     check(r.returncode == 0, f"{lead}cohort train exited {r.returncode}: {r.stderr}")
     return r.returncode == 0
+
+
+def cohort_predict(check, cohort, weights, data, out, classes):
+    """cohort predict's class probabilities [n, classes] (a numpy array) of the model in the
+    weight file `weights` on `data` (a --data spec), by way of the CSV `out`; None after a
+    failed check where predict fails."""
+    import numpy as np  # the tests that predict need it; refcheck itself does not
+
+    name = os.path.basename(weights).removesuffix(".safetensors")
+    r = subprocess.run([cohort, "predict", weights, "--data", data, "--out", out],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"{name}: cohort predict exited {r.returncode}: {r.stderr}")
+    if r.returncode != 0:
+        return None
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    return np.array([[float(row[f"p{j}"]) for j in range(classes)] for row in rows])
+
+
+def torch_fit(torch, params, batches, loss_of, opt):
+    """One epoch of the torch tensors params (requires_grad) over batches (pairs of inputs and
+    targets), minimizing loss_of(inputs, targets), with the plan's optimizer opt: torch's SGD
+    (lr, momentum), else Adam as Keras computes it (lr; beta_1 0.9, beta_2 0.999, epsilon 1e-7
+    outside the square root, where torch's Adam puts it elsewhere)."""
+    import numpy as np  # the tests that train in torch need it; refcheck itself does not
+
+    if opt["name"] == "sgd":
+        o = torch.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"])
+    state = [(torch.zeros_like(q), torch.zeros_like(q)) for q in params]
+    t = 0
+    for xb, yb in batches:
+        loss = loss_of(xb, yb)
+        for q in params:
+            q.grad = None
+        loss.backward()
+        t += 1
+        if opt["name"] == "sgd":
+            o.step()
+        else:
+            with torch.no_grad():
+                lr, b1, b2, eps = opt["lr"], 0.9, 0.999, 1e-7
+                alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                for q, (m, v) in zip(params, state):
+                    m += (q.grad - m) * (1 - b1)
+                    v += (q.grad * q.grad - v) * (1 - b2)
+                    q -= alpha * m / (torch.sqrt(v) + eps)
 
 
 def weights_match(check, name, got, want, init, moved=1e-3, ref="torch"):

@@ -18,14 +18,13 @@ Then cohort's weight files are loaded into the equivalent torch nn.Sequential
 (ConstantPad1d, Conv1d, MaxPool1d, AvgPool1d, AdaptiveAvg/MaxPool1d, Linear), which must
 predict what `cohort predict` prints, to 1e-5. Needs /usr/bin/python3 with numpy and
 torch (else skipped, 77)."""
-import csv
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import Checks, cohort_bin, cohort_train, need, weights_match  # noqa: E402
+from refcheck import (Checks, cohort_bin, cohort_predict, cohort_train, need,  # noqa: E402
+                      torch_fit, weights_match)
 
 NAME = "t_conv1d_torch.py"
 np, torch, nn, F = need(NAME, "numpy", "torch", "torch.nn", "torch.nn.functional")
@@ -99,29 +98,11 @@ def forward(model, p, x):
 
 def torch_train(model, init, x, y, opt):
     p = {k: torch.tensor(v.astype(np.float64), requires_grad=True) for k, v in init.items()}
-    params = list(p.values())
-    if opt["name"] == "sgd":
-        o = torch.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"])
-    state = [(torch.zeros_like(q), torch.zeros_like(q)) for q in params]
     X = torch.tensor(x.astype(np.float64)).permute(0, 2, 1).contiguous()  # [n, T, C] -> [n, C, T]
     Y = torch.tensor(y, dtype=torch.long)
-    t = 0
-    for s in range(0, len(x), BATCH):
-        loss = F.cross_entropy(forward(model, p, X[s:s + BATCH]), Y[s:s + BATCH])
-        for q in params:
-            q.grad = None
-        loss.backward()
-        t += 1
-        if opt["name"] == "sgd":
-            o.step()
-        else:
-            with torch.no_grad():
-                lr, b1, b2, eps = opt["lr"], 0.9, 0.999, 1e-7
-                alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-                for q, (m, v) in zip(params, state):
-                    m += (q.grad - m) * (1 - b1)
-                    v += (q.grad * q.grad - v) * (1 - b2)
-                    q -= alpha * m / (torch.sqrt(v) + eps)
+    torch_fit(torch, list(p.values()),
+              ((X[s:s + BATCH], Y[s:s + BATCH]) for s in range(0, len(x), BATCH)),
+              lambda xb, yb: F.cross_entropy(forward(model, p, xb), yb), opt)
     return {k: v.detach().numpy() for k, v in p.items()}
 
 
@@ -197,16 +178,11 @@ def main():
                 worst, _ = weights_match(check, name, got, want, inits[m])
                 print(f"{NAME}: {name}: max |cohort - torch| = {worst:.3g}")
 
-                r = subprocess.run([cohort, "predict", f"{tmp}/out/models/{name}.safetensors",
-                                    "--data", f"npy:{tmp}/x.npy,{tmp}/y.npy",
-                                    "--out", f"{tmp}/pred_{name}.csv"],
-                                   capture_output=True, text=True)
-                check(r.returncode == 0, f"{name}: cohort predict exited {r.returncode}: {r.stderr}")
-                if r.returncode != 0:
+                mine = cohort_predict(check, cohort, f"{tmp}/out/models/{name}.safetensors",
+                                      f"npy:{tmp}/x.npy,{tmp}/y.npy", f"{tmp}/pred_{name}.csv",
+                                      CLASSES)
+                if mine is None:
                     continue
-                with open(f"{tmp}/pred_{name}.csv") as f:
-                    rows = list(csv.DictReader(f))
-                mine = np.array([[float(row[f"p{j}"]) for j in range(CLASSES)] for row in rows])
                 with torch.no_grad():
                     theirs = torch_module(m, got)(torch.tensor(x).permute(0, 2, 1)).numpy()
                 d = float(np.max(np.abs(mine - theirs)))
