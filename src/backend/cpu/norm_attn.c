@@ -6,11 +6,11 @@
  * rows (or whole columns, for the parameters' gradients), so the results
  * are the same bits for any number of threads.
  *
- * The forward of layer normalization takes LN_ROWS rows at a time with
- * their sums interleaved: each row's sum is still one chain of double adds
- * in index order (ln_row_fwd's), but four chains in flight hide the adds'
- * latency, which bound the row-at-a-time loop (a 32-wide row's two sums
- * are 64 dependent adds). The parameters' gradients likewise go row by row
+ * Layer normalization takes LN_ROWS rows at a time with their sums
+ * interleaved, forward and backward: each row's sum is still one chain of
+ * double adds in index order (ln_row_fwd's, ln_row_bwd's), but four chains
+ * in flight hide the adds' latency, which bound the row-at-a-time loop (a
+ * 32-wide row's two sums are 64 dependent adds). The parameters' gradients likewise go row by row
  * with one double accumulator per column (ln_col_grad's sums, in row
  * order), instead of a pass over every row for each column.
  */
@@ -154,6 +154,32 @@ static void ln_grad_part(void *p, int part, int parts)
     }
 }
 
+/* LN_ROWS rows of ln_row_bwd, their sums interleaved as ln_rows4_fwd's:
+ * the same operations in the same order for each row. */
+static void ln_rows4_bwd(float *dx, const float *dy, const float *x, const float *gamma,
+                         const float *stat, int C)
+{
+    double sg[LN_ROWS] = {0}, sgx[LN_ROWS] = {0};
+    float m[LN_ROWS], inv[LN_ROWS];
+    for (int i = 0; i < LN_ROWS; i++)
+        m[i] = stat[2 * i], inv[i] = stat[2 * i + 1];
+    for (int j = 0; j < C; j++)
+        for (int i = 0; i < LN_ROWS; i++) {
+            size_t o = (size_t)i * (size_t)C + (size_t)j;
+            float g = dy[o] * gamma[j], xh = (x[o] - m[i]) * inv[i];
+            sg[i] += (double)g;
+            sgx[i] += (double)g * (double)xh;
+        }
+    for (int i = 0; i < LN_ROWS; i++) {
+        float a = (float)(sg[i] / (double)C), b = (float)(sgx[i] / (double)C);
+        for (int j = 0; j < C; j++) {
+            size_t o = (size_t)i * (size_t)C + (size_t)j;
+            float g = dy[o] * gamma[j], xh = (x[o] - m[i]) * inv[i];
+            dx[o] = inv[i] * (g - a - xh * b);
+        }
+    }
+}
+
 static void ln_dx_part(void *p, int part, int parts)
 {
     const ln_job *j = p;
@@ -163,11 +189,16 @@ static void ln_dx_part(void *p, int part, int parts)
     while (u0 < u1) {
         int k, a, b;
         next_span(&u0, u1, j->rows, &k, &a, &b);
-        for (int r = a; r < b; r++) {
-            size_t o = (size_t)r * C;
-            ln_row_bwd(j->dX + k * j->sdX + o, j->dY + k * j->sdY + o, j->X + k * j->sX + o,
-                       j->gamma + k * j->sp, j->kept + k * j->sst + 2 * (size_t)r, j->C);
-        }
+        float *dX = j->dX + k * j->sdX;
+        const float *dY = j->dY + k * j->sdY, *X = j->X + k * j->sX, *g = j->gamma + k * j->sp;
+        const float *st = j->kept + k * j->sst;
+        int r = a;
+        for (; r + LN_ROWS <= b; r += LN_ROWS)
+            ln_rows4_bwd(dX + (size_t)r * C, dY + (size_t)r * C, X + (size_t)r * C, g,
+                         st + 2 * (size_t)r, j->C);
+        for (; r < b; r++)
+            ln_row_bwd(dX + (size_t)r * C, dY + (size_t)r * C, X + (size_t)r * C, g,
+                       st + 2 * (size_t)r, j->C);
     }
 }
 
