@@ -20,6 +20,11 @@
 #   finish [NOTE]                    print "NAME: N passed, N failed[ NOTE]"; exit status 0
 #                                    only when nothing failed
 NAME=$(basename "$0")
+# A checkpoint and a history after every epoch, the last too, and every record journaled at
+# once (docs/design.md, "Never losing work"): the tests kill runs of tiny models, whose
+# epochs are far shorter than the default second between checkpoints, after the N-th file
+# or once a checkpoint is there. t_sweep_resume.sh tests the default (it unsets this).
+export COHORT_CHECKPOINT_EVERY=${COHORT_CHECKPOINT_EVERY-0}
 COHORT=${COHORT_BIN:-${COHORT_BUILD:-build}/cohort}
 PY=/usr/bin/python3
 T=$(mktemp -d)

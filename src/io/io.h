@@ -30,6 +30,10 @@ typedef struct st_file {
  * key/value string pairs. Atomic. */
 cohort_status st_write(const char *path, const st_tensor *t, int n, const char *const *meta_kv,
                        int n_meta, cohort_error *err);
+/* The same, synced as file_write_atomic_ex's flags say (FILE_SYNC_DATA,
+ * FILE_SYNC_NAME; st_write: both). */
+cohort_status st_write_ex(const char *path, const st_tensor *t, int n, const char *const *meta_kv,
+                          int n_meta, int sync, cohort_error *err);
 
 /* Read a safetensors file. Only F32 tensors are accepted; every offset and
  * shape is checked against the file's size before it is trusted. */

@@ -83,6 +83,12 @@ static cohort_status check_tensor(const char *path, const st_tensor *t, const st
 cohort_status st_write(const char *path, const st_tensor *t, int n, const char *const *meta_kv,
                        int n_meta, cohort_error *err)
 {
+    return st_write_ex(path, t, n, meta_kv, n_meta, FILE_SYNC_DATA | FILE_SYNC_NAME, err);
+}
+
+cohort_status st_write_ex(const char *path, const st_tensor *t, int n, const char *const *meta_kv,
+                          int n_meta, int sync, cohort_error *err)
+{
     if (!path || n < 0 || n_meta < 0 || (n > 0 && !t) || (n_meta > 0 && !meta_kv))
         return cohort_fail(err, COHORT_ERR_USAGE, "%s: st_write: invalid arguments",
                            path ? path : "(null)");
@@ -183,7 +189,7 @@ cohort_status st_write(const char *path, const st_tensor *t, int n, const char *
             p += bytes;
         }
     }
-    cohort_status st = file_write_atomic_parts(path, parts, np, err);
+    cohort_status st = file_write_atomic_ex(path, parts, np, sync, err);
     free(parts);
     free(buf);
     return st;

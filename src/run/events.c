@@ -85,6 +85,7 @@ void run_apply_msg(cohort_run *run, const msg *m, const int64_t *confusion)
     switch (m->type) {
     case MSG_START:
         e->res.state = MODEL_RUNNING;
+        e->next_history = now_seconds() + run->write_every;
         event_init(&ev, COHORT_EVENT_MODEL_START, run, e);
         emit(run, &ev);
         return;
@@ -109,7 +110,14 @@ void run_apply_msg(cohort_run *run, const msg *m, const int64_t *confusion)
         }
         e->res.seconds = m->seconds;
         if (run->out_dir[0] && !run_disk_full(run)) {
-            run_write_history(run, e, &err);
+            /* A model's history is rewritten whole: after every epoch only
+             * where its epochs are long (or write_every is 0); always at
+             * its end. */
+            double now = now_seconds();
+            if (run->write_every <= 0 || now >= e->next_history) {
+                run_write_history(run, e, FILE_SYNC_DATA | FILE_SYNC_NAME, &err);
+                e->next_history = now + run->write_every;
+            }
             run_tick_results(run, &err);
             run_refresh_report(run, 0);
             run_disk_full(run);
@@ -152,8 +160,10 @@ void run_apply_msg(cohort_run *run, const msg *m, const int64_t *confusion)
         }
         e->done = 1;
         if (run->out_dir[0] && !run_disk_full(run)) {
-            run_write_history(run, e, &err);
-            run_write_record(run, e, &err);
+            /* The record waits for the next batch, which syncs the history's
+             * folder (and the weights') before it journals the record. */
+            run_write_history(run, e, FILE_SYNC_DATA, &err);
+            run_queue_record(run, e, &err);
             run_tick_results(run, &err);
             run_disk_full(run);
         }

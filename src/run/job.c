@@ -25,7 +25,35 @@ typedef struct job_ctx {
     train_result res[MAX_GROUP];
     train_start start; /* where the job starts (--resume) */
     int helpable;   /* helper threads may join its group */
+    double last_ckpt; /* when the job last wrote its checkpoints (or started) */
+    /* Best weights not written yet (run.h, WRITE_EVERY): model k's in
+     * best_host + k * P while best_pending[k]. */
+    float *best_host;
+    int best_pending[MAX_GROUP];
 } job_ctx;
+
+/* Best weights of a job wait in memory only up to this many bytes (a group
+ * of large models writes them at once, as its epochs are long anyway). */
+#define BEST_WAIT_MAX ((size_t)64 << 20)
+
+/* Whether the job's checkpoints are due after this epoch by time alone. */
+static int ckpt_time_due(const job_ctx *c, double now)
+{
+    double every = c->s->run->write_every;
+    return every <= 0 || now - c->last_ckpt >= every;
+}
+
+/* Write model k's best weights that wait in memory (sync: as
+ * file_write_atomic_ex's flags). */
+static cohort_status flush_best(job_ctx *c, int k, int sync, cohort_error *err)
+{
+    if (!c->best_pending[k])
+        return COHORT_OK;
+    cohort_run *run = c->s->run;
+    c->best_pending[k] = 0;
+    return run_write_weights(run, &run->m[c->j->idx[k]], c->best_host + (size_t)k * c->P, 1, sync,
+                             c->best_weights[k], err);
+}
 
 static void on_step(void *user, int k, int epoch, int64_t step, int64_t steps, double loss,
                     double accuracy)
@@ -58,10 +86,24 @@ static int on_epoch(void *user, int k, int epoch, const epoch_metrics *em, int i
     cohort_run *run = c->s->run;
     const model_entry *e = &run->m[c->j->idx[k]];
     if (is_best && run->out_dir[0] && !run_disk_full(run)) {
-        group_get_params(c->g, k, c->host);
-        /* Out of space: the run stops; the model is not failed for it. */
-        if (run_write_weights(run, e, c->host, 1, c->best_weights[k], err) && !run_disk_full(run))
-            return 1;
+        /* Not due, no checkpoint follows this epoch: the weights wait in
+         * memory until the job's next checkpoint or its end. */
+        int wait = !ckpt_time_due(c, now_seconds());
+        size_t bytes = (size_t)c->j->n * c->P * sizeof(float);
+        if (wait && !c->best_host && bytes <= BEST_WAIT_MAX)
+            c->best_host = mem_alloc_big(bytes);
+        if (wait && c->best_host) {
+            group_get_params(c->g, k, c->best_host + (size_t)k * c->P);
+            c->best_pending[k] = 1;
+        } else {
+            c->best_pending[k] = 0;
+            group_get_params(c->g, k, c->host);
+            /* Out of space: the run stops; the model is not failed for it. */
+            if (run_write_weights(run, e, c->host, 1, FILE_SYNC_DATA | FILE_SYNC_NAME,
+                                  c->best_weights[k], err) &&
+                !run_disk_full(run))
+                return 1;
+        }
     }
     msg m;
     memset(&m, 0, sizeof m);
@@ -83,12 +125,28 @@ static int on_checkpoint(void *user, int epoch, int64_t step, const train_result
     cohort_run *run = c->s->run;
     if (!run->out_dir[0] || run_disk_full(run))
         return 0; /* the last checkpoints that were written stay good */
+    /* Due inside an epoch (a stop), when the run stops, at the rung or
+     * interval the job trains to (the next phase starts from there), and
+     * when write_every has passed; else the models train on, and a kill
+     * costs the epochs since the last one, trained again to the same bits. */
+    double now = now_seconds();
+    int at_rung = c->start.stop_epoch > 0 && epoch >= c->start.stop_epoch;
+    if (step == 0 && !run->stop && !at_rung && !ckpt_time_due(c, now))
+        return 0;
+    int every_epoch = run->write_every <= 0;
     for (int k = 0; k < c->j->n; k++) {
+        const model_entry *e = &run->m[c->j->idx[k]];
         if (res[k].state != MODEL_RUNNING)
             continue;
-        if (ckpt_write(run, &run->m[c->j->idx[k]], c->g, k, &res[k], epoch, step, c->scratch, err))
+        /* Its last epoch: its final weights and record follow. */
+        if (!every_epoch && step == 0 && epoch >= e->spec->epochs)
+            continue;
+        /* The best weights the checkpoint's state names, on disk before it. */
+        if (flush_best(c, k, FILE_SYNC_DATA | FILE_SYNC_NAME, err) ||
+            ckpt_write(run, e, c->g, k, &res[k], epoch, step, c->scratch, err))
             return !run_disk_full(run);
     }
+    c->last_ckpt = now_seconds();
     return 0;
 }
 
@@ -217,7 +275,6 @@ static void final_msg(job_ctx *c, int k, cohort_status st, cohort_error *err, jo
     m->best = r->best;
     m->stopped_early = r->stopped_early;
     m->seconds = r->seconds;
-    str_copy(m->best_weights, sizeof m->best_weights, c->best_weights[k]);
     if (r->state == MODEL_OK && t->st) {
         m->state = MODEL_FAILED;
         str_copy(m->error, sizeof m->error, "out of host memory evaluating the test data");
@@ -239,13 +296,41 @@ static void final_msg(job_ctx *c, int k, cohort_status st, cohort_error *err, jo
         m->state = MODEL_FAILED;
         snprintf(m->error, sizeof m->error, "the device failed: %s", dev_error);
     }
+    /* The names of these files are synced with the next batch of records
+     * (run_flush_records), before the record that names them. */
+    const model_entry *e = &run->m[j->idx[k]];
     if (m->state == MODEL_OK && run->out_dir[0]) {
         group_get_params(c->g, k, c->host);
-        if (run_write_weights(run, &run->m[j->idx[k]], c->host, 0, m->weights, err)) {
+        if (run_write_weights(run, e, c->host, 0, FILE_SYNC_DATA, m->weights, err)) {
             m->state = MODEL_FAILED;
             str_copy(m->error, sizeof m->error, err->message);
         }
+        /* Best and final weights the same bytes (its last epoch was its
+         * best, or early stopping restored them): the best file is a
+         * second name of the final one. */
+        else if (c->best_pending[k] &&
+            !memcmp(c->best_host + (size_t)k * c->P, c->host, c->P * sizeof(float))) {
+            char from[2 * COHORT_PATH_MAX], to[2 * COHORT_PATH_MAX];
+            snprintf(from, sizeof from, "%s/%s", run->out_dir, m->weights);
+            snprintf(to, sizeof to, "%s/models/%s.best.safetensors", run->out_dir, e->spec->name);
+            cohort_error lerr;
+            if (!file_link_atomic(from, to, &lerr)) {
+                c->best_pending[k] = 0;
+                snprintf(c->best_weights[k], sizeof c->best_weights[k],
+                         "models/%s.best.safetensors", e->spec->name);
+            }
+        }
     }
+    /* Else written out (a filesystem without hard links too); a model that
+     * failed or diverged keeps its best epoch's weights as well. Out of
+     * space, the run stops; the model is not failed for it. */
+    if (run->out_dir[0] && !run_disk_full(run) && flush_best(c, k, FILE_SYNC_DATA, err) &&
+        !run_disk_full(run) && m->state != MODEL_FAILED) {
+        m->state = MODEL_FAILED;
+        str_copy(m->error, sizeof m->error, err->message);
+    }
+    c->best_pending[k] = 0;
+    str_copy(m->best_weights, sizeof m->best_weights, c->best_weights[k]);
 }
 
 /* Evaluate the job on the test set and report each model's outcome. */
@@ -287,6 +372,7 @@ static void job_close(job_ctx *c)
         free(c->res[k].history);
     free(c->host);
     free(c->scratch);
+    free(c->best_host);
     if (c->helpable) {
         pthread_mutex_lock(&run->lock);
         c->j->live = NULL; /* no helper joins it from here on */
@@ -305,6 +391,7 @@ static void job_train(job_runner *s, job *j)
     c.s = s;
     c.j = j;
     c.t0 = now_seconds();
+    c.last_ckpt = c.t0;
     cohort_error err;
     err.message[0] = 0;
     cohort_status st = job_open(&c, &err);

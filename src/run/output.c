@@ -191,6 +191,11 @@ cohort_status run_write_results(cohort_run *run, cohort_error *err)
 {
     if (!run->out_dir[0])
         return COHORT_OK;
+    /* results.json names the finished models' files as a record does: the
+     * records (and the folders they name) go to disk first. */
+    cohort_status fst = run_flush_records(run, 1, err);
+    if (fst)
+        return fst;
     strbuf b;
     sb_init(&b);
     sb_puts(&b, "{\n  \"cohort_version\": \"" COHORT_VERSION "\",\n  \"plan\": ");
@@ -218,25 +223,115 @@ cohort_status run_write_results(cohort_run *run, cohort_error *err)
     return st;
 }
 
-cohort_status run_write_record(cohort_run *run, const model_entry *e, cohort_error *err)
+double run_write_every(void)
 {
-    if (!run->out_dir[0])
-        return COHORT_OK;
+    const char *v = getenv("COHORT_CHECKPOINT_EVERY");
+    char *end;
+    double s = v && *v ? strtod(v, &end) : WRITE_EVERY;
+    return v && *v && (*end || !(s >= 0) || s > 1e9) ? WRITE_EVERY : s;
+}
+
+/* Model e's record as JSON text (malloc'd), or NULL when out of memory. */
+static char *record_text(const cohort_run *run, const model_entry *e, size_t *len)
+{
     strbuf b;
     sb_init(&b);
     json_model(&b, run, e);
     sb_puts(&b, "\n");
     if (b.failed) {
         sb_free(&b);
-        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory writing a record");
+        return NULL;
     }
+    *len = b.len;
+    return b.data;
+}
+
+static cohort_status write_record_text(cohort_run *run, const model_entry *e, const char *text,
+                                       int sync, cohort_error *err)
+{
     char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/records/%s.json", run->out_dir, e->spec->name);
-    cohort_status st = file_write_atomic(path, b.data, b.len, err);
-    sb_free(&b);
+    file_part part = {text, strlen(text)};
+    cohort_status st = file_write_atomic_ex(path, &part, 1, sync, err);
     /* Tests kill a run at an exact point of a phase (t_pbt.sh). */
     if (!st)
         test_hook_record_written();
+    return st;
+}
+
+/* fsync of DIR/sub. */
+static void sync_sub(const cohort_run *run, const char *sub)
+{
+    char dir[COHORT_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/%s", run->out_dir, sub);
+    file_sync_dir(dir);
+}
+
+cohort_status run_flush_records(cohort_run *run, int force, cohort_error *err)
+{
+    if (!run->out_dir[0] || run->n_pending == 0)
+        return COHORT_OK;
+    double now = now_seconds();
+    if (!force && run->write_every > 0 && now < run->next_flush)
+        return COHORT_OK;
+    /* The weights and histories the records name were fsynced before their
+     * renames; their names become durable here, before any record can. */
+    sync_sub(run, "models");
+    sync_sub(run, "history");
+    cohort_status st = COHORT_OK;
+    for (int i = 0; i < run->n_pending; i++) {
+        model_entry *e = &run->m[run->pending[i]];
+        /* Not fsynced one by one: a record the machine's crash left
+         * unreadable is no record (--resume trains that model again), and
+         * one readable names files that are on disk. */
+        if (!st && e->pending_record)
+            st = write_record_text(run, e, e->pending_record,
+                                   run->write_every > 0 ? 0 : FILE_SYNC_DATA, err);
+        free(e->pending_record);
+        e->pending_record = NULL;
+    }
+    run->n_pending = 0;
+    sync_sub(run, "records");
+    double took = now_seconds() - now;
+    run->next_flush = now + (10.0 * took > run->write_every ? 10.0 * took : run->write_every);
+    return st;
+}
+
+cohort_status run_queue_record(cohort_run *run, model_entry *e, cohort_error *err)
+{
+    if (!run->out_dir[0])
+        return COHORT_OK;
+    size_t len;
+    char *text = record_text(run, e, &len);
+    if (!text)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory writing a record");
+    if (!run->pending && !(run->pending = malloc((size_t)run->n * sizeof *run->pending))) {
+        free(text);
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory writing a record");
+    }
+    if (!e->pending_record)
+        run->pending[run->n_pending++] = e->index;
+    free(e->pending_record);
+    e->pending_record = text;
+    return run_flush_records(run, 0, err);
+}
+
+cohort_status run_write_record(cohort_run *run, const model_entry *e, cohort_error *err)
+{
+    if (!run->out_dir[0])
+        return COHORT_OK;
+    cohort_status st = run_flush_records(run, 1, err);
+    if (st)
+        return st;
+    size_t len;
+    char *text = record_text(run, e, &len);
+    if (!text)
+        return cohort_fail(err, COHORT_ERR_NOMEM, "out of memory writing a record");
+    /* The files it names, written without their folders' sync, first. */
+    sync_sub(run, "models");
+    sync_sub(run, "history");
+    st = write_record_text(run, e, text, FILE_SYNC_DATA | FILE_SYNC_NAME, err);
+    free(text);
     return st;
 }
 
@@ -252,7 +347,7 @@ cohort_status run_tick_results(cohort_run *run, cohort_error *err)
 }
 
 cohort_status run_write_weights(cohort_run *run, const model_entry *e, const float *params,
-                                int best, char *rel, cohort_error *err)
+                                int best, int sync, char *rel, cohort_error *err)
 {
     const model_layout *L = &e->L;
     st_tensor t[LAYER_TENSORS_MAX * COHORT_MAX_LAYERS];
@@ -328,7 +423,7 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
     char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", run->out_dir, rel);
     cohort_status st = names.failed ? cohort_fail(err, COHORT_ERR_NOMEM, "out of memory")
-                                    : st_write(path, t, n, meta, n_meta, err);
+                                    : st_write_ex(path, t, n, meta, n_meta, sync, err);
     sb_free(&names);
     free(file);
     if (st)
@@ -336,7 +431,7 @@ cohort_status run_write_weights(cohort_run *run, const model_entry *e, const flo
     return st;
 }
 
-cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *err)
+cohort_status run_write_history(cohort_run *run, model_entry *e, int sync, cohort_error *err)
 {
     strbuf b;
     sb_init(&b);
@@ -374,7 +469,7 @@ cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *e
     char path[2 * COHORT_PATH_MAX];
     snprintf(path, sizeof path, "%s/history/%s.csv", run->out_dir, e->spec->name);
     cohort_status st = b.failed ? cohort_fail(err, COHORT_ERR_NOMEM, "out of memory")
-                                : file_write_atomic(path, b.data, b.len, err);
+                                : file_write_atomic_ex(path, &(file_part){b.data, b.len}, 1, sync, err);
     sb_free(&b);
     return st;
 }

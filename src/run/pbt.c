@@ -256,7 +256,7 @@ static cohort_status exploit(cohort_run *run, model_entry *e, const model_entry 
         st = host ? model_load_params(d->spec, &d->L, src, host, err)
                   : cohort_fail(err, COHORT_ERR_NOMEM, "out of memory");
         if (!st)
-            st = run_write_weights(run, e, host, 1, rel, err);
+            st = run_write_weights(run, e, host, 1, FILE_SYNC_DATA | FILE_SYNC_NAME, rel, err);
         free(host);
     } else {
         char dst[2 * COHORT_PATH_MAX];

@@ -57,6 +57,8 @@ typedef struct model_entry {
      * a new copy, and the copies given before stay until the run is freed
      * (run->old_errors), for a poller that still reads one. */
     char *result_error;
+    double next_history;   /* history/NAME.csv is not rewritten after an epoch before this */
+    char *pending_record;  /* its final record, not journaled yet (run_flush_records), owned */
 } model_entry;
 
 /* A model's checkpoint, read back. */
@@ -94,6 +96,11 @@ struct cohort_run {
     int lock_fd;           /* the output directory's lock, -1 = none */
     double next_report;    /* report.html is not written again before this time */
     double next_results;   /* nor results.json by run_tick_results */
+    double write_every;    /* seconds between a model's checkpoints and history rewrites
+                              while it trains, and between journal flushes (run_write_every) */
+    double next_flush;     /* the pending records are not journaled before this time */
+    int *pending;          /* [n]: models whose record waits (pending_record), in order */
+    int n_pending;
     int pbt_decided;       /* pbt: the intervals decided so far (journaled in DIR/pbt.json) */
     int trained;           /* cohort_run_train has run: a run trains once */
     struct run_group_info *trained_groups; /* the groups it trained in (owned), for the plan
@@ -157,15 +164,51 @@ cohort_status run_check_trainable(const cohort_run *run, cohort_error *err);
  */
 #define RESULTS_EVERY 1.0
 cohort_status run_tick_results(cohort_run *run, cohort_error *err);
+/* Journal model e's record now (the pending ones first, run_flush_records). */
 cohort_status run_write_record(cohort_run *run, const model_entry *e, cohort_error *err);
+/*
+ * A model's files while a sweep runs (docs/design.md, "Never losing work").
+ * A tiny model trains in a millisecond, and five files a model, each
+ * fsynced with its folder, cost more than its training. So:
+ * - a model's checkpoint is written after an epoch only when write_every
+ *   seconds have passed since its job's last one (or its job started), at a
+ *   scheduler's rung or interval, and when the run stops; not after its
+ *   last epoch, where its final weights and record follow. A kill loses at
+ *   most the epoch in progress and write_every seconds before it: --resume
+ *   trains them again, to the same bits.
+ * - history/NAME.csv is rewritten after an epoch at most every write_every
+ *   seconds, and when the model ends.
+ * - its best weights wait in memory for its next checkpoint or its end
+ *   (the job's), and are a link to its final weights where the two are the
+ *   same bytes.
+ * - weights and histories are fsynced before their rename, but their
+ *   folders only before a record that names them is journaled; records
+ *   wait in memory (pending_record) and are journaled together at most
+ *   every write_every seconds, after one fsync of models/ and history/.
+ * COHORT_CHECKPOINT_EVERY=S sets write_every (default 1 s); 0 is the
+ * behaviour before: a checkpoint and a history after every epoch (the last
+ * too), every record journaled at once.
+ */
+#define WRITE_EVERY 1.0
+/* write_every from the environment (COHORT_CHECKPOINT_EVERY), else WRITE_EVERY. */
+double run_write_every(void);
+/* Keep model e's record (as e stands now) to be journaled with the next
+ * batch, and journal the batch when it is due. */
+cohort_status run_queue_record(cohort_run *run, model_entry *e, cohort_error *err);
+/* Journal the pending records: models/ and history/ fsynced first, then
+ * each record renamed into records/, then records/ fsynced. force: now,
+ * else only when write_every has passed since the last batch. */
+cohort_status run_flush_records(cohort_run *run, int force, cohort_error *err);
 /* Write models/NAME[.best].safetensors from host parameters; rel (of
- * COHORT_PATH_MAX bytes) receives the path relative to the output directory. */
+ * COHORT_PATH_MAX bytes) receives the path relative to the output directory.
+ * sync: file_write_atomic_ex's flags. */
 cohort_status run_write_weights(cohort_run *run, const model_entry *e, const float *params,
-                                int best, char *rel, cohort_error *err);
+                                int best, int sync, char *rel, cohort_error *err);
 /* Append model e's pbt lineage to b as a JSON list of {epoch, from, values}. */
 void run_pbt_lineage_json(struct strbuf *b, const cohort_run *run, const model_entry *e);
-/* Write history/NAME.csv from the model's history so far. */
-cohort_status run_write_history(cohort_run *run, model_entry *e, cohort_error *err);
+/* Write history/NAME.csv from the model's history so far (sync: as
+ * file_write_atomic_ex's flags). */
+cohort_status run_write_history(cohort_run *run, model_entry *e, int sync, cohort_error *err);
 
 /* Write model e's checkpoint (k in group g) after `epoch` epochs and `step`
  * steps; scratch holds 4 * P floats. Atomic. */

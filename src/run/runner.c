@@ -635,6 +635,7 @@ cohort_status cohort_run_create(const cohort_plan *plan, const cohort_run_option
         run->opt = *opt;
     pthread_mutex_init(&run->lock, NULL);
     run->strategy = run->opt.strategy != COHORT_STRATEGY_AUTO ? run->opt.strategy : plan->strategy;
+    run->write_every = run_write_every();
 
     if (run->opt.out_dir)
         str_copy(run->out_dir, sizeof run->out_dir, run->opt.out_dir);
@@ -678,7 +679,13 @@ void cohort_run_free(cohort_run *run)
 {
     if (!run)
         return;
+    /* Records still waiting for their batch (a run that stopped before its
+     * final results.json) are journaled while the directory is ours. */
+    cohort_error ignored;
+    if (run->lock_fd >= 0 && !run->disk_full && !file_out_of_space())
+        run_flush_records(run, 1, &ignored);
     for (int i = 0; run->m && i < run->n; i++) {
+        free(run->m[i].pending_record);
         free(run->m[i].res.history);
         free(run->m[i].confusion);
         if (run->m[i].own_spec)
@@ -688,6 +695,7 @@ void cohort_run_free(cohort_run *run)
         free(run->m[i].result_error);
     }
     free(run->m);
+    free(run->pending);
     for (int i = 0; i < run->n_old_errors; i++)
         free(run->old_errors[i]);
     free(run->old_errors);

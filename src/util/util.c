@@ -479,23 +479,63 @@ void file_note_out_of_space(const char *path) { note_no_space(path, ENOSPC); }
 cohort_status file_write_atomic(const char *path, const void *data, size_t len, cohort_error *err)
 {
     file_part part = {data, len};
-    return file_write_atomic_parts(path, &part, 1, err);
+    return file_write_atomic_ex(path, &part, 1, FILE_SYNC_DATA | FILE_SYNC_NAME, err);
 }
 
 cohort_status file_write_atomic_parts(const char *path, const file_part *parts, int n_parts,
                                       cohort_error *err)
 {
+    return file_write_atomic_ex(path, parts, n_parts, FILE_SYNC_DATA | FILE_SYNC_NAME, err);
+}
+
+/* The folder of path (".": none named) into dir. */
+static void dir_of(const char *path, char *dir, size_t n)
+{
+    str_copy(dir, n, path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = 0; /* "/" */
+    else if (slash)
+        *slash = 0;
+    else
+        str_copy(dir, n, ".");
+}
+
+void file_sync_dir(const char *dir)
+{
+    int dfd = durable ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+}
+
+/* Create the temporary path.tmp.PID (into tmp) for writing: a new file,
+ * O_EXCL and O_NOFOLLOW, so nothing planted at its name is followed or
+ * written through. One a killed process of the same pid left is removed
+ * first (only when there is one: the unlink of a name that is not there
+ * cost a system call a file). */
+static int create_temporary(const char *path, char *tmp, size_t n)
+{
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(tmp, flags, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, flags, 0644);
+    return fd;
+}
+
+cohort_status file_write_atomic_ex(const char *path, const file_part *parts, int n_parts,
+                                   int flags, cohort_error *err)
+{
     /* A link, FIFO or device at path is refused, not replaced by a regular
      * file (predict --out /dev/full replaced the system's /dev/full when
-     * run as root). The temporary is a new file: O_EXCL and O_NOFOLLOW, so
-     * nothing planted at its name is followed or written through. */
+     * run as root). */
     cohort_status cs = file_check_replaceable(path, err);
     if (cs)
         return cs;
     char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    unlink(tmp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = create_temporary(path, tmp, sizeof tmp);
     if (fd < 0) {
         int e = errno;
         note_no_space(path, e);
@@ -523,7 +563,9 @@ cohort_status file_write_atomic_parts(const char *path, const file_part *parts, 
             left -= (size_t)w;
         }
     }
-    if (durable && fsync(fd) != 0) {
+    /* The bytes reach the disk before the name can point at them: after a
+     * crash of the machine the name is the old file or the whole new one. */
+    if (durable && (flags & FILE_SYNC_DATA) && fsync(fd) != 0) {
         int e = errno;
         note_no_space(path, e);
         close(fd);
@@ -551,19 +593,43 @@ cohort_status file_write_atomic_parts(const char *path, const file_part *parts, 
         return cohort_fail(err, COHORT_ERR_IO, "%s: rename failed: %s", path, strerror(e));
     }
     test_hook_file_written();
-    /* Make the rename itself durable. */
-    char dir[PATH_MAX];
-    str_copy(dir, sizeof dir, path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = 0;
-    else
-        str_copy(dir, sizeof dir, ".");
-    int dfd = durable ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
+    /* Make the rename itself durable (else the caller syncs the folder
+     * later, once for many files: file_sync_dir). */
+    if (flags & FILE_SYNC_NAME) {
+        char dir[PATH_MAX];
+        dir_of(path, dir, sizeof dir);
+        file_sync_dir(dir);
     }
+    return COHORT_OK;
+}
+
+cohort_status file_link_atomic(const char *src, const char *path, cohort_error *err)
+{
+    cohort_status cs = file_check_replaceable(path, err);
+    if (cs)
+        return cs;
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int r = link(src, tmp);
+    if (r != 0 && errno == EEXIST && unlink(tmp) == 0)
+        r = link(src, tmp);
+    if (r != 0 || test_hook_disk_full()) {
+        int e = r != 0 ? errno : ENOSPC;
+        if (r == 0)
+            unlink(tmp);
+        note_no_space(path, e);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: cannot create: %s", path, strerror(e));
+    }
+    if ((cs = file_check_replaceable(path, err))) {
+        unlink(tmp);
+        return cs;
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return cohort_fail(err, COHORT_ERR_IO, "%s: rename failed: %s", path, strerror(e));
+    }
+    test_hook_file_written();
     return COHORT_OK;
 }
 

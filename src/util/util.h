@@ -128,6 +128,25 @@ typedef struct file_part {
 } file_part;
 cohort_status file_write_atomic_parts(const char *path, const file_part *parts, int n_parts,
                                       cohort_error *err);
+/* What file_write_atomic_ex makes durable against a crash of the machine
+ * (a killed process loses nothing either way: the rename is atomic).
+ * FILE_SYNC_DATA: the file's bytes are fsynced before it is renamed into
+ * place, so that its name never points at a file the disk lost part of;
+ * FILE_SYNC_NAME: its folder is fsynced after the rename, so the new name
+ * itself survives. Without FILE_SYNC_NAME the caller syncs the folder
+ * later (file_sync_dir), once for many files, before it writes anything
+ * that says those files are there. */
+enum { FILE_SYNC_DATA = 1, FILE_SYNC_NAME = 2 };
+cohort_status file_write_atomic_ex(const char *path, const file_part *parts, int n_parts,
+                                   int flags, cohort_error *err);
+/* fsync of a folder: the names renamed into it are durable (nothing when
+ * file_set_durable is off). */
+void file_sync_dir(const char *dir);
+/* Make path name the file src names (a hard link, through a temporary
+ * renamed over path): a second name for bytes already written and synced,
+ * at the cost of a folder entry. The rename is not synced (file_sync_dir).
+ * Refuses a path that is not a regular file, as file_write_atomic does. */
+cohort_status file_link_atomic(const char *src, const char *path, cohort_error *err);
 /* Whether file_write_atomic fsyncs (default 1). Off, a crash of the machine
  * (not of cohort) can lose the last writes; tests that write thousands of
  * files turn it off, as SQLite's synchronous=OFF does. */
