@@ -246,8 +246,9 @@ static void sequence_checks(void)
  * A kind only this binary has (layer_register), standing in for a mask_zero
  * embedding: flat samples of T token values in, the sequence [T, E] of
  * x[t] * w + b out, with the token mask (0: padding) on it. w and b [E] are
- * trained, so the gradient reaching the layer before a recurrent layer is
- * checked too. Plain loops over host memory: CPU devices only.
+ * trained, so the gradient reaching the layer before a recurrent layer (or
+ * a masked pooling, mask_checks) is checked too. Plain loops over host
+ * memory: CPU devices only.
  */
 enum { TOK_E = 3 };
 
@@ -666,50 +667,6 @@ static void conv1d_checks(void)
                                conv1d(2, 3, 1, 2, "causal", ACT_TANH), plain("flatten")});
 }
 
-/*
- * Token masks without an embedding: `test_tokens`, a kind only this binary
- * has, reads flat samples of T token ids and makes the sequence [T, 3] of
- * id * (0.3, -0.2, 0.15) that carries the mask (mask_out), as a mask_zero
- * embedding would (step t is padding where the token is 0). It has no
- * parameters and is the first layer, so it has no backward to speak of.
- */
-static int test_tokens_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
-{
-    (void)ls;
-    if (lp->in.rank != 1) {
-        snprintf(msg, len, "test_tokens takes flat samples of token ids");
-        return 1;
-    }
-    lp->out = shape_seq(lp->in.c, 3);
-    lp->mask_out = 1;
-    return 0;
-}
-
-static void test_tokens_forward(const layer_pass *p)
-{
-    static const float gain[3] = {0.3f, -0.2f, 0.15f};
-    int T = p->lp->in.c;
-    for (int k = 0; k < p->count; k++)
-        for (int r = 0; r < p->rows; r++)
-            for (int t = 0; t < T; t++)
-                for (int e = 0; e < 3; e++)
-                    p->Y[k * p->sY + ((size_t)r * T + t) * 3 + e] =
-                        p->X[k * p->sX + (size_t)r * T + t] * gain[e];
-}
-
-static int test_tokens_backward(const layer_pass *p)
-{
-    (void)p;
-    return 0;
-}
-
-static const layer_ops test_tokens_ops = {
-    .name = "test_tokens",
-    .plan = test_tokens_plan,
-    .forward = test_tokens_forward,
-    .backward = test_tokens_backward,
-};
-
 /* The loss of `layers` on token data of T steps (pre- or post-padded as
  * make_data pads), model 0 of a group of 2, with the parameters P (NULL:
  * its own, then copied out into P_out where not NULL), at most TOKEN_P_MAX. */
@@ -761,10 +718,9 @@ static double token_loss(int T, int n, const layer_spec *layers, const float *P,
  * give the loss they give at 4 steps, where the longest fill the sequence. */
 static void mask_checks(void)
 {
-    CHECK(layer_register(&test_tokens_ops) == 0);
     const char *pools[] = {"global_average_pooling1d", "global_max_pooling1d"};
     for (int q = 0; q < 2; q++) {
-        layer_spec l[] = {plain("test_tokens"), layer_dense(4, ACT_TANH), plain(pools[q]),
+        layer_spec l[] = {plain("token_seq"), layer_dense(4, ACT_TANH), plain(pools[q]),
                           layer_dense(3, ACT_SOFTMAX)};
         model_spec s;
         model_spec_defaults(&s);
@@ -794,7 +750,7 @@ static void mask_checks(void)
         str_copy(s.name, sizeof s.name, "nomask");
         s.batch_size = TINY_N;
         s.n_layers = 4;
-        s.layers[0] = plain("test_tokens");
+        s.layers[0] = plain("token_seq");
         s.layers[1] = layer_text("%s", no_mask[q]);
         s.layers[2] = plain("flatten");
         s.layers[3] = layer_dense(3, ACT_SOFTMAX);
