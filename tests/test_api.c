@@ -19,6 +19,7 @@
  */
 #include "check.h"
 #include "cohort.h"
+#include "memory_data.h"
 #include "util/json.h"
 
 #include <locale.h>
@@ -31,24 +32,6 @@
 #include <unistd.h>
 
 static char dir[] = "/tmp/cohort-api-XXXXXX";
-
-/* 240 samples of 6 features in 3 classes, one feature raised per class. */
-#define N 240
-#define D 6
-static float X[N * D];
-static int32_t Y[N];
-
-static void make_data(void)
-{
-    unsigned s = 1;
-    for (int i = 0; i < N; i++) {
-        Y[i] = i % 3;
-        for (int j = 0; j < D; j++) {
-            s = s * 1103515245u + 12345u;
-            X[i * D + j] = (float)((s >> 16) % 1000) / 1000.0f + (j == Y[i] ? 1.0f : 0.0f);
-        }
-    }
-}
 
 static cohort_plan *plan_of(const char *text)
 {
@@ -64,30 +47,6 @@ static const char *PLAN3 =
     "defaults: {epochs: 2, batch_size: 16, layers: [{dense: 8, activation: relu}, "
     "{dense: 3, activation: softmax}]}\n"
     "models: [{name: a}, {name: b, seed: 2}, {name: c, seed: 3}]\n";
-
-static cohort_data train_data(void)
-{
-    cohort_data d;
-    memset(&d, 0, sizeof d);
-    d.name = "train";
-    d.x = X;
-    d.n = N;
-    d.sample_rank = 1;
-    d.sample_shape[0] = D;
-    d.labels = Y;
-    return d;
-}
-
-/* Run options with d as memory:train, under strategy s. */
-static cohort_run_options options_on(cohort_data *d, cohort_strategy s)
-{
-    cohort_run_options opt;
-    cohort_run_options_init(&opt);
-    opt.memory = d;
-    opt.n_memory = 1;
-    opt.strategy = s;
-    return opt;
-}
 
 /* cohort_run_create, the run freed; returns its status. */
 static cohort_status create_with(const cohort_plan *p, const cohort_run_options *opt,
@@ -849,7 +808,7 @@ int main(void)
      * checkpoint's text under a comma locale and of predict refusing one
      * read a finished run's. */
     setenv("COHORT_CHECKPOINT_EVERY", "0", 1);
-    make_data();
+    make_data(1);
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
         return 1;

@@ -11,6 +11,7 @@
 #include "cohort.h"
 #include "io/io.h"
 #include "layer_text.h"
+#include "memory_data.h"
 #include "plan/plan.h"
 #include "util/util.h"
 
@@ -20,24 +21,6 @@
 #include <unistd.h>
 
 extern const layer_ops layer_scaled_identity_ops;
-
-#define N 240
-#define D 6
-static float X[N * D];
-static int32_t Y[N];
-
-/* 240 samples of 6 features in 3 classes, one feature raised per class. */
-static void make_data(void)
-{
-    unsigned s = 7;
-    for (int i = 0; i < N; i++) {
-        Y[i] = i % 3;
-        for (int j = 0; j < D; j++) {
-            s = s * 1103515245u + 12345u;
-            X[i * D + j] = (float)((s >> 16) % 1000) / 1000.0f + (j == Y[i] ? 1.0f : 0.0f);
-        }
-    }
-}
 
 static const char *PLAN =
     "data: {train: 'memory:train', validation_split: 0.25}\n"
@@ -150,19 +133,8 @@ static char *train(const char *dir, cohort_strategy s)
     CHECK_MSG(p != NULL, "%s", err.message);
     if (!p)
         return NULL;
-    cohort_data d;
-    memset(&d, 0, sizeof d);
-    d.name = "train";
-    d.x = X;
-    d.n = N;
-    d.sample_rank = 1;
-    d.sample_shape[0] = D;
-    d.labels = Y;
-    cohort_run_options opt;
-    cohort_run_options_init(&opt);
-    opt.memory = &d;
-    opt.n_memory = 1;
-    opt.strategy = s;
+    cohort_data d = train_data();
+    cohort_run_options opt = options_on(&d, s);
     opt.threads = 1;
     opt.out_dir = dir;
     cohort_run *run = NULL;
@@ -338,7 +310,7 @@ static void table(void)
 int main(void)
 {
     CHECK(layer_register(&layer_scaled_identity_ops) == 0);
-    make_data();
+    make_data(7);
     syntax();
     train_save_load();
     table();
