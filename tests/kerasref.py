@@ -25,7 +25,7 @@ except ImportError as e:  # the environment is scripts/pyenv's: a missing module
     print(f"kerasref: FAILED: {e} (run the test through scripts/pyenv test -- python ...)")
     sys.exit(1)
 
-from refcheck import Checks, cohort_bin, cohort_train  # noqa: E402,F401
+from refcheck import Checks, cohort_bin, cohort_predict, cohort_train  # noqa: E402,F401
 from st_numpy import read_safetensors, write_safetensors  # noqa: E402,F401
 
 L = keras.layers
@@ -395,3 +395,61 @@ def compare_history(check, name, got, want, keys, rtol=1e-4, atol=1e-6):
         for e, (u, v) in enumerate(zip(a, b)):
             check(abs(u - v) <= atol + rtol * abs(v),
                   f"{name} epoch {e + 1} {k}: cohort {u:.7g}, Keras {v:.7g}")
+
+
+# ---- the tests' common run: models from Keras's initial weights, one epoch of Adam in cohort and
+# in Keras's fit(), then Keras's predict() on cohort's weights ----
+
+ADAM = {"name": "adam", "lr": 0.01}
+
+
+def init_models(models, input_shape, tmp, seed):
+    """Each of models ({name: plan layers}) built in Keras for samples of input_shape, given
+    Keras's initial weights (glorot_init, the seeds from seed on) and written to
+    tmp/NAME.safetensors: the initial tensors by name, and the plan's models list (init_from)."""
+    inits, listed = {}, []
+    for i, (name, layers) in enumerate(models.items()):
+        model, ks = build(layers, input_shape)
+        inits[name] = glorot_init(model, ks, layers, seed=seed + i)
+        write_safetensors(f"{tmp}/{name}.safetensors", inits[name])
+        listed.append({"name": name, "layers": layers, "init_from": f"{tmp}/{name}.safetensors"})
+    return inits, listed
+
+
+def adam_plan(train, models, batch):
+    """A plan training models one unshuffled epoch of `batch` with ADAM on train (a --data
+    spec), a fifth held out for validation, as check_fit trains them in Keras."""
+    return {"data": {"train": train, "validation_split": 0.2},
+            "defaults": {"epochs": 1, "batch_size": batch, "shuffle": False,
+                         "optimizer": dict(ADAM)},
+            "models": models}
+
+
+def check_fit(check, name, layers, got, init, result, x, y, batch):
+    """A model cohort trained by adam_plan from init (got: its weights, result: its
+    results.json entry) against Keras's fit() of the same: status ok, the same tensors, every
+    weight within compare_weights' tolerance, the history's loss, accuracy, val_loss and
+    val_accuracy within compare_history's."""
+    check(result["status"] == "ok", f"{name}: status {result['status']}")
+    want, hist, _ = keras_fit(layers, init, x, y, opt=dict(ADAM), batch=batch,
+                              validation_split=0.2)
+    check(sorted(got) == sorted(want), f"{name}: tensors {sorted(got)}, Keras's {sorted(want)}")
+    rel = compare_weights(check, name, got, want, init)
+    compare_history(check, name, result["history"], hist,
+                    ("loss", "accuracy", "val_loss", "val_accuracy"))
+    print(f"{check.name}: {name}: max relative weight difference {rel:.3g}")
+
+
+def check_predict(check, name, layers, input_shape, got, x, mine, tol=1e-5):
+    """Keras's predict() on x of the model with cohort's trained weights got, against what
+    cohort predict gave (mine; None: nothing to compare), within tol."""
+    if mine is None:
+        return
+    keras.utils.clear_session()
+    model, ks = build(layers, input_shape)
+    set_weights(model, ks, layers, got)
+    theirs = np.asarray(model.predict(x, batch_size=64, verbose=0))
+    d = float(np.max(np.abs(mine - theirs)))
+    check(mine.shape == theirs.shape and d <= tol,
+          f"{name}: Keras on cohort's weights predicts up to {d:.3g} apart")
+    print(f"{check.name}: {name}: max |cohort predict - Keras predict| = {d:.3g}")

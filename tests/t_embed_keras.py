@@ -11,17 +11,14 @@ the history to 1e-4 relative, and Keras's predict() on cohort's trained weights 
 `cohort predict` to 1e-5.
 
 Runs in scripts/pyenv's test environment (the "# pyenv: test" line above; CMakeLists.txt)."""
-import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kerasref import (Checks, build, cohort_bin, cohort_train, compare_history,  # noqa: E402
-                      compare_weights, glorot_init, keras, keras_fit, np, set_weights,
-                      read_safetensors, write_safetensors)
+from kerasref import (Checks, adam_plan, check_fit, check_predict, cohort_bin,  # noqa: E402
+                      cohort_predict, cohort_train, init_models, np, read_safetensors)
 
 NAME = "t_embed_keras.py"
 check = Checks(NAME)
@@ -33,18 +30,6 @@ MODELS = {
     "masked_mean": [{"embedding": {"input_dim": V, "output_dim": 5, "mask_zero": True}},
                     {"dense": 6, "activation": "relu"}, "global_average_pooling1d", SOFTMAX],
 }
-
-
-def cohort_predict(cohort, tmp, name):
-    r = subprocess.run([cohort, "predict", f"{tmp}/out/models/{name}.safetensors", "--data",
-                        f"npy:{tmp}/x.npy", "--out", f"{tmp}/pred_{name}.csv"],
-                       capture_output=True, text=True)
-    check(r.returncode == 0, f"{name}: cohort predict exited {r.returncode}: {r.stderr}")
-    if r.returncode != 0:
-        return None
-    with open(f"{tmp}/pred_{name}.csv") as f:
-        rows = list(csv.DictReader(f))
-    return np.array([[float(row[f"p{j}"]) for j in range(CLASSES)] for row in rows])
 
 
 def main():
@@ -60,42 +45,18 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/x.npy", x.astype(np.uint8))
         np.save(f"{tmp}/y.npy", y)
-        inits, models = {}, []
-        for i, (name, layers) in enumerate(MODELS.items()):
-            model, ks = build(layers, (T,))
-            inits[name] = glorot_init(model, ks, layers, seed=90 + i)
-            write_safetensors(f"{tmp}/{name}.safetensors", inits[name])
-            models.append({"name": name, "layers": layers,
-                           "init_from": f"{tmp}/{name}.safetensors"})
-        plan = {"data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy", "validation_split": 0.2},
-                "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False,
-                             "optimizer": {"name": "adam", "lr": 0.01}},
-                "models": models}
-        if not cohort_train(check, cohort, plan, tmp):
+        inits, models = init_models(MODELS, (T,), tmp, seed=90)
+        if not cohort_train(check, cohort, adam_plan(f"npy:{tmp}/x.npy,{tmp}/y.npy", models, BATCH),
+                            tmp):
             return check.done()
         results = {m["name"]: m for m in json.load(open(f"{tmp}/out/results.json"))["models"]}
         for name, layers in MODELS.items():
             got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
-            check(results[name]["status"] == "ok", f"{name}: status {results[name]['status']}")
-            want, hist, _ = keras_fit(layers, inits[name], x.astype(np.int64), y,
-                                      opt={"name": "adam", "lr": 0.01}, batch=BATCH,
-                                      validation_split=0.2)
-            check(sorted(got) == sorted(want), f"{name}: tensors {sorted(got)}, Keras's {sorted(want)}")
-            rel = compare_weights(check, name, got, want, inits[name])
-            compare_history(check, name, results[name]["history"], hist,
-                            ("loss", "accuracy", "val_loss", "val_accuracy"))
-            print(f"{NAME}: {name}: max relative weight difference {rel:.3g}")
-            mine = cohort_predict(cohort, tmp, name)
-            if mine is None:
-                continue
-            keras.utils.clear_session()
-            model, ks = build(layers, (T,))
-            set_weights(model, ks, layers, got)
-            theirs = np.asarray(model.predict(x.astype(np.int64), batch_size=64, verbose=0))
-            d = float(np.max(np.abs(mine - theirs)))
-            check(mine.shape == theirs.shape and d <= 1e-5,
-                  f"{name}: Keras on cohort's weights predicts up to {d:.3g} apart")
-            print(f"{NAME}: {name}: max |cohort predict - Keras predict| = {d:.3g}")
+            check_fit(check, name, layers, got, inits[name], results[name], x.astype(np.int64), y,
+                      BATCH)
+            mine = cohort_predict(check, cohort, f"{tmp}/out/models/{name}.safetensors",
+                                  f"npy:{tmp}/x.npy", f"{tmp}/pred_{name}.csv", CLASSES)
+            check_predict(check, name, layers, (T,), got, x.astype(np.int64), mine)
     return check.done()
 
 

@@ -19,17 +19,14 @@ Dropout draws its own masks (cohort's generator is not Keras's), so its model is
 inference only: the weights cohort trained, loaded into Keras, predict what cohort predicts.
 
 Runs in scripts/pyenv's test environment (the "# pyenv: test" line above; CMakeLists.txt)."""
-import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kerasref import (Checks, build, cohort_bin, cohort_train, compare_history,  # noqa: E402
-                      compare_weights, glorot_init, keras, keras_fit, np, read_safetensors,
-                      set_weights, write_safetensors)
+from kerasref import (Checks, adam_plan, check_fit, check_predict, cohort_bin,  # noqa: E402
+                      cohort_predict, cohort_train, init_models, np, read_safetensors)
 
 NAME = "t_layers_keras.py"
 check = Checks(NAME)
@@ -101,20 +98,6 @@ DROPOUT = {"dropout_inference": [
     "flatten", {"dropout": 0.4}, SOFTMAX]}
 
 
-def cohort_predict(cohort, tmp, name, out="out", data="x", labels="y"):
-    """cohort predict's class probabilities for the model's weights (tmp/out/models), on
-    tmp/data.npy, or None."""
-    r = subprocess.run([cohort, "predict", f"{tmp}/{out}/models/{name}.safetensors", "--data",
-                        f"npy:{tmp}/{data}.npy,{tmp}/{labels}.npy", "--out", f"{tmp}/pred_{name}.csv"],
-                       capture_output=True, text=True)
-    check(r.returncode == 0, f"{name}: cohort predict exited {r.returncode}: {r.stderr}")
-    if r.returncode != 0:
-        return None
-    with open(f"{tmp}/pred_{name}.csv") as f:
-        rows = list(csv.DictReader(f))
-    return np.array([[float(row[f"p{j}"]) for j in range(CLASSES)] for row in rows])
-
-
 def main():
     cohort = cohort_bin(NAME)
     if not cohort:
@@ -128,41 +111,20 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/x.npy", x)
         np.save(f"{tmp}/y.npy", y)
-        inits, models = {}, []
-        for i, (name, layers) in enumerate(everything.items()):
-            model, ks = build(layers, (H, W, C))
-            inits[name] = glorot_init(model, ks, layers, seed=40 + i)
-            write_safetensors(f"{tmp}/{name}.safetensors", inits[name])
-            models.append({"name": name, "layers": layers, "init_from": f"{tmp}/{name}.safetensors"})
-        plan = {"data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy", "validation_split": 0.2},
-                "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False,
-                             "optimizer": {"name": "adam", "lr": 0.01}},
-                "models": models}
-        if not cohort_train(check, cohort, plan, tmp):
+        inits, models = init_models(everything, (H, W, C), tmp, seed=40)
+        if not cohort_train(check, cohort, adam_plan(f"npy:{tmp}/x.npy,{tmp}/y.npy", models, BATCH),
+                            tmp):
             return check.done()
         results = {m["name"]: m for m in json.load(open(f"{tmp}/out/results.json"))["models"]}
         for name, layers in everything.items():
             got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
-            check(results[name]["status"] == "ok", f"{name}: status {results[name]['status']}")
             if name in MODELS:
-                want, hist, _ = keras_fit(layers, inits[name], x, y, opt={"name": "adam", "lr": 0.01},
-                                          batch=BATCH, validation_split=0.2)
-                check(sorted(got) == sorted(want), f"{name}: tensors {sorted(got)}, Keras's {sorted(want)}")
-                rel = compare_weights(check, name, got, want, inits[name])
-                compare_history(check, name, results[name]["history"], hist,
-                                ("loss", "accuracy", "val_loss", "val_accuracy"))
-                print(f"{NAME}: {name}: max relative weight difference {rel:.3g}")
-            mine = cohort_predict(cohort, tmp, name)
-            if mine is None:
-                continue
-            keras.utils.clear_session()
-            model, ks = build(layers, (H, W, C))
-            set_weights(model, ks, layers, got)
-            theirs = np.asarray(model.predict(x, batch_size=64, verbose=0))
-            d = float(np.max(np.abs(mine - theirs)))
-            check(mine.shape == theirs.shape and d <= 1e-5,
-                  f"{name}: Keras on cohort's weights predicts up to {d:.3g} apart")
-            print(f"{NAME}: {name}: max |cohort predict - Keras predict| = {d:.3g}")
+                check_fit(check, name, layers, got, inits[name], results[name], x, y, BATCH)
+            else:
+                check(results[name]["status"] == "ok", f"{name}: status {results[name]['status']}")
+            mine = cohort_predict(check, cohort, f"{tmp}/out/models/{name}.safetensors",
+                                  f"npy:{tmp}/x.npy,{tmp}/y.npy", f"{tmp}/pred_{name}.csv", CLASSES)
+            check_predict(check, name, layers, (H, W, C), got, x, mine)
         sequences(cohort, tmp, rng)
     return check.done()
 
@@ -175,40 +137,17 @@ def sequences(cohort, tmp, rng):
     np.save(f"{tmp}/xs.npy", xs)
     np.save(f"{tmp}/ys.npy", ys)
     os.makedirs(f"{tmp}/seq", exist_ok=True)
-    inits, models = {}, []
-    for i, (name, layers) in enumerate(SEQ_MODELS.items()):
-        model, ks = build(layers, (T_SEQ, C))
-        inits[name] = glorot_init(model, ks, layers, seed=70 + i)
-        write_safetensors(f"{tmp}/{name}.safetensors", inits[name])
-        models.append({"name": name, "layers": layers, "init_from": f"{tmp}/{name}.safetensors"})
-    plan = {"data": {"train": f"npy:{tmp}/xs.npy,{tmp}/ys.npy", "validation_split": 0.2},
-            "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False,
-                         "optimizer": {"name": "adam", "lr": 0.01}},
-            "models": models}
-    if not cohort_train(check, cohort, plan, f"{tmp}/seq"):
+    inits, models = init_models(SEQ_MODELS, (T_SEQ, C), tmp, seed=70)
+    if not cohort_train(check, cohort, adam_plan(f"npy:{tmp}/xs.npy,{tmp}/ys.npy", models, BATCH),
+                        f"{tmp}/seq"):
         return
     results = {m["name"]: m for m in json.load(open(f"{tmp}/seq/out/results.json"))["models"]}
     for name, layers in SEQ_MODELS.items():
         got = read_safetensors(f"{tmp}/seq/out/models/{name}.safetensors")
-        check(results[name]["status"] == "ok", f"{name}: status {results[name]['status']}")
-        want, hist, _ = keras_fit(layers, inits[name], xs, ys, opt={"name": "adam", "lr": 0.01},
-                                  batch=BATCH, validation_split=0.2)
-        check(sorted(got) == sorted(want), f"{name}: tensors {sorted(got)}, Keras's {sorted(want)}")
-        rel = compare_weights(check, name, got, want, inits[name])
-        compare_history(check, name, results[name]["history"], hist,
-                        ("loss", "accuracy", "val_loss", "val_accuracy"))
-        print(f"{NAME}: {name}: max relative weight difference {rel:.3g}")
-        mine = cohort_predict(cohort, tmp, name, out="seq/out", data="xs", labels="ys")
-        if mine is None:
-            continue
-        keras.utils.clear_session()
-        model, ks = build(layers, (T_SEQ, C))
-        set_weights(model, ks, layers, got)
-        theirs = np.asarray(model.predict(xs, batch_size=64, verbose=0))
-        d = float(np.max(np.abs(mine - theirs)))
-        check(mine.shape == theirs.shape and d <= 1e-5,
-              f"{name}: Keras on cohort's weights predicts up to {d:.3g} apart")
-        print(f"{NAME}: {name}: max |cohort predict - Keras predict| = {d:.3g}")
+        check_fit(check, name, layers, got, inits[name], results[name], xs, ys, BATCH)
+        mine = cohort_predict(check, cohort, f"{tmp}/seq/out/models/{name}.safetensors",
+                              f"npy:{tmp}/xs.npy,{tmp}/ys.npy", f"{tmp}/pred_{name}.csv", CLASSES)
+        check_predict(check, name, layers, (T_SEQ, C), got, xs, mine)
 
 
 if __name__ == "__main__":
