@@ -107,6 +107,30 @@ wait_run() {
     done
 }
 
+# same_run REF DIR WHAT KEY...: DIR's run ended as REF's, the run never
+# interrupted: each of $models' weight files the same bytes, and in
+# results.json each model ok with REF's history (loss, accuracy, val_loss,
+# val_accuracy) and REF's value of each KEY.
+same_run() {
+    local ref=$1 d=$2 what=$3 m
+    shift 3
+    for m in $models; do
+        cmp -s "$ref/models/$m.safetensors" "$d/models/$m.safetensors" && ok || bad "$what: weights of $m differ"
+    done
+    "$PY" - "$ref/results.json" "$d/results.json" "$@" <<'PYEOF' && ok || bad "$what: results differ"
+import json, sys
+a = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
+b = {m["name"]: m for m in json.load(open(sys.argv[2]))["models"]}
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+for n in a:
+    assert b[n]["status"] == "ok", (n, b[n]["status"], b[n]["error"])
+    for k in ("loss", "accuracy", "val_loss", "val_accuracy"):
+        assert a[n]["history"][k] == b[n]["history"][k], (n, k, a[n]["history"][k], b[n]["history"][k])
+    for k in sys.argv[3:]:
+        assert a[n][k] == b[n][k], (n, k, a[n][k], b[n][k])
+PYEOF
+}
+
 # kill_resume SAME DIR POINT EPOCHS PLAN [ARG...]: cohort train PLAN into DIR
 # (with the ARGs), SIGKILL it at POINT (first: once its first checkpoint is
 # on disk; half: once EPOCHS / 2 epochs are done), resume it with the same
