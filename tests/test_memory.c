@@ -33,6 +33,32 @@ static void spec_base(model_spec *s, int batch)
     s->layers[1] = layer_dense(10, ACT_SOFTMAX);
 }
 
+/* The group of specs[0..K) on samples `in` of `classes` classes takes from
+ * the pool exactly what model_layout_make plans for it, and gives all of it
+ * back when freed; `what` names it in messages. */
+static void check_planned(const char *what, const model_spec *const *specs, int K,
+                          sample_shape in, int classes)
+{
+    model_layout L;
+    cohort_error err;
+    cohort_status st = model_layout_make(specs[0], in, classes, K, &L, &err);
+    CHECK_MSG(st == COHORT_OK, "%s: layout: %s", what, err.message);
+    if (st)
+        return;
+    mem_pool *pool = reg->dev[0].mem_pool;
+    uint64_t before = mem_pool_in_use(pool);
+    train_group *g;
+    st = group_create(specs, K, in, classes, &reg->dev[0], 1, &g, &err);
+    CHECK_MSG(st == COHORT_OK, "%s: %s", what, err.message);
+    if (st)
+        return;
+    CHECK_MSG(group_peak_bytes(g) == L.total_bytes, "%s: planned %zu, pool gave %llu", what,
+              L.total_bytes, (unsigned long long)group_peak_bytes(g));
+    CHECK(mem_pool_in_use(pool) - before == L.total_bytes);
+    group_free(g);
+    CHECK_MSG(mem_pool_in_use(pool) == before, "%s: pool not back to where it was", what);
+}
+
 static void planned_equals_peak(void)
 {
     static const int batches[] = {1, 7, 64, 1000};
@@ -65,22 +91,9 @@ static void planned_equals_peak(void)
                     break;
                 }
                 const model_spec *specs[3] = {&s, &s, &s};
-                model_layout L;
-                cohort_error err;
-                CHECK(model_layout_make(&s, shape_flat(20), 10, K, &L, &err) == COHORT_OK);
-                mem_pool *pool = reg->dev[0].mem_pool;
-                uint64_t before = mem_pool_in_use(pool);
-                train_group *g;
-                cohort_status st = group_create(specs, K, shape_flat(20), 10, &reg->dev[0], 1, &g, &err);
-                CHECK_MSG(st == COHORT_OK, "%s: %s", what, err.message);
-                if (st)
-                    continue;
-                CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
-                          "%s, batch %d, K %d: planned %zu, pool gave %llu", what, batches[b], K,
-                          L.total_bytes, (unsigned long long)group_peak_bytes(g));
-                CHECK(mem_pool_in_use(pool) - before == L.total_bytes);
-                group_free(g);
-                CHECK_MSG(mem_pool_in_use(pool) == before, "%s: pool not back to where it was", what);
+                char at[96];
+                snprintf(at, sizeof at, "%s, batch %d, K %d", what, batches[b], K);
+                check_planned(at, specs, K, shape_flat(20), 10);
             }
         }
     }
@@ -279,25 +292,9 @@ static void cnn_planned_equals_peak(void)
                     cnn_spec(&c, batches[b], 1 + (uint64_t)k, &s[k]);
                     specs[k] = &s[k];
                 }
-                model_layout L;
-                cohort_error err;
-                cohort_status st = model_layout_make(&s[0], c.in, 4, K, &L, &err);
-                CHECK_MSG(st == COHORT_OK, "%s: layout: %s", c.what, err.message);
-                if (st)
-                    continue;
-                mem_pool *pool = reg->dev[0].mem_pool;
-                uint64_t before = mem_pool_in_use(pool);
-                train_group *g;
-                st = group_create(specs, K, c.in, 4, &reg->dev[0], 1, &g, &err);
-                CHECK_MSG(st == COHORT_OK, "%s: %s", c.what, err.message);
-                if (st)
-                    continue;
-                CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
-                          "%s, batch %d, K %d: planned %zu, pool gave %llu", c.what, batches[b], K,
-                          L.total_bytes, (unsigned long long)group_peak_bytes(g));
-                CHECK(mem_pool_in_use(pool) - before == L.total_bytes);
-                group_free(g);
-                CHECK_MSG(mem_pool_in_use(pool) == before, "%s: pool not back to where it was", c.what);
+                char at[160];
+                snprintf(at, sizeof at, "%s, batch %d, K %d", c.what, batches[b], K);
+                check_planned(at, specs, K, c.in, 4);
             }
         }
     }
@@ -654,26 +651,10 @@ static void token_planned_equals_peak(void)
                         token_spec(v, lengths[t], batches[b], 1 + (uint64_t)k, &s[k]);
                         specs[k] = &s[k];
                     }
-                    sample_shape in = shape_flat(lengths[t]);
-                    model_layout L;
-                    cohort_error err;
-                    cohort_status st = model_layout_make(&s[0], in, 4, K, &L, &err);
-                    CHECK_MSG(st == COHORT_OK, "token variant %d: layout: %s", v, err.message);
-                    if (st)
-                        continue;
-                    mem_pool *pool = reg->dev[0].mem_pool;
-                    uint64_t before = mem_pool_in_use(pool);
-                    train_group *g;
-                    st = group_create(specs, K, in, 4, &reg->dev[0], 1, &g, &err);
-                    CHECK_MSG(st == COHORT_OK, "token variant %d: %s", v, err.message);
-                    if (st)
-                        continue;
-                    CHECK_MSG(group_peak_bytes(g) == L.total_bytes,
-                              "token variant %d, T %d, batch %d, K %d: planned %zu, pool gave "
-                              "%llu", v, lengths[t], batches[b], K, L.total_bytes,
-                              (unsigned long long)group_peak_bytes(g));
-                    group_free(g);
-                    CHECK(mem_pool_in_use(pool) == before);
+                    char at[96];
+                    snprintf(at, sizeof at, "token variant %d, T %d, batch %d, K %d", v,
+                             lengths[t], batches[b], K);
+                    check_planned(at, specs, K, shape_flat(lengths[t]), 4);
                 }
     /* Two epochs on ids, last batch short. */
     enum { N = 50, T = 7 };
