@@ -36,17 +36,18 @@
  * the input's products included), blocks of RNN_BLOCK steps a call; else
  * the input's products for all steps as one GEMM (rows*T rows) plus the
  * bias, then per step the K models' recurrent products as one batched GEMM
- * and the cell as one backend op (lstm_fwd, gru_fwd: rnn_cell.h). In backward the weights'
- * gradients are one GEMM each over all rows*T steps: W_ih's, W_hh's (the
- * gates' gradients against the states before them) and the input's.
+ * and the cell as one backend op (lstm_fwd, gru_fwd: rnn_cell.h). In
+ * backward the gradients of W_ih, of W_hh (the gates' gradients against
+ * the states before them) and of the input are one product each over all
+ * rows*T steps (the backend's wgrad where it has one, else a GEMM).
  * Kept for backward (BUF_SAVED, per row): the gates of every step (their
  * gradients overwrite them in backward), the LSTM's cells and the GRU's
  * recurrent products, and the state before each step [T, H] in step order
  * (the previous step's output; 0 before the direction's first step), so
  * that W_hh's gradient is one product. Scratch (BUF_WORK): in forward the
  * last state of a bidirectional direction (which only its output keeps)
- * and W_ih, W_hh transposed for rnn_fwd; in backward dL/dh (and dL/dc) of one
- * step, used by one direction after the other.
+ * and W_ih, W_hh transposed for rnn_fwd; in backward dL/dh (and dL/dc) of
+ * one step, used by one direction after the other.
  */
 #include "io/onnx.h"
 #include "layers/pass.h"

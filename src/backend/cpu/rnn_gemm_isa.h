@@ -55,7 +55,8 @@ static TGT void RFN(rnn_block)(float *C, size_t ldc, const float *A, size_t lda,
 {
     int i = 0;
     for (; i + 6 <= M; i += 6)
-        RFN(rnn_rows)(C + (size_t)i * ldc, ldc, A + (size_t)i * lda, lda, B, ldb, j0, j1, K, acc, init, 6);
+        RFN(rnn_rows)(C + (size_t)i * ldc, ldc, A + (size_t)i * lda, lda, B, ldb, j0, j1, K, acc,
+                      init, 6);
     float *c = C + (size_t)i * ldc;
     const float *a = A + (size_t)i * lda;
     switch (M - i) {
