@@ -103,6 +103,31 @@ def cohort_predict(check, cohort, weights, data, out, classes):
     return np.array([[float(row[f"p{j}"]) for j in range(classes)] for row in rows])
 
 
+# The optimizers the torch parity tests train each model with: torch's SGD, and Adam as Keras
+# computes it (torch_fit).
+OPTIMIZERS = {"sgd": {"name": "sgd", "lr": 0.05, "momentum": 0.9},
+              "adam": {"name": "adam", "lr": 0.01}}
+
+
+def train_parity(check, cohort, tmp, models, inits, batch):
+    """Train in cohort, into tmp/out, each model of models ({M: {"layers": ...}}) from its
+    initial tensors inits[M] (written to tmp/init_M.safetensors for init_from) with each of
+    OPTIMIZERS (the model M_OPT), one unshuffled epoch of batch on tmp/x.npy and tmp/y.npy;
+    True where cohort trained."""
+    from st_numpy import write_safetensors  # needs numpy, which refcheck itself does not
+
+    listed = []
+    for m, spec in models.items():
+        write_safetensors(f"{tmp}/init_{m}.safetensors", inits[m])
+        for o, opt in OPTIMIZERS.items():
+            listed.append({"name": f"{m}_{o}", "layers": spec["layers"], "optimizer": opt,
+                           "init_from": f"{tmp}/init_{m}.safetensors"})
+    plan = {"data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy"},
+            "defaults": {"epochs": 1, "batch_size": batch, "shuffle": False},
+            "models": listed}
+    return cohort_train(check, cohort, plan, tmp)
+
+
 def torch_fit(torch, params, batches, loss_of, opt):
     """One epoch of the torch tensors params (requires_grad) over batches (pairs of inputs and
     targets), minimizing loss_of(inputs, targets), with the plan's optimizer opt: torch's SGD

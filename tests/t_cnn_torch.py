@@ -35,12 +35,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refcheck import (Checks, cohort_bin, cohort_predict, cohort_train, need,  # noqa: E402
-                      torch_fit, weights_match)
+from refcheck import (OPTIMIZERS, Checks, cohort_bin, cohort_predict, need,  # noqa: E402
+                      torch_fit, train_parity, weights_match)
 
 NAME = "t_cnn_torch.py"
 np, torch, nn, F = need(NAME, "numpy", "torch", "torch.nn", "torch.nn.functional")
-from st_numpy import read_safetensors, write_safetensors  # noqa: E402
+from st_numpy import read_safetensors  # noqa: E402
 
 check = Checks(NAME)
 H, W, C, CLASSES, N, BATCH = 10, 9, 2, 3, 120, 32
@@ -226,25 +226,14 @@ def main():
     x = rng.standard_normal((N, H, W, C)).astype(np.float32)
     score = x[:, :, :, 0].reshape(N, -1)[:, :CLASSES * 4].reshape(N, CLASSES, 4).sum(axis=2)
     y = np.argmax(score + 0.5 * rng.standard_normal((N, CLASSES)), axis=1).astype(np.int64)
-    optimizers = {"sgd": {"name": "sgd", "lr": 0.05, "momentum": 0.9},
-                  "adam": {"name": "adam", "lr": 0.01}}
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/x.npy", x)
         np.save(f"{tmp}/y.npy", y)
-        inits, models = {}, []
-        for m, spec in MODELS.items():
-            inits[m] = init_weights(rng, spec["shapes"])
-            write_safetensors(f"{tmp}/init_{m}.safetensors", inits[m])
-            for o, opt in optimizers.items():
-                models.append({"name": f"{m}_{o}", "layers": spec["layers"], "optimizer": opt,
-                               "init_from": f"{tmp}/init_{m}.safetensors"})
-        plan = {"data": {"train": f"npy:{tmp}/x.npy,{tmp}/y.npy"},
-                "defaults": {"epochs": 1, "batch_size": BATCH, "shuffle": False},
-                "models": models}
-        if not cohort_train(check, cohort, plan, tmp):
+        inits = {m: init_weights(rng, spec["shapes"]) for m, spec in MODELS.items()}
+        if not train_parity(check, cohort, tmp, MODELS, inits, BATCH):
             return check.done()
         for m in MODELS:
-            for o, opt in optimizers.items():
+            for o, opt in OPTIMIZERS.items():
                 name = f"{m}_{o}"
                 want = torch_train(m, inits[m], x, y, opt)
                 got = read_safetensors(f"{tmp}/out/models/{name}.safetensors")
