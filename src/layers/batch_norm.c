@@ -163,22 +163,31 @@ static void bn_convert(const layer_plan *lp, int i, float *P, float *file, int t
 
 /* ---- export: BatchNormalization with the moving statistics; an image's
  * per channel (NCHW), flat features per feature, in their file's order ((C,
- * H, W) after a flatten, as the graph's) ---- */
+ * H, W) after a flatten, as the graph's), a sequence's per feature of its
+ * last axis (transposed to [N, C, T] and back) ---- */
 
 static int bn_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
                    char *y, char *msg, size_t len)
 {
     (void)msg;
     (void)len;
-    char out[ONNX_NAME_MAX];
+    static const int64_t swap[3] = {0, 2, 1};
+    char out[ONNX_NAME_MAX], nct[ONNX_NAME_MAX];
     const char *in[5] = {x};
     if (!onnx_weights(g, lp, 4, in + 1))
         return 1;
+    if (lp->in.rank == 2) { /* a sequence [N, T, C]: ONNX's channels are axis 1 */
+        onnx_transpose(g, x, swap, 3, nct, lp->index, "nct");
+        in[0] = nct;
+    }
     onnx_value_name(out, lp->index, "bn");
     onnx_node_begin(g, "BatchNormalization", in, 5, out);
     onnx_attr_float(g, "epsilon", settings(ls).epsilon);
     onnx_node_end(g);
-    str_copy(y, ONNX_NAME_MAX, out);
+    if (lp->in.rank == 2)
+        onnx_transpose(g, out, swap, 3, y, lp->index, "ntc");
+    else
+        str_copy(y, ONNX_NAME_MAX, out);
     return 0;
 }
 

@@ -148,27 +148,32 @@ static void ln_convert(const layer_plan *lp, int i, float *P, float *file, int t
 
 
 /* ---- export: ONNX's LayerNormalization (opset 17) over the last axis of a
- * flat sample or a sequence; an image is NCHW there, whose last axis is not
- * the channels ---- */
+ * flat sample or a sequence; an image, NCHW there, goes to NHWC and back
+ * around it, so that each pixel's channels are normalized ---- */
 
 static int ln_onnx(onnx_graph *g, const layer_spec *ls, const layer_plan *lp, const char *x,
                    char *y, char *msg, size_t len)
 {
-    if (lp->in.rank == 3) {
-        snprintf(msg, len, "layer_normalization on an image has no ONNX form here (ONNX's "
-                           "LayerNormalization takes the trailing axes of NCHW)");
-        return 1;
-    }
-    char out[ONNX_NAME_MAX];
+    (void)msg;
+    (void)len;
+    static const int64_t nhwc[4] = {0, 2, 3, 1}, nchw[4] = {0, 3, 1, 2};
+    char out[ONNX_NAME_MAX], last[ONNX_NAME_MAX];
     const char *in[3] = {x};
     if (!onnx_weights(g, lp, 2, in + 1))
         return 1;
+    if (lp->in.rank == 3) {
+        onnx_transpose(g, x, nhwc, 4, last, lp->index, "nhwc");
+        in[0] = last;
+    }
     onnx_value_name(out, lp->index, "ln");
     onnx_node_begin(g, "LayerNormalization", in, 3, out);
     onnx_attr_int(g, "axis", -1);
     onnx_attr_float(g, "epsilon", settings(ls).epsilon);
     onnx_node_end(g);
-    str_copy(y, ONNX_NAME_MAX, out);
+    if (lp->in.rank == 3)
+        onnx_transpose(g, out, nchw, 4, y, lp->index, "nchw");
+    else
+        str_copy(y, ONNX_NAME_MAX, out);
     return 0;
 }
 
