@@ -374,4 +374,32 @@ YAML
     done
 fi
 
+# The math unit (backend/cpu/vmath.h) computes sigmoid, tanh, gelu and silu
+# in vectors and the rest of a row one at a time, the same bits either way:
+# odd widths (37, 21: tails under both ISAs), an activation layer over whole
+# batches (no bias: one run of rows x units), same-shaped pairs in fused
+# groups, two threads, and AVX2 against AVX-512 must all give the same weights.
+cat > "$T/vm.yaml" <<YAML
+data: {train: csv:$T/wide.csv, validation_split: 0.2}
+defaults: {epochs: 1, batch_size: 30, shuffle: false}
+models:
+  - {name: v_gelu, layers: [{dense: 37, activation: gelu}, {dense: 21, activation: silu}, {dense: 3, activation: softmax}]}
+  - {name: v_gelu2, seed: 2, layers: [{dense: 37, activation: gelu}, {dense: 21, activation: silu}, {dense: 3, activation: softmax}]}
+  - {name: v_tanh, layers: [{dense: 37, activation: tanh}, {dense: 21}, {activation: sigmoid}, {dense: 3, activation: softmax}]}
+  - {name: v_tanh2, seed: 2, layers: [{dense: 37, activation: tanh}, {dense: 21}, {activation: sigmoid}, {dense: 3, activation: softmax}]}
+YAML
+"$COHORT" train "$T/vm.yaml" --strategy sequential --threads 1 --out "$T/vm-ref" --quiet >/dev/null 2>&1 && ok || bad "vmath: reference run"
+runs="fused threads"
+grep -qw avx512f /proc/cpuinfo && runs="$runs avx2"
+for v in $runs; do
+    if [ "$v" = avx2 ]; then
+        COHORT_CPU_KERNELS=avx2 "$COHORT" train "$T/vm.yaml" --strategy sequential --threads 1 --out "$T/vm-$v" --quiet >/dev/null 2>&1 && ok || bad "vmath: avx2 run"
+    else
+        "$COHORT" train "$T/vm.yaml" --strategy $v --threads 2 --out "$T/vm-$v" --quiet >/dev/null 2>&1 && ok || bad "vmath: $v run"
+    fi
+    for m in v_gelu v_gelu2 v_tanh v_tanh2; do
+        cmp -s "$T/vm-ref/models/$m.safetensors" "$T/vm-$v/models/$m.safetensors" && ok || bad "vmath: weights of $m differ ($v against sequential)"
+    done
+done
+
 finish

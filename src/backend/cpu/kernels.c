@@ -1,6 +1,6 @@
 #include "backend/cpu/kernels.h"
-#include "backend/act_math.h"
 #include "backend/cpu/dense_step.h"
+#include "backend/cpu/vmath.h"
 #include "backend/backend_impl.h"
 #include "backend/rnn_cell.h"
 #include "backend/cpu/vmath.h"
@@ -9,6 +9,22 @@
 #include <math.h>
 #include <string.h>
 
+/* The math unit's function for an activation that has one (vmath.h): the
+ * transcendental ones, in place over contiguous values. */
+static int act_vm_op(act_kind act, vm_op *op)
+{
+    switch (act) {
+    case ACT_SIGMOID: *op = VM_SIGMOID; return 1;
+    case ACT_TANH: *op = VM_TANH; return 1;
+    case ACT_GELU: *op = VM_GELU; return 1;
+    case ACT_SILU: *op = VM_SILU; return 1;
+    case ACT_RELU:
+    case ACT_LINEAR:
+    case ACT_SOFTMAX: break;
+    }
+    return 0;
+}
+
 void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act)
 {
     if (!bias) {
@@ -16,67 +32,32 @@ void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act
         kern_bias_act_flat(Y, (size_t)rows * (size_t)cols, act);
         return;
     }
+    vm_op op = VM_EXP;
+    int vm = act_vm_op(act, &op);
     for (int r = 0; r < rows; r++) {
         float *y = Y + (size_t)r * (size_t)cols;
-        switch (act) {
-        case ACT_RELU:
+        if (act == ACT_RELU) {
             for (int j = 0; j < cols; j++) {
                 float z = y[j] + bias[j];
                 y[j] = z > 0.0f ? z : 0.0f;
             }
-            break;
-        case ACT_SIGMOID:
-            for (int j = 0; j < cols; j++)
-                y[j] = 1.0f / (1.0f + expf(-(y[j] + bias[j])));
-            break;
-        case ACT_TANH:
-            for (int j = 0; j < cols; j++)
-                y[j] = tanhf(y[j] + bias[j]);
-            break;
-        case ACT_GELU:
-            for (int j = 0; j < cols; j++)
-                y[j] = act_gelu(y[j] + bias[j]);
-            break;
-        case ACT_SILU:
-            for (int j = 0; j < cols; j++)
-                y[j] = act_silu(y[j] + bias[j]);
-            break;
-        case ACT_LINEAR:
-        case ACT_SOFTMAX:
-            for (int j = 0; j < cols; j++)
-                y[j] += bias[j];
-            break;
+            continue;
         }
+        for (int j = 0; j < cols; j++)
+            y[j] += bias[j];
+        if (vm)
+            vm_map(op, y, y, (size_t)cols);
     }
 }
 
 void kern_bias_act_flat(float *Y, size_t n, act_kind act)
 {
-    switch (act) {
-    case ACT_RELU:
+    vm_op op = VM_EXP;
+    if (act == ACT_RELU) {
         for (size_t i = 0; i < n; i++)
             Y[i] = Y[i] > 0.0f ? Y[i] : 0.0f;
-        break;
-    case ACT_SIGMOID:
-        for (size_t i = 0; i < n; i++)
-            Y[i] = 1.0f / (1.0f + expf(-Y[i]));
-        break;
-    case ACT_TANH:
-        for (size_t i = 0; i < n; i++)
-            Y[i] = tanhf(Y[i]);
-        break;
-    case ACT_GELU:
-        for (size_t i = 0; i < n; i++)
-            Y[i] = act_gelu(Y[i]);
-        break;
-    case ACT_SILU:
-        for (size_t i = 0; i < n; i++)
-            Y[i] = act_silu(Y[i]);
-        break;
-    case ACT_LINEAR:
-    case ACT_SOFTMAX:
-        break;
-    }
+    } else if (act_vm_op(act, &op))
+        vm_map(op, Y, Y, n);
 }
 
 void kern_act_backward(float *d, const float *Y, size_t n, act_kind act)
@@ -95,12 +76,10 @@ void kern_act_backward(float *d, const float *Y, size_t n, act_kind act)
             d[i] *= 1.0f - Y[i] * Y[i];
         break;
     case ACT_GELU: /* Y holds the input z (act_needs_input) */
-        for (size_t i = 0; i < n; i++)
-            d[i] *= act_gelu_grad(Y[i]);
+        vm_map(VM_GELU_GRAD, d, Y, n);
         break;
     case ACT_SILU:
-        for (size_t i = 0; i < n; i++)
-            d[i] *= act_silu_grad(Y[i]);
+        vm_map(VM_SILU_GRAD, d, Y, n);
         break;
     case ACT_LINEAR:
     case ACT_SOFTMAX:

@@ -12,7 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Y is (rows, cols), bias (cols): Y = act(Y + bias); softmax: bias only. */
+/* Y is (rows, cols), bias (cols): Y = act(Y + bias); softmax: bias only.
+ * Sigmoid, tanh, gelu and silu, and the derivatives of gelu and silu, are
+ * the math unit's (vmath.h), the same bits on every ISA. */
 void kern_bias_act(float *Y, const float *bias, int rows, int cols, act_kind act);
 /* The activation alone, over n values: kern_bias_act with bias NULL. */
 void kern_bias_act_flat(float *Y, size_t n, act_kind act);
