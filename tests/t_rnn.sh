@@ -193,6 +193,14 @@ models:
       - {dense: 3, activation: softmax}
 YAML
 refuse bi_flat 6 "bidirectional needs a sequence [steps, features], and gets a flat input (8)"
+# A 2-D kind after a sequence: named a sequence (it said "flat samples"),
+# with the 1-D kind to use.
+for c in "max_pooling2d: 2|max_pooling2d needs images, but gets a sequence (6, 8); for sequences use max_pooling1d" \
+         "global_average_pooling2d: {}|global_average_pooling2d needs images, but gets a sequence (6, 8); for sequences use global_average_pooling1d" \
+         "conv2d: 4, kernel_size: 2|conv2d needs images, but gets a sequence (6, 8); for sequences use conv1d"; do
+    printf 'data: {train: "npy:%s/x.npy,%s/y.npy"}\nmodels:\n  - name: m\n    layers:\n      - {lstm: 8, return_sequences: true}\n      - {%s}\n      - flatten\n      - {dense: 3, activation: softmax}\n' "$T" "$T" "${c%%|*}" > "$T/seq2d.yaml"
+    refuse seq2d 6 "${c#*|}"
+done
 # T too long for the memory limit: the LSTM keeps each step's gates and
 # state for the backward pass, so its plan grows with T. The same model fits
 # 2 MiB at 6 steps and not at 3000; that run is refused at the model's line.

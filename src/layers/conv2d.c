@@ -185,6 +185,11 @@ static int conv_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len
 {
     char s[48];
     shape_format(lp->in, s, sizeof s);
+    if (lp->in.rank == 2) {
+        snprintf(msg, len, "conv2d needs images, but gets a sequence %s; for sequences use "
+                           "conv1d", s);
+        return 1;
+    }
     if (lp->in.rank != 3) {
         snprintf(msg, len, "conv2d needs images, but gets flat samples %s; give the data's "
                            "shape with data.input_shape: [H, W, C]", s);

@@ -87,16 +87,28 @@ static int pooling_fuse_key(const layer_spec *ls, int *key)
 
 /* ---- shapes and compute ---- */
 
+/* A 2-D pooling given no image: a sequence is named as one, with the 1-D
+ * kind that takes it (max_pooling2d -> max_pooling1d). Returns 1. */
+static int not_an_image(const char *name, sample_shape in, const char *s, char *msg, size_t len)
+{
+    if (in.rank == 2) {
+        int base = (int)strlen(name) - 2; /* the kind's name less its "2d" */
+        snprintf(msg, len, "%s needs images, but gets a sequence %s; for sequences use %.*s1d",
+                 name, s, base, name);
+    } else {
+        snprintf(msg, len, "%s needs images, but gets flat samples %s", name, s);
+    }
+    return 1;
+}
+
 static int pooling_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t len)
 {
     char s[48];
     shape_format(lp->in, s, sizeof s);
     const char *name = ls->kind->name;
     const pooling_settings d = settings(ls);
-    if (lp->in.rank != 3) {
-        snprintf(msg, len, "%s needs images, but gets flat samples %s", name, s);
-        return 1;
-    }
+    if (lp->in.rank != 3)
+        return not_an_image(name, lp->in, s, msg, len);
     int sh = d.sh > 0 ? d.sh : d.kh, sw = d.sw > 0 ? d.sw : d.kw, oh, ow;
     window_dim(lp->in.h, d.kh, sh, d.pad, &oh, &lp->pad_top);
     window_dim(lp->in.w, d.kw, sw, d.pad, &ow, &lp->pad_left);
@@ -219,10 +231,8 @@ static int global_plan(const layer_spec *ls, layer_plan *lp, char *msg, size_t l
 {
     char s[48];
     shape_format(lp->in, s, sizeof s);
-    if (lp->in.rank != 3) {
-        snprintf(msg, len, "%s needs images, but gets flat samples %s", ls->kind->name, s);
-        return 1;
-    }
+    if (lp->in.rank != 3)
+        return not_an_image(ls->kind->name, lp->in, s, msg, len);
     lp->kh = lp->sh = lp->in.h;
     lp->kw = lp->sw = lp->in.w;
     lp->out = shape_flat(lp->in.c);
