@@ -1481,6 +1481,24 @@ static int rnn_unit(const rnn_seq_job *j, int u, int *r0, int *r1)
     return u / j->chunks;
 }
 
+/* Whether every row of the chunk [r0, r1) of model k is padding at step s
+ * (a mask_zero embedding's token 0). An LSTM step padded in every row needs
+ * no products: its cells carry the state over without reading the gates,
+ * and its backward zeroes their gradient without reading them, so the
+ * input and recurrent products of such a step change nothing (the backward's
+ * dh += 0·Whh adds zeros). Words padded at their end leave the chunk's steps
+ * past its longest word so. The GRU's cells read their products' rows even
+ * where padded, so its steps run whole. */
+static int rnn_chunk_padded(const rnn_step *s, int k, int r0, int r1)
+{
+    if (!s->tok)
+        return 0;
+    for (int r = r0; r < r1; r++)
+        if (*RNN_AT(s->tok, s->ld_t, s->s_t, k, r) != 0.0f)
+            return 0;
+    return 1;
+}
+
 /* A chunk's steps: gates = b + x·Wihᵀ (+ h_prev·Whhᵀ, the LSTM's), the
  * GRU's rec = h_prev·Whhᵀ, then the cells. */
 static void rnn_fwd_part(void *p, int part, int parts)
@@ -1497,6 +1515,10 @@ static void rnn_fwd_part(void *p, int part, int parts)
         for (int i = 0; i < q->n; i++, x += q->x_next) {
             const rnn_step *s = &q->steps[i];
             float *g = RNN_AT(s->gates, s->ld_g, s->s_g, k, r0);
+            if (!q->gru && rnn_chunk_padded(s, k, r0, r1)) {
+                kern_lstm_fwd(s, k, r0, r1);
+                continue;
+            }
             kern_rnn_gemm(j->isa, g, (size_t)s->ld_g, x, (size_t)q->ld_x, wt, (size_t)GH, m, GH,
                           F, 0, b);
             if (s->h_prev) {
@@ -1525,7 +1547,7 @@ static void rnn_bwd_part(void *p, int part, int parts)
         for (int i = q->n - 1; i >= 0; i--) {
             const rnn_step *s = &q->steps[i];
             (q->gru ? kern_gru_bwd : kern_lstm_bwd)(s, k, r0, r1);
-            if (!s->h_prev)
+            if (!s->h_prev || (!q->gru && rnn_chunk_padded(s, k, r0, r1)))
                 continue;
             const float *dr = q->gru ? RNN_AT(s->rec, s->ld_r, s->s_r, k, r0)
                                      : RNN_AT(s->gates, s->ld_g, s->s_g, k, r0);
